@@ -1,0 +1,24 @@
+#!/usr/bin/env bash
+# The project's test command: installs what the tests need (cached under
+# ~/.cache/openstack-csi-conformance), checks formatting and lints, then runs every test
+# with nextest. CI (.ci/run) calls exactly this.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+. ci/lib.sh
+
+step "toolchain: $(cargo --version)"
+if ! cargo nextest --version >/dev/null 2>&1; then
+    step "installing cargo-nextest"
+    cargo install --locked cargo-nextest
+fi
+
+ci/install-openstack-clients.sh
+
+step "cargo fmt --check"
+cargo fmt --all -- --check
+step "cargo clippy"
+cargo clippy --workspace --all-targets --locked -- -D warnings
+step "cargo nextest run"
+profile=default
+[ "${CI:-}" = true ] && profile=ci
+cargo nextest run --workspace --locked --profile "$profile" "$@"

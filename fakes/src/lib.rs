@@ -1,0 +1,1 @@
+//! Stateful fakes of the OpenStack APIs the Manila CSI driver and operator talk to.

@@ -1,0 +1,1 @@
+//! The conformance harness: cluster backends the suites run against.
