@@ -1,0 +1,1 @@
+//! nfs-csi-plugin
