@@ -13,6 +13,7 @@ if ! cargo nextest --version >/dev/null 2>&1; then
 fi
 
 ci/install-openstack-clients.sh
+ci/install-control-plane.sh
 
 step "cargo fmt --check"
 cargo fmt --all -- --check

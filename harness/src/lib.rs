@@ -1,1 +1,9 @@
-//! The conformance harness: cluster backends the suites run against.
+//! The conformance harness: the cluster backends the suites run against.
+//!
+//! - [`control_plane`]: a real Kubernetes control plane (etcd, kube-apiserver,
+//!   kube-controller-manager, kube-scheduler) run as local processes.
+//! - [`runtime`]: the container runtime of the simulated nodes: pods as sandboxed local
+//!   processes in their own namespaces.
+
+pub mod control_plane;
+pub mod runtime;

@@ -1,0 +1,1 @@
+//! A real Kubernetes control plane run as local processes.

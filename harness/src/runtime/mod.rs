@@ -1,0 +1,1 @@
+//! Pods as sandboxed local processes: the container runtime of the simulated nodes.
