@@ -1,0 +1,1 @@
+//! manila-csi-plugin
