@@ -1,1 +1,21 @@
-//! manila-csi-plugin
+//! `manila-csi-plugin`: a CSI driver for OpenStack Manila shares.
+//!
+//! The controller side creates, deletes, snapshots and expands Manila shares using the
+//! OpenStack credentials found in each request's secrets. The node side does not mount
+//! anything itself: it looks the share up, builds the protocol-specific volume context
+//! (NFS `server`/`share`, or CephFS monitors and cephx key) and forwards the Node RPCs to a
+//! partner node plugin (`--fwdendpoint`).
+//!
+//! Modules: [`config`] (flags), [`options`] (StorageClass parameters), [`openstack`] (Keystone
+//! and Manila clients), [`protocol`] (NFS/CephFS adapters), [`export_location`], [`wait`],
+//! [`error`].
+
+pub mod config;
+pub mod error;
+pub mod export_location;
+pub mod openstack;
+pub mod options;
+pub mod protocol;
+pub mod wait;
+
+pub use error::{Error, Result};

@@ -1,0 +1,185 @@
+//! The driver's error type and its one mapping to gRPC status codes.
+
+use tonic::{Code, Status};
+
+/// Everything that can go wrong while serving a CSI call. Each variant documents when it
+/// happens; [`From<Error> for Status`] gives each its gRPC code.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// The request itself is malformed: a missing field, a bad StorageClass parameter, a
+    /// missing or unusable secret. The message names the culprit.
+    #[error("{0}")]
+    InvalidArgument(String),
+    /// An OpenStack service (Keystone or Manila) could not be reached at all.
+    #[error("cannot reach {service} at {url}: {reason}")]
+    Unreachable {
+        /// `Keystone` or `Manila`.
+        service: &'static str,
+        /// The URL that was tried.
+        url: String,
+        /// The transport error, flattened to text.
+        reason: String,
+    },
+    /// Keystone refused the credentials (or Manila kept answering 401 after re-authentication).
+    #[error("authentication failed: {0}")]
+    Unauthenticated(String),
+    /// The OpenStack API answered with an error status the driver does not handle itself.
+    #[error("{service} {method} {path} failed with HTTP {status}: {message}")]
+    Api {
+        /// `Keystone` or `Manila`.
+        service: &'static str,
+        /// HTTP method.
+        method: String,
+        /// Request path (no query secrets are ever put in paths).
+        path: String,
+        /// HTTP status code.
+        status: u16,
+        /// The error message from the body, if any.
+        message: String,
+    },
+    /// An OpenStack response could not be decoded.
+    #[error("unexpected response from {service} {path}: {reason}")]
+    Decode {
+        /// `Keystone` or `Manila`.
+        service: &'static str,
+        /// Request path.
+        path: String,
+        /// What was wrong with it.
+        reason: String,
+    },
+    /// A share, snapshot or access rule does not exist.
+    #[error("{0}")]
+    NotFound(String),
+    /// A share or snapshot with the requested name exists but does not match the request.
+    #[error("{0}")]
+    AlreadyExists(String),
+    /// Another request for the same volume or snapshot name is still being processed.
+    #[error("{0}")]
+    Aborted(String),
+    /// The resource is in a transient state (for example a snapshot still `creating`).
+    #[error("{0}")]
+    Unavailable(String),
+    /// The resource or the cloud is not in a state that allows the operation.
+    #[error("{0}")]
+    FailedPrecondition(String),
+    /// Waiting for a share, snapshot or access rule ran past its deadline.
+    #[error("{0}")]
+    DeadlineExceeded(String),
+    /// The share or snapshot ended in an `error` state; `detail_id` is the newest Manila user
+    /// message's detail id, which chooses the code.
+    #[error("{message}")]
+    ResourceFailed {
+        /// Human-readable description, naming the share or snapshot.
+        message: String,
+        /// Manila user-message detail id (`001`…), if any message was found.
+        detail_id: Option<String>,
+    },
+    /// The cloud refused because a quota would be exceeded.
+    #[error("{0}")]
+    ResourceExhausted(String),
+    /// The RPC or the requested feature is not supported by this driver.
+    #[error("{0}")]
+    Unimplemented(String),
+    /// The partner node plugin answered with an error; its status is passed through.
+    #[error("partner node plugin: {0}")]
+    Partner(Status),
+    /// A bug or an unexpected condition inside the driver.
+    #[error("{0}")]
+    Internal(String),
+}
+
+/// Result alias for the driver.
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+impl Error {
+    /// The gRPC code this error is reported with.
+    pub fn code(&self) -> Code {
+        match self {
+            Error::InvalidArgument(_) => Code::InvalidArgument,
+            Error::Unreachable { .. } => Code::Unavailable,
+            Error::Unauthenticated(_) => Code::Unauthenticated,
+            Error::Api { status, .. } => match status {
+                400 => Code::InvalidArgument,
+                401 => Code::Unauthenticated,
+                403 => Code::PermissionDenied,
+                404 => Code::NotFound,
+                409 => Code::FailedPrecondition,
+                // Manila answers 413 for quota errors (OverQuota, ShareLimitExceeded …).
+                413 => Code::ResourceExhausted,
+                503 => Code::Unavailable,
+                _ => Code::Internal,
+            },
+            Error::Decode { .. } => Code::Internal,
+            Error::NotFound(_) => Code::NotFound,
+            Error::AlreadyExists(_) => Code::AlreadyExists,
+            Error::Aborted(_) => Code::Aborted,
+            Error::Unavailable(_) => Code::Unavailable,
+            Error::FailedPrecondition(_) => Code::FailedPrecondition,
+            Error::DeadlineExceeded(_) => Code::DeadlineExceeded,
+            Error::ResourceFailed { detail_id, .. } => code_for_detail_id(detail_id.as_deref()),
+            Error::ResourceExhausted(_) => Code::ResourceExhausted,
+            Error::Unimplemented(_) => Code::Unimplemented,
+            Error::Partner(status) => status.code(),
+            Error::Internal(_) => Code::Internal,
+        }
+    }
+
+    /// Whether this is an HTTP 404 from the cloud or a [`Error::NotFound`].
+    pub fn is_not_found(&self) -> bool {
+        matches!(self, Error::NotFound(_) | Error::Api { status: 404, .. })
+    }
+}
+
+/// Manila user-message detail ids → gRPC codes, as the upstream driver maps them:
+/// 002 (no valid host) and 009 (no valid host for the share size) → OutOfRange,
+/// 003/008 (invalid request / driver does not support) → InvalidArgument,
+/// 007 (quota) → ResourceExhausted, anything else → Internal.
+pub fn code_for_detail_id(detail_id: Option<&str>) -> Code {
+    match detail_id {
+        Some("002" | "009") => Code::OutOfRange,
+        Some("003" | "008") => Code::InvalidArgument,
+        Some("007") => Code::ResourceExhausted,
+        _ => Code::Internal,
+    }
+}
+
+impl From<Error> for Status {
+    fn from(error: Error) -> Self {
+        match error {
+            Error::Partner(status) => status,
+            other => Status::new(other.code(), other.to_string()),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rstest::rstest;
+
+    #[rstest]
+    #[case(Some("002"), Code::OutOfRange)]
+    #[case(Some("009"), Code::OutOfRange)]
+    #[case(Some("003"), Code::InvalidArgument)]
+    #[case(Some("008"), Code::InvalidArgument)]
+    #[case(Some("007"), Code::ResourceExhausted)]
+    #[case(Some("001"), Code::Internal)]
+    #[case(None, Code::Internal)]
+    fn detail_ids_map_to_codes(#[case] detail: Option<&str>, #[case] code: Code) {
+        assert_eq!(code_for_detail_id(detail), code);
+    }
+
+    #[test]
+    fn quota_errors_from_the_api_are_resource_exhausted() {
+        let error = Error::Api {
+            service: "Manila",
+            method: "POST".into(),
+            path: "/shares".into(),
+            status: 413,
+            message: "Requested share exceeds allowed project/user or share type gigabytes quota.".into(),
+        };
+        let status = Status::from(error);
+        assert_eq!(status.code(), Code::ResourceExhausted);
+        assert!(status.message().contains("quota"), "{}", status.message());
+    }
+}

@@ -1,0 +1,260 @@
+//! A Keystone v3 session: authenticates with [`Credentials`], caches the token, finds the
+//! Manila endpoint in the catalog and re-authenticates when a service answers 401.
+
+use std::time::Duration;
+
+use chrono::{DateTime, Utc};
+use reqwest::{Method, StatusCode};
+use serde::Deserialize;
+use serde_json::{Value, json};
+use tokio::sync::Mutex;
+
+use super::credentials::{AuthMethod, Credentials, Secret};
+use super::http::{error_for_response, transport_error};
+use crate::error::{Error, Result};
+
+/// Catalog types under which Manila may be registered, most specific first.
+pub const MANILA_SERVICE_TYPES: [&str; 3] = ["shared-file-system", "sharev2", "share"];
+
+/// Tokens this close to expiry are renewed before use.
+const EXPIRY_MARGIN: chrono::TimeDelta = chrono::TimeDelta::seconds(30);
+
+/// A valid token and the Manila endpoint from its catalog.
+#[derive(Clone, Debug)]
+pub struct Token {
+    /// The `X-Subject-Token` value.
+    pub value: Secret,
+    /// `expires_at`, when Keystone sent one.
+    pub expires_at: Option<DateTime<Utc>>,
+    /// The Manila endpoint URL (no trailing slash).
+    pub manila_url: String,
+    /// A counter distinguishing tokens, so that a 401 only drops the token that failed.
+    pub generation: u64,
+}
+
+/// One authenticated identity against one cloud.
+#[derive(Debug)]
+pub struct Session {
+    http: reqwest::Client,
+    credentials: Credentials,
+    token: Mutex<(u64, Option<Token>)>,
+}
+
+#[derive(Deserialize)]
+struct TokenBody {
+    token: TokenInfo,
+}
+
+#[derive(Deserialize)]
+struct TokenInfo {
+    expires_at: Option<String>,
+    #[serde(default)]
+    catalog: Vec<CatalogEntry>,
+}
+
+#[derive(Deserialize)]
+struct CatalogEntry {
+    #[serde(rename = "type")]
+    kind: String,
+    #[serde(default)]
+    endpoints: Vec<Endpoint>,
+}
+
+#[derive(Deserialize)]
+struct Endpoint {
+    url: String,
+    interface: String,
+    region: Option<String>,
+    region_id: Option<String>,
+}
+
+impl Session {
+    /// Builds a session; no network traffic happens until the first call.
+    pub fn new(http: reqwest::Client, credentials: Credentials) -> Self {
+        Session { http, credentials, token: Mutex::new((0, None)) }
+    }
+
+    /// The HTTP client (with the credentials' TLS settings).
+    pub fn http(&self) -> &reqwest::Client {
+        &self.http
+    }
+
+    /// A valid token: the cached one unless it is about to expire.
+    pub async fn token(&self) -> Result<Token> {
+        let mut guard = self.token.lock().await;
+        if let Some(token) = &guard.1 {
+            let fresh = token.expires_at.is_none_or(|at| at - EXPIRY_MARGIN > Utc::now());
+            if fresh {
+                return Ok(token.clone());
+            }
+        }
+        guard.0 += 1;
+        let token = self.authenticate(guard.0).await?;
+        guard.1 = Some(token.clone());
+        Ok(token)
+    }
+
+    /// Drops `token` from the cache after a service rejected it, unless a newer one has
+    /// already replaced it.
+    pub async fn invalidate(&self, token: &Token) {
+        let mut guard = self.token.lock().await;
+        if guard.1.as_ref().is_some_and(|t| t.generation == token.generation) {
+            tracing::info!("token rejected by Manila; re-authenticating");
+            guard.1 = None;
+        }
+    }
+
+    fn tokens_url(&self) -> String {
+        let base = self.credentials.auth_url.trim_end_matches('/');
+        if base.ends_with("/v3") {
+            format!("{base}/auth/tokens")
+        } else {
+            format!("{base}/v3/auth/tokens")
+        }
+    }
+
+    async fn authenticate(&self, generation: u64) -> Result<Token> {
+        let url = self.tokens_url();
+        let response = self
+            .http
+            .request(Method::POST, &url)
+            .json(&self.auth_body())
+            .timeout(Duration::from_secs(30))
+            .send()
+            .await
+            .map_err(|e| transport_error("Keystone", &url, &e))?;
+        let status = response.status();
+        if status == StatusCode::UNAUTHORIZED || status == StatusCode::FORBIDDEN {
+            let error = error_for_response("Keystone", "POST", "/v3/auth/tokens", response).await;
+            return Err(Error::Unauthenticated(format!(
+                "Keystone at {} rejected the credentials: {error}",
+                self.credentials.auth_url
+            )));
+        }
+        if !status.is_success() {
+            return Err(error_for_response("Keystone", "POST", "/v3/auth/tokens", response).await);
+        }
+        let value = response
+            .headers()
+            .get("X-Subject-Token")
+            .and_then(|v| v.to_str().ok())
+            .map(Secret::new)
+            .ok_or_else(|| Error::Decode {
+                service: "Keystone",
+                path: "/v3/auth/tokens".into(),
+                reason: "no X-Subject-Token header".into(),
+            })?;
+        let body: TokenBody = response.json().await.map_err(|e| Error::Decode {
+            service: "Keystone",
+            path: "/v3/auth/tokens".into(),
+            reason: e.to_string(),
+        })?;
+        let expires_at = body
+            .token
+            .expires_at
+            .as_deref()
+            .and_then(|at| DateTime::parse_from_rfc3339(at).ok())
+            .map(|at| at.with_timezone(&Utc));
+        let manila_url = self.manila_endpoint(&body.token.catalog)?;
+        tracing::debug!(%manila_url, ?expires_at, "authenticated to Keystone");
+        Ok(Token { value, expires_at, manila_url, generation })
+    }
+
+    fn manila_endpoint(&self, catalog: &[CatalogEntry]) -> Result<String> {
+        let region = self.credentials.region.as_deref();
+        let interface = self.credentials.interface.trim_end_matches("URL");
+        for kind in MANILA_SERVICE_TYPES {
+            for entry in catalog.iter().filter(|e| e.kind == kind) {
+                let found = entry.endpoints.iter().find(|endpoint| {
+                    endpoint.interface == interface
+                        && region.is_none_or(|r| {
+                            endpoint.region.as_deref() == Some(r)
+                                || endpoint.region_id.as_deref() == Some(r)
+                        })
+                });
+                if let Some(endpoint) = found {
+                    return Ok(endpoint.url.trim_end_matches('/').to_string());
+                }
+            }
+        }
+        Err(Error::FailedPrecondition(format!(
+            "no Manila endpoint (type {}) with interface {interface:?}{} in the Keystone catalog",
+            MANILA_SERVICE_TYPES.join("/"),
+            region.map(|r| format!(" in region {r:?}")).unwrap_or_default()
+        )))
+    }
+
+    fn auth_body(&self) -> Value {
+        let domain = |id: &Option<String>, name: &Option<String>| match (id, name) {
+            (Some(id), _) => Some(json!({ "id": id })),
+            (None, Some(name)) => Some(json!({ "name": name })),
+            (None, None) => None,
+        };
+        let user = |id: &Option<String>, name: &Option<String>, did, dname| {
+            let mut user = serde_json::Map::new();
+            if let Some(id) = id {
+                user.insert("id".into(), json!(id));
+            } else if let Some(name) = name {
+                user.insert("name".into(), json!(name));
+                if let Some(domain) = domain(did, dname) {
+                    user.insert("domain".into(), domain);
+                }
+            }
+            user
+        };
+        let (identity, scoped) = match &self.credentials.method {
+            AuthMethod::Password { user_id, user_name, user_domain_id, user_domain_name, password } => {
+                let mut user = user(user_id, user_name, user_domain_id, user_domain_name);
+                user.insert("password".into(), json!(password.expose()));
+                (json!({ "methods": ["password"], "password": { "user": user } }), true)
+            }
+            AuthMethod::ApplicationCredential {
+                id,
+                name,
+                user_id,
+                user_name,
+                user_domain_id,
+                user_domain_name,
+                secret,
+            } => {
+                let mut credential = serde_json::Map::new();
+                if let Some(id) = id {
+                    credential.insert("id".into(), json!(id));
+                } else {
+                    credential.insert("name".into(), json!(name));
+                    credential.insert(
+                        "user".into(),
+                        Value::Object(user(user_id, user_name, user_domain_id, user_domain_name)),
+                    );
+                }
+                credential.insert("secret".into(), json!(secret.expose()));
+                // Application credentials carry their own scope.
+                (
+                    json!({ "methods": ["application_credential"], "application_credential": credential }),
+                    false,
+                )
+            }
+        };
+        let scope = &self.credentials.scope;
+        let scope = if !scoped {
+            None
+        } else if let Some(trust) = &scope.trust_id {
+            Some(json!({ "OS-TRUST:trust": { "id": trust } }))
+        } else if let Some(id) = &scope.project_id {
+            Some(json!({ "project": { "id": id } }))
+        } else if let Some(name) = &scope.project_name {
+            let mut project = json!({ "name": name });
+            if let Some(domain) = domain(&scope.project_domain_id, &scope.project_domain_name) {
+                project["domain"] = domain;
+            }
+            Some(json!({ "project": project }))
+        } else {
+            None
+        };
+        let mut auth = json!({ "identity": identity });
+        if let Some(scope) = scope {
+            auth["scope"] = scope;
+        }
+        json!({ "auth": auth })
+    }
+}

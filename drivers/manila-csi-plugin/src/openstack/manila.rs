@@ -1,0 +1,588 @@
+//! A Manila v2 client over a Keystone [`Session`]: microversion check, shares, export
+//! locations, access rules, share types, snapshots and user messages.
+
+use std::collections::BTreeMap;
+
+use reqwest::{Method, StatusCode};
+use serde::Deserialize;
+use serde::de::DeserializeOwned;
+use serde_json::{Value, json};
+use tokio::sync::OnceCell;
+
+use super::http::{error_for_response, transport_error};
+use super::keystone::Session;
+use crate::error::{Error, Result};
+
+/// The minimum microversion the driver needs (user messages), sent on every call.
+pub const MIN_MICROVERSION: Microversion = Microversion(2, 37);
+/// The microversion of `GET /share-access-rules`.
+pub const ACCESS_RULES_MICROVERSION: Microversion = Microversion(2, 45);
+
+/// A Manila API microversion `major.minor`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub struct Microversion(pub u32, pub u32);
+
+impl Microversion {
+    /// Parses `2.45`.
+    pub fn parse(text: &str) -> Option<Self> {
+        let (major, minor) = text.trim().split_once('.')?;
+        Some(Microversion(major.parse().ok()?, minor.parse().ok()?))
+    }
+}
+
+impl std::fmt::Display for Microversion {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}.{}", self.0, self.1)
+    }
+}
+
+/// A Manila share.
+#[derive(Clone, Debug, Deserialize, PartialEq)]
+pub struct Share {
+    /// UUID (= CSI volume id).
+    pub id: String,
+    /// Name (= CSI volume name).
+    pub name: Option<String>,
+    /// `creating`, `available`, `error`, …
+    pub status: String,
+    /// Size in GiB.
+    pub size: u64,
+    /// `NFS`, `CEPHFS`, …
+    pub share_proto: Option<String>,
+    /// Share type id.
+    pub share_type: Option<String>,
+    /// Share type name.
+    pub share_type_name: Option<String>,
+    /// Availability zone.
+    pub availability_zone: Option<String>,
+    /// Share network id.
+    pub share_network_id: Option<String>,
+    /// Metadata.
+    #[serde(default)]
+    pub metadata: BTreeMap<String, String>,
+    /// Source snapshot.
+    pub snapshot_id: Option<String>,
+    /// Description.
+    pub description: Option<String>,
+}
+
+/// A share's export location.
+#[derive(Clone, Debug, Deserialize, PartialEq)]
+pub struct ExportLocation {
+    /// `server:/path` for NFS, `mon1,mon2:/path` for CephFS.
+    pub path: String,
+    /// Only reachable by administrators.
+    #[serde(default)]
+    pub is_admin_only: bool,
+    /// Preferred by the back end.
+    #[serde(default)]
+    pub preferred: bool,
+}
+
+/// An access rule.
+#[derive(Clone, Debug, Deserialize, PartialEq)]
+pub struct AccessRule {
+    /// Rule id.
+    pub id: String,
+    /// `ip`, `cephx`, `user`, `cert`.
+    pub access_type: String,
+    /// Address, CIDR or cephx user.
+    pub access_to: String,
+    /// cephx key once the rule is applied.
+    pub access_key: Option<String>,
+    /// `rw` or `ro`.
+    pub access_level: String,
+    /// `queued_to_apply`, `applying`, `active`, `error`, …
+    #[serde(alias = "status")]
+    pub state: Option<String>,
+}
+
+/// A share type.
+#[derive(Clone, Debug, Deserialize, PartialEq)]
+pub struct ShareType {
+    /// Type id.
+    pub id: String,
+    /// Type name.
+    pub name: String,
+    /// Extra specs (values are usually strings such as `"True"`).
+    #[serde(default)]
+    pub extra_specs: BTreeMap<String, Value>,
+}
+
+impl ShareType {
+    /// Whether the extra spec `key` is true (`True`, `true`, `<is> True`, or a JSON bool).
+    pub fn spec_enabled(&self, key: &str) -> bool {
+        match self.extra_specs.get(key) {
+            Some(Value::Bool(b)) => *b,
+            Some(Value::String(s)) => {
+                s.trim().trim_start_matches("<is>").trim().eq_ignore_ascii_case("true")
+            }
+            _ => false,
+        }
+    }
+}
+
+/// A share snapshot.
+#[derive(Clone, Debug, Deserialize, PartialEq)]
+pub struct Snapshot {
+    /// UUID (= CSI snapshot id).
+    pub id: String,
+    /// Name (= CSI snapshot name).
+    pub name: Option<String>,
+    /// `creating`, `available`, `error`, …
+    pub status: String,
+    /// Source share.
+    pub share_id: String,
+    /// Size in GiB.
+    pub size: u64,
+    /// Creation time (ISO 8601, no zone).
+    pub created_at: Option<String>,
+}
+
+/// A user message.
+#[derive(Clone, Debug, Deserialize, PartialEq)]
+pub struct Message {
+    /// Message id.
+    pub id: String,
+    /// `001`…: what went wrong.
+    pub detail_id: Option<String>,
+    /// `ERROR`, …
+    pub message_level: Option<String>,
+    /// Human text.
+    pub user_message: Option<String>,
+    /// Creation time, for ordering.
+    pub created_at: Option<String>,
+}
+
+/// Fields of `POST /shares`.
+#[derive(Clone, Debug, Default)]
+pub struct NewShare {
+    /// Name.
+    pub name: String,
+    /// Size in GiB.
+    pub size: u64,
+    /// Protocol.
+    pub protocol: String,
+    /// Share type name or id.
+    pub share_type: String,
+    /// Availability zone.
+    pub availability_zone: Option<String>,
+    /// Share network.
+    pub share_network_id: Option<String>,
+    /// Metadata.
+    pub metadata: BTreeMap<String, String>,
+    /// Source snapshot.
+    pub snapshot_id: Option<String>,
+    /// Description.
+    pub description: String,
+}
+
+/// Manila v2 client for one identity.
+#[derive(Debug)]
+pub struct ManilaClient {
+    session: Session,
+    max_version: OnceCell<Microversion>,
+}
+
+impl ManilaClient {
+    /// Wraps a session; the version document is read on first use.
+    pub fn new(session: Session) -> Self {
+        ManilaClient { session, max_version: OnceCell::new() }
+    }
+
+    /// Authenticates (if needed) and checks the API supports microversion ≥ 2.37. Returns the
+    /// maximum supported microversion.
+    pub async fn check_version(&self) -> Result<Microversion> {
+        self.max_version
+            .get_or_try_init(|| async {
+                let token = self.session.token().await?;
+                let url = version_document_url(&token.manila_url);
+                let response = self
+                    .session
+                    .http()
+                    .get(&url)
+                    .header("X-Auth-Token", token.value.expose())
+                    .send()
+                    .await
+                    .map_err(|e| transport_error("Manila", &url, &e))?;
+                if !response.status().is_success() {
+                    return Err(error_for_response("Manila", "GET", &url, response).await);
+                }
+                let document: Value = response.json().await.map_err(|e| Error::Decode {
+                    service: "Manila",
+                    path: url.clone(),
+                    reason: e.to_string(),
+                })?;
+                let max = max_version(&document).ok_or_else(|| Error::Decode {
+                    service: "Manila",
+                    path: url.clone(),
+                    reason: "no v2 entry with a version in the version document".into(),
+                })?;
+                if max < MIN_MICROVERSION {
+                    return Err(Error::FailedPrecondition(format!(
+                        "Manila at {} supports microversions up to {max}; this driver needs at least {MIN_MICROVERSION}",
+                        token.manila_url
+                    )));
+                }
+                Ok(max)
+            })
+            .await
+            .copied()
+    }
+
+    async fn call<T: DeserializeOwned>(
+        &self,
+        method: Method,
+        path: &str,
+        query: &[(&str, &str)],
+        body: Option<Value>,
+        version: Microversion,
+    ) -> Result<T> {
+        let value = self.call_raw(method, path, query, body, version).await?;
+        serde_json::from_value(value).map_err(|e| Error::Decode {
+            service: "Manila",
+            path: path.into(),
+            reason: e.to_string(),
+        })
+    }
+
+    async fn call_raw(
+        &self,
+        method: Method,
+        path: &str,
+        query: &[(&str, &str)],
+        body: Option<Value>,
+        version: Microversion,
+    ) -> Result<Value> {
+        self.check_version().await?;
+        let mut retried = false;
+        loop {
+            let token = self.session.token().await?;
+            let url = format!("{}{path}", token.manila_url);
+            let mut request = self
+                .session
+                .http()
+                .request(method.clone(), &url)
+                .query(query)
+                .header("X-Auth-Token", token.value.expose())
+                .header("X-OpenStack-Manila-API-Version", version.to_string())
+                .header("OpenStack-API-Version", format!("shared-file-system {version}"));
+            if let Some(body) = &body {
+                request = request.json(body);
+            }
+            let response =
+                request.send().await.map_err(|e| transport_error("Manila", &url, &e))?;
+            let status = response.status();
+            if status == StatusCode::UNAUTHORIZED && !retried {
+                self.session.invalidate(&token).await;
+                retried = true;
+                continue;
+            }
+            if status == StatusCode::UNAUTHORIZED {
+                let error = error_for_response("Manila", method.as_str(), path, response).await;
+                return Err(Error::Unauthenticated(format!(
+                    "Manila rejected a freshly issued token: {error}"
+                )));
+            }
+            if !status.is_success() {
+                return Err(error_for_response("Manila", method.as_str(), path, response).await);
+            }
+            let text = response.text().await.map_err(|e| transport_error("Manila", &url, &e))?;
+            if text.trim().is_empty() {
+                return Ok(Value::Null);
+            }
+            return serde_json::from_str(&text).map_err(|e| Error::Decode {
+                service: "Manila",
+                path: path.into(),
+                reason: e.to_string(),
+            });
+        }
+    }
+
+    /// `GET /shares/{id}`; a missing share is [`Error::NotFound`].
+    pub async fn share(&self, id: &str) -> Result<Share> {
+        #[derive(Deserialize)]
+        struct Body {
+            share: Share,
+        }
+        let path = format!("/shares/{id}");
+        match self.call::<Body>(Method::GET, &path, &[], None, MIN_MICROVERSION).await {
+            Ok(body) => Ok(body.share),
+            Err(e) if e.is_not_found() => Err(Error::NotFound(format!("share {id} not found"))),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// `GET /shares/detail?name=`: shares with exactly this name.
+    pub async fn shares_named(&self, name: &str) -> Result<Vec<Share>> {
+        #[derive(Deserialize)]
+        struct Body {
+            shares: Vec<Share>,
+        }
+        let body: Body = self
+            .call(Method::GET, "/shares/detail", &[("name", name)], None, MIN_MICROVERSION)
+            .await?;
+        Ok(body.shares.into_iter().filter(|s| s.name.as_deref() == Some(name)).collect())
+    }
+
+    /// `POST /shares`.
+    pub async fn create_share(&self, new: &NewShare) -> Result<Share> {
+        #[derive(Deserialize)]
+        struct Body {
+            share: Share,
+        }
+        let mut share = json!({
+            "name": new.name,
+            "size": new.size,
+            "share_proto": new.protocol,
+            "share_type": new.share_type,
+            "metadata": new.metadata,
+            "description": new.description,
+        });
+        if let Some(zone) = &new.availability_zone {
+            share["availability_zone"] = json!(zone);
+        }
+        if let Some(network) = &new.share_network_id {
+            share["share_network_id"] = json!(network);
+        }
+        if let Some(snapshot) = &new.snapshot_id {
+            share["snapshot_id"] = json!(snapshot);
+        }
+        let body: Body = self
+            .call(Method::POST, "/shares", &[], Some(json!({ "share": share })), MIN_MICROVERSION)
+            .await?;
+        Ok(body.share)
+    }
+
+    /// `DELETE /shares/{id}`; returns `false` when the share did not exist.
+    pub async fn delete_share(&self, id: &str) -> Result<bool> {
+        let path = format!("/shares/{id}");
+        match self.call_raw(Method::DELETE, &path, &[], None, MIN_MICROVERSION).await {
+            Ok(_) => Ok(true),
+            Err(e) if e.is_not_found() => Ok(false),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// `POST /shares/{id}/action {"extend": …}`.
+    pub async fn extend_share(&self, id: &str, new_size: u64) -> Result<()> {
+        let path = format!("/shares/{id}/action");
+        let body = json!({ "extend": { "new_size": new_size } });
+        self.call_raw(Method::POST, &path, &[], Some(body), MIN_MICROVERSION).await?;
+        Ok(())
+    }
+
+    /// `GET /shares/{id}/export_locations`.
+    pub async fn export_locations(&self, share_id: &str) -> Result<Vec<ExportLocation>> {
+        #[derive(Deserialize)]
+        struct Body {
+            export_locations: Vec<ExportLocation>,
+        }
+        let path = format!("/shares/{share_id}/export_locations");
+        let body: Body = self.call(Method::GET, &path, &[], None, MIN_MICROVERSION).await?;
+        Ok(body.export_locations)
+    }
+
+    /// The share's access rules (`GET /share-access-rules?share_id=` at 2.45, else the
+    /// `access_list` action).
+    pub async fn access_rules(&self, share_id: &str) -> Result<Vec<AccessRule>> {
+        #[derive(Deserialize)]
+        struct Body {
+            access_list: Vec<AccessRule>,
+        }
+        let body: Body = if self.check_version().await? >= ACCESS_RULES_MICROVERSION {
+            self.call(
+                Method::GET,
+                "/share-access-rules",
+                &[("share_id", share_id)],
+                None,
+                ACCESS_RULES_MICROVERSION,
+            )
+            .await?
+        } else {
+            let path = format!("/shares/{share_id}/action");
+            self.call(Method::POST, &path, &[], Some(json!({ "access_list": null })), MIN_MICROVERSION)
+                .await?
+        };
+        Ok(body.access_list)
+    }
+
+    /// `POST /shares/{id}/action {"allow_access": …}`.
+    pub async fn grant_access(
+        &self,
+        share_id: &str,
+        access_type: &str,
+        access_to: &str,
+        access_level: &str,
+    ) -> Result<AccessRule> {
+        #[derive(Deserialize)]
+        struct Body {
+            access: AccessRule,
+        }
+        let path = format!("/shares/{share_id}/action");
+        let body = json!({ "allow_access": {
+            "access_type": access_type,
+            "access_to": access_to,
+            "access_level": access_level,
+        }});
+        let body: Body = self.call(Method::POST, &path, &[], Some(body), MIN_MICROVERSION).await?;
+        Ok(body.access)
+    }
+
+    /// The share type with this name or id (`default` asks `GET /types/default`).
+    pub async fn share_type(&self, name_or_id: &str) -> Result<ShareType> {
+        #[derive(Deserialize)]
+        struct One {
+            #[serde(alias = "volume_type")]
+            share_type: ShareType,
+        }
+        #[derive(Deserialize)]
+        struct List {
+            #[serde(alias = "volume_types")]
+            share_types: Vec<ShareType>,
+        }
+        let types: List = self.call(Method::GET, "/types", &[], None, MIN_MICROVERSION).await?;
+        if let Some(found) =
+            types.share_types.into_iter().find(|t| t.name == name_or_id || t.id == name_or_id)
+        {
+            return Ok(found);
+        }
+        let path = if name_or_id == "default" {
+            "/types/default".to_string()
+        } else {
+            format!("/types/{name_or_id}")
+        };
+        match self.call::<One>(Method::GET, &path, &[], None, MIN_MICROVERSION).await {
+            Ok(one) => Ok(one.share_type),
+            Err(e) if e.is_not_found() => {
+                Err(Error::InvalidArgument(format!("parameter type: share type {name_or_id:?} does not exist")))
+            }
+            Err(e) => Err(e),
+        }
+    }
+
+    /// `POST /snapshots`.
+    pub async fn create_snapshot(&self, share_id: &str, name: &str, description: &str) -> Result<Snapshot> {
+        #[derive(Deserialize)]
+        struct Body {
+            snapshot: Snapshot,
+        }
+        let body = json!({ "snapshot": {
+            "share_id": share_id,
+            "name": name,
+            "description": description,
+            "force": false,
+        }});
+        let body: Body = self.call(Method::POST, "/snapshots", &[], Some(body), MIN_MICROVERSION).await?;
+        Ok(body.snapshot)
+    }
+
+    /// `GET /snapshots/{id}`; a missing snapshot is [`Error::NotFound`].
+    pub async fn snapshot(&self, id: &str) -> Result<Snapshot> {
+        #[derive(Deserialize)]
+        struct Body {
+            snapshot: Snapshot,
+        }
+        let path = format!("/snapshots/{id}");
+        match self.call::<Body>(Method::GET, &path, &[], None, MIN_MICROVERSION).await {
+            Ok(body) => Ok(body.snapshot),
+            Err(e) if e.is_not_found() => Err(Error::NotFound(format!("snapshot {id} not found"))),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// `GET /snapshots/detail?name=`: snapshots with exactly this name.
+    pub async fn snapshots_named(&self, name: &str) -> Result<Vec<Snapshot>> {
+        #[derive(Deserialize)]
+        struct Body {
+            snapshots: Vec<Snapshot>,
+        }
+        let body: Body = self
+            .call(Method::GET, "/snapshots/detail", &[("name", name)], None, MIN_MICROVERSION)
+            .await?;
+        Ok(body.snapshots.into_iter().filter(|s| s.name.as_deref() == Some(name)).collect())
+    }
+
+    /// `DELETE /snapshots/{id}`; returns `false` when it did not exist.
+    pub async fn delete_snapshot(&self, id: &str) -> Result<bool> {
+        let path = format!("/snapshots/{id}");
+        match self.call_raw(Method::DELETE, &path, &[], None, MIN_MICROVERSION).await {
+            Ok(_) => Ok(true),
+            Err(e) if e.is_not_found() => Ok(false),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// The newest `ERROR` user message about `resource_id`, if any.
+    pub async fn newest_error_message(&self, resource_id: &str) -> Result<Option<Message>> {
+        #[derive(Deserialize)]
+        struct Body {
+            messages: Vec<Message>,
+        }
+        let body: Body = self
+            .call(Method::GET, "/messages", &[("resource_id", resource_id)], None, MIN_MICROVERSION)
+            .await?;
+        Ok(body
+            .messages
+            .into_iter()
+            .filter(|m| m.message_level.as_deref().is_none_or(|l| l.eq_ignore_ascii_case("ERROR")))
+            .max_by(|a, b| a.created_at.cmp(&b.created_at)))
+    }
+}
+
+/// `http://h:8786/v2/<project>` → `http://h:8786/v2/` (the version document).
+fn version_document_url(manila_url: &str) -> String {
+    let trimmed = manila_url.trim_end_matches('/');
+    match trimmed.find("/v2") {
+        Some(index) => format!("{}/v2/", &trimmed[..index]),
+        None => format!("{trimmed}/"),
+    }
+}
+
+/// The highest `version` of a v2 entry in `{"versions":[…]}` (or `{"version":{…}}`).
+fn max_version(document: &Value) -> Option<Microversion> {
+    let entries: Vec<&Value> = match (document.get("versions"), document.get("version")) {
+        (Some(Value::Array(list)), _) => list.iter().collect(),
+        (_, Some(one)) => vec![one],
+        _ => return None,
+    };
+    entries
+        .into_iter()
+        .filter(|v| v.get("id").and_then(Value::as_str).is_some_and(|id| id.starts_with("v2")))
+        .filter_map(|v| v.get("version").and_then(Value::as_str).and_then(Microversion::parse))
+        .max()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn version_document_is_at_the_v2_root() {
+        assert_eq!(version_document_url("http://h:8786/v2/abc"), "http://h:8786/v2/");
+        assert_eq!(version_document_url("http://h:8786/v2"), "http://h:8786/v2/");
+        assert_eq!(version_document_url("http://h/share"), "http://h/share/");
+    }
+
+    #[test]
+    fn max_version_comes_from_the_v2_entry() {
+        let document = json!({"versions": [
+            {"id": "v1.0", "version": "", "min_version": ""},
+            {"id": "v2.0", "version": "2.65", "min_version": "2.0", "status": "CURRENT"}
+        ]});
+        assert_eq!(max_version(&document), Some(Microversion(2, 65)));
+        assert!(Microversion(2, 9) < Microversion(2, 37));
+    }
+
+    #[test]
+    fn share_type_specs_accept_manila_spellings() {
+        let share_type: ShareType = serde_json::from_value(json!({
+            "id": "1", "name": "default",
+            "extra_specs": {"snapshot_support": "True", "create_share_from_snapshot_support": "<is> False"}
+        }))
+        .unwrap_or_else(|e| panic!("{e}"));
+        assert!(share_type.spec_enabled("snapshot_support"));
+        assert!(!share_type.spec_enabled("create_share_from_snapshot_support"));
+        assert!(!share_type.spec_enabled("missing"));
+    }
+}

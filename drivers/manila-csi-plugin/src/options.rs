@@ -1,0 +1,402 @@
+//! StorageClass parameters and PV volume attributes, parsed into typed structs.
+//!
+//! Every error names the parameter at fault.
+
+use std::collections::{BTreeMap, HashMap};
+
+use crate::error::{Error, Result};
+
+/// Metadata keys the external-provisioner adds with `--extra-create-metadata`.
+pub const PVC_NAME_KEY: &str = "csi.storage.k8s.io/pvc/name";
+/// See [`PVC_NAME_KEY`].
+pub const PVC_NAMESPACE_KEY: &str = "csi.storage.k8s.io/pvc/namespace";
+/// See [`PVC_NAME_KEY`].
+pub const PV_NAME_KEY: &str = "csi.storage.k8s.io/pv/name";
+/// Share metadata key carrying `--cluster-id`.
+pub const CLUSTER_METADATA_KEY: &str = "manila.csi.openstack.org/cluster";
+
+/// How the CephFS partner mounts a share.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CephfsMounter {
+    /// ceph-fuse (upstream default).
+    Fuse,
+    /// The kernel client.
+    Kernel,
+}
+
+impl CephfsMounter {
+    /// The parameter value.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            CephfsMounter::Fuse => "fuse",
+            CephfsMounter::Kernel => "kernel",
+        }
+    }
+}
+
+/// CephFS-specific options shared by StorageClass parameters and volume attributes.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct CephfsOptions {
+    /// `cephfs-mounter`; `None` means the default (fuse).
+    pub mounter: Option<CephfsMounter>,
+    /// `cephfs-clientID`: the cephx user to grant; defaults to the share name.
+    pub client_id: Option<String>,
+    /// `cephfs-kernelMountOptions`.
+    pub kernel_mount_options: Option<String>,
+    /// `cephfs-fuseMountOptions`.
+    pub fuse_mount_options: Option<String>,
+}
+
+impl CephfsOptions {
+    /// The volume-context entries the node side needs (only those that were set).
+    pub fn node_context(&self) -> BTreeMap<String, String> {
+        let mut context = BTreeMap::new();
+        if let Some(mounter) = self.mounter {
+            context.insert("cephfs-mounter".into(), mounter.as_str().into());
+        }
+        if let Some(options) = &self.kernel_mount_options {
+            context.insert("cephfs-kernelMountOptions".into(), options.clone());
+        }
+        if let Some(options) = &self.fuse_mount_options {
+            context.insert("cephfs-fuseMountOptions".into(), options.clone());
+        }
+        context
+    }
+
+    fn take(&mut self, key: &str, value: &str) -> Result<bool> {
+        match key {
+            "cephfs-mounter" => {
+                self.mounter = Some(match value {
+                    "fuse" => CephfsMounter::Fuse,
+                    "kernel" => CephfsMounter::Kernel,
+                    other => {
+                        return Err(Error::InvalidArgument(format!(
+                            "parameter cephfs-mounter: {other:?} is not one of fuse, kernel"
+                        )));
+                    }
+                })
+            }
+            "cephfs-clientID" => self.client_id = non_empty(value),
+            "cephfs-kernelMountOptions" => self.kernel_mount_options = non_empty(value),
+            "cephfs-fuseMountOptions" => self.fuse_mount_options = non_empty(value),
+            _ => return Ok(false),
+        }
+        Ok(true)
+    }
+}
+
+/// CreateVolume parameters (StorageClass `parameters` plus extra-create-metadata).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct VolumeOptions {
+    /// `type`: Manila share type (default `default`).
+    pub share_type: String,
+    /// `shareNetworkID`.
+    pub share_network_id: Option<String>,
+    /// `availability`: Manila availability zone.
+    pub availability: Option<String>,
+    /// `autoTopology`: take the zone from the accessibility requirements.
+    pub auto_topology: bool,
+    /// `appendShareMetadata`: extra share metadata (JSON object of strings).
+    pub append_share_metadata: BTreeMap<String, String>,
+    /// `nfs-shareClient`: addresses/CIDRs granted `rw` (default `0.0.0.0/0`).
+    pub nfs_share_clients: Vec<String>,
+    /// CephFS options.
+    pub cephfs: CephfsOptions,
+    /// Extra-create-metadata: PVC name.
+    pub pvc_name: Option<String>,
+    /// Extra-create-metadata: PVC namespace.
+    pub pvc_namespace: Option<String>,
+    /// Extra-create-metadata: PV name.
+    pub pv_name: Option<String>,
+}
+
+impl Default for VolumeOptions {
+    fn default() -> Self {
+        VolumeOptions {
+            share_type: "default".into(),
+            share_network_id: None,
+            availability: None,
+            auto_topology: false,
+            append_share_metadata: BTreeMap::new(),
+            nfs_share_clients: vec!["0.0.0.0/0".into()],
+            cephfs: CephfsOptions::default(),
+            pvc_name: None,
+            pvc_namespace: None,
+            pv_name: None,
+        }
+    }
+}
+
+impl TryFrom<&HashMap<String, String>> for VolumeOptions {
+    type Error = Error;
+
+    fn try_from(parameters: &HashMap<String, String>) -> Result<Self> {
+        let mut options = VolumeOptions::default();
+        // Sorted, so that with several bad parameters the reported one is deterministic.
+        let sorted: BTreeMap<_, _> = parameters.iter().collect();
+        for (key, value) in sorted {
+            let key = key.as_str();
+            match key {
+                "type" => {
+                    options.share_type = non_empty(value).ok_or_else(|| {
+                        Error::InvalidArgument("parameter type: must not be empty".into())
+                    })?
+                }
+                "shareNetworkID" => options.share_network_id = non_empty(value),
+                "availability" => options.availability = non_empty(value),
+                "autoTopology" => options.auto_topology = parse_bool("autoTopology", value)?,
+                "appendShareMetadata" => {
+                    options.append_share_metadata = parse_metadata(value)?;
+                }
+                "nfs-shareClient" => {
+                    let clients: Vec<String> = value
+                        .split(',')
+                        .map(str::trim)
+                        .filter(|c| !c.is_empty())
+                        .map(String::from)
+                        .collect();
+                    if clients.is_empty() {
+                        return Err(Error::InvalidArgument(
+                            "parameter nfs-shareClient: must list at least one address or CIDR"
+                                .into(),
+                        ));
+                    }
+                    options.nfs_share_clients = clients;
+                }
+                PVC_NAME_KEY => options.pvc_name = non_empty(value),
+                PVC_NAMESPACE_KEY => options.pvc_namespace = non_empty(value),
+                PV_NAME_KEY => options.pv_name = non_empty(value),
+                _ if options.cephfs.take(key, value)? => {}
+                // Secret references and other CO-reserved keys are not ours to interpret.
+                _ if key.starts_with("csi.storage.k8s.io/") => {}
+                _ => {
+                    return Err(Error::InvalidArgument(format!(
+                        "parameter {key}: unknown StorageClass parameter"
+                    )));
+                }
+            }
+        }
+        Ok(options)
+    }
+}
+
+impl VolumeOptions {
+    /// The share metadata in upstream's order: extra-create-metadata, then
+    /// `appendShareMetadata` (which may not overwrite those), then the cluster id.
+    pub fn share_metadata(&self, cluster_id: Option<&str>) -> Result<BTreeMap<String, String>> {
+        let mut metadata = BTreeMap::new();
+        for (key, value) in [
+            (PVC_NAME_KEY, &self.pvc_name),
+            (PVC_NAMESPACE_KEY, &self.pvc_namespace),
+            (PV_NAME_KEY, &self.pv_name),
+        ] {
+            if let Some(value) = value {
+                metadata.insert(key.to_string(), value.clone());
+            }
+        }
+        for (key, value) in &self.append_share_metadata {
+            if metadata.contains_key(key) {
+                return Err(Error::InvalidArgument(format!(
+                    "parameter appendShareMetadata: key {key:?} may not overwrite the metadata set by the driver"
+                )));
+            }
+            metadata.insert(key.clone(), value.clone());
+        }
+        if let Some(cluster) = cluster_id.filter(|c| !c.is_empty()) {
+            metadata.insert(CLUSTER_METADATA_KEY.into(), cluster.into());
+        }
+        Ok(metadata)
+    }
+}
+
+/// Volume attributes a node receives (from CreateVolume's context or a pre-provisioned PV).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct NodeVolumeOptions {
+    /// Which share: by id or by name (exactly one).
+    pub share: ShareRef,
+    /// Access rule ids (`shareAccessIDs`, or the deprecated `shareAccessID`).
+    pub access_ids: Vec<String>,
+    /// CephFS options.
+    pub cephfs: CephfsOptions,
+}
+
+/// A share named by id or by name.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ShareRef {
+    /// `shareID`.
+    Id(String),
+    /// `shareName`.
+    Name(String),
+}
+
+impl TryFrom<&HashMap<String, String>> for NodeVolumeOptions {
+    type Error = Error;
+
+    fn try_from(attributes: &HashMap<String, String>) -> Result<Self> {
+        let mut share_id = None;
+        let mut share_name = None;
+        let mut access_ids: Option<Vec<String>> = None;
+        let mut legacy_access_id = None;
+        let mut cephfs = CephfsOptions::default();
+        let sorted: BTreeMap<_, _> = attributes.iter().collect();
+        for (key, value) in sorted {
+            let key = key.as_str();
+            match key {
+                "shareID" => share_id = non_empty(value),
+                "shareName" => share_name = non_empty(value),
+                "shareAccessIDs" => {
+                    access_ids = Some(
+                        value
+                            .split(',')
+                            .map(str::trim)
+                            .filter(|id| !id.is_empty())
+                            .map(String::from)
+                            .collect(),
+                    )
+                }
+                "shareAccessID" => legacy_access_id = non_empty(value),
+                _ if cephfs.take(key, value)? => {}
+                // Added by the CO (pod info, provisioner identity): not ours.
+                _ if key.starts_with("csi.storage.k8s.io/")
+                    || key.starts_with("storage.kubernetes.io/") => {}
+                _ => {
+                    return Err(Error::InvalidArgument(format!(
+                        "volume attribute {key}: unknown attribute"
+                    )));
+                }
+            }
+        }
+        let share = match (share_id, share_name) {
+            (Some(id), None) => ShareRef::Id(id),
+            (None, Some(name)) => ShareRef::Name(name),
+            (Some(_), Some(_)) => {
+                return Err(Error::InvalidArgument(
+                    "volume attributes shareID and shareName: exactly one may be set, both are".into(),
+                ));
+            }
+            (None, None) => {
+                return Err(Error::InvalidArgument(
+                    "volume attributes shareID and shareName: exactly one must be set, neither is"
+                        .into(),
+                ));
+            }
+        };
+        let access_ids = match (access_ids, legacy_access_id) {
+            (Some(ids), _) if !ids.is_empty() => ids,
+            (_, Some(id)) => vec![id],
+            _ => {
+                return Err(Error::InvalidArgument(
+                    "volume attribute shareAccessIDs: missing (a comma list of Manila access rule ids)"
+                        .into(),
+                ));
+            }
+        };
+        Ok(NodeVolumeOptions { share, access_ids, cephfs })
+    }
+}
+
+fn non_empty(value: &str) -> Option<String> {
+    let value = value.trim();
+    (!value.is_empty()).then(|| value.to_string())
+}
+
+fn parse_bool(name: &str, value: &str) -> Result<bool> {
+    match value.trim().to_ascii_lowercase().as_str() {
+        "true" => Ok(true),
+        "false" | "" => Ok(false),
+        _ => Err(Error::InvalidArgument(format!(
+            "parameter {name}: {value:?} is not a boolean (true or false)"
+        ))),
+    }
+}
+
+fn parse_metadata(value: &str) -> Result<BTreeMap<String, String>> {
+    if value.trim().is_empty() {
+        return Ok(BTreeMap::new());
+    }
+    serde_json::from_str::<BTreeMap<String, String>>(value).map_err(|e| {
+        Error::InvalidArgument(format!(
+            "parameter appendShareMetadata: not a JSON object of string values ({e})"
+        ))
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+    use super::*;
+
+    fn map(pairs: &[(&str, &str)]) -> HashMap<String, String> {
+        pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()
+    }
+
+    #[test]
+    fn defaults_apply_to_empty_parameters() {
+        let options = VolumeOptions::try_from(&HashMap::new()).unwrap();
+        assert_eq!(options.share_type, "default");
+        assert_eq!(options.nfs_share_clients, vec!["0.0.0.0/0"]);
+        assert!(!options.auto_topology);
+    }
+
+    #[test]
+    fn non_json_append_share_metadata_names_the_parameter() {
+        let error = VolumeOptions::try_from(&map(&[("appendShareMetadata", "not json")])).unwrap_err();
+        assert!(matches!(error, Error::InvalidArgument(_)));
+        assert!(error.to_string().starts_with("parameter appendShareMetadata:"), "{error}");
+    }
+
+    #[test]
+    fn unknown_parameters_are_rejected_by_name() {
+        let error = VolumeOptions::try_from(&map(&[("shareNetworkId", "x")])).unwrap_err();
+        assert!(error.to_string().contains("shareNetworkId"), "{error}");
+        // Secret references pass.
+        VolumeOptions::try_from(&map(&[(
+            "csi.storage.k8s.io/provisioner-secret-name",
+            "s",
+        )]))
+        .unwrap();
+    }
+
+    #[test]
+    fn share_clients_are_a_comma_list() {
+        let options =
+            VolumeOptions::try_from(&map(&[("nfs-shareClient", "10.0.0.0/8, 192.168.1.5")])).unwrap();
+        assert_eq!(options.nfs_share_clients, vec!["10.0.0.0/8", "192.168.1.5"]);
+    }
+
+    #[test]
+    fn metadata_follows_upstream_order_and_protects_driver_keys() {
+        let options = VolumeOptions::try_from(&map(&[
+            (PVC_NAME_KEY, "claim"),
+            (PVC_NAMESPACE_KEY, "ns"),
+            (PV_NAME_KEY, "pv-1"),
+            ("appendShareMetadata", r#"{"team":"storage"}"#),
+        ]))
+        .unwrap();
+        let metadata = options.share_metadata(Some("cluster-a")).unwrap();
+        assert_eq!(metadata.get("team").map(String::as_str), Some("storage"));
+        assert_eq!(metadata.get(CLUSTER_METADATA_KEY).map(String::as_str), Some("cluster-a"));
+        assert_eq!(metadata.get(PVC_NAME_KEY).map(String::as_str), Some("claim"));
+
+        let clash = VolumeOptions::try_from(&map(&[
+            (PVC_NAME_KEY, "claim"),
+            ("appendShareMetadata", r#"{"csi.storage.k8s.io/pvc/name":"other"}"#),
+        ]))
+        .unwrap();
+        let error = clash.share_metadata(None).unwrap_err();
+        assert!(error.to_string().contains("appendShareMetadata"), "{error}");
+    }
+
+    #[test]
+    fn node_attributes_need_exactly_one_share_reference() {
+        let both = map(&[("shareID", "a"), ("shareName", "b"), ("shareAccessIDs", "x")]);
+        let error = NodeVolumeOptions::try_from(&both).unwrap_err();
+        assert!(error.to_string().contains("exactly one"), "{error}");
+        let neither = map(&[("shareAccessIDs", "x")]);
+        assert!(NodeVolumeOptions::try_from(&neither).is_err());
+        let legacy = map(&[("shareName", "b"), ("shareAccessID", "x")]);
+        let options = NodeVolumeOptions::try_from(&legacy).unwrap();
+        assert_eq!(options.share, ShareRef::Name("b".into()));
+        assert_eq!(options.access_ids, vec!["x"]);
+    }
+}

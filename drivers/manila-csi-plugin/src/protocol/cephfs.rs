@@ -1,0 +1,149 @@
+//! CephFS shares: `cephx` access rules (waiting for the key) and the ceph-csi volume context.
+
+use std::collections::HashMap;
+
+use ipnet::IpNet;
+
+use super::{AdapterFuture, PartnerVolume, ShareAdapter, is_failed};
+use crate::config::ShareProtocol;
+use crate::error::{Error, Result};
+use crate::export_location::RuntimeConfig;
+use crate::openstack::ManilaClient;
+use crate::openstack::manila::{AccessRule, ExportLocation, Share};
+use crate::options::{CephfsMounter, CephfsOptions, VolumeOptions};
+use crate::wait::{Progress, WaitPolicy};
+
+/// The CephFS adapter.
+#[derive(Debug, Default)]
+pub struct CephfsAdapter;
+
+impl ShareAdapter for CephfsAdapter {
+    fn protocol(&self) -> ShareProtocol {
+        ShareProtocol::Cephfs
+    }
+
+    fn grant_access<'a>(
+        &'a self,
+        client: &'a ManilaClient,
+        share: &'a Share,
+        options: &'a VolumeOptions,
+        policy: WaitPolicy,
+    ) -> AdapterFuture<'a, Vec<AccessRule>> {
+        Box::pin(async move {
+            let user = options
+                .cephfs
+                .client_id
+                .clone()
+                .or_else(|| share.name.clone())
+                .unwrap_or_else(|| share.id.clone());
+            let existing = client.access_rules(&share.id).await?;
+            if !existing.iter().any(|r| r.access_type == "cephx" && r.access_to == user) {
+                tracing::debug!(share_id = %share.id, %user, "granting cephx access");
+                client.grant_access(&share.id, "cephx", &user, "rw").await?;
+            }
+            let what = format!("cephx access rule for {user:?} on share {} to get its key", share.id);
+            policy
+                .wait(&what, || async {
+                    let rule = client
+                        .access_rules(&share.id)
+                        .await?
+                        .into_iter()
+                        .find(|r| r.access_type == "cephx" && r.access_to == user);
+                    match rule {
+                        Some(rule) if is_failed(&rule) => Err(Error::ResourceFailed {
+                            message: format!(
+                                "access rule {} (cephx {user}) on share {} is in state error",
+                                rule.id, share.id
+                            ),
+                            detail_id: None,
+                        }),
+                        Some(rule) if rule.access_key.as_deref().is_some_and(|k| !k.is_empty()) => {
+                            Ok(Progress::Done(vec![rule]))
+                        }
+                        Some(rule) => Ok(Progress::Pending(format!(
+                            "rule {} in state {} without access_key",
+                            rule.id,
+                            rule.state.as_deref().unwrap_or("?")
+                        ))),
+                        None => Ok(Progress::Pending("no rule yet".into())),
+                    }
+                })
+                .await
+        })
+    }
+
+    fn export_filter(&self, _runtime: &RuntimeConfig) -> Result<Option<IpNet>> {
+        Ok(None)
+    }
+
+    fn partner_volume(
+        &self,
+        share: &Share,
+        export: &ExportLocation,
+        rules: &[AccessRule],
+        cephfs: &CephfsOptions,
+    ) -> Result<PartnerVolume> {
+        // `mon1:6789,mon2:6789:/volumes/_nogroup/<id>`
+        let (monitors, root) = export.path.split_once(":/").ok_or_else(|| {
+            Error::FailedPrecondition(format!(
+                "share {}: export location {:?} is not of the form monitors:/path",
+                share.id, export.path
+            ))
+        })?;
+        let rule = rules
+            .iter()
+            .find(|r| r.access_type == "cephx" && r.access_key.as_deref().is_some_and(|k| !k.is_empty()))
+            .ok_or_else(|| {
+                Error::FailedPrecondition(format!(
+                    "share {}: none of the access rules {:?} is a cephx rule with a key",
+                    share.id,
+                    rules.iter().map(|r| r.id.as_str()).collect::<Vec<_>>()
+                ))
+            })?;
+        let mut context = HashMap::from([
+            ("monitors".to_string(), monitors.to_string()),
+            ("rootPath".to_string(), format!("/{root}")),
+            ("mounter".to_string(), cephfs.mounter.unwrap_or(CephfsMounter::Fuse).as_str().to_string()),
+            ("provisionVolume".to_string(), "false".to_string()),
+        ]);
+        if let Some(options) = &cephfs.kernel_mount_options {
+            context.insert("kernelMountOptions".into(), options.clone());
+        }
+        if let Some(options) = &cephfs.fuse_mount_options {
+            context.insert("fuseMountOptions".into(), options.clone());
+        }
+        let secrets = HashMap::from([
+            ("userID".to_string(), rule.access_to.clone()),
+            ("userKey".to_string(), rule.access_key.clone().unwrap_or_default()),
+        ]);
+        Ok(PartnerVolume { context, secrets })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+    use super::*;
+
+    #[test]
+    fn cephfs_context_has_monitors_root_and_key() {
+        let share: Share =
+            serde_json::from_value(serde_json::json!({"id": "s1", "status": "available", "size": 1})).unwrap();
+        let export = ExportLocation {
+            path: "10.0.0.1:6789,10.0.0.2:6789:/volumes/_nogroup/abc".into(),
+            is_admin_only: false,
+            preferred: false,
+        };
+        let rule: AccessRule = serde_json::from_value(serde_json::json!({
+            "id": "r1", "access_type": "cephx", "access_to": "alice",
+            "access_key": "AQB==", "access_level": "rw", "state": "active"
+        }))
+        .unwrap();
+        let options = CephfsOptions { mounter: Some(CephfsMounter::Kernel), ..Default::default() };
+        let volume = CephfsAdapter.partner_volume(&share, &export, &[rule], &options).unwrap();
+        assert_eq!(volume.context["monitors"], "10.0.0.1:6789,10.0.0.2:6789");
+        assert_eq!(volume.context["rootPath"], "/volumes/_nogroup/abc");
+        assert_eq!(volume.context["mounter"], "kernel");
+        assert_eq!(volume.secrets["userID"], "alice");
+    }
+}
