@@ -1,1 +1,287 @@
-//! Stateful fakes of the OpenStack APIs the Manila CSI driver and operator talk to.
+//! Stateful fakes of the OpenStack APIs the Manila CSI driver and operator talk to:
+//! **Keystone v3** (password and application-credential tokens, catalog) and **Manila v2**
+//! (microversions, shares backed by real directories, export locations, access rules,
+//! share types, snapshots, zones, share networks, quotas, user messages), served over real
+//! HTTP by [`wiremock`], with fault injection, a request journal, a leftover report and a
+//! control API under `/_fake/` for processes that cannot hold the in-process handle.
+//!
+//! ```no_run
+//! use fakes::{CloudConfig, FakeCloud, FaultAction, FaultRule, Operation};
+//!
+//! # async fn demo() -> fakes::Result<()> {
+//! let cloud = FakeCloud::start(CloudConfig::default()).await?;
+//! println!("auth URL {}", cloud.auth_url());
+//! std::fs::write("/tmp/clouds.yaml", cloud.clouds_yaml("fake")).ok();
+//! cloud.add_fault(FaultRule::new(
+//!     Operation::ShareCreate,
+//!     FaultAction::Error { detail_id: "009".into(), message: None },
+//! ))?;
+//! // ... run the driver against cloud.auth_url() ...
+//! assert!(cloud.leftovers().is_empty());
+//! # Ok(()) }
+//! ```
+
+mod backend;
+pub mod config;
+mod control;
+mod credentials;
+mod error;
+pub mod faults;
+mod journal;
+mod keystone;
+mod manila;
+mod reply;
+mod router;
+mod state;
+
+use std::collections::BTreeMap;
+use std::net::{SocketAddr, TcpListener};
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+
+use wiremock::matchers::any;
+use wiremock::{Mock, MockServer};
+
+pub use config::{CloudConfig, Delays, Secret, ShareTypeSeed};
+pub use credentials::SecretKind;
+pub use error::{Error, Result};
+pub use faults::{ActiveFault, FaultAction, FaultRule, Operation, Times};
+pub use journal::{JournalEntry, Leftover, Leftovers, Service};
+pub use manila::microversion::Microversion;
+
+use backend::Backend;
+use router::{Router, lock};
+use state::CloudState;
+
+/// Path prefixes of the three APIs on the fake's single port.
+pub mod paths {
+    pub use crate::control::PREFIX as CONTROL;
+    pub use crate::keystone::PREFIX as KEYSTONE;
+    pub use crate::manila::PREFIX as MANILA;
+}
+
+/// How to start a [`FakeCloud`]: where to listen and where the share directories live.
+#[derive(Debug)]
+pub struct FakeCloudBuilder {
+    config: CloudConfig,
+    listen: SocketAddr,
+    backend_root: Option<PathBuf>,
+}
+
+impl FakeCloudBuilder {
+    /// Listens on `addr` (default `127.0.0.1:0`, an ephemeral port).
+    pub fn listen(mut self, addr: SocketAddr) -> Self {
+        self.listen = addr;
+        self
+    }
+
+    /// Keeps share directories under `root` (default: a temporary directory removed when
+    /// the cloud is dropped).
+    pub fn backend_root(mut self, root: impl Into<PathBuf>) -> Self {
+        self.backend_root = Some(root.into());
+        self
+    }
+
+    /// Validates the seed, binds, and serves.
+    pub async fn start(self) -> Result<FakeCloud> {
+        self.config.validate()?;
+        let listener = TcpListener::bind(self.listen).map_err(|source| Error::Bind {
+            addr: self.listen.to_string(),
+            source,
+        })?;
+        let addr = listener.local_addr().map_err(|source| Error::Bind {
+            addr: self.listen.to_string(),
+            source,
+        })?;
+        let backend = Backend::new(self.backend_root.as_deref())?;
+        let host = if addr.ip().is_unspecified() {
+            "127.0.0.1".to_owned()
+        } else if addr.is_ipv6() {
+            format!("[{}]", addr.ip())
+        } else {
+            addr.ip().to_string()
+        };
+        let base_url = format!("http://{host}:{}", addr.port());
+        let state = Arc::new(Mutex::new(CloudState::new(
+            self.config,
+            base_url.clone(),
+            backend,
+        )));
+        let server = MockServer::builder()
+            .listener(listener)
+            .disable_request_recording()
+            .start()
+            .await;
+        Mock::given(any())
+            .respond_with(Router {
+                state: Arc::clone(&state),
+            })
+            .mount(&server)
+            .await;
+        Ok(FakeCloud {
+            _server: server,
+            state,
+            base_url,
+            addr,
+        })
+    }
+}
+
+/// A running fake cloud. Dropping it stops the server (and removes a temporary backend).
+pub struct FakeCloud {
+    _server: MockServer,
+    state: Arc<Mutex<CloudState>>,
+    base_url: String,
+    addr: SocketAddr,
+}
+
+impl std::fmt::Debug for FakeCloud {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("FakeCloud")
+            .field("base_url", &self.base_url)
+            .finish_non_exhaustive()
+    }
+}
+
+impl FakeCloud {
+    /// A builder with `config`, listening on an ephemeral loopback port.
+    pub fn builder(config: CloudConfig) -> FakeCloudBuilder {
+        FakeCloudBuilder {
+            config,
+            listen: SocketAddr::from(([127, 0, 0, 1], 0)),
+            backend_root: None,
+        }
+    }
+
+    /// Starts a cloud with `config` on an ephemeral loopback port and a temporary backend.
+    pub async fn start(config: CloudConfig) -> Result<Self> {
+        Self::builder(config).start().await
+    }
+
+    fn state(&self) -> std::sync::MutexGuard<'_, CloudState> {
+        lock(&self.state)
+    }
+
+    /// The bound address.
+    pub fn address(&self) -> SocketAddr {
+        self.addr
+    }
+    /// `http://host:port`.
+    pub fn base_url(&self) -> &str {
+        &self.base_url
+    }
+    /// Keystone's URL as clients are given it (`…/identity/v3`).
+    pub fn auth_url(&self) -> String {
+        credentials::auth_url(&self.base_url)
+    }
+    /// Manila's catalog URL (`…/share/v2`).
+    pub fn manila_url(&self) -> String {
+        format!("{}{}/v2", self.base_url, paths::MANILA)
+    }
+    /// The control API's root (`…/_fake`).
+    pub fn control_url(&self) -> String {
+        format!("{}{}", self.base_url, paths::CONTROL)
+    }
+    /// The directory holding `shares/<id>` and `snapshots/<id>`.
+    pub fn backend_root(&self) -> PathBuf {
+        self.state().backend.root().to_path_buf()
+    }
+    /// The directory backing share `id` (whether or not the share exists).
+    pub fn share_dir(&self, id: &str) -> PathBuf {
+        self.state().backend.share_dir(id)
+    }
+    /// The seed account (user, project, credentials).
+    pub fn account(&self) -> config::Account {
+        self.state().config.account.clone()
+    }
+
+    /// A `clouds.yaml` with one cloud named `cloud` (password auth).
+    pub fn clouds_yaml(&self, cloud: &str) -> String {
+        let s = self.state();
+        credentials::clouds_yaml(&s.config.account, &s.config.region, &self.base_url, cloud)
+    }
+    /// The flat `os-*` secret of the Manila CSI driver.
+    pub fn secret(&self, kind: SecretKind) -> BTreeMap<String, String> {
+        let s = self.state();
+        credentials::secret(&s.config.account, &s.config.region, &self.base_url, kind)
+    }
+
+    /// Every cloud request so far (control requests excluded).
+    pub fn journal(&self) -> Vec<JournalEntry> {
+        self.state().journal.clone()
+    }
+    /// Forgets the journal.
+    pub fn clear_journal(&self) {
+        self.state().journal.clear();
+    }
+    /// Resources still present.
+    pub fn leftovers(&self) -> Leftovers {
+        self.state().leftovers()
+    }
+
+    /// Adds a fault rule; its id.
+    pub fn add_fault(&self, rule: FaultRule) -> Result<u64> {
+        rule.validate().map_err(Error::Control)?;
+        Ok(self.state().faults.add(rule))
+    }
+    /// Removes a fault rule; false if there was none with this id.
+    pub fn remove_fault(&self, id: u64) -> bool {
+        self.state().faults.remove(id)
+    }
+    /// The fault rules still active.
+    pub fn faults(&self) -> Vec<ActiveFault> {
+        self.state().faults.list()
+    }
+    /// Removes every fault rule.
+    pub fn clear_faults(&self) {
+        self.state().faults.clear();
+    }
+
+    /// Adds a share type; its id.
+    pub fn add_share_type(&self, seed: &ShareTypeSeed) -> Result<String> {
+        self.state().add_share_type(seed)
+    }
+    /// Removes a share type by name or id.
+    pub fn remove_share_type(&self, name_or_id: &str) -> Result<()> {
+        self.state().remove_share_type(name_or_id)
+    }
+    /// Sets or clears the default share type.
+    pub fn set_default_share_type(&self, name: Option<&str>) -> Result<()> {
+        self.state().set_default_share_type(name)
+    }
+    /// Changes the transition delays (affects operations started afterwards).
+    pub fn set_delays(&self, delays: Delays) {
+        self.state().config.manila.delays = delays;
+    }
+    /// Puts Manila in or out of the catalog (and makes its API answer or not).
+    pub fn set_manila_present(&self, present: bool) {
+        self.state().config.manila.present = present;
+    }
+    /// Makes `GET /types` answer 403, or not.
+    pub fn set_types_forbidden(&self, forbidden: bool) {
+        self.state().config.manila.types_forbidden = forbidden;
+    }
+    /// Lifetime of tokens issued from now on.
+    pub fn set_token_lifetime(&self, seconds: u64) -> Result<()> {
+        if seconds == 0 {
+            return Err(Error::Control(
+                "token lifetime must be at least 1 second".into(),
+            ));
+        }
+        self.state().config.token_lifetime_secs = seconds;
+        Ok(())
+    }
+    /// Expires every token issued so far (clients must re-authenticate).
+    pub fn expire_tokens(&self) {
+        self.state().expire_tokens();
+    }
+    /// Back to the seed: no resources, tokens, messages, faults or journal.
+    pub fn reset(&self) -> Result<()> {
+        self.state().reset()
+    }
+}
+
+/// Reads a seed file (YAML) — a convenience over [`CloudConfig::from_yaml_file`].
+pub fn load_seed(path: &Path) -> Result<CloudConfig> {
+    CloudConfig::from_yaml_file(path)
+}

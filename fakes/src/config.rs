@@ -1,0 +1,435 @@
+//! The seed of a fake cloud: account, catalog shape, share types, zones, delays and limits.
+//!
+//! Seeds are plain serde structs, readable from YAML (see `fixtures/fake-cloud/`). Every
+//! field has a default, so `CloudConfig::default()` is a working cloud with one user, one
+//! project, Manila present and a `default` share type.
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::net::IpAddr;
+use std::path::Path;
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+use crate::error::{Error, Result};
+
+/// The highest Manila microversion the fake announces unless the seed says otherwise
+/// (Manila 2024.2 "Dalmatian"; python-manilaclient 6.3 speaks up to 2.98 and negotiates down).
+pub const DEFAULT_MAX_MICROVERSION: &str = "2.84";
+
+/// A string that never prints: passwords and application-credential secrets.
+#[derive(Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(transparent)]
+pub struct Secret(String);
+
+impl Secret {
+    /// Wraps a secret value.
+    pub fn new(value: impl Into<String>) -> Self {
+        Self(value.into())
+    }
+    /// The secret value, for the few places that must compare or hand it out.
+    pub fn expose(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Debug for Secret {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("Secret(<redacted>)")
+    }
+}
+
+/// The whole seed of a fake cloud.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct CloudConfig {
+    /// Region of every catalog endpoint.
+    pub region: String,
+    /// The one user/project the cloud knows, and its application credential.
+    pub account: Account,
+    /// Lifetime of issued tokens, in seconds.
+    pub token_lifetime_secs: u64,
+    /// The Manila service.
+    pub manila: ManilaConfig,
+}
+
+impl Default for CloudConfig {
+    fn default() -> Self {
+        Self {
+            region: "RegionOne".into(),
+            account: Account::default(),
+            token_lifetime_secs: 3600,
+            manila: ManilaConfig::default(),
+        }
+    }
+}
+
+/// The account: a user in a domain, a project, roles and an application credential.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct Account {
+    /// Domain ID of the user and the project.
+    pub domain_id: String,
+    /// Domain name of the user and the project.
+    pub domain_name: String,
+    /// User ID.
+    pub user_id: String,
+    /// User name.
+    pub user_name: String,
+    /// The user's password.
+    pub password: Secret,
+    /// Project ID.
+    pub project_id: String,
+    /// Project name.
+    pub project_name: String,
+    /// Role names in the token; `admin` among them makes the user a Manila admin (sees
+    /// admin-only export locations).
+    pub roles: Vec<String>,
+    /// An application credential of the user, scoped to the project.
+    pub application_credential: Option<ApplicationCredential>,
+}
+
+impl Default for Account {
+    fn default() -> Self {
+        Self {
+            domain_id: "default".into(),
+            domain_name: "Default".into(),
+            user_id: "4f1b2c3d5e6f47a8b9c0d1e2f3a4b5c6".into(),
+            user_name: "demo".into(),
+            password: Secret::new("fake-password"),
+            project_id: "9a8b7c6d5e4f43a2b1c0d9e8f7a6b5c4".into(),
+            project_name: "demo".into(),
+            roles: vec!["admin".into(), "member".into(), "reader".into()],
+            application_credential: Some(ApplicationCredential::default()),
+        }
+    }
+}
+
+impl Account {
+    /// Whether the roles make the user an administrator.
+    pub fn is_admin(&self) -> bool {
+        self.roles.iter().any(|r| r == "admin")
+    }
+}
+
+/// An application credential (id + secret, or name + user + secret).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct ApplicationCredential {
+    /// Credential ID.
+    pub id: String,
+    /// Credential name (unique per user).
+    pub name: String,
+    /// Credential secret.
+    pub secret: Secret,
+}
+
+impl Default for ApplicationCredential {
+    fn default() -> Self {
+        Self {
+            id: "0e1d2c3b4a5948e7a6b5c4d3e2f1a0b9".into(),
+            name: "csi".into(),
+            secret: Secret::new("fake-app-cred-secret"),
+        }
+    }
+}
+
+/// The Manila service: presence, share types, zones, export addresses, delays, quotas.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct ManilaConfig {
+    /// Whether Manila is in the catalog and answers at all (false: a Manila-less cloud).
+    pub present: bool,
+    /// Whether `GET /types` answers 403 (Manila present but share types not listable).
+    pub types_forbidden: bool,
+    /// Highest microversion announced (the lowest is always 2.0).
+    pub max_microversion: String,
+    /// Share types, in listing order.
+    pub share_types: Vec<ShareTypeSeed>,
+    /// Name of the default share type (`GET /types/default`); none if absent.
+    pub default_share_type: Option<String>,
+    /// Availability zone names; the first is where shares land when none is asked for.
+    pub availability_zones: Vec<String>,
+    /// Share networks that exist from the start (names).
+    pub share_networks: Vec<String>,
+    /// The export locations every share gets, one per entry.
+    pub export_locations: Vec<ExportAddress>,
+    /// How long the asynchronous transitions take.
+    pub delays: Delays,
+    /// Project quotas.
+    pub quotas: Quotas,
+}
+
+impl Default for ManilaConfig {
+    fn default() -> Self {
+        Self {
+            present: true,
+            types_forbidden: false,
+            max_microversion: DEFAULT_MAX_MICROVERSION.into(),
+            share_types: vec![ShareTypeSeed::named("default")],
+            default_share_type: Some("default".into()),
+            availability_zones: vec!["nova".into()],
+            share_networks: Vec::new(),
+            export_locations: vec![
+                ExportAddress {
+                    address: IpAddr::from([127, 0, 0, 1]),
+                    preferred: true,
+                    admin_only: false,
+                },
+                ExportAddress {
+                    address: IpAddr::from([127, 0, 0, 2]),
+                    preferred: false,
+                    admin_only: true,
+                },
+            ],
+            delays: Delays::default(),
+            quotas: Quotas::default(),
+        }
+    }
+}
+
+/// A share type to seed.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct ShareTypeSeed {
+    /// Type name (unique).
+    pub name: String,
+    /// Type ID; generated when absent.
+    pub id: Option<String>,
+    /// The required extra spec `driver_handles_share_servers`.
+    pub driver_handles_share_servers: bool,
+    /// Extra spec `snapshot_support`.
+    pub snapshot_support: bool,
+    /// Extra spec `create_share_from_snapshot_support`.
+    pub create_share_from_snapshot_support: bool,
+    /// Further extra specs, verbatim.
+    pub extra_specs: BTreeMap<String, String>,
+    /// Free-text description.
+    pub description: Option<String>,
+}
+
+impl Default for ShareTypeSeed {
+    fn default() -> Self {
+        Self::named("default")
+    }
+}
+
+impl ShareTypeSeed {
+    /// A DHSS=false type with snapshots and restore-from-snapshot enabled.
+    pub fn named(name: impl Into<String>) -> Self {
+        Self {
+            name: name.into(),
+            id: None,
+            driver_handles_share_servers: false,
+            snapshot_support: true,
+            create_share_from_snapshot_support: true,
+            extra_specs: BTreeMap::new(),
+            description: None,
+        }
+    }
+}
+
+/// One export location every share gets: `<address>:<share directory>`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ExportAddress {
+    /// A loopback address (127.0.0.0/8 or ::1).
+    pub address: IpAddr,
+    /// Marked `preferred`.
+    #[serde(default)]
+    pub preferred: bool,
+    /// Marked `is_admin_only` (hidden from non-admin users).
+    #[serde(default)]
+    pub admin_only: bool,
+}
+
+/// Durations of the asynchronous transitions, in milliseconds. Zero means the creating call
+/// answers the transitional state and the next read sees the final one.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct Delays {
+    /// `creating`/`creating_from_snapshot` → `available`.
+    pub share_create_ms: u64,
+    /// `deleting` → gone.
+    pub share_delete_ms: u64,
+    /// `extending`/`shrinking` → `available`.
+    pub share_resize_ms: u64,
+    /// Snapshot `creating` → `available`.
+    pub snapshot_create_ms: u64,
+    /// Snapshot `deleting` → gone.
+    pub snapshot_delete_ms: u64,
+    /// Access rule `queued_to_apply` → `active` and `queued_to_deny` → gone.
+    pub access_ms: u64,
+}
+
+impl Delays {
+    /// Every delay set to `ms`.
+    pub fn uniform(ms: u64) -> Self {
+        Self {
+            share_create_ms: ms,
+            share_delete_ms: ms,
+            share_resize_ms: ms,
+            snapshot_create_ms: ms,
+            snapshot_delete_ms: ms,
+            access_ms: ms,
+        }
+    }
+}
+
+/// Converts a delay in milliseconds.
+pub(crate) fn millis(ms: u64) -> Duration {
+    Duration::from_millis(ms)
+}
+
+/// Project quotas enforced on create and extend (413 when exceeded, as Manila does).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct Quotas {
+    /// Number of shares.
+    pub shares: u64,
+    /// Total GiB of shares.
+    pub gigabytes: u64,
+    /// Number of snapshots.
+    pub snapshots: u64,
+    /// Total GiB of snapshots.
+    pub snapshot_gigabytes: u64,
+    /// Number of share networks.
+    pub share_networks: u64,
+}
+
+impl Default for Quotas {
+    fn default() -> Self {
+        Self {
+            shares: 10_000,
+            gigabytes: 1_000_000,
+            snapshots: 10_000,
+            snapshot_gigabytes: 1_000_000,
+            share_networks: 100,
+        }
+    }
+}
+
+impl CloudConfig {
+    /// Parses a YAML seed; `origin` names it in errors.
+    pub fn from_yaml(text: &str, origin: &str) -> Result<Self> {
+        let config: Self = serde_yaml::from_str(text).map_err(|source| Error::ParseSeed {
+            origin: origin.into(),
+            source,
+        })?;
+        config.validate()?;
+        Ok(config)
+    }
+
+    /// Reads and parses a YAML seed file.
+    pub fn from_yaml_file(path: &Path) -> Result<Self> {
+        let text = std::fs::read_to_string(path).map_err(|source| Error::ReadSeed {
+            path: path.into(),
+            source,
+        })?;
+        Self::from_yaml(&text, &path.display().to_string())
+    }
+
+    /// Checks what serde cannot: unique type names, a default type that exists, loopback
+    /// export addresses, a parsable maximum microversion, at least one zone.
+    pub fn validate(&self) -> Result<()> {
+        let m = &self.manila;
+        let mut names = std::collections::BTreeSet::new();
+        for t in &m.share_types {
+            if t.name.is_empty() {
+                return Err(Error::InvalidSeed(
+                    "manila.share_types: a type has an empty name".into(),
+                ));
+            }
+            if !names.insert(t.name.as_str()) {
+                return Err(Error::InvalidSeed(format!(
+                    "manila.share_types: duplicate type name {:?}",
+                    t.name
+                )));
+            }
+        }
+        if let Some(default) = &m.default_share_type
+            && !names.contains(default.as_str())
+        {
+            return Err(Error::InvalidSeed(format!(
+                "manila.default_share_type {default:?} is not among manila.share_types"
+            )));
+        }
+        if m.availability_zones.is_empty() {
+            return Err(Error::InvalidSeed(
+                "manila.availability_zones must not be empty".into(),
+            ));
+        }
+        for e in &m.export_locations {
+            if !e.address.is_loopback() {
+                return Err(Error::InvalidSeed(format!(
+                    "manila.export_locations: {} is not a loopback address (use 127.0.0.x or ::1)",
+                    e.address
+                )));
+            }
+        }
+        let max = crate::manila::microversion::Microversion::parse(&m.max_microversion)
+            .ok_or_else(|| {
+                Error::InvalidSeed(format!(
+                    "manila.max_microversion {:?} is not of the form 2.N",
+                    m.max_microversion
+                ))
+            })?;
+        if max.major != 2 {
+            return Err(Error::InvalidSeed(format!(
+                "manila.max_microversion {:?} must be 2.N",
+                m.max_microversion
+            )));
+        }
+        if self.token_lifetime_secs == 0 {
+            return Err(Error::InvalidSeed(
+                "token_lifetime_secs must be at least 1".into(),
+            ));
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+    use super::*;
+
+    #[test]
+    fn default_seed_is_valid() {
+        CloudConfig::default().validate().unwrap();
+    }
+
+    #[test]
+    fn unknown_seed_field_is_named() {
+        let err = CloudConfig::from_yaml("manila:\n  share_typo: []\n", "<inline>").unwrap_err();
+        let chain = format!("{err}: {}", std::error::Error::source(&err).unwrap());
+        assert!(chain.contains("share_typo"), "{chain}");
+    }
+
+    #[test]
+    fn default_type_must_exist() {
+        let err = CloudConfig::from_yaml(
+            "manila:\n  share_types: [{name: gold}]\n  default_share_type: silver\n",
+            "<inline>",
+        )
+        .unwrap_err();
+        assert!(err.to_string().contains("\"silver\""), "{err}");
+    }
+
+    #[test]
+    fn export_addresses_must_be_loopback() {
+        let err = CloudConfig::from_yaml(
+            "manila:\n  export_locations: [{address: 10.0.0.1}]\n",
+            "<inline>",
+        )
+        .unwrap_err();
+        assert!(err.to_string().contains("10.0.0.1"), "{err}");
+    }
+
+    #[test]
+    fn password_does_not_print() {
+        let text = format!("{:?}", CloudConfig::default());
+        assert!(!text.contains("fake-password"), "{text}");
+    }
+}

@@ -1,0 +1,250 @@
+//! The control API under `/_fake/`: drives faults, share types, delays, Manila's presence,
+//! tokens, the journal, leftovers and reset over HTTP, for processes that cannot hold a
+//! [`crate::FakeCloud`]. Each endpoint calls the same `CloudState` operation as the
+//! in-process API. Answers are JSON; errors are `{"error": "<what is wrong>"}`.
+
+use serde::Deserialize;
+use serde_json::{Value, json};
+use wiremock::Request;
+
+use crate::config::{Delays, ShareTypeSeed};
+use crate::credentials::{self, SecretKind};
+use crate::error::{Error, Result};
+use crate::faults::FaultRule;
+use crate::reply::Reply;
+use crate::state::{CloudState, share_type_from_seed};
+
+/// Where the control API is mounted.
+pub const PREFIX: &str = "/_fake";
+
+/// Body of `PUT /_fake/manila`: fields left out stay as they are.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ManilaSwitches {
+    present: Option<bool>,
+    types_forbidden: Option<bool>,
+}
+
+/// Body of `PUT /_fake/default-share-type`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct DefaultType {
+    name: Option<String>,
+}
+
+/// Body of `PUT /_fake/token-lifetime`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct TokenLifetime {
+    seconds: u64,
+}
+
+impl CloudState {
+    /// Adds a share type at run time; its id.
+    pub(crate) fn add_share_type(&mut self, seed: &ShareTypeSeed) -> Result<String> {
+        if seed.name.is_empty() {
+            return Err(Error::Control("a share type needs a name".into()));
+        }
+        if self.share_types.iter().any(|t| t.name == seed.name) {
+            return Err(Error::Control(format!(
+                "share type {:?} already exists",
+                seed.name
+            )));
+        }
+        let t = share_type_from_seed(seed);
+        let id = t.id.clone();
+        self.share_types.push(t);
+        Ok(id)
+    }
+
+    /// Removes a share type (by name or id); shares keep their type id, as in Manila.
+    pub(crate) fn remove_share_type(&mut self, name_or_id: &str) -> Result<()> {
+        let Some(index) = self
+            .share_types
+            .iter()
+            .position(|t| t.name == name_or_id || t.id == name_or_id)
+        else {
+            return Err(Error::Control(format!(
+                "no share type named {name_or_id:?}"
+            )));
+        };
+        let removed = self.share_types.remove(index);
+        if self.config.manila.default_share_type.as_deref() == Some(removed.name.as_str()) {
+            self.config.manila.default_share_type = None;
+        }
+        Ok(())
+    }
+
+    /// Sets (or clears) the default share type.
+    pub(crate) fn set_default_share_type(&mut self, name: Option<&str>) -> Result<()> {
+        if let Some(name) = name
+            && !self.share_types.iter().any(|t| t.name == name)
+        {
+            return Err(Error::Control(format!("no share type named {name:?}")));
+        }
+        self.config.manila.default_share_type = name.map(str::to_owned);
+        Ok(())
+    }
+
+    /// Makes every issued token expired.
+    pub(crate) fn expire_tokens(&mut self) {
+        let past = chrono::Utc::now() - chrono::Duration::seconds(1);
+        for t in self.tokens.values_mut() {
+            t.expires_at = past;
+        }
+    }
+}
+
+fn bad(message: impl Into<String>) -> Reply {
+    Reply::json(400, json!({"error": message.into()}))
+}
+
+fn missing(message: impl Into<String>) -> Reply {
+    Reply::json(404, json!({"error": message.into()}))
+}
+
+fn parse<T: serde::de::DeserializeOwned>(req: &Request) -> std::result::Result<T, Reply> {
+    serde_json::from_slice(&req.body).map_err(|e| bad(format!("invalid request body: {e}")))
+}
+
+fn ok(value: Value) -> Reply {
+    Reply::json(200, value)
+}
+
+fn done(result: Result<()>) -> Reply {
+    match result {
+        Ok(()) => Reply::empty(204),
+        Err(e) => bad(e.to_string()),
+    }
+}
+
+/// Handles a request under [`PREFIX`]; `rest` is the path after it.
+pub(crate) fn handle(state: &mut CloudState, req: &Request, rest: &str) -> Reply {
+    match handle_checked(state, req, rest) {
+        Ok(reply) | Err(reply) => reply,
+    }
+}
+
+fn handle_checked(
+    state: &mut CloudState,
+    req: &Request,
+    rest: &str,
+) -> std::result::Result<Reply, Reply> {
+    let segments: Vec<&str> = rest.trim_matches('/').split('/').collect();
+    let method = req.method.as_str();
+    let query = |key: &str| {
+        req.url
+            .query_pairs()
+            .find(|(k, _)| k == key)
+            .map(|(_, v)| v.into_owned())
+    };
+    Ok(match (method, segments.as_slice()) {
+        ("GET", ["health"]) => ok(json!({"status": "ok"})),
+        ("GET", ["journal"]) => {
+            let since: u64 = query("since").and_then(|s| s.parse().ok()).unwrap_or(0);
+            let entries: Vec<_> = state.journal.iter().filter(|e| e.seq > since).collect();
+            ok(json!(entries))
+        }
+        ("DELETE", ["journal"]) => {
+            state.journal.clear();
+            Reply::empty(204)
+        }
+        ("GET", ["leftovers"]) => ok(json!(state.leftovers())),
+        ("GET", ["faults"]) => ok(json!(state.faults.list())),
+        ("POST", ["faults"]) => {
+            let rule: FaultRule = parse(req)?;
+            rule.validate().map_err(bad)?;
+            Reply::json(201, json!({"id": state.faults.add(rule)}))
+        }
+        ("DELETE", ["faults"]) => {
+            state.faults.clear();
+            Reply::empty(204)
+        }
+        ("DELETE", ["faults", id]) => match id.parse::<u64>() {
+            Ok(n) if state.faults.remove(n) => Reply::empty(204),
+            _ => missing(format!("no fault rule with id {id:?}")),
+        },
+        ("GET", ["share-types"]) => ok(json!(
+            state
+                .share_types
+                .iter()
+                .map(|t| json!({"id": t.id, "name": t.name}))
+                .collect::<Vec<_>>()
+        )),
+        ("POST", ["share-types"]) => {
+            let seed: ShareTypeSeed = parse(req)?;
+            let id = state
+                .add_share_type(&seed)
+                .map_err(|e| bad(e.to_string()))?;
+            Reply::json(201, json!({"id": id, "name": seed.name}))
+        }
+        ("DELETE", ["share-types", name]) => match state.remove_share_type(name) {
+            Ok(()) => Reply::empty(204),
+            Err(e) => missing(e.to_string()),
+        },
+        ("PUT", ["default-share-type"]) => {
+            let body: DefaultType = parse(req)?;
+            done(state.set_default_share_type(body.name.as_deref()))
+        }
+        ("GET", ["delays"]) => ok(json!(state.config.manila.delays)),
+        ("PUT", ["delays"]) => {
+            state.config.manila.delays = parse::<Delays>(req)?;
+            Reply::empty(204)
+        }
+        ("GET", ["manila"]) => ok(json!({
+            "present": state.config.manila.present,
+            "types_forbidden": state.config.manila.types_forbidden,
+        })),
+        ("PUT", ["manila"]) => {
+            let body: ManilaSwitches = parse(req)?;
+            if let Some(p) = body.present {
+                state.config.manila.present = p;
+            }
+            if let Some(f) = body.types_forbidden {
+                state.config.manila.types_forbidden = f;
+            }
+            Reply::empty(204)
+        }
+        ("PUT", ["token-lifetime"]) => {
+            let body: TokenLifetime = parse(req)?;
+            if body.seconds == 0 {
+                return Err(bad("seconds must be at least 1"));
+            }
+            state.config.token_lifetime_secs = body.seconds;
+            Reply::empty(204)
+        }
+        ("POST", ["tokens", "expire"]) => {
+            state.expire_tokens();
+            Reply::empty(204)
+        }
+        ("POST", ["reset"]) => done(state.reset()),
+        ("GET", ["clouds.yaml"]) => {
+            let cloud = query("cloud").unwrap_or_else(|| "fake".into());
+            let text = credentials::clouds_yaml(
+                &state.config.account,
+                &state.config.region,
+                &state.base_url,
+                &cloud,
+            );
+            Reply::text(200, text, "application/yaml")
+        }
+        ("GET", ["secret"]) => {
+            let kind = match query("kind").as_deref() {
+                None | Some("password") => SecretKind::Password,
+                Some("application-credential") => SecretKind::ApplicationCredential,
+                Some(other) => {
+                    return Err(bad(format!(
+                        "unknown secret kind {other:?} (password or application-credential)"
+                    )));
+                }
+            };
+            ok(json!(credentials::secret(
+                &state.config.account,
+                &state.config.region,
+                &state.base_url,
+                kind
+            )))
+        }
+        _ => missing(format!("no control endpoint {method} {PREFIX}{rest}")),
+    })
+}

@@ -1,0 +1,78 @@
+//! What a client needs to reach the fake: a `clouds.yaml` and the flat `os-*` secret map
+//! the Manila CSI driver reads.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+use crate::config::Account;
+
+/// Which credential the flat secret carries.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum SecretKind {
+    /// User name, password, project name, domains.
+    #[default]
+    Password,
+    /// Application credential id and secret.
+    ApplicationCredential,
+}
+
+/// The Keystone URL clients are given (`…/identity/v3`).
+pub(crate) fn auth_url(base_url: &str) -> String {
+    format!("{base_url}{}/v3", crate::keystone::PREFIX)
+}
+
+/// A `clouds.yaml` document with one cloud named `cloud`, using the password.
+pub(crate) fn clouds_yaml(account: &Account, region: &str, base_url: &str, cloud: &str) -> String {
+    let auth = serde_json::json!({
+        "auth_url": auth_url(base_url),
+        "username": account.user_name,
+        "password": account.password.expose(),
+        "project_name": account.project_name,
+        "user_domain_name": account.domain_name,
+        "project_domain_name": account.domain_name,
+    });
+    let doc = serde_json::json!({
+        "clouds": {
+            cloud: {
+                "auth": auth,
+                "auth_type": "password",
+                "region_name": region,
+                "interface": "public",
+                "identity_api_version": 3,
+            }
+        }
+    });
+    // Serialising a JSON value to YAML cannot fail.
+    serde_yaml::to_string(&doc).unwrap_or_default()
+}
+
+/// The flat `os-*` keys of the CSI driver's secret.
+pub(crate) fn secret(
+    account: &Account,
+    region: &str,
+    base_url: &str,
+    kind: SecretKind,
+) -> BTreeMap<String, String> {
+    let mut map = BTreeMap::new();
+    map.insert("os-authURL".into(), auth_url(base_url));
+    map.insert("os-region".into(), region.to_owned());
+    match (kind, &account.application_credential) {
+        (SecretKind::ApplicationCredential, Some(cred)) => {
+            map.insert("os-applicationCredentialID".into(), cred.id.clone());
+            map.insert(
+                "os-applicationCredentialSecret".into(),
+                cred.secret.expose().to_owned(),
+            );
+        }
+        _ => {
+            map.insert("os-userName".into(), account.user_name.clone());
+            map.insert("os-password".into(), account.password.expose().to_owned());
+            map.insert("os-projectName".into(), account.project_name.clone());
+            map.insert("os-domainName".into(), account.domain_name.clone());
+            map.insert("os-projectDomainName".into(), account.domain_name.clone());
+        }
+    }
+    map
+}

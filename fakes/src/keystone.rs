@@ -1,0 +1,333 @@
+//! Keystone v3: version documents, password and application-credential authentication,
+//! token validation and revocation, the service catalog.
+
+use chrono::{Duration as ChronoDuration, SecondsFormat, Utc};
+use serde_json::{Value, json};
+use wiremock::Request;
+use wiremock::http::{HeaderMap, Method};
+
+use crate::config::Account;
+use crate::faults::{FaultAction, Operation};
+use crate::reply::Reply;
+use crate::state::{CloudState, Token, new_id};
+
+/// Where Keystone is mounted.
+pub const PREFIX: &str = "/identity";
+
+/// Keystone's error body: `{"error":{"code","title","message"}}`.
+pub(crate) fn error(status: u16, message: &str) -> Reply {
+    let title = match status {
+        400 => "Bad Request",
+        401 => "Unauthorized",
+        403 => "Forbidden",
+        404 => "Not Found",
+        405 => "Method Not Allowed",
+        409 => "Conflict",
+        503 => "Service Unavailable",
+        _ => "Internal Server Error",
+    };
+    Reply::json(
+        status,
+        json!({"error": {"code": status, "title": title, "message": message}}),
+    )
+}
+
+/// The 401 every service answers for a missing, unknown or expired token (as
+/// keystonemiddleware does in front of Manila).
+pub(crate) fn unauthorized(base_url: &str) -> Reply {
+    error(401, "The request you have made requires authentication.").header(
+        "WWW-Authenticate",
+        format!("Keystone uri=\"{base_url}{PREFIX}\""),
+    )
+}
+
+/// Checks `X-Auth-Token`; `Err` is the 401 to answer.
+pub(crate) fn authenticate(state: &CloudState, headers: &HeaderMap) -> Result<Token, Reply> {
+    let token = headers
+        .get("X-Auth-Token")
+        .and_then(|v| v.to_str().ok())
+        .and_then(|t| state.tokens.get(t));
+    match token {
+        Some(t) if t.expires_at > Utc::now() && t.scoped => Ok(t.clone()),
+        _ => Err(unauthorized(&state.base_url)),
+    }
+}
+
+fn version_v3(base: &str) -> Value {
+    json!({
+        "id": "v3.14",
+        "status": "stable",
+        "updated": "2020-04-07T00:00:00Z",
+        "links": [{"rel": "self", "href": format!("{base}{PREFIX}/v3/")}],
+        "media-types": [{"base": "application/json", "type": "application/vnd.openstack.identity-v3+json"}],
+    })
+}
+
+/// Handles a request under [`PREFIX`]; `rest` is the path after it.
+pub(crate) fn handle(state: &mut CloudState, req: &Request, rest: &str) -> Reply {
+    let rest = rest.trim_end_matches('/');
+    let base = state.base_url.clone();
+    match (&req.method, rest) {
+        (&Method::GET, "") => {
+            Reply::json(300, json!({"versions": {"values": [version_v3(&base)]}}))
+        }
+        (&Method::GET, "/v3") => Reply::json(200, json!({"version": version_v3(&base)})),
+        (&Method::POST, "/v3/auth/tokens") => {
+            if let Some(fault) = state.faults.take(Operation::Auth, &[]) {
+                match fault {
+                    FaultAction::HttpError { status, message } => {
+                        return error(status, message.as_deref().unwrap_or("Injected fault."));
+                    }
+                    FaultAction::Latency { ms } => {
+                        let mut reply = issue(state, req);
+                        reply.delay = Some(std::time::Duration::from_millis(ms));
+                        return reply;
+                    }
+                    // Stuck/error make no sense for a synchronous call: treat as a failure.
+                    FaultAction::Stuck { .. } | FaultAction::Error { .. } => {
+                        return error(503, "Injected fault.");
+                    }
+                }
+            }
+            issue(state, req)
+        }
+        (&Method::GET, "/v3/auth/tokens") => {
+            if authenticate(state, &req.headers).is_err() {
+                return unauthorized(&base);
+            }
+            let subject = req
+                .headers
+                .get("X-Subject-Token")
+                .and_then(|v| v.to_str().ok());
+            match subject.and_then(|s| state.tokens.get(s).map(|t| (s.to_owned(), t.clone()))) {
+                Some((id, t)) if t.expires_at > Utc::now() => {
+                    Reply::json(200, token_body(state, &t)).header("X-Subject-Token", id)
+                }
+                _ => error(404, "Could not find token."),
+            }
+        }
+        (&Method::DELETE, "/v3/auth/tokens") => {
+            if authenticate(state, &req.headers).is_err() {
+                return unauthorized(&base);
+            }
+            let subject = req
+                .headers
+                .get("X-Subject-Token")
+                .and_then(|v| v.to_str().ok());
+            match subject.and_then(|s| state.tokens.remove(s)) {
+                Some(_) => Reply::empty(204),
+                None => error(404, "Could not find token."),
+            }
+        }
+        _ => error(404, "The resource could not be found."),
+    }
+}
+
+/// Which authentication method succeeded, or the error to answer.
+fn verify(account: &Account, body: &Value) -> Result<(&'static str, bool), Reply> {
+    let bad = |m: &str| Err(error(400, m));
+    let Some(auth) = body.get("auth") else {
+        return bad("Invalid input for field 'auth': 'auth' is a required property");
+    };
+    let Some(identity) = auth.get("identity") else {
+        return bad("Invalid input for field 'identity': 'identity' is a required property");
+    };
+    let Some(methods) = identity.get("methods").and_then(Value::as_array) else {
+        return bad("Invalid input for field 'identity/methods': 'methods' is a required property");
+    };
+    let denied = Err(error(
+        401,
+        "The request you have made requires authentication.",
+    ));
+    let scope = auth.get("scope");
+    let method = methods.first().and_then(Value::as_str).unwrap_or_default();
+    match method {
+        "password" => {
+            let user = identity.pointer("/password/user");
+            let Some(user) = user else {
+                return bad(
+                    "Invalid input for field 'identity/password/user': 'user' is a required property",
+                );
+            };
+            let password_ok =
+                user.get("password").and_then(Value::as_str) == Some(account.password.expose());
+            if !password_ok || !user_matches(account, user) {
+                return denied;
+            }
+            match scope {
+                None => Ok(("password", false)),
+                Some(scope) if project_matches(account, scope) => Ok(("password", true)),
+                Some(_) => denied,
+            }
+        }
+        "application_credential" => {
+            let Some(cred) = identity.get("application_credential") else {
+                return bad(
+                    "Invalid input for field 'identity/application_credential': 'application_credential' is a required property",
+                );
+            };
+            let Some(known) = &account.application_credential else {
+                return denied;
+            };
+            let secret_ok =
+                cred.get("secret").and_then(Value::as_str) == Some(known.secret.expose());
+            let id_ok = match cred.get("id").and_then(Value::as_str) {
+                Some(id) => id == known.id,
+                None => {
+                    cred.get("name").and_then(Value::as_str) == Some(known.name.as_str())
+                        && cred.get("user").is_some_and(|u| user_matches(account, u))
+                }
+            };
+            // Application credentials carry their own scope; Keystone refuses another.
+            if secret_ok && id_ok && scope.is_none() {
+                Ok(("application_credential", true))
+            } else {
+                denied
+            }
+        }
+        _ => denied,
+    }
+}
+
+fn domain_matches(account: &Account, domain: Option<&Value>) -> bool {
+    let Some(domain) = domain else { return false };
+    match (
+        domain.get("id").and_then(Value::as_str),
+        domain.get("name").and_then(Value::as_str),
+    ) {
+        (Some(id), _) => id == account.domain_id,
+        (None, Some(name)) => name == account.domain_name,
+        _ => false,
+    }
+}
+
+fn user_matches(account: &Account, user: &Value) -> bool {
+    match (
+        user.get("id").and_then(Value::as_str),
+        user.get("name").and_then(Value::as_str),
+    ) {
+        (Some(id), _) => id == account.user_id,
+        (None, Some(name)) => {
+            name == account.user_name && domain_matches(account, user.get("domain"))
+        }
+        _ => false,
+    }
+}
+
+fn project_matches(account: &Account, scope: &Value) -> bool {
+    let Some(project) = scope.get("project") else {
+        return false;
+    };
+    match (
+        project.get("id").and_then(Value::as_str),
+        project.get("name").and_then(Value::as_str),
+    ) {
+        (Some(id), _) => id == account.project_id,
+        (None, Some(name)) => {
+            name == account.project_name && domain_matches(account, project.get("domain"))
+        }
+        _ => false,
+    }
+}
+
+fn issue(state: &mut CloudState, req: &Request) -> Reply {
+    let body: Value = match serde_json::from_slice(&req.body) {
+        Ok(v) => v,
+        Err(e) => return error(400, &format!("The request body is not valid JSON: {e}")),
+    };
+    let (method, scoped) = match verify(&state.config.account, &body) {
+        Ok(m) => m,
+        Err(reply) => return reply,
+    };
+    let now = Utc::now();
+    let lifetime = i64::try_from(state.config.token_lifetime_secs).unwrap_or(i64::MAX / 1000);
+    let token = Token {
+        issued_at: now,
+        expires_at: now + ChronoDuration::seconds(lifetime),
+        method,
+        scoped,
+    };
+    let id = format!("gAAAA{}", uuid::Uuid::new_v4().simple());
+    let body = token_body(state, &token);
+    state.tokens.insert(id.clone(), token);
+    Reply::json(201, body).header("X-Subject-Token", id)
+}
+
+fn keystone_time(t: &chrono::DateTime<Utc>) -> String {
+    t.to_rfc3339_opts(SecondsFormat::Micros, true)
+}
+
+fn token_body(state: &CloudState, token: &Token) -> Value {
+    let a = &state.config.account;
+    let domain = json!({"id": a.domain_id, "name": a.domain_name});
+    let mut body = json!({
+        "methods": [token.method],
+        "user": {"id": a.user_id, "name": a.user_name, "domain": domain, "password_expires_at": null},
+        "audit_ids": [uuid::Uuid::new_v4().simple().to_string()[..22].to_owned()],
+        "issued_at": keystone_time(&token.issued_at),
+        "expires_at": keystone_time(&token.expires_at),
+    });
+    if token.scoped {
+        body["project"] = json!({"id": a.project_id, "name": a.project_name, "domain": domain});
+        body["is_domain"] = json!(false);
+        body["roles"] = a
+            .roles
+            .iter()
+            .map(|r| json!({"id": format!("{:x}", md5ish(r)), "name": r}))
+            .collect();
+        body["catalog"] = catalog(state);
+    }
+    if token.method == "application_credential"
+        && let Some(cred) = &a.application_credential
+    {
+        body["application_credential"] =
+            json!({"id": cred.id, "name": cred.name, "restricted": true});
+    }
+    json!({"token": body})
+}
+
+/// A stable role id from its name (not a real hash function: ids just must not change).
+fn md5ish(name: &str) -> u128 {
+    name.bytes()
+        .fold(0x6c62_272e_07bb_0142_62b8_2175_6295_c58du128, |h, b| {
+            (h ^ u128::from(b)).wrapping_mul(0x0000_0000_0100_0000_0000_0000_0000_013b)
+        })
+}
+
+fn endpoints(state: &CloudState, url: &str) -> Value {
+    let region = &state.config.region;
+    ["public", "internal", "admin"]
+        .iter()
+        .map(|interface| {
+            json!({
+                "id": new_id().replace('-', ""),
+                "interface": interface,
+                "region": region,
+                "region_id": region,
+                "url": url,
+            })
+        })
+        .collect()
+}
+
+/// The catalog: Keystone, and Manila (under `shared-file-system` and `sharev2`) when present.
+fn catalog(state: &CloudState) -> Value {
+    let base = &state.base_url;
+    let mut services = vec![json!({
+        "type": "identity", "name": "keystone", "id": "5e1b2d4c6a8f4e0b9d7c3a1f2e4b6d8a",
+        "endpoints": endpoints(state, &format!("{base}{PREFIX}")),
+    })];
+    if state.config.manila.present {
+        let url = format!("{base}{}/v2", crate::manila::PREFIX);
+        for (kind, id) in [
+            ("shared-file-system", "8c2d4e6f0a1b4c3d9e8f7a6b5c4d3e2f"),
+            ("sharev2", "1a2b3c4d5e6f4a7b8c9d0e1f2a3b4c5d"),
+        ] {
+            services.push(json!({
+                "type": kind, "name": "manilav2", "id": id,
+                "endpoints": endpoints(state, &url),
+            }));
+        }
+    }
+    Value::Array(services)
+}

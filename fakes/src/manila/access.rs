@@ -1,0 +1,274 @@
+//! Access rules: the `allow_access`, `deny_access` and `access_list` actions, and
+//! `GET /share-access-rules` (≥ 2.45).
+
+use std::net::IpAddr;
+
+use chrono::Utc;
+use serde_json::{Value, json};
+
+use super::model::{AccessOutcome, AccessRule, Failure, MessageAction, Share};
+use super::shares::{pending_outcome, share_not_found};
+use super::{Ctx, bad_request, not_found};
+use crate::faults::Operation;
+use crate::reply::Reply;
+use crate::state::{CloudState, manila_time, new_id};
+
+const TYPES: [&str; 4] = ["ip", "user", "cert", "cephx"];
+
+fn view(ctx: &Ctx<'_>, share: &Share, r: &AccessRule, full: bool) -> Value {
+    let state = if r.state == "queued_to_apply" && !ctx.at_least(28) {
+        "new"
+    } else {
+        r.state.as_str()
+    };
+    let mut v = json!({
+        "id": r.id,
+        "access_type": r.access_type,
+        "access_to": r.access_to,
+        "access_level": r.access_level,
+        "state": state,
+    });
+    if ctx.at_least(21) {
+        v["access_key"] = json!(r.access_key);
+    }
+    if ctx.at_least(33) {
+        v["created_at"] = json!(manila_time(&r.created_at));
+        v["updated_at"] = json!(r.updated_at.as_ref().map(manila_time));
+    }
+    if full {
+        v["share_id"] = json!(share.id);
+    }
+    if ctx.at_least(45) {
+        v["metadata"] = json!(r.metadata);
+    }
+    v
+}
+
+fn valid_ip_or_cidr(text: &str) -> bool {
+    match text.split_once('/') {
+        None => text.parse::<IpAddr>().is_ok(),
+        Some((addr, prefix)) => match (addr.parse::<IpAddr>(), prefix.parse::<u8>()) {
+            (Ok(IpAddr::V4(_)), Ok(p)) => p <= 32,
+            (Ok(IpAddr::V6(_)), Ok(p)) => p <= 128,
+            _ => false,
+        },
+    }
+}
+
+fn cephx_key() -> String {
+    // The shape of a Ceph secret (base64 of 40 bytes); the value only needs to be unique.
+    let a = uuid::Uuid::new_v4().simple().to_string();
+    let b = uuid::Uuid::new_v4().simple().to_string();
+    format!("AQ{}{}==", &a[..26], &b[..26])
+}
+
+/// The `allow_access` action.
+pub(crate) fn allow(state: &mut CloudState, ctx: &mut Ctx<'_>, id: &str, args: &Value) -> Reply {
+    let Some(share) = state.shares.get(id) else {
+        return share_not_found(id);
+    };
+    let field = |k: &str| {
+        args.get(k)
+            .and_then(Value::as_str)
+            .map(str::trim)
+            .unwrap_or_default()
+            .to_owned()
+    };
+    let (access_type, access_to) = (field("access_type"), field("access_to"));
+    let access_level = args
+        .get("access_level")
+        .and_then(Value::as_str)
+        .unwrap_or("rw")
+        .to_owned();
+    if !TYPES.contains(&access_type.as_str()) {
+        return bad_request("Only 'ip', 'user', 'cert' or 'cephx' access types are supported.");
+    }
+    if access_type == "ip" && !valid_ip_or_cidr(&access_to) {
+        return bad_request(format!(
+            "Invalid input received: {access_to:?} is not a valid IP address or CIDR (access_type ip)."
+        ));
+    }
+    if access_to.is_empty() || access_to.len() > 255 {
+        return bad_request(format!(
+            "Invalid input received: access_to {access_to:?} must be 1 to 255 characters long."
+        ));
+    }
+    if access_type == "cephx" && access_to == "admin" {
+        return bad_request("Invalid input received: cephx access to 'admin' is not allowed.");
+    }
+    if !["rw", "ro"].contains(&access_level.as_str()) {
+        return bad_request(format!(
+            "Invalid or unsupported share access level: {access_level}."
+        ));
+    }
+    if share.status != "available" {
+        return bad_request(format!(
+            "Invalid share: Share {id} status must be 'available', but it is '{}'.",
+            share.status
+        ));
+    }
+    if share
+        .access_rules
+        .iter()
+        .any(|r| r.access_type == access_type && r.access_to == access_to)
+    {
+        return bad_request(format!("Share access {access_type}:{access_to} exists."));
+    }
+    let keys = share.keys();
+    let injected = match ctx.fault(state, Operation::AccessAllow, &keys) {
+        Ok(f) => f,
+        Err(r) => return r,
+    };
+    let (pending, stuck) = pending_outcome(
+        ctx,
+        state.config.manila.delays.access_ms,
+        injected,
+        AccessOutcome::Active,
+        |detail_id, message| {
+            AccessOutcome::Failed(Failure {
+                status: "error".into(),
+                action: MessageAction::UpdateAccessRules,
+                detail_id,
+                message,
+            })
+        },
+    );
+    let rule = AccessRule {
+        id: new_id(),
+        access_key: (access_type == "cephx").then(cephx_key),
+        access_type,
+        access_to,
+        access_level,
+        state: stuck.unwrap_or_else(|| "queued_to_apply".into()),
+        metadata: Default::default(),
+        created_at: Utc::now(),
+        updated_at: None,
+        pending,
+    };
+    let Some(share) = state.shares.get_mut(id) else {
+        return share_not_found(id);
+    };
+    share.access_rules.push(rule);
+    let (share, rule) = (&*share, share.access_rules.last());
+    match rule {
+        Some(rule) => {
+            let mut v = view(ctx, share, rule, true);
+            v["share_id"] = json!(share.id);
+            Reply::json(200, json!({"access": v}))
+        }
+        None => share_not_found(id),
+    }
+}
+
+/// The `deny_access` action.
+pub(crate) fn deny(state: &mut CloudState, ctx: &mut Ctx<'_>, id: &str, args: &Value) -> Reply {
+    let Some(share) = state.shares.get(id) else {
+        return share_not_found(id);
+    };
+    let Some(access_id) = args
+        .get("access_id")
+        .and_then(Value::as_str)
+        .map(str::to_owned)
+    else {
+        return bad_request("Invalid input received: access_id is required.");
+    };
+    if !share.access_rules.iter().any(|r| r.id == access_id) {
+        return not_found(format!("Access rule {access_id} could not be found."));
+    }
+    let mut keys = share.keys();
+    keys.push(access_id.clone());
+    let injected = match ctx.fault(state, Operation::AccessDeny, &keys) {
+        Ok(f) => f,
+        Err(r) => return r,
+    };
+    let (pending, stuck) = pending_outcome(
+        ctx,
+        state.config.manila.delays.access_ms,
+        injected,
+        AccessOutcome::Gone,
+        |detail_id, message| {
+            AccessOutcome::Failed(Failure {
+                status: "error".into(),
+                action: MessageAction::UpdateAccessRules,
+                detail_id,
+                message,
+            })
+        },
+    );
+    if let Some(rule) = state
+        .shares
+        .get_mut(id)
+        .and_then(|s| s.access_rules.iter_mut().find(|r| r.id == access_id))
+    {
+        rule.state = stuck.unwrap_or_else(|| "queued_to_deny".into());
+        rule.pending = pending;
+        rule.updated_at = Some(Utc::now());
+    }
+    Reply::empty(202)
+}
+
+/// The `access_list` action.
+pub(crate) fn list(state: &mut CloudState, ctx: &mut Ctx<'_>, id: &str) -> Reply {
+    let Some(share) = state.shares.get(id) else {
+        return share_not_found(id);
+    };
+    let keys = share.keys();
+    if let Err(r) = ctx.fault(state, Operation::AccessList, &keys) {
+        return r;
+    }
+    let Some(share) = state.shares.get(id) else {
+        return share_not_found(id);
+    };
+    let rules: Vec<Value> = share
+        .access_rules
+        .iter()
+        .map(|r| view(ctx, share, r, false))
+        .collect();
+    Reply::json(200, json!({"access_list": rules}))
+}
+
+/// `GET /share-access-rules?share_id=`.
+pub(crate) fn rules(state: &mut CloudState, ctx: &mut Ctx<'_>) -> Reply {
+    let Some(id) = ctx.query("share_id").map(str::to_owned) else {
+        return bad_request("The share_id query parameter is required to list access rules.");
+    };
+    list(state, ctx, &id)
+}
+
+/// `GET /share-access-rules/{id}`.
+pub(crate) fn rule(state: &mut CloudState, ctx: &mut Ctx<'_>, access_id: &str) -> Reply {
+    let keys = vec![access_id.to_owned()];
+    if let Err(r) = ctx.fault(state, Operation::AccessList, &keys) {
+        return r;
+    }
+    state
+        .shares
+        .values()
+        .find_map(|s| {
+            s.access_rules
+                .iter()
+                .find(|r| r.id == access_id)
+                .map(|r| (s, r))
+        })
+        .map_or_else(
+            || not_found(format!("Access rule {access_id} could not be found.")),
+            |(s, r)| Reply::json(200, json!({"access": view(ctx, s, r, true)})),
+        )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::valid_ip_or_cidr;
+    use rstest::rstest;
+
+    #[rstest]
+    #[case("10.0.0.1", true)]
+    #[case("0.0.0.0/0", true)]
+    #[case("fd00::/8", true)]
+    #[case("10.0.0.0/33", false)]
+    #[case("10.0.0", false)]
+    #[case("host.example", false)]
+    fn ip_rules(#[case] text: &str, #[case] ok: bool) {
+        assert_eq!(valid_ip_or_cidr(text), ok);
+    }
+}

@@ -1,0 +1,335 @@
+//! Manila v2: version documents, microversions, authentication, and the routing of
+//! `/share/v2/[<project_id>/]<resource>...` to the resource modules.
+
+mod access;
+mod messages;
+pub(crate) mod microversion;
+pub(crate) mod model;
+mod networks;
+mod quotas;
+mod shares;
+mod snapshots;
+mod types;
+mod zones;
+
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+use wiremock::Request;
+use wiremock::http::Method;
+
+use crate::faults::{FaultAction, Operation};
+use crate::keystone;
+use crate::reply::Reply;
+use crate::state::CloudState;
+use microversion::{Microversion, VersionError};
+
+/// Where Manila is mounted.
+pub const PREFIX: &str = "/share";
+
+/// Manila's error body `{"<name>":{"code","message"}}`, with Manila's fault names.
+pub(crate) fn fault(status: u16, message: impl Into<String>) -> Reply {
+    let name = match status {
+        400 => "badRequest",
+        401 => "unauthorized",
+        403 => "forbidden",
+        404 => "itemNotFound",
+        405 => "badMethod",
+        409 => "conflictingRequest",
+        413 => "overLimit",
+        415 => "badMediaType",
+        501 => "notImplemented",
+        503 => "serviceUnavailable",
+        _ => "computeFault",
+    };
+    Reply::json(
+        status,
+        json!({name: {"code": status, "message": message.into()}}),
+    )
+}
+
+/// 404 for a resource.
+pub(crate) fn not_found(message: impl Into<String>) -> Reply {
+    fault(404, message)
+}
+
+/// 400.
+pub(crate) fn bad_request(message: impl Into<String>) -> Reply {
+    fault(400, message)
+}
+
+/// How an injected fault shapes an asynchronous operation that goes ahead.
+#[derive(Debug, Clone, Default)]
+pub(crate) enum AsyncFault {
+    /// Complete normally.
+    #[default]
+    None,
+    /// Never complete; optionally hang in this status.
+    Stuck(Option<String>),
+    /// End in the operation's error state with this user message.
+    Error {
+        detail_id: String,
+        message: Option<String>,
+    },
+}
+
+/// One Manila request being served.
+pub(crate) struct Ctx<'a> {
+    pub req: &'a Request,
+    pub version: Microversion,
+    pub admin: bool,
+    pub now: Instant,
+    query: Vec<(String, String)>,
+    latency: Option<Duration>,
+}
+
+impl Ctx<'_> {
+    /// Whether the request's microversion is at least 2.`minor`.
+    pub(crate) fn at_least(&self, minor: u32) -> bool {
+        self.version >= Microversion::v2(minor)
+    }
+
+    /// A query parameter.
+    pub(crate) fn query(&self, key: &str) -> Option<&str> {
+        self.query
+            .iter()
+            .find(|(k, _)| k == key)
+            .map(|(_, v)| v.as_str())
+    }
+
+    /// The JSON body, or Manila's 400 for a malformed one.
+    pub(crate) fn body(&self) -> Result<Value, Reply> {
+        serde_json::from_slice(&self.req.body).map_err(|_| bad_request("Malformed request body"))
+    }
+
+    /// The object under `key` in the body, or Manila's 422 when absent (`is_valid_body`).
+    pub(crate) fn body_object(&self, key: &str) -> Result<serde_json::Map<String, Value>, Reply> {
+        match self.body()?.get(key) {
+            Some(Value::Object(map)) => Ok(map.clone()),
+            _ => Err(fault(422, "Unable to process the contained instructions")),
+        }
+    }
+
+    /// Consumes a fault rule for `operation` about `resources`: an HTTP error ends the
+    /// request, latency is remembered for the reply, stuck/error shape the async outcome.
+    pub(crate) fn fault(
+        &mut self,
+        state: &mut CloudState,
+        operation: Operation,
+        resources: &[String],
+    ) -> Result<AsyncFault, Reply> {
+        match state.faults.take(operation, resources) {
+            None => Ok(AsyncFault::None),
+            Some(FaultAction::HttpError { status, message }) => Err(fault(
+                status,
+                message.unwrap_or_else(|| format!("Injected fault on {operation:?}.")),
+            )),
+            Some(FaultAction::Latency { ms }) => {
+                self.latency = Some(Duration::from_millis(ms));
+                Ok(AsyncFault::None)
+            }
+            Some(FaultAction::Stuck { status }) => Ok(AsyncFault::Stuck(status)),
+            Some(FaultAction::Error { detail_id, message }) => {
+                Ok(AsyncFault::Error { detail_id, message })
+            }
+        }
+    }
+
+    /// Self link of a resource.
+    pub(crate) fn links(&self, state: &CloudState, collection: &str, id: &str) -> Value {
+        let base = &state.base_url;
+        json!([
+            {"rel": "self", "href": format!("{base}{PREFIX}/v2/{collection}/{id}")},
+            {"rel": "bookmark", "href": format!("{base}{PREFIX}/{collection}/{id}")},
+        ])
+    }
+}
+
+fn max_version(state: &CloudState) -> Microversion {
+    Microversion::parse(&state.config.manila.max_microversion).unwrap_or(Microversion::v2(84))
+}
+
+fn version_entries(state: &CloudState, with_v1: bool) -> Value {
+    let base = &state.base_url;
+    let mut versions = Vec::new();
+    if with_v1 {
+        versions.push(json!({
+            "id": "v1.0", "status": "DEPRECATED", "version": "", "min_version": "",
+            "updated": "2015-08-27T11:33:21Z",
+            "links": [{"rel": "self", "href": format!("{base}{PREFIX}/v1/")}],
+            "media-types": [{"base": "application/json", "type": "application/vnd.openstack.share+json;version=1"}],
+        }));
+    }
+    versions.push(json!({
+        "id": "v2.0", "status": "CURRENT",
+        "version": max_version(state).to_string(), "min_version": Microversion::MIN.to_string(),
+        "updated": "2015-08-27T11:33:21Z",
+        "links": [
+            {"rel": "describedby", "type": "text/html", "href": "http://docs.openstack.org/"},
+            {"rel": "self", "href": format!("{base}{PREFIX}/v2/")},
+        ],
+        "media-types": [{"base": "application/json", "type": "application/vnd.openstack.share+json;version=1"}],
+    }));
+    Value::Array(versions)
+}
+
+/// Handles a request under [`PREFIX`]; `rest` is the path after it.
+pub(crate) fn handle(state: &mut CloudState, req: &Request, rest: &str) -> Reply {
+    if !state.config.manila.present {
+        return Reply::text(404, "404 Not Found".into(), "text/plain");
+    }
+    let trimmed = rest.trim_end_matches('/');
+    if req.method == Method::GET && (trimmed.is_empty() || trimmed == "/v2") {
+        if let Some(FaultAction::HttpError { status, message }) =
+            state.faults.take(Operation::ManilaVersions, &[])
+        {
+            return fault(status, message.unwrap_or_else(|| "Injected fault.".into()));
+        }
+        // The unversioned root lists all versions with 300 Multiple Choices.
+        return if trimmed.is_empty() {
+            Reply::json(300, json!({"versions": version_entries(state, true)}))
+        } else {
+            Reply::json(200, json!({"versions": version_entries(state, false)}))
+        };
+    }
+    let Some(path) = trimmed.strip_prefix("/v2/") else {
+        return not_found("The resource could not be found.");
+    };
+    if let Err(reply) = keystone::authenticate(state, &req.headers) {
+        return reply;
+    }
+    let max = max_version(state);
+    let version = match microversion::requested(&req.headers, max) {
+        Ok(v) => v,
+        Err(VersionError::Malformed(raw)) => {
+            return bad_request(format!(
+                "API Version String {raw} is of invalid format. Must be of format MajorNum.MinorNum."
+            ));
+        }
+        Err(VersionError::OutOfRange(v)) => {
+            return fault(
+                406,
+                format!(
+                    "Version {v} is not supported by the API. Minimum is {} and maximum is {max}.",
+                    Microversion::MIN
+                ),
+            );
+        }
+    };
+    let mut segments: Vec<&str> = path.split('/').collect();
+    // URLs may still carry the project id (required before 2.60).
+    if segments.first() == Some(&state.config.account.project_id.as_str()) {
+        segments.remove(0);
+    }
+    let mut ctx = Ctx {
+        req,
+        version,
+        admin: state.config.account.is_admin(),
+        now: Instant::now(),
+        query: req
+            .url
+            .query_pairs()
+            .map(|(k, v)| (k.into_owned(), v.into_owned()))
+            .collect(),
+        latency: None,
+    };
+    state.advance(ctx.now);
+    let mut reply = route(state, &mut ctx, &segments);
+    reply.delay = ctx.latency;
+    reply
+        .header(microversion::MANILA_HEADER, version.to_string())
+        .header(
+            microversion::GENERIC_HEADER,
+            format!("{} {version}", microversion::SERVICE),
+        )
+        .header(
+            "Vary",
+            format!(
+                "{}, {}",
+                microversion::MANILA_HEADER,
+                microversion::GENERIC_HEADER
+            ),
+        )
+}
+
+fn route(state: &mut CloudState, ctx: &mut Ctx<'_>, segments: &[&str]) -> Reply {
+    let method = ctx.req.method.clone();
+    let m = method.as_str();
+    match segments {
+        ["shares"] if m == "GET" => shares::list(state, ctx, false),
+        ["shares"] if m == "POST" => shares::create(state, ctx),
+        ["shares", "detail"] if m == "GET" => shares::list(state, ctx, true),
+        ["shares", id] if m == "GET" => shares::show(state, ctx, id),
+        ["shares", id] if m == "PUT" => shares::update(state, ctx, id),
+        ["shares", id] if m == "DELETE" => shares::delete(state, ctx, id),
+        ["shares", id, "action"] if m == "POST" => action(state, ctx, id),
+        ["shares", id, "export_locations"] if m == "GET" && ctx.at_least(9) => {
+            shares::export_locations(state, ctx, id, None)
+        }
+        ["shares", id, "export_locations", el] if m == "GET" && ctx.at_least(9) => {
+            shares::export_locations(state, ctx, id, Some(el))
+        }
+        ["shares", id, "metadata"] => shares::metadata(state, ctx, id, None),
+        ["shares", id, "metadata", key] => shares::metadata(state, ctx, id, Some(key)),
+        ["share-access-rules"] if m == "GET" && ctx.at_least(45) => access::rules(state, ctx),
+        ["share-access-rules", id] if m == "GET" && ctx.at_least(45) => {
+            access::rule(state, ctx, id)
+        }
+        ["types"] if m == "GET" => types::list(state, ctx),
+        ["types", "default"] if m == "GET" => types::default(state, ctx),
+        ["types", id] if m == "GET" => types::show(state, ctx, id),
+        ["types", id, "extra_specs"] if m == "GET" => types::extra_specs_of(state, ctx, id),
+        ["snapshots"] if m == "GET" => snapshots::list(state, ctx, false),
+        ["snapshots"] if m == "POST" => snapshots::create(state, ctx),
+        ["snapshots", "detail"] if m == "GET" => snapshots::list(state, ctx, true),
+        ["snapshots", id] if m == "GET" => snapshots::show(state, ctx, id),
+        ["snapshots", id] if m == "PUT" => snapshots::update(state, ctx, id),
+        ["snapshots", id] if m == "DELETE" => snapshots::delete(state, ctx, id),
+        ["availability-zones"] if m == "GET" && ctx.at_least(7) => zones::list(state, ctx),
+        ["os-availability-zone"] if m == "GET" && !ctx.at_least(7) => zones::list(state, ctx),
+        ["share-networks"] if m == "GET" => networks::list(state, ctx, false),
+        ["share-networks"] if m == "POST" => networks::create(state, ctx),
+        ["share-networks", "detail"] if m == "GET" => networks::list(state, ctx, true),
+        ["share-networks", id] if m == "GET" => networks::show(state, ctx, id),
+        ["share-networks", id] if m == "DELETE" => networks::delete(state, ctx, id),
+        ["quota-sets", project] if m == "GET" => quotas::show(state, ctx, project, false),
+        ["quota-sets", project, "defaults"] if m == "GET" => {
+            quotas::show(state, ctx, project, false)
+        }
+        ["quota-sets", project, "detail"] if m == "GET" && ctx.at_least(25) => {
+            quotas::show(state, ctx, project, true)
+        }
+        ["messages"] if m == "GET" && ctx.at_least(37) => messages::list(state, ctx),
+        ["messages", id] if m == "GET" && ctx.at_least(37) => messages::show(state, ctx, id),
+        ["messages", id] if m == "DELETE" && ctx.at_least(37) => messages::delete(state, ctx, id),
+        _ => not_found("The resource could not be found."),
+    }
+}
+
+/// `POST /shares/{id}/action`: one key naming the action, `os-`-prefixed below 2.7.
+fn action(state: &mut CloudState, ctx: &mut Ctx<'_>, id: &str) -> Reply {
+    let body = match ctx.body() {
+        Ok(Value::Object(map)) if map.len() == 1 => map,
+        Ok(_) => {
+            return bad_request("There is no such action: the body must name exactly one action");
+        }
+        Err(reply) => return reply,
+    };
+    let Some((key, args)) = body.into_iter().next() else {
+        return bad_request("There is no such action");
+    };
+    let prefixed = key.strip_prefix("os-");
+    let name = match (prefixed, ctx.at_least(7)) {
+        (Some(name), false) => name.to_owned(),
+        (None, true) => key.clone(),
+        _ => return bad_request(format!("There is no such action: {key}")),
+    };
+    match name.as_str() {
+        "extend" => shares::resize(state, ctx, id, &args, true),
+        "shrink" => shares::resize(state, ctx, id, &args, false),
+        "allow_access" => access::allow(state, ctx, id, &args),
+        "deny_access" => access::deny(state, ctx, id, &args),
+        "access_list" => access::list(state, ctx, id),
+        _ => bad_request(format!("There is no such action: {key}")),
+    }
+}

@@ -1,0 +1,747 @@
+//! Shares: create (plain or from a snapshot), show, list, update, delete, extend/shrink,
+//! metadata and export locations.
+
+use chrono::Utc;
+use serde_json::{Map, Value, json};
+use std::collections::BTreeMap;
+
+use super::model::{ExportLocation, Failure, MessageAction, Pending, Share, ShareOutcome};
+use super::{AsyncFault, Ctx, bad_request, fault, not_found};
+use crate::config::millis;
+use crate::faults::Operation;
+use crate::reply::Reply;
+use crate::state::{CloudState, manila_time, new_id};
+
+const PROTOCOLS: [&str; 6] = ["NFS", "CIFS", "GLUSTERFS", "HDFS", "CEPHFS", "MAPRFS"];
+
+/// Statuses in which a share may be deleted.
+const DELETABLE: [&str; 3] = ["available", "error", "inactive"];
+
+/// The 404 for an unknown share.
+pub(crate) fn share_not_found(id: &str) -> Reply {
+    not_found(format!("Share {id} could not be found."))
+}
+
+/// How an async operation with `delay_ms` and an injected `fault` ends.
+pub(crate) fn pending_outcome<T>(
+    ctx: &Ctx<'_>,
+    delay_ms: u64,
+    fault: AsyncFault,
+    success: T,
+    failure: impl FnOnce(String, Option<String>) -> T,
+) -> (Option<Pending<T>>, Option<String>) {
+    let due = ctx.now + millis(delay_ms);
+    match fault {
+        AsyncFault::None => (
+            Some(Pending {
+                due,
+                outcome: success,
+            }),
+            None,
+        ),
+        AsyncFault::Stuck(status) => (None, status),
+        AsyncFault::Error { detail_id, message } => (
+            Some(Pending {
+                due,
+                outcome: failure(detail_id, message),
+            }),
+            None,
+        ),
+    }
+}
+
+fn view(state: &CloudState, ctx: &Ctx<'_>, s: &Share) -> Value {
+    let status = if s.status == "creating_from_snapshot" && !ctx.at_least(54) {
+        "creating"
+    } else {
+        s.status.as_str()
+    };
+    let mut v = json!({
+        "id": s.id,
+        "name": s.name,
+        "description": s.description,
+        "size": s.size,
+        "status": status,
+        "share_proto": s.share_proto,
+        "availability_zone": s.availability_zone,
+        "created_at": manila_time(&s.created_at),
+        "project_id": state.config.account.project_id,
+        "snapshot_id": s.snapshot_id,
+        "share_network_id": s.share_network_id,
+        "metadata": s.metadata,
+        "is_public": s.is_public,
+        "share_type": s.share_type_id,
+        "volume_type": s.share_type_name,
+        "links": ctx.links(state, "shares", &s.id),
+    });
+    let exports = visible_exports(ctx, s);
+    if !ctx.at_least(9) {
+        v["export_location"] = json!(exports.first().map(|e| e.path.clone()));
+        v["export_locations"] = exports.iter().map(|e| json!(e.path)).collect();
+    }
+    let mut add = |minor: u32, key: &str, value: Value| {
+        if ctx.at_least(minor) {
+            v[key] = value;
+        }
+    };
+    add(2, "snapshot_support", json!(s.snapshot_support));
+    add(5, "task_state", Value::Null);
+    add(6, "share_type_name", json!(s.share_type_name));
+    add(10, "access_rules_status", json!(s.access_rules_status()));
+    add(11, "replication_type", Value::Null);
+    add(11, "has_replicas", json!(false));
+    add(16, "user_id", json!(state.config.account.user_id));
+    add(
+        24,
+        "create_share_from_snapshot_support",
+        json!(s.create_share_from_snapshot_support),
+    );
+    add(27, "revert_to_snapshot_support", json!(false));
+    add(31, "share_group_id", Value::Null);
+    add(31, "source_share_group_snapshot_member_id", Value::Null);
+    add(32, "mount_snapshot_support", json!(false));
+    let progress = if s.status.starts_with("creating") {
+        "0%"
+    } else {
+        "100%"
+    };
+    add(54, "progress", json!(progress));
+    add(69, "is_soft_deleted", json!(false));
+    add(69, "scheduled_to_be_deleted_at", Value::Null);
+    add(84, "mount_point_name", Value::Null);
+    if let Some(updated) = &s.updated_at {
+        v["updated_at"] = json!(manila_time(updated));
+    } else {
+        v["updated_at"] = Value::Null;
+    }
+    if ctx.admin {
+        v["host"] = json!("fakehost@fakebackend#pool0");
+        v["share_server_id"] = Value::Null;
+    }
+    v
+}
+
+/// Export locations exist once the share is created; admin-only ones only for admins.
+fn visible_exports<'a>(ctx: &Ctx<'_>, s: &'a Share) -> Vec<&'a ExportLocation> {
+    if s.status.starts_with("creating") || s.status == "error" {
+        return Vec::new();
+    }
+    s.export_locations
+        .iter()
+        .filter(|e| ctx.admin || !e.is_admin_only)
+        .collect()
+}
+
+fn string_map(value: Option<&Value>, what: &str) -> Result<BTreeMap<String, String>, Reply> {
+    let mut out = BTreeMap::new();
+    match value {
+        None | Some(Value::Null) => {}
+        Some(Value::Object(map)) => {
+            for (k, v) in map {
+                if k.is_empty() || k.len() > 255 {
+                    return Err(bad_request(format!(
+                        "Invalid {what} key {k:?}: keys must be 1 to 255 characters long."
+                    )));
+                }
+                let Some(v) = v.as_str() else {
+                    return Err(bad_request(format!(
+                        "Invalid {what}: value of {k:?} is not a string."
+                    )));
+                };
+                if v.len() > 1023 {
+                    return Err(bad_request(format!(
+                        "Invalid {what}: value of {k:?} is longer than 1023 characters."
+                    )));
+                }
+                out.insert(k.clone(), v.to_owned());
+            }
+        }
+        Some(_) => {
+            return Err(bad_request(format!(
+                "Invalid {what}: it must be an object of strings."
+            )));
+        }
+    }
+    Ok(out)
+}
+
+fn optional_string(body: &Map<String, Value>, key: &str) -> Result<Option<String>, Reply> {
+    match body.get(key) {
+        None | Some(Value::Null) => Ok(None),
+        Some(Value::String(s)) => Ok(Some(s.clone())),
+        Some(other) => Err(bad_request(format!(
+            "Invalid input for {key}: {other} is not a string."
+        ))),
+    }
+}
+
+/// A positive integer size (numbers or numeric strings, as Manila accepts).
+pub(crate) fn parse_size(value: Option<&Value>) -> Option<u64> {
+    match value? {
+        Value::Number(n) => n.as_u64(),
+        Value::String(s) => s.trim().parse().ok(),
+        _ => None,
+    }
+    .filter(|n| *n > 0)
+}
+
+/// `POST /shares`.
+pub(crate) fn create(state: &mut CloudState, ctx: &mut Ctx<'_>) -> Reply {
+    let body = match ctx.body_object("share") {
+        Ok(b) => b,
+        Err(r) => return r,
+    };
+    match create_checked(state, ctx, &body) {
+        Ok(reply) | Err(reply) => reply,
+    }
+}
+
+fn create_checked(
+    state: &mut CloudState,
+    ctx: &mut Ctx<'_>,
+    body: &Map<String, Value>,
+) -> Result<Reply, Reply> {
+    let name = optional_string(body, "name")?;
+    let description = optional_string(body, "description")?;
+    let size = parse_size(body.get("size")).ok_or_else(|| {
+        bad_request(format!(
+            "Invalid input received: Share size '{}' must be an integer and greater than 0.",
+            body.get("size").map_or("None".into(), Value::to_string)
+        ))
+    })?;
+    let proto = optional_string(body, "share_proto")?.unwrap_or_default();
+    let proto_upper = proto.to_uppercase();
+    if !PROTOCOLS.contains(&proto_upper.as_str()) {
+        return Err(bad_request(format!(
+            "Invalid share protocol provided: {proto}. It is either disabled or unsupported. Available protocols: {}.",
+            PROTOCOLS.join(", ")
+        )));
+    }
+    let snapshot_id = optional_string(body, "snapshot_id")?;
+    let source = match &snapshot_id {
+        None => None,
+        Some(id) => {
+            let snap = state
+                .snapshots
+                .get(id)
+                .ok_or_else(|| not_found(format!("Snapshot {id} could not be found.")))?;
+            if snap.status != "available" {
+                return Err(bad_request(format!(
+                    "Invalid snapshot: Snapshot {id} is not in 'available' state (it is '{}').",
+                    snap.status
+                )));
+            }
+            if size < snap.size {
+                return Err(bad_request(format!(
+                    "Share size ({size}) must be equal to or greater than snapshot size ({}).",
+                    snap.size
+                )));
+            }
+            let parent = state.shares.get(&snap.share_id);
+            Some((
+                snap.share_id.clone(),
+                parent.map(|p| p.share_type_id.clone()),
+                parent.map(|p| p.availability_zone.clone()),
+            ))
+        }
+    };
+    let type_ref = optional_string(body, "share_type")?
+        .or_else(|| optional_string(body, "volume_type").ok().flatten());
+    let share_type = match (&type_ref, &source) {
+        (Some(t), _) => state.share_type(t).cloned().ok_or_else(|| {
+            if uuid::Uuid::parse_str(t).is_ok() {
+                not_found(format!("Share type {t} could not be found."))
+            } else {
+                not_found(format!("Share type with name {t} could not be found."))
+            }
+        })?,
+        (None, Some((_, Some(parent_type), _))) => state
+            .share_type(parent_type)
+            .cloned()
+            .ok_or_else(|| not_found(format!("Share type {parent_type} could not be found.")))?,
+        _ => state.default_share_type().cloned().ok_or_else(|| {
+            bad_request("Invalid share type: no share type was given and no default share type is configured.")
+        })?,
+    };
+    if source.is_some() && !share_type.create_share_from_snapshot_support {
+        return Err(bad_request(format!(
+            "A new share may not be created from snapshot {} because the share type {} does not support it.",
+            snapshot_id.as_deref().unwrap_or_default(),
+            share_type.name
+        )));
+    }
+    let zones = &state.config.manila.availability_zones;
+    let zone = match optional_string(body, "availability_zone")? {
+        Some(z) if zones.contains(&z) => z,
+        Some(z) => {
+            return Err(not_found(format!(
+                "Availability zone {z} could not be found."
+            )));
+        }
+        None => source
+            .as_ref()
+            .and_then(|(_, _, z)| z.clone())
+            .or_else(|| zones.first().cloned())
+            .unwrap_or_else(|| "nova".into()),
+    };
+    let network = optional_string(body, "share_network_id")?;
+    match (&network, share_type.dhss) {
+        (Some(id), _) if !state.share_networks.iter().any(|n| &n.id == id) => {
+            return Err(not_found(format!("Share network {id} could not be found.")));
+        }
+        (None, true) => {
+            return Err(bad_request(format!(
+                "Share network must be set when the driver_handles_share_servers extra spec of share type {} is True.",
+                share_type.name
+            )));
+        }
+        (Some(id), false) => {
+            return Err(bad_request(format!(
+                "Share network {id} must not be given: share type {} does not handle share servers.",
+                share_type.name
+            )));
+        }
+        _ => {}
+    }
+    let metadata = string_map(body.get("metadata"), "metadata")?;
+    let is_public = body
+        .get("is_public")
+        .and_then(Value::as_bool)
+        .unwrap_or(false);
+    let quotas = &state.config.manila.quotas;
+    let used: u64 = state.shares.values().map(|s| s.size).sum();
+    if state.shares.len() as u64 >= quotas.shares {
+        return Err(fault(
+            413,
+            format!(
+                "Maximum number of shares allowed ({}) exceeded.",
+                quotas.shares
+            ),
+        ));
+    }
+    if used + size > quotas.gigabytes {
+        return Err(fault(
+            413,
+            format!(
+                "Requested share exceeds allowed project/user or share type gigabytes quota. (requested {size}G, {used}G of {}G already consumed)",
+                quotas.gigabytes
+            ),
+        ));
+    }
+    let keys: Vec<String> = name.iter().cloned().collect();
+    let injected = ctx.fault(state, Operation::ShareCreate, &keys)?;
+
+    let id = new_id();
+    let dir = state
+        .backend
+        .create_share(&id, snapshot_id.as_deref())
+        .map_err(|e| fault(500, format!("The backend could not create the share: {e}")))?;
+    let export_locations = state
+        .config
+        .manila
+        .export_locations
+        .iter()
+        .map(|e| ExportLocation {
+            id: new_id(),
+            path: match e.address {
+                std::net::IpAddr::V6(a) => format!("[{a}]:{}", dir.display()),
+                std::net::IpAddr::V4(a) => format!("{a}:{}", dir.display()),
+            },
+            preferred: e.preferred,
+            is_admin_only: e.admin_only,
+        })
+        .collect();
+    let initial = if source.is_some() {
+        "creating_from_snapshot"
+    } else {
+        "creating"
+    };
+    let (pending, stuck_status) = pending_outcome(
+        ctx,
+        state.config.manila.delays.share_create_ms,
+        injected,
+        ShareOutcome::Available { size },
+        |detail_id, message| {
+            ShareOutcome::Failed(Failure {
+                status: "error".into(),
+                action: MessageAction::Create,
+                detail_id,
+                message,
+            })
+        },
+    );
+    let share = Share {
+        id: id.clone(),
+        seq: state.next_seq(),
+        name,
+        description,
+        size,
+        share_proto: proto_upper,
+        share_type_id: share_type.id.clone(),
+        share_type_name: share_type.name.clone(),
+        availability_zone: zone,
+        share_network_id: network,
+        snapshot_id,
+        metadata,
+        is_public,
+        status: stuck_status.unwrap_or_else(|| initial.into()),
+        snapshot_support: share_type.snapshot_support,
+        create_share_from_snapshot_support: share_type.create_share_from_snapshot_support,
+        instance_id: new_id(),
+        created_at: Utc::now(),
+        updated_at: None,
+        pending,
+        export_locations,
+        access_rules: Vec::new(),
+    };
+    let body = json!({"share": view(state, ctx, &share)});
+    state.shares.insert(id, share);
+    Ok(Reply::json(200, body))
+}
+
+/// `GET /shares/{id}`.
+pub(crate) fn show(state: &mut CloudState, ctx: &mut Ctx<'_>, id: &str) -> Reply {
+    let keys = state.shares.get(id).map(Share::keys).unwrap_or_default();
+    if let Err(r) = ctx.fault(state, Operation::ShareGet, &keys) {
+        return r;
+    }
+    match state.shares.get(id) {
+        Some(s) => Reply::json(200, json!({"share": view(state, ctx, s)})),
+        None => share_not_found(id),
+    }
+}
+
+/// `GET /shares` and `GET /shares/detail` with Manila's common filters.
+pub(crate) fn list(state: &mut CloudState, ctx: &mut Ctx<'_>, detail: bool) -> Reply {
+    if let Err(r) = ctx.fault(state, Operation::ShareList, &[]) {
+        return r;
+    }
+    let mut shares: Vec<&Share> = state
+        .shares
+        .values()
+        .filter(|s| {
+            ctx.query("name")
+                .is_none_or(|n| s.name.as_deref() == Some(n))
+        })
+        .filter(|s| {
+            ctx.query("name~")
+                .is_none_or(|n| s.name.as_deref().is_some_and(|name| name.contains(n)))
+        })
+        .filter(|s| ctx.query("status").is_none_or(|st| s.status == st))
+        .filter(|s| {
+            ctx.query("share_type_id")
+                .or(ctx.query("share_type"))
+                .is_none_or(|t| s.share_type_id == t || s.share_type_name == t)
+        })
+        .filter(|s| {
+            ctx.query("snapshot_id")
+                .is_none_or(|x| s.snapshot_id.as_deref() == Some(x))
+        })
+        .filter(|s| {
+            ctx.query("share_network_id")
+                .is_none_or(|x| s.share_network_id.as_deref() == Some(x))
+        })
+        .collect();
+    // Manila's default order: newest first.
+    shares.sort_by_key(|s| std::cmp::Reverse(s.seq));
+    if ctx.query("sort_dir") == Some("asc") {
+        shares.reverse();
+    }
+    let offset = ctx
+        .query("offset")
+        .and_then(|o| o.parse().ok())
+        .unwrap_or(0);
+    let limit = ctx
+        .query("limit")
+        .and_then(|l| l.parse().ok())
+        .unwrap_or(usize::MAX);
+    let items: Vec<Value> = shares
+        .into_iter()
+        .skip(offset)
+        .take(limit)
+        .map(|s| {
+            if detail {
+                view(state, ctx, s)
+            } else {
+                json!({"id": s.id, "name": s.name, "links": ctx.links(state, "shares", &s.id)})
+            }
+        })
+        .collect();
+    Reply::json(200, json!({"shares": items}))
+}
+
+/// `PUT /shares/{id}`: name, description, is_public.
+pub(crate) fn update(state: &mut CloudState, ctx: &mut Ctx<'_>, id: &str) -> Reply {
+    let body = match ctx.body_object("share") {
+        Ok(b) => b,
+        Err(r) => return r,
+    };
+    let (name, description) = match (
+        optional_string(&body, "display_name"),
+        optional_string(&body, "display_description"),
+    ) {
+        (Ok(n), Ok(d)) => (n, d),
+        (Err(r), _) | (_, Err(r)) => return r,
+    };
+    let name = name.or_else(|| optional_string(&body, "name").ok().flatten());
+    let description = description.or_else(|| optional_string(&body, "description").ok().flatten());
+    let Some(share) = state.shares.get_mut(id) else {
+        return share_not_found(id);
+    };
+    if name.is_some() {
+        share.name = name;
+    }
+    if description.is_some() {
+        share.description = description;
+    }
+    if let Some(p) = body.get("is_public").and_then(Value::as_bool) {
+        share.is_public = p;
+    }
+    share.updated_at = Some(Utc::now());
+    let share = share.clone();
+    Reply::json(200, json!({"share": view(state, ctx, &share)}))
+}
+
+/// `DELETE /shares/{id}`: `deleting`, then gone.
+pub(crate) fn delete(state: &mut CloudState, ctx: &mut Ctx<'_>, id: &str) -> Reply {
+    let Some(share) = state.shares.get(id) else {
+        return share_not_found(id);
+    };
+    let keys = share.keys();
+    if !DELETABLE.contains(&share.status.as_str()) {
+        return fault(
+            403,
+            format!(
+                "Invalid share: Share status must be one of ('available', 'error', 'inactive'), but it is '{}'.",
+                share.status
+            ),
+        );
+    }
+    let dependents = state
+        .snapshots
+        .values()
+        .filter(|s| s.share_id == id)
+        .count();
+    if dependents > 0 {
+        return fault(
+            403,
+            format!("Invalid share: Share still has {dependents} dependent snapshots."),
+        );
+    }
+    let injected = match ctx.fault(state, Operation::ShareDelete, &keys) {
+        Ok(f) => f,
+        Err(r) => return r,
+    };
+    let (pending, stuck) = pending_outcome(
+        ctx,
+        state.config.manila.delays.share_delete_ms,
+        injected,
+        ShareOutcome::Gone,
+        |detail_id, message| {
+            ShareOutcome::Failed(Failure {
+                status: "error_deleting".into(),
+                action: MessageAction::Delete,
+                detail_id,
+                message,
+            })
+        },
+    );
+    if let Some(share) = state.shares.get_mut(id) {
+        share.status = stuck.unwrap_or_else(|| "deleting".into());
+        share.pending = pending;
+        share.updated_at = Some(Utc::now());
+    }
+    Reply::empty(202)
+}
+
+/// The `extend` / `shrink` actions.
+pub(crate) fn resize(
+    state: &mut CloudState,
+    ctx: &mut Ctx<'_>,
+    id: &str,
+    args: &Value,
+    grow: bool,
+) -> Reply {
+    let verb = if grow { "extend" } else { "shrink" };
+    let Some(share) = state.shares.get(id) else {
+        return share_not_found(id);
+    };
+    let Some(new_size) = parse_size(args.get("new_size")) else {
+        return bad_request(format!(
+            "New share size must be specified as a positive integer, got {}.",
+            args.get("new_size")
+                .map_or("nothing".into(), Value::to_string)
+        ));
+    };
+    if share.status != "available" {
+        return bad_request(format!(
+            "Invalid share: Share {id} status must be 'available' to {verb}, but it is '{}'.",
+            share.status
+        ));
+    }
+    let size = share.size;
+    if grow && new_size <= size {
+        return bad_request(format!(
+            "Invalid input received: New size for extend must be greater than current size. (current: {size}, extended: {new_size})."
+        ));
+    }
+    if !grow && new_size >= size {
+        return bad_request(format!(
+            "Invalid input received: New size for shrink must be less than current size. (current: {size}, new: {new_size})."
+        ));
+    }
+    if grow {
+        let quotas = &state.config.manila.quotas;
+        let used: u64 = state.shares.values().map(|s| s.size).sum();
+        if used - size + new_size > quotas.gigabytes {
+            return fault(
+                403,
+                format!(
+                    "Requested share exceeds allowed project/user or share type gigabytes quota. (requested {}G, {used}G of {}G already consumed)",
+                    new_size - size,
+                    quotas.gigabytes
+                ),
+            );
+        }
+    }
+    let keys = share.keys();
+    let op = if grow {
+        Operation::ShareExtend
+    } else {
+        Operation::ShareShrink
+    };
+    let injected = match ctx.fault(state, op, &keys) {
+        Ok(f) => f,
+        Err(r) => return r,
+    };
+    let (pending, stuck) = pending_outcome(
+        ctx,
+        state.config.manila.delays.share_resize_ms,
+        injected,
+        ShareOutcome::Available { size: new_size },
+        |detail_id, message| {
+            ShareOutcome::Failed(Failure {
+                status: if grow {
+                    "extending_error"
+                } else {
+                    "shrinking_error"
+                }
+                .into(),
+                action: if grow {
+                    MessageAction::Extend
+                } else {
+                    MessageAction::Shrink
+                },
+                detail_id,
+                message,
+            })
+        },
+    );
+    if let Some(share) = state.shares.get_mut(id) {
+        share.status = stuck.unwrap_or_else(|| if grow { "extending" } else { "shrinking" }.into());
+        share.pending = pending;
+        share.updated_at = Some(Utc::now());
+    }
+    Reply::empty(202)
+}
+
+/// `GET /shares/{id}/export_locations[/{el}]`.
+pub(crate) fn export_locations(
+    state: &mut CloudState,
+    ctx: &mut Ctx<'_>,
+    id: &str,
+    el: Option<&str>,
+) -> Reply {
+    let keys = state.shares.get(id).map(Share::keys).unwrap_or_default();
+    if let Err(r) = ctx.fault(state, Operation::ExportLocations, &keys) {
+        return r;
+    }
+    let Some(share) = state.shares.get(id) else {
+        return share_not_found(id);
+    };
+    let render = |e: &ExportLocation| {
+        let mut v = json!({"id": e.id, "path": e.path});
+        if ctx.at_least(14) {
+            v["preferred"] = json!(e.preferred);
+        }
+        if ctx.admin {
+            v["share_instance_id"] = json!(share.instance_id);
+            v["is_admin_only"] = json!(e.is_admin_only);
+        }
+        if ctx.at_least(87) {
+            v["metadata"] = json!({});
+        }
+        v
+    };
+    let exports = visible_exports(ctx, share);
+    match el {
+        None => Reply::json(
+            200,
+            json!({"export_locations": exports.into_iter().map(render).collect::<Vec<_>>()}),
+        ),
+        Some(el) => match exports.into_iter().find(|e| e.id == el) {
+            Some(e) => Reply::json(200, json!({"export_location": render(e)})),
+            None => not_found(format!("Export location {el} could not be found.")),
+        },
+    }
+}
+
+/// `/shares/{id}/metadata[/{key}]`: GET, POST (merge), PUT (replace), DELETE (one key).
+pub(crate) fn metadata(
+    state: &mut CloudState,
+    ctx: &mut Ctx<'_>,
+    id: &str,
+    key: Option<&str>,
+) -> Reply {
+    let keys = state.shares.get(id).map(Share::keys).unwrap_or_default();
+    if let Err(r) = ctx.fault(state, Operation::ShareMetadata, &keys) {
+        return r;
+    }
+    let method = ctx.req.method.as_str().to_owned();
+    let body = if method == "POST" || method == "PUT" {
+        match ctx.body() {
+            Ok(b) => Some(b),
+            Err(r) => return r,
+        }
+    } else {
+        None
+    };
+    let Some(share) = state.shares.get_mut(id) else {
+        return share_not_found(id);
+    };
+    match (method.as_str(), key) {
+        ("GET", None) => Reply::json(200, json!({"metadata": share.metadata})),
+        ("GET", Some(k)) => match share.metadata.get(k) {
+            Some(v) => Reply::json(200, json!({"meta": {k: v}})),
+            None => not_found(format!("Metadata item {k} was not found.")),
+        },
+        ("POST" | "PUT", None) => {
+            let new = match string_map(body.as_ref().and_then(|b| b.get("metadata")), "metadata") {
+                Ok(m) => m,
+                Err(r) => return r,
+            };
+            if method == "PUT" {
+                share.metadata = new;
+            } else {
+                share.metadata.extend(new);
+            }
+            Reply::json(200, json!({"metadata": share.metadata}))
+        }
+        ("PUT", Some(k)) => {
+            let item = match string_map(body.as_ref().and_then(|b| b.get("meta")), "meta") {
+                Ok(m) => m,
+                Err(r) => return r,
+            };
+            if item.len() != 1 || !item.contains_key(k) {
+                return bad_request("Request body and URI mismatch");
+            }
+            share.metadata.extend(item.clone());
+            Reply::json(200, json!({"meta": item}))
+        }
+        ("DELETE", Some(k)) => match share.metadata.remove(k) {
+            Some(_) => Reply::empty(200),
+            None => not_found(format!("Metadata item {k} was not found.")),
+        },
+        _ => fault(405, "The method is not allowed for this resource."),
+    }
+}

@@ -1,0 +1,251 @@
+//! Share snapshots: create (async, copying the share's bytes), show, list, update, delete.
+
+use chrono::Utc;
+use serde_json::{Value, json};
+
+use super::model::{Failure, MessageAction, Snapshot, SnapshotOutcome};
+use super::shares::pending_outcome;
+use super::{Ctx, bad_request, fault, not_found};
+use crate::faults::Operation;
+use crate::reply::Reply;
+use crate::state::{CloudState, manila_time, new_id};
+
+fn snapshot_not_found(id: &str) -> Reply {
+    not_found(format!("Snapshot {id} could not be found."))
+}
+
+fn view(state: &CloudState, ctx: &Ctx<'_>, s: &Snapshot) -> Value {
+    let mut v = json!({
+        "id": s.id,
+        "share_id": s.share_id,
+        "name": s.name,
+        "description": s.description,
+        "status": s.status,
+        "size": s.size,
+        "share_size": s.share_size,
+        "share_proto": s.share_proto,
+        "created_at": manila_time(&s.created_at),
+        "updated_at": s.updated_at.as_ref().map(manila_time),
+        "links": ctx.links(state, "snapshots", &s.id),
+    });
+    if ctx.at_least(17) {
+        v["user_id"] = json!(state.config.account.user_id);
+        v["project_id"] = json!(state.config.account.project_id);
+    }
+    if ctx.at_least(73) {
+        v["metadata"] = json!({});
+    }
+    if ctx.admin && ctx.at_least(12) {
+        v["provider_location"] = json!(format!("fake-snapshot-{}", s.id));
+    }
+    v
+}
+
+/// `POST /snapshots`.
+pub(crate) fn create(state: &mut CloudState, ctx: &mut Ctx<'_>) -> Reply {
+    let body = match ctx.body_object("snapshot") {
+        Ok(b) => b,
+        Err(r) => return r,
+    };
+    let text = |k: &str| body.get(k).and_then(Value::as_str).map(str::to_owned);
+    let Some(share_id) = text("share_id") else {
+        return fault(422, "Must specify 'share_id'");
+    };
+    let name = text("name").or_else(|| text("display_name"));
+    let description = text("description").or_else(|| text("display_description"));
+    let Some(share) = state.shares.get(&share_id) else {
+        return not_found(format!("Share {share_id} could not be found."));
+    };
+    if !share.snapshot_support {
+        return fault(
+            422,
+            format!(
+                "Snapshots cannot be created for share '{share_id}' since it does not have that capability."
+            ),
+        );
+    }
+    if share.status != "available" {
+        return bad_request(format!(
+            "Invalid share: Source share status must be available, but it is '{}'.",
+            share.status
+        ));
+    }
+    let (size, proto) = (share.size, share.share_proto.clone());
+    let quotas = &state.config.manila.quotas;
+    let used: u64 = state.snapshots.values().map(|s| s.size).sum();
+    if state.snapshots.len() as u64 >= quotas.snapshots {
+        return fault(
+            413,
+            format!(
+                "Maximum number of snapshots allowed ({}) exceeded.",
+                quotas.snapshots
+            ),
+        );
+    }
+    if used + size > quotas.snapshot_gigabytes {
+        return fault(
+            413,
+            format!(
+                "Requested snapshot exceeds allowed project/user or share type gigabytes quota. (requested {size}G, {used}G of {}G already consumed)",
+                quotas.snapshot_gigabytes
+            ),
+        );
+    }
+    let keys: Vec<String> = name.iter().cloned().chain([share_id.clone()]).collect();
+    let injected = match ctx.fault(state, Operation::SnapshotCreate, &keys) {
+        Ok(f) => f,
+        Err(r) => return r,
+    };
+    let id = new_id();
+    if let Err(e) = state.backend.create_snapshot(&id, &share_id) {
+        return fault(
+            500,
+            format!("The backend could not snapshot the share: {e}"),
+        );
+    }
+    let (pending, stuck) = pending_outcome(
+        ctx,
+        state.config.manila.delays.snapshot_create_ms,
+        injected,
+        SnapshotOutcome::Available,
+        |detail_id, message| {
+            SnapshotOutcome::Failed(Failure {
+                status: "error".into(),
+                action: MessageAction::Create,
+                detail_id,
+                message,
+            })
+        },
+    );
+    let snapshot = Snapshot {
+        id: id.clone(),
+        seq: state.next_seq(),
+        share_id,
+        name,
+        description,
+        size,
+        share_size: size,
+        share_proto: proto,
+        status: stuck.unwrap_or_else(|| "creating".into()),
+        created_at: Utc::now(),
+        updated_at: None,
+        pending,
+    };
+    let body = json!({"snapshot": view(state, ctx, &snapshot)});
+    state.snapshots.insert(id, snapshot);
+    Reply::json(202, body)
+}
+
+/// `GET /snapshots/{id}`.
+pub(crate) fn show(state: &mut CloudState, ctx: &mut Ctx<'_>, id: &str) -> Reply {
+    let keys = state
+        .snapshots
+        .get(id)
+        .map(Snapshot::keys)
+        .unwrap_or_default();
+    if let Err(r) = ctx.fault(state, Operation::SnapshotGet, &keys) {
+        return r;
+    }
+    match state.snapshots.get(id) {
+        Some(s) => Reply::json(200, json!({"snapshot": view(state, ctx, s)})),
+        None => snapshot_not_found(id),
+    }
+}
+
+/// `GET /snapshots[/detail]?name=&share_id=&status=`.
+pub(crate) fn list(state: &mut CloudState, ctx: &mut Ctx<'_>, detail: bool) -> Reply {
+    if let Err(r) = ctx.fault(state, Operation::SnapshotList, &[]) {
+        return r;
+    }
+    let mut snaps: Vec<&Snapshot> = state
+        .snapshots
+        .values()
+        .filter(|s| {
+            ctx.query("name")
+                .is_none_or(|n| s.name.as_deref() == Some(n))
+        })
+        .filter(|s| ctx.query("share_id").is_none_or(|x| s.share_id == x))
+        .filter(|s| ctx.query("status").is_none_or(|x| s.status == x))
+        .collect();
+    snaps.sort_by_key(|s| std::cmp::Reverse(s.seq));
+    let items: Vec<Value> = snaps
+        .into_iter()
+        .map(|s| {
+            if detail {
+                view(state, ctx, s)
+            } else {
+                json!({"id": s.id, "name": s.name, "links": ctx.links(state, "snapshots", &s.id)})
+            }
+        })
+        .collect();
+    Reply::json(200, json!({"snapshots": items}))
+}
+
+/// `PUT /snapshots/{id}`: name and description.
+pub(crate) fn update(state: &mut CloudState, ctx: &mut Ctx<'_>, id: &str) -> Reply {
+    let body = match ctx.body_object("snapshot") {
+        Ok(b) => b,
+        Err(r) => return r,
+    };
+    let Some(snap) = state.snapshots.get_mut(id) else {
+        return snapshot_not_found(id);
+    };
+    for (keys, slot) in [
+        (["name", "display_name"], &mut snap.name),
+        (
+            ["description", "display_description"],
+            &mut snap.description,
+        ),
+    ] {
+        if let Some(v) = keys
+            .iter()
+            .find_map(|k| body.get(*k).and_then(Value::as_str))
+        {
+            *slot = Some(v.to_owned());
+        }
+    }
+    snap.updated_at = Some(Utc::now());
+    let snap = snap.clone();
+    Reply::json(200, json!({"snapshot": view(state, ctx, &snap)}))
+}
+
+/// `DELETE /snapshots/{id}`: `deleting`, then gone.
+pub(crate) fn delete(state: &mut CloudState, ctx: &mut Ctx<'_>, id: &str) -> Reply {
+    let Some(snap) = state.snapshots.get(id) else {
+        return snapshot_not_found(id);
+    };
+    if !["available", "error"].contains(&snap.status.as_str()) {
+        return fault(
+            403,
+            format!(
+                "Invalid snapshot: Snapshot status must be one of ('available', 'error'), but it is '{}'.",
+                snap.status
+            ),
+        );
+    }
+    let keys = snap.keys();
+    let injected = match ctx.fault(state, Operation::SnapshotDelete, &keys) {
+        Ok(f) => f,
+        Err(r) => return r,
+    };
+    let (pending, stuck) = pending_outcome(
+        ctx,
+        state.config.manila.delays.snapshot_delete_ms,
+        injected,
+        SnapshotOutcome::Gone,
+        |detail_id, message| {
+            SnapshotOutcome::Failed(Failure {
+                status: "error_deleting".into(),
+                action: MessageAction::Delete,
+                detail_id,
+                message,
+            })
+        },
+    );
+    if let Some(snap) = state.snapshots.get_mut(id) {
+        snap.status = stuck.unwrap_or_else(|| "deleting".into());
+        snap.pending = pending;
+        snap.updated_at = Some(Utc::now());
+    }
+    Reply::empty(202)
+}
