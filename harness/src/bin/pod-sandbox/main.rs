@@ -1,0 +1,115 @@
+//! `pod-sandbox`: the single-threaded helper that does the namespace work of the pod runtime
+//! (`harness::runtime`), which calls it; not meant to be run by hand.
+//!
+//! - `init`: unshares mount/UTS/PID namespaces, builds the sandbox root, starts PID 1.
+//! - `pause`: PID 1 of a sandbox: mounts `/proc`, reaps orphans, exits when the lifeline breaks.
+//! - `run`: a container's monitor: enters the sandbox, starts the process, records its exit.
+//! - `exec`: runs a command in a running container and records how it ended.
+//! - `enter`: the last step before the command: chroot, working directory, user, exec.
+
+mod namespaces;
+mod rootfs;
+mod sandbox;
+
+use std::fs::File;
+use std::os::fd::{FromRawFd, OwnedFd, RawFd};
+use std::path::PathBuf;
+
+use anyhow::Context;
+use clap::{Parser, Subcommand};
+
+#[derive(Debug, Parser)]
+#[command(about = "Namespace helper of the harness's pod runtime")]
+struct Cli {
+    #[command(subcommand)]
+    command: Step,
+}
+
+#[derive(Debug, Subcommand)]
+enum Step {
+    /// Creates the sandbox described by `<dir>/spec.json`; prints its state as JSON.
+    Init {
+        #[arg(long)]
+        dir: PathBuf,
+        #[arg(long)]
+        lifeline_fd: Option<RawFd>,
+    },
+    /// PID 1 of a sandbox.
+    Pause {
+        #[arg(long)]
+        root: PathBuf,
+        #[arg(long)]
+        lifeline_fd: Option<RawFd>,
+    },
+    /// Starts and monitors the container described by `<container-dir>/spec.json`.
+    Run {
+        #[arg(long)]
+        container_dir: PathBuf,
+    },
+    /// Runs a command in a running container; its outcome goes to `--result-file`.
+    Exec {
+        #[arg(long)]
+        container_dir: PathBuf,
+        #[arg(long)]
+        result_file: PathBuf,
+        #[arg(last = true, required = true)]
+        argv: Vec<String>,
+    },
+    /// Chroots, sets the working directory and user, and executes the command.
+    Enter {
+        #[arg(long)]
+        root: PathBuf,
+        /// Write end of a close-on-exec pipe: gets the error when the exec fails.
+        #[arg(long)]
+        status_fd: RawFd,
+        #[arg(long)]
+        workdir: Option<PathBuf>,
+        #[arg(long, requires = "gid")]
+        uid: Option<u32>,
+        #[arg(long, requires = "uid")]
+        gid: Option<u32>,
+        #[arg(last = true, required = true)]
+        argv: Vec<String>,
+    },
+}
+
+fn main() -> std::process::ExitCode {
+    let cli = Cli::parse();
+    let result = match cli.command {
+        Step::Init { dir, lifeline_fd } => sandbox::init(&dir, lifeline_fd),
+        Step::Pause { root, lifeline_fd } => sandbox::pause(&root, lifeline_fd),
+        Step::Run { container_dir } => namespaces::run(&container_dir),
+        Step::Exec {
+            container_dir,
+            result_file,
+            argv,
+        } => namespaces::exec(&container_dir, &result_file, &argv),
+        Step::Enter {
+            root,
+            status_fd,
+            workdir,
+            uid,
+            gid,
+            argv,
+        } => namespaces::enter(&root, status_fd, workdir.as_deref(), uid.zip(gid), &argv),
+    };
+    match result {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("pod-sandbox: {e:#}");
+            std::process::ExitCode::FAILURE
+        }
+    }
+}
+
+/// Takes ownership of a descriptor this process inherited from its parent for its own use.
+fn inherited_fd(fd: RawFd) -> anyhow::Result<File> {
+    // Refuse numbers that are not open, so no unrelated descriptor is ever taken over.
+    std::fs::read_link(format!("/proc/self/fd/{fd}"))
+        .with_context(|| format!("inherited file descriptor {fd} is not open"))?;
+    #[allow(unsafe_code)]
+    // SAFETY: the parent helper opened `fd` for this process alone and passed its number on the
+    // command line; it is open (checked above) and nothing else in this process owns it.
+    let owned = unsafe { OwnedFd::from_raw_fd(fd) };
+    Ok(File::from(owned))
+}

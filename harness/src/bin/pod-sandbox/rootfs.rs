@@ -1,0 +1,224 @@
+//! The sandbox root: a tmpfs with the host's top-level directories as overlays (host = lower
+//! layer, upper layer in a tmpfs of the sandbox), special file systems, the pod's identity
+//! files and its bind mounts. Runs inside the sandbox's private mount namespace only.
+
+use std::fs::OpenOptions;
+use std::path::{Component, Path, PathBuf};
+
+use anyhow::{Context, bail};
+use harness::runtime::layout::SandboxDir;
+use harness::runtime::{Mount, SandboxSpec};
+use nix::mount::{MsFlags, mount};
+
+/// Host top-level entries the sandbox gets fresh or private versions of instead of overlays.
+const NOT_OVERLAID: &[&str] = &["proc", "sys", "dev", "tmp", "run"];
+
+/// Builds the root at `dir.rootfs()` from the host's `/`.
+pub fn build(dir: &SandboxDir, spec: &SandboxSpec) -> anyhow::Result<()> {
+    let root = dir.rootfs();
+    let layers = dir.layers();
+    tmpfs(&root, "mode=0755")?;
+    tmpfs(&layers, "mode=0700")?;
+    mkdir(&layers.join("upper"))?;
+    mkdir(&layers.join("work"))?;
+    for entry in std::fs::read_dir("/").context("listing the host's /")? {
+        let entry = entry.context("listing the host's /")?;
+        let name = entry.file_name();
+        let Some(name) = name.to_str() else { continue };
+        if NOT_OVERLAID.contains(&name) {
+            continue;
+        }
+        let file_type = entry
+            .file_type()
+            .with_context(|| format!("inspecting /{name}"))?;
+        let target = root.join(name);
+        if file_type.is_symlink() {
+            let link = std::fs::read_link(entry.path())
+                .with_context(|| format!("reading the link /{name}"))?;
+            std::os::unix::fs::symlink(&link, &target)
+                .with_context(|| format!("creating the link {target:?}"))?;
+        } else if file_type.is_dir() {
+            overlay(&entry.path(), &layers, name, &target)?;
+        }
+    }
+    for name in ["proc", "sys", "dev", "tmp", "run"] {
+        mkdir(&root.join(name))?;
+    }
+    // /proc is mounted by PID 1, which alone is in the new PID namespace.
+    bind(Path::new("/dev"), &root.join("dev"), false)?;
+    bind(Path::new("/sys"), &root.join("sys"), true)?;
+    tmpfs(&root.join("tmp"), "mode=1777")?;
+    tmpfs(&root.join("run"), "mode=0755")?;
+    identity_files(&root, &spec.hostname)?;
+    for m in &spec.mounts {
+        bind_into_root(&root, m)?;
+    }
+    Ok(())
+}
+
+/// Bind-mounts `m.source` at `m.target` inside `root`, creating the mount point when missing.
+pub fn bind_into_root(root: &Path, m: &Mount) -> anyhow::Result<()> {
+    let target = resolve_in_root(root, &m.target)?;
+    let is_dir = std::fs::metadata(&m.source)
+        .with_context(|| format!("inspecting mount source {:?}", m.source))?
+        .is_dir();
+    if is_dir {
+        std::fs::create_dir_all(&target)
+            .with_context(|| format!("creating mount point {:?}", m.target))?;
+    } else {
+        if let Some(parent) = target.parent() {
+            std::fs::create_dir_all(parent)
+                .with_context(|| format!("creating the directory of mount point {:?}", m.target))?;
+        }
+        OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&target)
+            .with_context(|| format!("creating mount point {:?}", m.target))?;
+    }
+    bind(&m.source, &target, m.read_only)
+        .with_context(|| format!("mounting {:?} at {:?}", m.source, m.target))
+}
+
+/// Where `path` (absolute, inside the sandbox) lives under `root`, following symbolic links as
+/// the sandbox would see them, so a link to an absolute path never leads out to the host.
+fn resolve_in_root(root: &Path, path: &Path) -> anyhow::Result<PathBuf> {
+    let mut pending: Vec<PathBuf> = path
+        .components()
+        .rev()
+        .filter_map(|c| match c {
+            Component::Normal(n) => Some(PathBuf::from(n)),
+            _ => None,
+        })
+        .collect();
+    let mut resolved = PathBuf::new(); // relative to root
+    let mut links = 0;
+    while let Some(part) = pending.pop() {
+        let candidate = root.join(&resolved).join(&part);
+        match std::fs::symlink_metadata(&candidate) {
+            Ok(meta) if meta.file_type().is_symlink() => {
+                links += 1;
+                if links > 40 {
+                    bail!("too many symbolic links resolving {path:?} in the sandbox");
+                }
+                let link = std::fs::read_link(&candidate)
+                    .with_context(|| format!("reading the link {candidate:?}"))?;
+                if link.is_absolute() {
+                    resolved = PathBuf::new();
+                }
+                for c in link.components().rev() {
+                    match c {
+                        Component::Normal(n) => pending.push(PathBuf::from(n)),
+                        Component::ParentDir => pending.push(PathBuf::from("..")),
+                        _ => {}
+                    }
+                }
+            }
+            _ if part == Path::new("..") => {
+                resolved.pop();
+            }
+            _ => resolved.push(part),
+        }
+    }
+    Ok(root.join(resolved))
+}
+
+fn overlay(lower: &Path, layers: &Path, name: &str, target: &Path) -> anyhow::Result<()> {
+    let upper = layers.join("upper").join(name);
+    let work = layers.join("work").join(name);
+    for dir in [&upper, &work, &target.to_path_buf()] {
+        mkdir(dir)?;
+    }
+    let paths = [lower, upper.as_path(), work.as_path()];
+    if let Some(bad) = paths.iter().find(|p| {
+        let s = p.to_string_lossy();
+        s.contains(',') || s.contains(':')
+    }) {
+        bail!("cannot use {bad:?} in an overlay: the path contains ',' or ':'");
+    }
+    let options = format!(
+        "lowerdir={},upperdir={},workdir={}",
+        lower.display(),
+        upper.display(),
+        work.display()
+    );
+    match mount(
+        Some("overlay"),
+        target,
+        Some("overlay"),
+        MsFlags::empty(),
+        Some(options.as_str()),
+    ) {
+        Ok(()) => Ok(()),
+        // Some file systems cannot be an overlay's lower layer: show those read-only instead.
+        Err(e) => {
+            eprintln!(
+                "pod-sandbox: overlay of {lower:?} failed ({e}); mounting it read-only instead"
+            );
+            bind(lower, target, true)
+        }
+    }
+}
+
+fn identity_files(root: &Path, hostname: &str) -> anyhow::Result<()> {
+    let etc = root.join("etc");
+    mkdir(&etc)?;
+    write_replacing(&etc.join("hostname"), &format!("{hostname}\n"))?;
+    write_replacing(
+        &etc.join("hosts"),
+        &format!(
+            "127.0.0.1\tlocalhost\n::1\tlocalhost ip6-localhost ip6-loopback\n127.0.1.1\t{hostname}\n"
+        ),
+    )
+}
+
+/// Writes a file in the overlay, replacing a symbolic link rather than following it to the host.
+fn write_replacing(path: &Path, text: &str) -> anyhow::Result<()> {
+    if std::fs::symlink_metadata(path).is_ok_and(|m| m.file_type().is_symlink()) {
+        std::fs::remove_file(path).with_context(|| format!("replacing {path:?}"))?;
+    }
+    std::fs::write(path, text).with_context(|| format!("writing {path:?}"))
+}
+
+fn mkdir(path: &Path) -> anyhow::Result<()> {
+    match std::fs::create_dir(path) {
+        Err(e) if e.kind() != std::io::ErrorKind::AlreadyExists => {
+            Err(e).with_context(|| format!("creating {path:?}"))
+        }
+        _ => Ok(()),
+    }
+}
+
+fn tmpfs(target: &Path, options: &str) -> anyhow::Result<()> {
+    mount(
+        Some("tmpfs"),
+        target,
+        Some("tmpfs"),
+        MsFlags::MS_NOSUID | MsFlags::MS_NODEV,
+        Some(options),
+    )
+    .with_context(|| format!("mounting a tmpfs at {target:?}"))
+}
+
+/// A recursive bind mount, optionally read-only (the top mount; submounts keep their flags).
+pub fn bind(source: &Path, target: &Path, read_only: bool) -> anyhow::Result<()> {
+    mount(
+        Some(source),
+        target,
+        None::<&str>,
+        MsFlags::MS_BIND | MsFlags::MS_REC,
+        None::<&str>,
+    )
+    .with_context(|| format!("bind-mounting {source:?} at {target:?}"))?;
+    if read_only {
+        mount(
+            None::<&str>,
+            target,
+            None::<&str>,
+            MsFlags::MS_BIND | MsFlags::MS_REMOUNT | MsFlags::MS_RDONLY,
+            None::<&str>,
+        )
+        .with_context(|| format!("making {target:?} read-only"))?;
+    }
+    Ok(())
+}

@@ -1,0 +1,300 @@
+//! Containers: processes started in a sandbox by their monitor (`pod-sandbox run`).
+
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::time::Duration;
+
+use nix::sys::signal::Signal;
+use tokio::io::{AsyncBufReadExt, BufReader};
+use tokio::process::Command;
+
+use super::error::{Error, Result};
+use super::layout::{
+    ContainerDir, ContainerState, HelperOutcome, read_json, read_required_json, write_json,
+};
+use super::process::{ExitStatus, ProcessId};
+use super::sandbox::{Sandbox, helper_message};
+use super::spec::ContainerSpec;
+
+/// How long the monitor may take to report that the process started.
+const START_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// A started container attempt (running or exited). Cheap to clone; survives a restart of the
+/// node agent (see [`Sandbox::containers`]).
+#[derive(Debug, Clone)]
+pub struct Container {
+    sandbox_id: String,
+    helper: PathBuf,
+    spec: ContainerSpec,
+    dir: ContainerDir,
+    state: ContainerState,
+}
+
+/// What an exec returned.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ExecOutput {
+    /// How the command ended.
+    pub status: ExitStatus,
+    /// Its standard output.
+    pub stdout: Vec<u8>,
+    /// Its standard error.
+    pub stderr: Vec<u8>,
+}
+
+impl ExecOutput {
+    /// The exit code as Kubernetes reports it.
+    pub fn code(&self) -> i32 {
+        self.status.code()
+    }
+}
+
+impl Container {
+    pub(crate) async fn start(sandbox: &Sandbox, spec: ContainerSpec) -> Result<Container> {
+        spec.validate()?;
+        let what = format!(
+            "container {:?} (attempt {}) of sandbox {:?}",
+            spec.name,
+            spec.attempt,
+            sandbox.id()
+        );
+        if !sandbox.is_running() {
+            return Err(Error::NotRunning {
+                what: format!("sandbox {:?}", sandbox.id()),
+            });
+        }
+        let dir = sandbox.layout().container(&spec.dir_name());
+        match std::fs::create_dir(&dir.0) {
+            Ok(()) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
+                return Err(Error::AlreadyExists { what });
+            }
+            Err(e) => return Err(Error::io("creating", &dir.0, e)),
+        }
+        write_json(&dir.spec(), &spec)?;
+        let monitor_log = std::fs::File::create(dir.monitor_log())
+            .map_err(|e| Error::io("creating", dir.monitor_log(), e))?;
+
+        let helper = sandbox.runtime().config().helper.clone();
+        let mut child = Command::new(&helper)
+            .arg("run")
+            .arg("--container-dir")
+            .arg(&dir.0)
+            .env_clear()
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(monitor_log)
+            // Its own process group: a Ctrl-C aimed at the node agent does not reach it.
+            .process_group(0)
+            .spawn()
+            .map_err(|e| Error::io("running", &helper, e))?;
+        let stdout = child.stdout.take().ok_or_else(|| Error::Helper {
+            action: format!("starting {what}"),
+            message: "no stdout pipe".into(),
+        })?;
+        let mut line = String::new();
+        let mut stdout = BufReader::new(stdout);
+        let read = tokio::time::timeout(START_TIMEOUT, stdout.read_line(&mut line));
+        let outcome = match read.await {
+            Ok(Ok(n)) if n > 0 => serde_json::from_str::<HelperOutcome>(&line).ok(),
+            _ => None,
+        };
+        // The monitor keeps running; tokio reaps it when it exits.
+        drop(child);
+        let action = format!("starting {what}");
+        match outcome {
+            Some(HelperOutcome::Started(state)) => Ok(Container {
+                sandbox_id: sandbox.id().to_string(),
+                helper,
+                spec,
+                dir,
+                state,
+            }),
+            Some(HelperOutcome::CannotExecute { command, reason }) => Err(Error::CannotExecute {
+                container: what,
+                command,
+                reason,
+            }),
+            Some(HelperOutcome::NotRunning) => Err(Error::NotRunning {
+                what: format!("sandbox {:?}", sandbox.id()),
+            }),
+            Some(HelperOutcome::Failed { message }) => Err(Error::Helper { action, message }),
+            Some(HelperOutcome::Finished(status)) => Err(Error::Helper {
+                action,
+                message: format!("the monitor reported an end ({status:?}) instead of a start"),
+            }),
+            None => {
+                let log = std::fs::read(dir.monitor_log()).unwrap_or_default();
+                Err(Error::Helper {
+                    action,
+                    message: format!(
+                        "the monitor gave no usable reply within {START_TIMEOUT:?} (got {:?}); its log: {}",
+                        line.trim(),
+                        String::from_utf8_lossy(&log).trim()
+                    ),
+                })
+            }
+        }
+    }
+
+    /// Loads a container attempt from its directory; `None` when it never started.
+    pub(crate) fn load(sandbox: &Sandbox, dir_name: &str) -> Result<Option<Container>> {
+        let dir = sandbox.layout().container(dir_name);
+        let Some(state) = read_json::<ContainerState>(&dir.state())? else {
+            return Ok(None);
+        };
+        let spec = read_required_json(&dir.spec())?;
+        Ok(Some(Container {
+            sandbox_id: sandbox.id().to_string(),
+            helper: sandbox.runtime().config().helper.clone(),
+            spec,
+            dir,
+            state,
+        }))
+    }
+
+    /// The container name.
+    pub fn name(&self) -> &str {
+        &self.spec.name
+    }
+
+    /// Which start of the container this is (0 for the first).
+    pub fn attempt(&self) -> u32 {
+        self.spec.attempt
+    }
+
+    /// The specification it was started with.
+    pub fn spec(&self) -> &ContainerSpec {
+        &self.spec
+    }
+
+    /// The container's main process.
+    pub fn process(&self) -> ProcessId {
+        self.state.process
+    }
+
+    pub(crate) fn monitor_process(&self) -> ProcessId {
+        self.state.monitor
+    }
+
+    /// Its directory (spec, state, exit status, logs).
+    pub fn dir(&self) -> &Path {
+        &self.dir.0
+    }
+
+    /// Whether its main process is running.
+    pub fn is_running(&self) -> bool {
+        self.state.process.is_alive()
+    }
+
+    /// How it ended, or `None` while it runs.
+    pub fn exit_status(&self) -> Result<Option<ExitStatus>> {
+        if let Some(status) = read_json(&self.dir.exit())? {
+            return Ok(Some(status));
+        }
+        let gone = !self.state.monitor.is_alive() && !self.state.process.is_alive();
+        // Re-read: the monitor may have recorded the status just before exiting.
+        Ok(match read_json(&self.dir.exit())? {
+            Some(status) => Some(status),
+            None => gone.then_some(ExitStatus::Unknown),
+        })
+    }
+
+    /// Waits until it has ended and returns how.
+    pub async fn wait(&self) -> Result<ExitStatus> {
+        // The monitor records the status, then exits.
+        self.state.monitor.exited().await?;
+        if let Some(status) = read_json(&self.dir.exit())? {
+            return Ok(status);
+        }
+        // The monitor was killed: the process dies with it (parent-death signal).
+        self.state.process.exited().await?;
+        Ok(read_json(&self.dir.exit())?.unwrap_or(ExitStatus::Unknown))
+    }
+
+    /// Sends `signal` to the main process; `Ok(false)` when it is already gone.
+    pub fn signal(&self, signal: Signal) -> Result<bool> {
+        self.state.process.signal(signal)
+    }
+
+    /// Graceful stop: `SIGTERM`, then `SIGKILL` if it still runs after `grace`; returns how it
+    /// ended.
+    pub async fn stop(&self, grace: Duration) -> Result<ExitStatus> {
+        self.signal(Signal::SIGTERM)?;
+        if let Ok(status) = tokio::time::timeout(grace, self.wait()).await {
+            return status;
+        }
+        tracing::debug!(container = %self.spec.name, ?grace, "grace period over, killing");
+        self.signal(Signal::SIGKILL)?;
+        self.wait().await
+    }
+
+    /// Runs `argv` inside the container (its namespaces, root, environment, working directory
+    /// and user) and returns its exit status and output. Dropping the future kills the command.
+    pub async fn exec(&self, argv: &[String]) -> Result<ExecOutput> {
+        let what = format!(
+            "container {:?} of sandbox {:?}",
+            self.spec.name, self.sandbox_id
+        );
+        let Some(program) = argv.first() else {
+            return Err(Error::invalid(format!("exec in {what}"), "argv is empty"));
+        };
+        let result_file = tempfile::Builder::new()
+            .prefix("exec-")
+            .suffix(".json")
+            .tempfile_in(&self.dir.0)
+            .map_err(|e| Error::io("creating a temporary file in", &self.dir.0, e))?;
+        let output = Command::new(&self.helper)
+            .arg("exec")
+            .arg("--container-dir")
+            .arg(&self.dir.0)
+            .arg("--result-file")
+            .arg(result_file.path())
+            .arg("--")
+            .args(argv)
+            .env_clear()
+            .stdin(Stdio::null())
+            .kill_on_drop(true)
+            .output()
+            .await
+            .map_err(|e| Error::io("running", &self.helper, e))?;
+        let result = std::fs::read(result_file.path())
+            .map_err(|e| Error::io("reading", result_file.path(), e))?;
+        let action = || format!("exec {program:?} in {what}");
+        match serde_json::from_slice::<HelperOutcome>(&result) {
+            Ok(HelperOutcome::Finished(status)) => Ok(ExecOutput {
+                status,
+                stdout: output.stdout,
+                stderr: output.stderr,
+            }),
+            Ok(HelperOutcome::CannotExecute { command, reason }) => Err(Error::CannotExecute {
+                container: what,
+                command,
+                reason,
+            }),
+            Ok(HelperOutcome::NotRunning) => Err(Error::NotRunning { what }),
+            Ok(HelperOutcome::Failed { message }) => Err(Error::Helper {
+                action: action(),
+                message,
+            }),
+            Ok(HelperOutcome::Started(_)) | Err(_) => Err(Error::Helper {
+                action: action(),
+                message: helper_message(&output.stderr, output.status),
+            }),
+        }
+    }
+
+    /// The log file: stdout and stderr interleaved, as written.
+    pub fn log_path(&self) -> PathBuf {
+        self.dir.output_log()
+    }
+
+    /// The log so far (lossily decoded as UTF-8).
+    pub fn logs(&self) -> Result<String> {
+        let path = self.dir.output_log();
+        match std::fs::read(&path) {
+            Ok(bytes) => Ok(String::from_utf8_lossy(&bytes).into_owned()),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(String::new()),
+            Err(e) => Err(Error::io("reading", path, e)),
+        }
+    }
+}

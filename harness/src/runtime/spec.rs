@@ -1,0 +1,278 @@
+//! What a node agent asks for: sandboxes (pods) and containers, validated before anything runs.
+
+use std::path::{Component, Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+use super::error::{Error, Result};
+
+/// The `PATH` a container gets when its environment sets none (the usual image default).
+pub const DEFAULT_PATH: &str = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
+
+/// A pod sandbox: the namespaces and root file system its containers share.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SandboxSpec {
+    /// Unique id of the sandbox in the run directory (e.g. the pod UID); names its directory.
+    pub id: String,
+    /// The hostname inside the sandbox (the pod name).
+    pub hostname: String,
+    /// Bind mounts every container of the sandbox sees (pod-level volumes).
+    pub mounts: Vec<Mount>,
+}
+
+/// A bind mount of a host path (directory or file) into the sandbox.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Mount {
+    /// The host path; it must exist (and be fully mounted) when the sandbox is created.
+    pub source: PathBuf,
+    /// The absolute path inside the sandbox; created (invisibly to the host) when missing.
+    pub target: PathBuf,
+    /// Whether the mount is read-only inside the sandbox.
+    pub read_only: bool,
+}
+
+/// The user a container's processes run as (`runAsUser`/`runAsGroup`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct User {
+    /// The user id.
+    pub uid: u32,
+    /// The group id (also the only supplementary group).
+    pub gid: u32,
+}
+
+/// A container: a process started in a sandbox.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ContainerSpec {
+    /// The container name, unique in its pod.
+    pub name: String,
+    /// Which start of this container this is (0 for the first, then the restart count); several
+    /// attempts of one name are kept side by side so earlier logs stay readable.
+    pub attempt: u32,
+    /// The program and its arguments (see [`ImageMap::resolve`](super::ImageMap::resolve)).
+    pub argv: Vec<String>,
+    /// Environment variables, in order; `PATH` and `HOSTNAME` get defaults when absent.
+    pub env: Vec<(String, String)>,
+    /// The working directory inside the sandbox (created when missing); `/` by default.
+    pub working_dir: Option<PathBuf>,
+    /// The user to run as; the runtime's own user (root) by default.
+    pub user: Option<User>,
+    /// Bind mounts only this container sees (in a mount namespace of its own).
+    pub mounts: Vec<Mount>,
+}
+
+impl ContainerSpec {
+    /// A container running `argv` with no environment, mounts or user.
+    pub fn new(name: impl Into<String>, argv: impl IntoIterator<Item = impl Into<String>>) -> Self {
+        ContainerSpec {
+            name: name.into(),
+            attempt: 0,
+            argv: argv.into_iter().map(Into::into).collect(),
+            env: Vec::new(),
+            working_dir: None,
+            user: None,
+            mounts: Vec::new(),
+        }
+    }
+
+    /// The directory name of this container attempt in its sandbox: `<name>.<attempt>`.
+    pub fn dir_name(&self) -> String {
+        format!("{}.{}", self.name, self.attempt)
+    }
+
+    /// The environment the process gets: the spec's, plus `PATH` and `HOSTNAME` defaults.
+    pub fn effective_env(&self, hostname: &str) -> Vec<(String, String)> {
+        let mut env = self.env.clone();
+        if !env.iter().any(|(k, _)| k == "PATH") {
+            env.push(("PATH".into(), DEFAULT_PATH.into()));
+        }
+        if !env.iter().any(|(k, _)| k == "HOSTNAME") {
+            env.push(("HOSTNAME".into(), hostname.into()));
+        }
+        env
+    }
+
+    pub(crate) fn validate(&self) -> Result<()> {
+        let what = format!("container {:?}", self.name);
+        check_name(&what, &self.name)?;
+        if self.argv.first().is_none_or(|p| p.is_empty()) {
+            return Err(Error::invalid(what, "no command to run (argv is empty)"));
+        }
+        for (key, _) in &self.env {
+            if key.is_empty() || key.contains('=') || key.contains('\0') {
+                return Err(Error::invalid(
+                    format!("environment variable {key:?} of {what}"),
+                    "names must be non-empty and contain no '=' or NUL",
+                ));
+            }
+        }
+        if let Some(dir) = &self.working_dir {
+            check_inner_path(&format!("working directory of {what}"), dir)?;
+        }
+        for mount in &self.mounts {
+            mount.validate(&what)?;
+        }
+        Ok(())
+    }
+}
+
+impl SandboxSpec {
+    /// A sandbox with the given id and hostname and no mounts.
+    pub fn new(id: impl Into<String>, hostname: impl Into<String>) -> Self {
+        SandboxSpec {
+            id: id.into(),
+            hostname: hostname.into(),
+            mounts: Vec::new(),
+        }
+    }
+
+    pub(crate) fn validate(&self) -> Result<()> {
+        let what = format!("sandbox {:?}", self.id);
+        check_name(&what, &self.id)?;
+        let hostname_ok = !self.hostname.is_empty()
+            && self.hostname.len() <= 64
+            && self
+                .hostname
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'.');
+        if !hostname_ok {
+            return Err(Error::invalid(
+                format!("hostname {:?} of {what}", self.hostname),
+                "a hostname has 1 to 64 characters among [A-Za-z0-9-.]",
+            ));
+        }
+        for mount in &self.mounts {
+            mount.validate(&what)?;
+        }
+        Ok(())
+    }
+}
+
+impl Mount {
+    /// A read-write bind mount.
+    pub fn bind(source: impl Into<PathBuf>, target: impl Into<PathBuf>) -> Self {
+        Mount {
+            source: source.into(),
+            target: target.into(),
+            read_only: false,
+        }
+    }
+
+    /// A read-only bind mount.
+    pub fn read_only(source: impl Into<PathBuf>, target: impl Into<PathBuf>) -> Self {
+        Mount {
+            read_only: true,
+            ..Mount::bind(source, target)
+        }
+    }
+
+    fn validate(&self, owner: &str) -> Result<()> {
+        check_inner_path(
+            &format!("mount target {:?} of {owner}", self.target),
+            &self.target,
+        )?;
+        if self.target == Path::new("/") {
+            return Err(Error::invalid(
+                format!("mount target \"/\" of {owner}"),
+                "the root cannot be replaced",
+            ));
+        }
+        if !self.source.is_absolute() {
+            return Err(Error::invalid(
+                format!("mount source {:?} of {owner}", self.source),
+                "must be an absolute host path",
+            ));
+        }
+        if let Err(e) = std::fs::metadata(&self.source) {
+            return Err(Error::invalid(
+                format!("mount source {:?} of {owner}", self.source),
+                format!("cannot be read: {e}"),
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// Names that become directory names: no separators, no dot-only names.
+fn check_name(what: &str, name: &str) -> Result<()> {
+    let ok = !name.is_empty()
+        && name.len() <= 253
+        && name != "."
+        && name != ".."
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"-_.".contains(&b));
+    if ok {
+        Ok(())
+    } else {
+        Err(Error::invalid(
+            what,
+            format!("name {name:?} must have 1 to 253 characters among [A-Za-z0-9-_.]"),
+        ))
+    }
+}
+
+/// Paths inside the sandbox: absolute, without `..`.
+fn check_inner_path(what: &str, path: &Path) -> Result<()> {
+    if !path.is_absolute() {
+        return Err(Error::invalid(what, "must be an absolute path"));
+    }
+    if path.components().any(|c| matches!(c, Component::ParentDir)) {
+        return Err(Error::invalid(what, "must not contain \"..\""));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+    use super::*;
+
+    #[test]
+    fn relative_mount_target_is_rejected_naming_it() {
+        let mut spec = SandboxSpec::new("pod-1", "web-0");
+        spec.mounts.push(Mount::bind("/tmp", "data"));
+        let err = spec.validate().unwrap_err().to_string();
+        assert!(
+            err.contains("\"data\"") && err.contains("absolute"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn bad_hostname_is_rejected_naming_it() {
+        let err = SandboxSpec::new("pod-1", "web_0!")
+            .validate()
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("web_0!"), "{err}");
+    }
+
+    #[test]
+    fn missing_mount_source_is_rejected_naming_it() {
+        let mut spec = ContainerSpec::new("app", ["true"]);
+        spec.mounts.push(Mount::bind("/does/not/exist", "/data"));
+        let err = spec.validate().unwrap_err().to_string();
+        assert!(err.contains("/does/not/exist"), "{err}");
+    }
+
+    #[test]
+    fn empty_command_is_rejected() {
+        let spec = ContainerSpec::new("app", Vec::<String>::new());
+        assert!(
+            spec.validate()
+                .unwrap_err()
+                .to_string()
+                .contains("no command")
+        );
+    }
+
+    #[test]
+    fn env_defaults_path_and_hostname_but_keeps_given_ones() {
+        let mut spec = ContainerSpec::new("app", ["true"]);
+        spec.env.push(("PATH".into(), "/bin".into()));
+        let env = spec.effective_env("web-0");
+        assert!(env.contains(&("PATH".into(), "/bin".into())));
+        assert!(env.contains(&("HOSTNAME".into(), "web-0".into())));
+        assert_eq!(env.len(), 2);
+    }
+}
