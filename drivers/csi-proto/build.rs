@@ -1,0 +1,28 @@
+//! Generates the CSI bindings from `proto/csi.proto` with a pure-Rust protobuf
+//! compiler (`protox`), so no system `protoc` is needed.
+
+use std::{env, fs, path::PathBuf};
+
+fn main() -> Result<(), Box<dyn std::error::Error>> {
+    println!("cargo:rerun-if-changed=proto/csi.proto");
+
+    let mut compiler = protox::Compiler::new(["proto"])?;
+    compiler
+        .include_source_info(true)
+        .include_imports(true)
+        .open_file("csi.proto")?;
+
+    // Exported for reflection and tests. Encoded by protox itself so the custom options
+    // (`csi_secret`, `alpha_*`) survive; prost-types would drop them as unknown fields.
+    let out_dir = PathBuf::from(env::var("OUT_DIR")?);
+    fs::write(
+        out_dir.join("csi_descriptor.bin"),
+        compiler.encode_file_descriptor_set(),
+    )?;
+
+    tonic_prost_build::configure()
+        .build_server(true)
+        .build_client(true)
+        .compile_fds(compiler.file_descriptor_set())?;
+    Ok(())
+}
