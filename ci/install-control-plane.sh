@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Obtains the Kubernetes control-plane binaries the embedded cluster runs: etcd (Debian
 # bookworm `etcd-server`) and kube-apiserver, kube-controller-manager, kube-scheduler v1.20.2
-# built from Debian bookworm's `kubernetes` source package with golang-1.15 from bullseye.
+# built from Debian bookworm's `kubernetes` source package with golang-1.15 from bullseye;
+# kubectl of the same version too, so the tests need nothing from the host.
 # The recipe and why each step is needed: ../shared/docs/control-plane.md (project docs).
 #
 # - Output: $CACHE_DIR/control-plane/v1.20.2/bin; the directory is printed on stdout at the end.
@@ -17,7 +18,7 @@ set -euo pipefail
 k8s_version=v1.20.2
 binaries=(etcd kube-apiserver kube-controller-manager kube-scheduler)
 # Changing anything in the recipe below must change this key so old installs are rebuilt.
-recipe="kubernetes-$k8s_version go-1.15/bullseye etcd-server/bookworm recipe-1"
+recipe="kubernetes-$k8s_version go-1.15/bullseye etcd-server/bookworm with-kubectl recipe-2"
 
 if [ -n "${KUBEBUILDER_ASSETS:-}" ]; then
     missing=()
@@ -39,7 +40,7 @@ logs="$work/logs"
 
 is_complete() {
     [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$recipe" ] || return 1
-    for b in "${binaries[@]}"; do [ -x "$bin_dir/$b" ] || return 1; done
+    for b in "${binaries[@]}" kubectl; do [ -x "$bin_dir/$b" ] || return 1; done
 }
 
 if is_complete; then
@@ -173,7 +174,6 @@ unpack_kubernetes() {
     tar -xf "$orig" -C "$tree" --strip-components=1
     [ -d "$tree/vendor" ] && [ -f "$tree/cmd/kube-apiserver/apiserver.go" ] \
         || { echo "unexpected layout of $orig"; return 1; }
-    grep -h -m1 -o 'v1\.20\.[0-9]*' "$tree/CHANGELOG/CHANGELOG-1.20.md" || true
 }
 
 # --- build -------------------------------------------------------------------------------
@@ -214,7 +214,11 @@ build_one() {
     cd "$tree"
     mkdir -p "$install_dir/bin.partial"
     CGO_ENABLED=0 go build -o "$install_dir/bin.partial/$name" -ldflags "$(ldflags)" "./cmd/$name"
-    "$install_dir/bin.partial/$name" --version
+    if [ "$name" = kubectl ]; then
+        "$install_dir/bin.partial/$name" version --client --short
+    else
+        "$install_dir/bin.partial/$name" --version
+    fi
 }
 
 finish() {
@@ -222,6 +226,7 @@ finish() {
     rm -rf "$bin_dir"
     mv "$install_dir/bin.partial" "$bin_dir"
     for b in "${binaries[@]}"; do "$bin_dir/$b" --version | head -n 1; done
+    "$bin_dir/kubectl" version --client --short
     # Written last: only a complete set of binaries gets a stamp.
     echo "$recipe" >"$stamp"
 }
@@ -233,7 +238,7 @@ run_step "unpack go and etcd" unpack_go_and_etcd
 run_step "unpack kubernetes source" unpack_kubernetes
 run_step "generate code (make generated_files)" generate
 rm -rf "$install_dir/bin.partial"
-for b in kube-apiserver kube-controller-manager kube-scheduler; do
+for b in kube-apiserver kube-controller-manager kube-scheduler kubectl; do
     run_step "build $b" build_one "$b"
 done
 run_step "install into $bin_dir" finish

@@ -1,0 +1,197 @@
+//! The command lines of the four components, configured as a kubeadm-style cluster would
+//! be, on loopback ports of their own.
+
+use std::ffi::OsString;
+use std::net::{Ipv4Addr, TcpListener};
+use std::path::{Path, PathBuf};
+
+use super::error::{Error, Result};
+use super::pki::CertFiles;
+
+/// The service range; its first address is the `kubernetes` Service's cluster IP.
+pub const SERVICE_CIDR: &str = "10.0.0.0/24";
+/// The cluster IP of the `kubernetes` Service (first address of [`SERVICE_CIDR`]).
+pub const KUBERNETES_SERVICE_IP: Ipv4Addr = Ipv4Addr::new(10, 0, 0, 1);
+/// The service-account token issuer.
+pub const SERVICE_ACCOUNT_ISSUER: &str = "https://kubernetes.default.svc.cluster.local";
+
+/// The loopback ports of one control plane.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Ports {
+    /// etcd's client port.
+    pub etcd_client: u16,
+    /// etcd's peer port (unused by a single member, but it must not collide).
+    pub etcd_peer: u16,
+    /// kube-apiserver's secure port.
+    pub apiserver: u16,
+    /// kube-controller-manager's secure (health) port.
+    pub controller_manager: u16,
+    /// kube-scheduler's secure (health) port.
+    pub scheduler: u16,
+}
+
+impl Ports {
+    /// Five distinct ports the kernel reports free now. Another process may still take one
+    /// before the component binds it; the caller retries with new ports when that happens.
+    pub fn pick() -> Result<Self> {
+        // All listeners are held until the five are known, so they are distinct.
+        let listeners = (0..5)
+            .map(|_| TcpListener::bind((Ipv4Addr::LOCALHOST, 0)))
+            .collect::<std::io::Result<Vec<_>>>()
+            .map_err(Error::NoFreePort)?;
+        let ports = listeners
+            .iter()
+            .map(|l| l.local_addr().map(|a| a.port()))
+            .collect::<std::io::Result<Vec<_>>>()
+            .map_err(Error::NoFreePort)?;
+        Ok(Self {
+            etcd_client: ports[0],
+            etcd_peer: ports[1],
+            apiserver: ports[2],
+            controller_manager: ports[3],
+            scheduler: ports[4],
+        })
+    }
+}
+
+/// Where the files of one control plane are.
+#[derive(Debug, Clone)]
+pub(crate) struct Layout {
+    pub(crate) ports: Ports,
+    pub(crate) etcd_data: PathBuf,
+    pub(crate) ca_cert: PathBuf,
+    pub(crate) ca_key: PathBuf,
+    pub(crate) apiserver_serving: CertFiles,
+    pub(crate) apiserver_kubelet_client: CertFiles,
+    pub(crate) controller_manager_serving: CertFiles,
+    pub(crate) scheduler_serving: CertFiles,
+    pub(crate) service_account_key: PathBuf,
+    pub(crate) service_account_pub: PathBuf,
+    pub(crate) controller_manager_kubeconfig: PathBuf,
+    pub(crate) scheduler_kubeconfig: PathBuf,
+    pub(crate) cert_dir: PathBuf,
+}
+
+fn flag(name: &str, value: impl AsRef<std::ffi::OsStr>) -> OsString {
+    let mut arg = OsString::from(format!("--{name}="));
+    arg.push(value.as_ref());
+    arg
+}
+
+fn path(p: &Path) -> &std::ffi::OsStr {
+    p.as_os_str()
+}
+
+pub(crate) fn etcd_args(l: &Layout) -> Vec<OsString> {
+    let client = format!("http://127.0.0.1:{}", l.ports.etcd_client);
+    let peer = format!("http://127.0.0.1:{}", l.ports.etcd_peer);
+    vec![
+        flag("name", "default"),
+        flag("data-dir", path(&l.etcd_data)),
+        flag("listen-client-urls", &client),
+        flag("advertise-client-urls", &client),
+        flag("listen-peer-urls", &peer),
+        flag("initial-advertise-peer-urls", &peer),
+        flag("initial-cluster", format!("default={peer}")),
+        flag("initial-cluster-state", "new"),
+        flag("logger", "zap"),
+        flag("log-outputs", "stderr"),
+    ]
+}
+
+pub(crate) fn apiserver_args(l: &Layout, extra: &[String]) -> Vec<OsString> {
+    let mut args = vec![
+        flag(
+            "etcd-servers",
+            format!("http://127.0.0.1:{}", l.ports.etcd_client),
+        ),
+        flag("bind-address", "127.0.0.1"),
+        flag("advertise-address", "127.0.0.1"),
+        flag("secure-port", l.ports.apiserver.to_string()),
+        flag("insecure-port", "0"),
+        flag("cert-dir", path(&l.cert_dir)),
+        flag("tls-cert-file", path(&l.apiserver_serving.cert)),
+        flag("tls-private-key-file", path(&l.apiserver_serving.key)),
+        flag("client-ca-file", path(&l.ca_cert)),
+        flag(
+            "kubelet-client-certificate",
+            path(&l.apiserver_kubelet_client.cert),
+        ),
+        flag("kubelet-client-key", path(&l.apiserver_kubelet_client.key)),
+        flag("kubelet-preferred-address-types", "InternalIP,Hostname"),
+        flag("authorization-mode", "Node,RBAC"),
+        // The default plugins of this version stay on; NodeRestriction is what kubeadm adds.
+        flag("enable-admission-plugins", "NodeRestriction"),
+        flag("allow-privileged", "true"),
+        flag("service-cluster-ip-range", SERVICE_CIDR),
+        flag("service-account-issuer", SERVICE_ACCOUNT_ISSUER),
+        flag("service-account-key-file", path(&l.service_account_pub)),
+        flag(
+            "service-account-signing-key-file",
+            path(&l.service_account_key),
+        ),
+        flag("api-audiences", SERVICE_ACCOUNT_ISSUER),
+        flag("profiling", "false"),
+    ];
+    args.extend(extra.iter().map(OsString::from));
+    args
+}
+
+pub(crate) fn controller_manager_args(
+    l: &Layout,
+    cluster_name: &str,
+    extra: &[String],
+) -> Vec<OsString> {
+    let kubeconfig = path(&l.controller_manager_kubeconfig);
+    let mut args = vec![
+        flag("kubeconfig", kubeconfig),
+        flag("authentication-kubeconfig", kubeconfig),
+        flag("authorization-kubeconfig", kubeconfig),
+        flag("bind-address", "127.0.0.1"),
+        flag("secure-port", l.ports.controller_manager.to_string()),
+        flag("port", "0"),
+        flag("cert-dir", path(&l.cert_dir)),
+        flag("tls-cert-file", path(&l.controller_manager_serving.cert)),
+        flag(
+            "tls-private-key-file",
+            path(&l.controller_manager_serving.key),
+        ),
+        flag("client-ca-file", path(&l.ca_cert)),
+        flag("controllers", "*"),
+        flag("root-ca-file", path(&l.ca_cert)),
+        flag(
+            "service-account-private-key-file",
+            path(&l.service_account_key),
+        ),
+        flag("use-service-account-credentials", "true"),
+        flag("cluster-signing-cert-file", path(&l.ca_cert)),
+        flag("cluster-signing-key-file", path(&l.ca_key)),
+        flag("service-cluster-ip-range", SERVICE_CIDR),
+        flag("cluster-name", cluster_name),
+        // One instance: no need to wait for a lease.
+        flag("leader-elect", "false"),
+        flag("profiling", "false"),
+    ];
+    args.extend(extra.iter().map(OsString::from));
+    args
+}
+
+pub(crate) fn scheduler_args(l: &Layout, extra: &[String]) -> Vec<OsString> {
+    let kubeconfig = path(&l.scheduler_kubeconfig);
+    let mut args = vec![
+        flag("kubeconfig", kubeconfig),
+        flag("authentication-kubeconfig", kubeconfig),
+        flag("authorization-kubeconfig", kubeconfig),
+        flag("bind-address", "127.0.0.1"),
+        flag("secure-port", l.ports.scheduler.to_string()),
+        flag("port", "0"),
+        flag("cert-dir", path(&l.cert_dir)),
+        flag("tls-cert-file", path(&l.scheduler_serving.cert)),
+        flag("tls-private-key-file", path(&l.scheduler_serving.key)),
+        flag("client-ca-file", path(&l.ca_cert)),
+        flag("leader-elect", "false"),
+        flag("profiling", "false"),
+    ];
+    args.extend(extra.iter().map(OsString::from));
+    args
+}

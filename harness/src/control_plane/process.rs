@@ -1,0 +1,160 @@
+//! One component's process: started with its output in a log file, recorded in the run
+//! directory, tied to the harness's life, and stopped with SIGTERM then SIGKILL.
+
+use std::ffi::OsString;
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::time::Duration;
+
+use nix::sys::signal::{Signal, kill};
+use nix::unistd::Pid;
+use tokio::process::{Child, Command};
+
+use super::error::{Error, Result};
+use super::run_dir::RunDir;
+
+/// A running component.
+#[derive(Debug)]
+pub(crate) struct ComponentProcess {
+    name: &'static str,
+    child: Child,
+    pid: u32,
+    log: PathBuf,
+}
+
+impl ComponentProcess {
+    /// Starts `binary` with `args`, stdout and stderr appended to `<logs>/<name>.log`.
+    ///
+    /// The child gets SIGKILL when the thread that started it ends (`PR_SET_PDEATHSIG`;
+    /// for the harness that is when its runtime or process ends), so a dead harness leaves
+    /// no component behind.
+    pub(crate) fn spawn(
+        name: &'static str,
+        binary: &Path,
+        args: Vec<OsString>,
+        run_dir: &RunDir,
+        logs: &Path,
+    ) -> Result<Self> {
+        let log = logs.join(format!("{name}.log"));
+        let out = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&log)
+            .map_err(Error::io("opening", &log))?;
+        let err = out.try_clone().map_err(Error::io("duplicating", &log))?;
+        let mut command = Command::new(binary);
+        command
+            .args(args)
+            .current_dir(run_dir.path())
+            .stdin(Stdio::null())
+            .stdout(out)
+            .stderr(err)
+            .kill_on_drop(true);
+        die_with_parent(&mut command);
+        let child = command.spawn().map_err(|source| Error::Spawn {
+            component: name,
+            binary: binary.to_path_buf(),
+            source,
+        })?;
+        let pid = child.id().unwrap_or_default();
+        run_dir.record_process(name, pid)?;
+        tracing::debug!(component = name, pid, log = %log.display(), "started");
+        Ok(Self {
+            name,
+            child,
+            pid,
+            log,
+        })
+    }
+
+    pub(crate) fn name(&self) -> &'static str {
+        self.name
+    }
+
+    pub(crate) fn pid(&self) -> u32 {
+        self.pid
+    }
+
+    pub(crate) fn log(&self) -> &Path {
+        &self.log
+    }
+
+    /// `Err(Exited)` if the process has ended.
+    pub(crate) fn check_running(&mut self) -> Result<()> {
+        match self.child.try_wait() {
+            Ok(None) => Ok(()),
+            Ok(Some(status)) => Err(self.exited(status.to_string())),
+            Err(e) => Err(self.exited(format!("unknown: {e}"))),
+        }
+    }
+
+    fn exited(&self, status: String) -> Error {
+        Error::Exited {
+            component: self.name,
+            status,
+            log: self.log.clone(),
+            log_tail: log_tail(&self.log),
+        }
+    }
+
+    /// Sends SIGTERM, waits up to `grace` for the process to end, then SIGKILLs it.
+    pub(crate) async fn stop(&mut self, grace: Duration) -> Result<()> {
+        if self.child.try_wait().ok().flatten().is_some() {
+            return Ok(());
+        }
+        match kill(Pid::from_raw(self.pid as i32), Signal::SIGTERM) {
+            Ok(()) | Err(nix::errno::Errno::ESRCH) => {}
+            Err(source) => {
+                return Err(Error::Signal {
+                    component: self.name.to_string(),
+                    pid: self.pid as i32,
+                    source,
+                });
+            }
+        }
+        if tokio::time::timeout(grace, self.child.wait()).await.is_ok() {
+            return Ok(());
+        }
+        tracing::warn!(
+            component = self.name,
+            ?grace,
+            "did not stop after SIGTERM; sending SIGKILL"
+        );
+        self.child
+            .kill()
+            .await
+            .map_err(Error::io("killing", &self.log))
+    }
+}
+
+/// Sets `PR_SET_PDEATHSIG` in the child, and makes the child give up if the harness is
+/// already gone by the time it runs (the signal is only delivered for deaths after `prctl`).
+fn die_with_parent(command: &mut Command) {
+    let parent = nix::unistd::getpid();
+    #[allow(unsafe_code)]
+    // SAFETY: the closure runs in the forked child before exec. It only makes the
+    // async-signal-safe system calls prctl(2) and getppid(2), takes no locks and does not
+    // allocate (errors are raw OS errors).
+    unsafe {
+        command.pre_exec(move || {
+            nix::sys::prctl::set_pdeathsig(Signal::SIGKILL)?;
+            if nix::unistd::getppid() != parent {
+                return Err(nix::errno::Errno::ESRCH.into());
+            }
+            Ok(())
+        });
+    }
+}
+
+/// The last lines of a log, for error messages.
+pub(crate) fn log_tail(log: &Path) -> String {
+    const LINES: usize = 25;
+    match std::fs::read(log) {
+        Ok(bytes) => {
+            let text = String::from_utf8_lossy(&bytes);
+            let lines: Vec<&str> = text.lines().collect();
+            lines[lines.len().saturating_sub(LINES)..].join("\n")
+        }
+        Err(e) => format!("<log unreadable: {e}>"),
+    }
+}
