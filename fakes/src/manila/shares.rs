@@ -428,6 +428,11 @@ pub(crate) fn list(state: &mut CloudState, ctx: &mut Ctx<'_>, detail: bool) -> R
                 .is_none_or(|n| s.name.as_deref().is_some_and(|name| name.contains(n)))
         })
         .filter(|s| ctx.query("status").is_none_or(|st| s.status == st))
+        // Nothing here is ever soft-deleted (the recycle bin, 2.69): asking for it finds none.
+        .filter(|_| {
+            !ctx.query("is_soft_deleted")
+                .is_some_and(|v| v.eq_ignore_ascii_case("true"))
+        })
         .filter(|s| {
             ctx.query("share_type_id")
                 .or(ctx.query("share_type"))

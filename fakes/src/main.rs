@@ -1,0 +1,229 @@
+//! `fake-openstack`: serves the fake Keystone + Manila cloud on a port, seeded from flags
+//! or a YAML file, writes a `clouds.yaml` and the flat `os-*` secret, and exits cleanly on
+//! Ctrl-C (SIGINT) or SIGTERM.
+
+use std::net::{IpAddr, SocketAddr};
+use std::path::{Path, PathBuf};
+
+use anyhow::Context;
+use clap::{Parser, ValueEnum};
+use fakes::{CloudConfig, Delays, FakeCloud, SecretKind, ShareTypeSeed};
+use tracing_subscriber::EnvFilter;
+
+/// Serve a stateful fake OpenStack cloud (Keystone v3 + Manila v2).
+#[derive(Debug, Parser)]
+#[command(name = "fake-openstack", version)]
+struct Args {
+    /// Address to listen on.
+    #[arg(long, env = "FAKE_OPENSTACK_LISTEN", default_value = "127.0.0.1")]
+    listen: IpAddr,
+    /// Port to listen on (0: any free port).
+    #[arg(long, env = "FAKE_OPENSTACK_PORT", default_value_t = 8786)]
+    port: u16,
+    /// YAML seed (see fixtures/fake-cloud/); the flags below override it.
+    #[arg(long, env = "FAKE_OPENSTACK_SEED")]
+    seed: Option<PathBuf>,
+    /// Directory for the share directories (default: a temporary one, removed on exit).
+    #[arg(long)]
+    backend_root: Option<PathBuf>,
+    /// Share type to offer (repeatable; replaces the seed's types). DHSS false, snapshots on.
+    #[arg(long = "share-type", value_name = "NAME")]
+    share_types: Vec<String>,
+    /// The default share type (must be one of the types).
+    #[arg(long)]
+    default_share_type: Option<String>,
+    /// Availability zone (repeatable; replaces the seed's zones).
+    #[arg(long = "availability-zone", value_name = "NAME")]
+    availability_zones: Vec<String>,
+    /// A cloud without Manila: not in the catalog, its URLs answer 404.
+    #[arg(long)]
+    no_manila: bool,
+    /// Manila present but `GET /types` answers 403.
+    #[arg(long)]
+    types_forbidden: bool,
+    /// Delay of every asynchronous transition, in milliseconds.
+    #[arg(long, value_name = "MS")]
+    delay_ms: Option<u64>,
+    /// Token lifetime in seconds.
+    #[arg(long, value_name = "SECONDS")]
+    token_lifetime: Option<u64>,
+    /// Write a clouds.yaml for this cloud here.
+    #[arg(long, value_name = "PATH")]
+    write_clouds_yaml: Option<PathBuf>,
+    /// Name of the cloud in the written clouds.yaml.
+    #[arg(long, default_value = "fake")]
+    cloud_name: String,
+    /// Write the flat os-* secret here (JSON if the path ends in .json, else YAML).
+    #[arg(long, value_name = "PATH")]
+    write_secret: Option<PathBuf>,
+    /// Which credential the written secret carries.
+    #[arg(long, value_enum, default_value_t = Kind::Password)]
+    secret_kind: Kind,
+}
+
+#[derive(Debug, Clone, Copy, ValueEnum)]
+enum Kind {
+    Password,
+    ApplicationCredential,
+}
+
+fn seed(args: &Args) -> anyhow::Result<CloudConfig> {
+    let mut config = match &args.seed {
+        Some(path) => CloudConfig::from_yaml_file(path)?,
+        None => CloudConfig::default(),
+    };
+    let m = &mut config.manila;
+    if !args.share_types.is_empty() {
+        m.share_types = args.share_types.iter().map(ShareTypeSeed::named).collect();
+        if m.default_share_type
+            .as_ref()
+            .is_some_and(|d| !args.share_types.contains(d))
+        {
+            m.default_share_type = args.share_types.first().cloned();
+        }
+    }
+    if let Some(d) = &args.default_share_type {
+        m.default_share_type = Some(d.clone());
+    }
+    if !args.availability_zones.is_empty() {
+        m.availability_zones = args.availability_zones.clone();
+    }
+    if args.no_manila {
+        m.present = false;
+    }
+    if args.types_forbidden {
+        m.types_forbidden = true;
+    }
+    if let Some(ms) = args.delay_ms {
+        m.delays = Delays::uniform(ms);
+    }
+    if let Some(secs) = args.token_lifetime {
+        config.token_lifetime_secs = secs;
+    }
+    config.validate()?;
+    Ok(config)
+}
+
+fn write_file(path: &Path, text: &str) -> anyhow::Result<()> {
+    use std::io::Write;
+    use std::os::unix::fs::OpenOptionsExt;
+    // Credentials: readable by the owner only.
+    let mut file = std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .mode(0o600)
+        .open(path)
+        .with_context(|| format!("cannot write {}", path.display()))?;
+    file.write_all(text.as_bytes())
+        .with_context(|| format!("cannot write {}", path.display()))
+}
+
+async fn shutdown_signal() -> anyhow::Result<&'static str> {
+    use tokio::signal::unix::{SignalKind, signal};
+    let mut term = signal(SignalKind::terminate()).context("cannot watch SIGTERM")?;
+    let mut int = signal(SignalKind::interrupt()).context("cannot watch SIGINT")?;
+    Ok(tokio::select! {
+        _ = term.recv() => "SIGTERM",
+        _ = int.recv() => "SIGINT",
+    })
+}
+
+#[tokio::main]
+async fn main() -> anyhow::Result<()> {
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info")),
+        )
+        .with_writer(std::io::stderr)
+        .init();
+    let args = Args::parse();
+    let config = seed(&args)?;
+    let (manila, types, zones) = (
+        config.manila.present,
+        config
+            .manila
+            .share_types
+            .iter()
+            .map(|t| t.name.clone())
+            .collect::<Vec<_>>(),
+        config.manila.availability_zones.clone(),
+    );
+    let mut builder = FakeCloud::builder(config).listen(SocketAddr::new(args.listen, args.port));
+    if let Some(root) = &args.backend_root {
+        builder = builder.backend_root(root);
+    }
+    let cloud = builder.start().await?;
+    if let Some(path) = &args.write_clouds_yaml {
+        write_file(path, &cloud.clouds_yaml(&args.cloud_name))?;
+        tracing::info!(path = %path.display(), cloud = %args.cloud_name, "wrote clouds.yaml");
+    }
+    if let Some(path) = &args.write_secret {
+        let kind = match args.secret_kind {
+            Kind::Password => SecretKind::Password,
+            Kind::ApplicationCredential => SecretKind::ApplicationCredential,
+        };
+        let secret = cloud.secret(kind);
+        let text = if path.extension().is_some_and(|e| e == "json") {
+            serde_json::to_string_pretty(&secret)?
+        } else {
+            serde_yaml::to_string(&secret)?
+        };
+        write_file(path, &text)?;
+        tracing::info!(path = %path.display(), "wrote the os-* secret");
+    }
+    let account = cloud.account();
+    tracing::info!(
+        keystone = %cloud.auth_url(),
+        manila = %if manila { cloud.manila_url() } else { "absent".into() },
+        control = %cloud.control_url(),
+        backend = %cloud.backend_root().display(),
+        user = %account.user_name,
+        project = %account.project_name,
+        share_types = ?types,
+        availability_zones = ?zones,
+        "fake OpenStack cloud serving"
+    );
+    if types.is_empty() && manila {
+        tracing::warn!("Manila has no share types");
+    }
+    let signal = shutdown_signal().await?;
+    tracing::info!(signal, "stopping");
+    drop(cloud);
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+    use super::*;
+
+    #[test]
+    fn flags_override_seed() {
+        let args = Args::parse_from([
+            "fake-openstack",
+            "--share-type",
+            "gold",
+            "--share-type",
+            "silver",
+            "--no-manila",
+            "--delay-ms",
+            "5",
+            "--availability-zone",
+            "az1",
+        ]);
+        let c = seed(&args).unwrap();
+        assert_eq!(c.manila.share_types.len(), 2);
+        assert_eq!(c.manila.default_share_type.as_deref(), Some("gold"));
+        assert!(!c.manila.present);
+        assert_eq!(c.manila.delays.share_create_ms, 5);
+        assert_eq!(c.manila.availability_zones, ["az1"]);
+    }
+
+    #[test]
+    fn bad_default_type_is_named() {
+        let args = Args::parse_from(["fake-openstack", "--default-share-type", "nope"]);
+        let err = seed(&args).unwrap_err().to_string();
+        assert!(err.contains("\"nope\""), "{err}");
+    }
+}
