@@ -7,8 +7,8 @@ mod control_plane_support;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use control_plane_support::{is_alive, kubectl, wait_all_gone};
-use harness::control_plane::{ControlPlane, client_from_kubeconfig, run_dir};
+use control_plane_support::{is_alive, kubectl, processes_mentioning, wait_all_gone};
+use harness::control_plane::{ControlPlane, Error, client_from_kubeconfig, run_dir};
 use k8s_openapi::api::core::v1::Namespace;
 use kube::api::{Api, ObjectMeta, PostParams};
 use nix::sys::signal::{Signal, kill};
@@ -139,4 +139,31 @@ async fn two_control_planes_run_side_by_side_and_leave_nothing_behind() {
         "run directory {} left after shutdown",
         dir.display()
     );
+}
+
+#[tokio::test]
+async fn a_component_that_cannot_start_is_named_with_its_log_and_nothing_is_left() {
+    let base = tempfile::tempdir().unwrap();
+    let err = ControlPlane::builder()
+        .base_dir(base.path())
+        .apiserver_arg("--no-such-flag=1")
+        .start()
+        .await
+        .expect_err("an unknown apiserver flag must fail the start");
+    match &err {
+        Error::Exited {
+            component,
+            log_tail,
+            ..
+        } => {
+            assert_eq!(*component, "kube-apiserver");
+            assert!(log_tail.contains("no-such-flag"), "log tail: {log_tail}");
+        }
+        other => panic!("expected Exited, got {other}"),
+    }
+    assert!(err.to_string().contains("kube-apiserver"), "{err}");
+    // etcd, already running, was stopped and the run directory removed.
+    let base_str = base.path().display().to_string();
+    assert_eq!(processes_mentioning(&base_str), Vec::<u32>::new());
+    assert_eq!(std::fs::read_dir(base.path()).unwrap().count(), 0);
 }

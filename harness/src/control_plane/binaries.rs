@@ -72,6 +72,44 @@ impl Binaries {
     }
 }
 
+/// A Kubernetes release as `kube-apiserver --version` reports it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub struct KubernetesVersion {
+    /// The major version (1).
+    pub major: u32,
+    /// The minor version, e.g. 20.
+    pub minor: u32,
+}
+
+impl Binaries {
+    /// The version of these binaries (from `kube-apiserver --version`). The command-line
+    /// flags of the components depend on it, so that newer binaries work too.
+    pub fn kubernetes_version(&self) -> Result<KubernetesVersion> {
+        let output = Command::new(&self.kube_apiserver)
+            .arg("--version")
+            .output()
+            .map_err(Error::io("running", &self.kube_apiserver))?;
+        let text = String::from_utf8_lossy(&output.stdout);
+        parse_version(&text).ok_or_else(|| {
+            Error::Binaries(format!(
+                "{} --version printed {:?}, not \"Kubernetes v<major>.<minor>.<patch>\"",
+                self.kube_apiserver.display(),
+                text.trim()
+            ))
+        })
+    }
+}
+
+fn parse_version(text: &str) -> Option<KubernetesVersion> {
+    let version = text
+        .split_whitespace()
+        .find_map(|word| word.strip_prefix('v'))?;
+    let mut parts = version.split('.');
+    let major = parts.next()?.parse().ok()?;
+    let minor = parts.next()?.parse().ok()?;
+    Some(KubernetesVersion { major, minor })
+}
+
 fn e_message(e: &Error) -> String {
     match e {
         Error::Binaries(message) => message.clone(),
@@ -143,4 +181,43 @@ fn run_install_script() -> Result<PathBuf> {
 fn is_executable(path: &Path) -> bool {
     use std::os::unix::fs::PermissionsExt;
     std::fs::metadata(path).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    #[test]
+    fn versions_are_parsed_from_the_version_line() {
+        assert_eq!(
+            parse_version("Kubernetes v1.20.2\n"),
+            Some(KubernetesVersion {
+                major: 1,
+                minor: 20
+            })
+        );
+        assert_eq!(
+            parse_version("Kubernetes v1.31.0-rc.1"),
+            Some(KubernetesVersion {
+                major: 1,
+                minor: 31
+            })
+        );
+        assert_eq!(
+            parse_version("Kubernetes v0.0.0-master+$Format"),
+            Some(KubernetesVersion { major: 0, minor: 0 })
+        );
+        assert_eq!(parse_version("garbage"), None);
+    }
+
+    #[test]
+    fn an_incomplete_directory_names_what_is_missing() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("etcd"), "").unwrap();
+        let message = Binaries::in_dir(dir.path()).unwrap_err().to_string();
+        for name in NAMES {
+            assert!(message.contains(name), "{message}");
+        }
+    }
 }

@@ -70,6 +70,9 @@ pub(crate) struct Layout {
     pub(crate) controller_manager_kubeconfig: PathBuf,
     pub(crate) scheduler_kubeconfig: PathBuf,
     pub(crate) cert_dir: PathBuf,
+    /// Up to 1.21 the controller-manager and scheduler also serve plain HTTP on fixed ports
+    /// unless told `--port=0` (1.22 ignores the flag, 1.23+ rejects it).
+    pub(crate) disable_insecure_port: bool,
 }
 
 fn flag(name: &str, value: impl AsRef<std::ffi::OsStr>) -> OsString {
@@ -108,7 +111,6 @@ pub(crate) fn apiserver_args(l: &Layout, extra: &[String]) -> Vec<OsString> {
         flag("bind-address", "127.0.0.1"),
         flag("advertise-address", "127.0.0.1"),
         flag("secure-port", l.ports.apiserver.to_string()),
-        flag("insecure-port", "0"),
         flag("cert-dir", path(&l.cert_dir)),
         flag("tls-cert-file", path(&l.apiserver_serving.cert)),
         flag("tls-private-key-file", path(&l.apiserver_serving.key)),
@@ -149,7 +151,6 @@ pub(crate) fn controller_manager_args(
         flag("authorization-kubeconfig", kubeconfig),
         flag("bind-address", "127.0.0.1"),
         flag("secure-port", l.ports.controller_manager.to_string()),
-        flag("port", "0"),
         flag("cert-dir", path(&l.cert_dir)),
         flag("tls-cert-file", path(&l.controller_manager_serving.cert)),
         flag(
@@ -172,6 +173,9 @@ pub(crate) fn controller_manager_args(
         flag("leader-elect", "false"),
         flag("profiling", "false"),
     ];
+    if l.disable_insecure_port {
+        args.push(flag("port", "0"));
+    }
     args.extend(extra.iter().map(OsString::from));
     args
 }
@@ -184,7 +188,6 @@ pub(crate) fn scheduler_args(l: &Layout, extra: &[String]) -> Vec<OsString> {
         flag("authorization-kubeconfig", kubeconfig),
         flag("bind-address", "127.0.0.1"),
         flag("secure-port", l.ports.scheduler.to_string()),
-        flag("port", "0"),
         flag("cert-dir", path(&l.cert_dir)),
         flag("tls-cert-file", path(&l.scheduler_serving.cert)),
         flag("tls-private-key-file", path(&l.scheduler_serving.key)),
@@ -192,6 +195,9 @@ pub(crate) fn scheduler_args(l: &Layout, extra: &[String]) -> Vec<OsString> {
         flag("leader-elect", "false"),
         flag("profiling", "false"),
     ];
+    if l.disable_insecure_port {
+        args.push(flag("port", "0"));
+    }
     args.extend(extra.iter().map(OsString::from));
     args
 }

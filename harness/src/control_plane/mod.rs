@@ -39,7 +39,9 @@ pub mod run_dir;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-pub use binaries::{Binaries, DEFAULT_KUBERNETES_VERSION, cache_bin_dir, install_script};
+pub use binaries::{
+    Binaries, DEFAULT_KUBERNETES_VERSION, KubernetesVersion, cache_bin_dir, install_script,
+};
 pub use components::{KUBERNETES_SERVICE_IP, Ports, SERVICE_ACCOUNT_ISSUER, SERVICE_CIDR};
 pub use error::{Error, Result};
 pub use pki::{CertFiles, CertifiedKeyPem, ClientIdentity, ClusterCa};
@@ -156,9 +158,18 @@ impl ControlPlaneBuilder {
                 .await
                 .map_err(|e| Error::Binaries(format!("locating the binaries panicked: {e}")))??,
         };
+        let started = Instant::now();
+        let version = {
+            let binaries = binaries.clone();
+            tokio::task::spawn_blocking(move || binaries.kubernetes_version())
+                .await
+                .map_err(|e| {
+                    Error::Binaries(format!("reading the binaries' version panicked: {e}"))
+                })??
+        };
         let mut attempt = 1;
         loop {
-            match self.start_once(&binaries).await {
+            match self.start_once(&binaries, version, started).await {
                 Err(Error::Exited {
                     component,
                     log_tail,
@@ -176,8 +187,12 @@ impl ControlPlaneBuilder {
         }
     }
 
-    async fn start_once(&self, binaries: &Binaries) -> Result<ControlPlane> {
-        let started = Instant::now();
+    async fn start_once(
+        &self,
+        binaries: &Binaries,
+        version: KubernetesVersion,
+        started: Instant,
+    ) -> Result<ControlPlane> {
         let run_dir = match &self.run_dir {
             Some(dir) => RunDir::open(dir)?,
             None => {
@@ -187,7 +202,7 @@ impl ControlPlaneBuilder {
                 RunDir::create_in(&self.base_dir, "control-plane-")?
             }
         };
-        let prepared = prepare(run_dir.path(), &self.cluster_name)?;
+        let prepared = prepare(run_dir.path(), &self.cluster_name, version)?;
         let mut processes = Vec::new();
         let mut boot = BootTimings {
             prepare: started.elapsed(),
@@ -239,7 +254,8 @@ impl ControlPlaneBuilder {
 /// How long each phase of a start took.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct BootTimings {
-    /// Run directory, keys, certificates and kubeconfigs.
+    /// Version check, run directory, keys, certificates and kubeconfigs (binaries already
+    /// located).
     pub prepare: Duration,
     /// etcd start to healthy.
     pub etcd: Duration,
@@ -281,7 +297,7 @@ fn admin_identity() -> ClientIdentity {
     }
 }
 
-fn prepare(dir: &Path, cluster_name: &str) -> Result<Prepared> {
+fn prepare(dir: &Path, cluster_name: &str, version: KubernetesVersion) -> Result<Prepared> {
     let pki_dir = dir.join("pki");
     let logs = dir.join("logs");
     for d in [&pki_dir, &logs] {
@@ -370,6 +386,11 @@ fn prepare(dir: &Path, cluster_name: &str) -> Result<Prepared> {
         controller_manager_kubeconfig,
         scheduler_kubeconfig,
         cert_dir: pki_dir,
+        disable_insecure_port: version
+            < KubernetesVersion {
+                major: 1,
+                minor: 22,
+            },
     };
     Ok(Prepared {
         layout,

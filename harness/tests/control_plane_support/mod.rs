@@ -83,3 +83,20 @@ pub async fn wait_all_gone(what: &str, pids: &[u32]) {
     })
     .await
 }
+
+/// The pids of running processes whose command line mentions `needle` (e.g. a run
+/// directory: every component's flags name files in it).
+pub fn processes_mentioning(needle: &str) -> Vec<u32> {
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    entries
+        .flatten()
+        .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
+        .filter(|pid| {
+            std::fs::read(format!("/proc/{pid}/cmdline"))
+                .is_ok_and(|c| String::from_utf8_lossy(&c).contains(needle))
+        })
+        .filter(|pid| is_alive(*pid))
+        .collect()
+}
