@@ -113,6 +113,14 @@ impl Config {
                 "--fwdendpoint is required when the node service is provided".into(),
             ));
         }
+        if self.provide_node_service
+            && self.with_topology
+            && self.nodeaz.as_deref().is_none_or(str::is_empty)
+        {
+            return Err(Error::InvalidArgument(
+                "--nodeaz is required with --with-topology when the node service is provided".into(),
+            ));
+        }
         if self.drivername.is_empty() {
             return Err(Error::InvalidArgument("--drivername must not be empty".into()));
         }
@@ -191,6 +199,7 @@ mod tests {
         let config = parse(&[
             "--share-protocol-selector=NFS",
             "--with-topology",
+            "--nodeaz=nova",
             "--provide-controller-service=false",
             "--fwdendpoint=/tmp/nfs.sock",
         ])

@@ -74,6 +74,9 @@ pub enum Error {
         /// Manila user-message detail id (`001`…), if any message was found.
         detail_id: Option<String>,
     },
+    /// A requested size cannot be satisfied within the given limits.
+    #[error("{0}")]
+    OutOfRange(String),
     /// The cloud refused because a quota would be exceeded.
     #[error("{0}")]
     ResourceExhausted(String),
@@ -117,6 +120,7 @@ impl Error {
             Error::FailedPrecondition(_) => Code::FailedPrecondition,
             Error::DeadlineExceeded(_) => Code::DeadlineExceeded,
             Error::ResourceFailed { detail_id, .. } => code_for_detail_id(detail_id.as_deref()),
+            Error::OutOfRange(_) => Code::OutOfRange,
             Error::ResourceExhausted(_) => Code::ResourceExhausted,
             Error::Unimplemented(_) => Code::Unimplemented,
             Error::Partner(status) => status.code(),

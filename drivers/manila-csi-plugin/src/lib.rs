@@ -13,9 +13,14 @@
 pub mod config;
 pub mod error;
 pub mod export_location;
+pub mod identity;
+pub mod node;
 pub mod openstack;
 pub mod options;
+pub mod controller;
+pub mod driver;
 pub mod protocol;
+mod rpc_log;
 pub mod wait;
 
 pub use error::{Error, Result};

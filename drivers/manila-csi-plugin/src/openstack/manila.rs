@@ -533,7 +533,7 @@ impl ManilaClient {
 /// `http://h:8786/v2/<project>` → `http://h:8786/v2/` (the version document).
 fn version_document_url(manila_url: &str) -> String {
     let trimmed = manila_url.trim_end_matches('/');
-    match trimmed.find("/v2") {
+    match trimmed.rfind("/v2") {
         Some(index) => format!("{}/v2/", &trimmed[..index]),
         None => format!("{trimmed}/"),
     }

@@ -26,12 +26,22 @@ use crate::wait::WaitPolicy;
 pub type AdapterFuture<'a, T> = Pin<Box<dyn Future<Output = Result<T>> + Send + 'a>>;
 
 /// What the partner node plugin gets instead of the Manila volume context and secrets.
-#[derive(Clone, Debug, Default, PartialEq)]
+#[derive(Clone, Default, PartialEq)]
 pub struct PartnerVolume {
     /// Volume context for the partner (NFS: `server`, `share`; CephFS: `monitors`, …).
     pub context: HashMap<String, String>,
     /// Secrets for the partner (CephFS: `userID`, `userKey`; NFS: none).
     pub secrets: HashMap<String, String>,
+}
+
+impl std::fmt::Debug for PartnerVolume {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let secret_keys: Vec<&String> = self.secrets.keys().collect();
+        f.debug_struct("PartnerVolume")
+            .field("context", &self.context)
+            .field("secrets", &format_args!("{secret_keys:?} (values redacted)"))
+            .finish()
+    }
 }
 
 /// One share protocol. Contract: `grant_access` is idempotent (rules that already exist are

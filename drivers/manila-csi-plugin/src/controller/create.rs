@@ -1,0 +1,257 @@
+//! CreateVolume: get-or-create a share by name, wait for it, grant access, build the
+//! volume context.
+
+use std::collections::HashMap;
+
+use super::{Controller, GIB, TOPOLOGY_KEY, size_in_gib};
+use crate::error::{Error, Result};
+use crate::openstack::ManilaClient;
+use crate::openstack::manila::{NewShare, Share};
+use crate::options::VolumeOptions;
+
+/// Accessibility requirements of a CreateVolume request (topology segments).
+#[derive(Clone, Debug, Default)]
+pub struct TopologyRequirement {
+    /// `requisite` segments.
+    pub requisite: Vec<HashMap<String, String>>,
+    /// `preferred` segments, most preferred first.
+    pub preferred: Vec<HashMap<String, String>>,
+}
+
+/// A CreateVolume request in plain terms.
+#[derive(Clone, Debug, Default)]
+pub struct CreateVolume {
+    /// Volume (= share) name.
+    pub name: String,
+    /// `capacity_range.required_bytes` (0 = unspecified).
+    pub required_bytes: i64,
+    /// `capacity_range.limit_bytes` (0 = unspecified).
+    pub limit_bytes: i64,
+    /// StorageClass parameters.
+    pub parameters: HashMap<String, String>,
+    /// OpenStack secrets.
+    pub secrets: HashMap<String, String>,
+    /// Restore from this snapshot id.
+    pub source_snapshot_id: Option<String>,
+    /// Topology requirements.
+    pub topology: Option<TopologyRequirement>,
+}
+
+/// What CreateVolume returns.
+#[derive(Clone, Debug, PartialEq)]
+pub struct CreatedVolume {
+    /// Share id.
+    pub volume_id: String,
+    /// Share size in bytes.
+    pub capacity_bytes: i64,
+    /// Volume context: `shareID`, `shareAccessIDs`, node-side options.
+    pub context: HashMap<String, String>,
+    /// Topology the share is accessible from (with `--with-topology`).
+    pub accessible_topology: Vec<HashMap<String, String>>,
+    /// Source snapshot, echoed.
+    pub source_snapshot_id: Option<String>,
+}
+
+impl Controller {
+    /// CreateVolume. Idempotent by name; a concurrent request for the same name is
+    /// `Aborted`; a share that ends in `error` is deleted and reported with the code its
+    /// Manila user message maps to.
+    #[tracing::instrument(skip_all, fields(name = %request.name))]
+    pub async fn create_volume(&self, request: CreateVolume) -> Result<CreatedVolume> {
+        if request.name.is_empty() {
+            return Err(Error::InvalidArgument("name: volume name is required".into()));
+        }
+        let options = VolumeOptions::try_from(&request.parameters)?;
+        let metadata = options.share_metadata(self.settings.cluster_id.as_deref())?;
+        let size = size_in_gib(request.required_bytes, request.limit_bytes)?;
+        let zone = self.availability_zone(&options, request.topology.as_ref())?;
+        let _guard = self.inflight.begin(&request.name, "volume")?;
+        let client = self.connect(&request.secrets).await?;
+
+        let share = match client.shares_named(&request.name).await?.into_iter().next() {
+            Some(existing) => {
+                self.check_existing(&existing, &request, size)?;
+                tracing::debug!(share_id = %existing.id, status = %existing.status, "share exists");
+                existing
+            }
+            None => {
+                if let Some(snapshot_id) = &request.source_snapshot_id {
+                    self.check_restorable(&client, snapshot_id, &options.share_type, size).await?;
+                }
+                let new = NewShare {
+                    name: request.name.clone(),
+                    size,
+                    protocol: self.adapter.protocol().manila_name().into(),
+                    share_type: options.share_type.clone(),
+                    availability_zone: zone.clone(),
+                    share_network_id: options.share_network_id.clone(),
+                    metadata,
+                    snapshot_id: request.source_snapshot_id.clone(),
+                    description: format!("provisioned-by={}", self.settings.driver_name),
+                };
+                let share = client.create_share(&new).await?;
+                tracing::info!(share_id = %share.id, size, "share created");
+                share
+            }
+        };
+
+        let share = match self
+            .wait_for_share(&client, &share.id, "available", &["creating", "creating_from_snapshot"])
+            .await
+        {
+            Ok(share) => share,
+            Err(Error::ResourceFailed { message, detail_id }) => {
+                let rollback = self.rollback(&client, &share.id).await;
+                return Err(Error::ResourceFailed {
+                    message: format!(
+                        "volume {:?}: {message}; {rollback}",
+                        request.name
+                    ),
+                    detail_id,
+                });
+            }
+            Err(Error::DeadlineExceeded(message)) => {
+                return Err(Error::DeadlineExceeded(format!(
+                    "volume {:?}: {message}; the share is kept and a retry will wait for it again",
+                    request.name
+                )));
+            }
+            Err(other) => return Err(other),
+        };
+
+        let rules =
+            self.adapter.grant_access(&client, &share, &options, self.settings.wait).await?;
+        let mut context: HashMap<String, String> = options.cephfs.node_context().into_iter().collect();
+        context.insert("shareID".into(), share.id.clone());
+        context.insert(
+            "shareAccessIDs".into(),
+            rules.iter().map(|r| r.id.as_str()).collect::<Vec<_>>().join(","),
+        );
+        let accessible_topology = match (&share.availability_zone, self.settings.with_topology) {
+            (Some(zone), true) => vec![HashMap::from([(TOPOLOGY_KEY.to_string(), zone.clone())])],
+            _ => Vec::new(),
+        };
+        Ok(CreatedVolume {
+            volume_id: share.id.clone(),
+            capacity_bytes: i64::try_from(share.size).unwrap_or(i64::MAX / GIB) * GIB,
+            context,
+            accessible_topology,
+            source_snapshot_id: share.snapshot_id.clone().or(request.source_snapshot_id),
+        })
+    }
+
+    /// `availability`, or with `autoTopology` the zone of the first preferred (else requisite)
+    /// topology segment.
+    fn availability_zone(
+        &self,
+        options: &VolumeOptions,
+        topology: Option<&TopologyRequirement>,
+    ) -> Result<Option<String>> {
+        if !(self.settings.with_topology && options.auto_topology) {
+            return Ok(options.availability.clone());
+        }
+        let zone = topology.and_then(|t| {
+            t.preferred
+                .iter()
+                .chain(t.requisite.iter())
+                .find_map(|segment| segment.get(TOPOLOGY_KEY).cloned())
+        });
+        match zone {
+            Some(zone) => Ok(Some(zone)),
+            None => Err(Error::InvalidArgument(format!(
+                "parameter autoTopology: the request has no accessibility requirement with key {TOPOLOGY_KEY}"
+            ))),
+        }
+    }
+
+    fn check_existing(&self, share: &Share, request: &CreateVolume, size: u64) -> Result<()> {
+        let protocol = self.adapter.protocol().manila_name();
+        let mut mismatches = Vec::new();
+        if share.size != size {
+            mismatches.push(format!("size {} GiB, requested {size} GiB", share.size));
+        }
+        if share.share_proto.as_deref().is_some_and(|p| !p.eq_ignore_ascii_case(protocol)) {
+            mismatches.push(format!(
+                "protocol {}, this driver serves {protocol}",
+                share.share_proto.as_deref().unwrap_or("?")
+            ));
+        }
+        if let Some(snapshot) = &request.source_snapshot_id
+            && share.snapshot_id.as_ref() != Some(snapshot)
+        {
+            mismatches.push(format!(
+                "source snapshot {:?}, requested {snapshot}",
+                share.snapshot_id
+            ));
+        }
+        if mismatches.is_empty() {
+            Ok(())
+        } else {
+            Err(Error::AlreadyExists(format!(
+                "volume {:?} already exists as share {} with {}",
+                request.name,
+                share.id,
+                mismatches.join(", ")
+            )))
+        }
+    }
+
+    async fn check_restorable(
+        &self,
+        client: &ManilaClient,
+        snapshot_id: &str,
+        share_type: &str,
+        size: u64,
+    ) -> Result<()> {
+        let snapshot = client.snapshot(snapshot_id).await.map_err(|e| {
+            if e.is_not_found() {
+                Error::NotFound(format!("source snapshot {snapshot_id} not found"))
+            } else {
+                e
+            }
+        })?;
+        match snapshot.status.as_str() {
+            "available" => {}
+            "creating" => {
+                return Err(Error::Unavailable(format!(
+                    "source snapshot {snapshot_id} is still creating; retry when it is available"
+                )));
+            }
+            other => {
+                return Err(Error::FailedPrecondition(format!(
+                    "source snapshot {snapshot_id} is in status {other}, not available"
+                )));
+            }
+        }
+        if size < snapshot.size {
+            return Err(Error::OutOfRange(format!(
+                "capacity_range: {size} GiB is smaller than source snapshot {snapshot_id} ({} GiB)",
+                snapshot.size
+            )));
+        }
+        let share_type = client.share_type(share_type).await?;
+        if !share_type.spec_enabled("create_share_from_snapshot_support") {
+            return Err(Error::InvalidArgument(format!(
+                "parameter type: share type {:?} does not allow creating shares from snapshots (create_share_from_snapshot_support)",
+                share_type.name
+            )));
+        }
+        Ok(())
+    }
+
+    /// Deletes a failed share and waits for it to go; returns a sentence for the error.
+    async fn rollback(&self, client: &ManilaClient, share_id: &str) -> String {
+        let outcome = async {
+            client.delete_share(share_id).await?;
+            self.wait_for_share_gone(client, share_id).await
+        }
+        .await;
+        match outcome {
+            Ok(()) => format!("share {share_id} was deleted (rollback)"),
+            Err(e) => {
+                tracing::warn!(%share_id, error = %e, "rollback of a failed share failed");
+                format!("deleting share {share_id} failed too: {e}")
+            }
+        }
+    }
+}

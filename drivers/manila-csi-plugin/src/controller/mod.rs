@@ -1,0 +1,186 @@
+//! The controller side: Manila share lifecycle behind the CSI Controller RPCs. The logic
+//! here takes plain Rust inputs; [`service`] maps the gRPC messages onto it.
+
+mod create;
+mod delete;
+mod expand;
+pub mod inflight;
+pub mod service;
+
+mod snapshot;
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+pub use create::{CreateVolume, CreatedVolume, TopologyRequirement};
+pub use snapshot::CreatedSnapshot;
+
+use crate::error::{Error, Result};
+use crate::openstack::manila::Share;
+use crate::openstack::{Connector, ManilaClient};
+use crate::protocol::ShareAdapter;
+use crate::wait::{Progress, WaitPolicy};
+use inflight::InFlight;
+
+/// Topology segment key of the Manila availability zone.
+pub const TOPOLOGY_KEY: &str = "topology.manila.csi.openstack.org/zone";
+
+/// One GiB in bytes.
+pub const GIB: i64 = 1 << 30;
+
+/// Settings the controller needs from the command line.
+#[derive(Clone, Debug)]
+pub struct ControllerSettings {
+    /// `--drivername` (used in share and snapshot descriptions).
+    pub driver_name: String,
+    /// `--cluster-id`.
+    pub cluster_id: Option<String>,
+    /// `--with-topology`.
+    pub with_topology: bool,
+    /// `--runtime-config-file`.
+    pub runtime_config_file: Option<PathBuf>,
+    /// How long to wait for shares, snapshots and access rules.
+    pub wait: WaitPolicy,
+}
+
+/// The controller: share lifecycle against the cloud named by each request's secrets.
+#[derive(Debug, Clone)]
+pub struct Controller {
+    connector: Arc<Connector>,
+    adapter: Arc<dyn ShareAdapter>,
+    settings: ControllerSettings,
+    inflight: InFlight,
+}
+
+impl Controller {
+    /// A controller using `connector` for OpenStack access and `adapter` for the protocol.
+    pub fn new(
+        connector: Arc<Connector>,
+        adapter: Arc<dyn ShareAdapter>,
+        settings: ControllerSettings,
+    ) -> Self {
+        Controller { connector, adapter, settings, inflight: InFlight::default() }
+    }
+
+    /// The settings.
+    pub fn settings(&self) -> &ControllerSettings {
+        &self.settings
+    }
+
+    async fn connect(&self, secrets: &HashMap<String, String>) -> Result<Arc<ManilaClient>> {
+        self.connector.connect(secrets).await
+    }
+
+    /// Waits for `share_id` to leave the transient states `pending` and reach `target`.
+    /// `error`-like states return [`Error::ResourceFailed`] with the newest user message.
+    async fn wait_for_share(
+        &self,
+        client: &ManilaClient,
+        share_id: &str,
+        target: &str,
+        pending: &[&str],
+    ) -> Result<Share> {
+        let what = format!("share {share_id} to become {target}");
+        self.settings
+            .wait
+            .wait(&what, || async {
+                let share = client.share(share_id).await?;
+                if share.status == target {
+                    return Ok(Progress::Done(share));
+                }
+                if pending.contains(&share.status.as_str()) {
+                    return Ok(Progress::Pending(format!("status {}", share.status)));
+                }
+                if share.status.contains("error") {
+                    let message = client.newest_error_message(share_id).await.ok().flatten();
+                    return Err(Error::ResourceFailed {
+                        message: format!(
+                            "share {share_id} is in status {}{}",
+                            share.status,
+                            describe_message(message.as_ref())
+                        ),
+                        detail_id: message.and_then(|m| m.detail_id),
+                    });
+                }
+                Err(Error::FailedPrecondition(format!(
+                    "share {share_id} is in status {} while waiting for {target}",
+                    share.status
+                )))
+            })
+            .await
+    }
+
+    /// Waits until `share_id` is gone (404), so that a finished DeleteVolume leaves nothing.
+    async fn wait_for_share_gone(&self, client: &ManilaClient, share_id: &str) -> Result<()> {
+        let what = format!("share {share_id} to be deleted");
+        self.settings
+            .wait
+            .wait(&what, || async {
+                match client.share(share_id).await {
+                    Err(e) if e.is_not_found() => Ok(Progress::Done(())),
+                    Err(e) => Err(e),
+                    Ok(share) if share.status == "error_deleting" => {
+                        Err(Error::Internal(format!(
+                            "share {share_id} is in status error_deleting: Manila could not delete it"
+                        )))
+                    }
+                    Ok(share) => Ok(Progress::Pending(format!("status {}", share.status))),
+                }
+            })
+            .await
+    }
+}
+
+/// `: <user message> (detail <id>)`, or nothing.
+fn describe_message(message: Option<&crate::openstack::manila::Message>) -> String {
+    match message {
+        Some(m) => format!(
+            ": {} (Manila user message detail_id {})",
+            m.user_message.as_deref().unwrap_or("no text"),
+            m.detail_id.as_deref().unwrap_or("?")
+        ),
+        None => String::new(),
+    }
+}
+
+/// Size in whole GiB for a CSI capacity range: rounded up, at least 1; `limit` (0 = none)
+/// must allow it.
+pub fn size_in_gib(required_bytes: i64, limit_bytes: i64) -> Result<u64> {
+    if required_bytes < 0 || limit_bytes < 0 {
+        return Err(Error::InvalidArgument(
+            "capacity_range: required_bytes and limit_bytes must not be negative".into(),
+        ));
+    }
+    let gib = (required_bytes.max(1) + GIB - 1) / GIB;
+    if limit_bytes > 0 && gib * GIB > limit_bytes {
+        return Err(Error::OutOfRange(format!(
+            "capacity_range: {required_bytes} bytes rounded up to {gib} GiB exceeds limit_bytes {limit_bytes}"
+        )));
+    }
+    u64::try_from(gib).map_err(|_| Error::Internal("size overflow".into()))
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+    use super::*;
+
+    #[test]
+    fn sizes_round_up_to_whole_gib() {
+        assert_eq!(size_in_gib(0, 0).unwrap(), 1);
+        assert_eq!(size_in_gib(1, 0).unwrap(), 1);
+        assert_eq!(size_in_gib(GIB, 0).unwrap(), 1);
+        assert_eq!(size_in_gib(GIB + 1, 0).unwrap(), 2);
+        assert!(size_in_gib(GIB + 1, GIB + 5).is_err());
+        assert_eq!(size_in_gib(GIB, GIB).unwrap(), 1);
+    }
+}
+
+impl Controller {
+    /// ValidateVolumeCapabilities' existence check: the share must exist.
+    pub async fn validate_volume(&self, volume_id: &str, secrets: &HashMap<String, String>) -> Result<()> {
+        let client = self.connect(secrets).await?;
+        client.share(volume_id).await.map(|_| ())
+    }
+}

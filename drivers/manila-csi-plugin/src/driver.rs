@@ -1,0 +1,110 @@
+//! Assembling the services from a [`Config`] and serving them on the CSI endpoint.
+
+use std::future::Future;
+use std::sync::Arc;
+
+use csi_proto::v1::controller_server::ControllerServer;
+use csi_proto::v1::identity_server::IdentityServer;
+use csi_proto::v1::node_server::NodeServer;
+use csi_proto::{Endpoint, Listener};
+use tonic::transport::Server;
+
+use crate::config::Config;
+use crate::controller::{Controller, ControllerSettings};
+use crate::error::{Error, Result};
+use crate::identity::IdentityService;
+use crate::node::partner::Partner;
+use crate::node::{NodeService, NodeSettings};
+use crate::openstack::Connector;
+use crate::protocol::adapter_for;
+use crate::wait::WaitPolicy;
+
+/// The driver's services, ready to serve.
+#[derive(Debug)]
+pub struct Driver {
+    identity: IdentityService,
+    controller: Option<Controller>,
+    node: Option<NodeService>,
+}
+
+impl Driver {
+    /// Builds the services. With the node service on, this waits for the partner node
+    /// plugin (`--partner-probe-timeout`) and fails if it never answers.
+    pub async fn new(config: &Config) -> Result<Self> {
+        config.validate()?;
+        if config.pvc_annotations {
+            tracing::warn!("--pvc-annotations: PVC annotation lookup is not supported; flag ignored");
+        }
+        let mut user_agent = format!("manila-csi-plugin/{}", env!("CARGO_PKG_VERSION"));
+        for extra in &config.user_agent {
+            user_agent.push(' ');
+            user_agent.push_str(extra);
+        }
+        let connector = Arc::new(Connector::new(user_agent));
+        let adapter = adapter_for(config.share_protocol_selector);
+        let partner = match config.fwdendpoint.as_deref().filter(|e| !e.is_empty()) {
+            Some(endpoint) => Some(Partner::lazy(endpoint)?),
+            None => None,
+        };
+        let controller = config.provide_controller_service.then(|| {
+            Controller::new(
+                connector.clone(),
+                adapter.clone(),
+                ControllerSettings {
+                    driver_name: config.drivername.clone(),
+                    cluster_id: config.cluster_id.clone(),
+                    with_topology: config.with_topology,
+                    runtime_config_file: config.runtime_config_file.clone(),
+                    wait: WaitPolicy::with_deadline(config.share_wait_timeout),
+                },
+            )
+        });
+        let node = match (&partner, config.provide_node_service) {
+            (Some(partner), true) => Some(
+                NodeService::start(
+                    NodeSettings {
+                        node_id: config.node_id(),
+                        zone: if config.with_topology { config.nodeaz.clone() } else { None },
+                        runtime_config_file: config.runtime_config_file.clone(),
+                    },
+                    partner.clone(),
+                    config.partner_probe_timeout,
+                    connector.clone(),
+                    adapter.clone(),
+                )
+                .await?,
+            ),
+            _ => None,
+        };
+        let identity = IdentityService::new(
+            config.drivername.clone(),
+            config.provide_controller_service,
+            config.with_topology,
+            partner,
+        );
+        Ok(Driver { identity, controller, node })
+    }
+
+    /// Binds `endpoint` (replacing a stale unix socket).
+    pub async fn bind(endpoint: &str) -> Result<Listener> {
+        let endpoint: Endpoint = endpoint
+            .parse()
+            .map_err(|e: csi_proto::Error| Error::InvalidArgument(format!("--endpoint {endpoint:?}: {e}")))?;
+        Listener::bind(&endpoint)
+            .await
+            .map_err(|e| Error::FailedPrecondition(format!("--endpoint {endpoint}: {e}")))
+    }
+
+    /// Serves until `shutdown` resolves.
+    pub async fn serve(self, listener: Listener, shutdown: impl Future<Output = ()>) -> Result<()> {
+        let endpoint = listener.local_endpoint();
+        tracing::info!(%endpoint, controller = self.controller.is_some(), node = self.node.is_some(), "serving CSI");
+        let router = Server::builder()
+            .add_service(IdentityServer::new(self.identity))
+            .add_optional_service(self.controller.map(ControllerServer::new))
+            .add_optional_service(self.node.map(NodeServer::new));
+        csi_proto::serve(router, listener, shutdown)
+            .await
+            .map_err(|e| Error::Internal(format!("serving {endpoint}: {e}")))
+    }
+}
