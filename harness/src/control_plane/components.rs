@@ -63,6 +63,8 @@ pub(crate) struct Layout {
     pub(crate) ca_key: PathBuf,
     pub(crate) apiserver_serving: CertFiles,
     pub(crate) apiserver_kubelet_client: CertFiles,
+    pub(crate) front_proxy_ca_cert: PathBuf,
+    pub(crate) front_proxy_client: CertFiles,
     pub(crate) controller_manager_serving: CertFiles,
     pub(crate) scheduler_serving: CertFiles,
     pub(crate) service_account_key: PathBuf,
@@ -121,6 +123,18 @@ pub(crate) fn apiserver_args(l: &Layout, extra: &[String]) -> Vec<OsString> {
         ),
         flag("kubelet-client-key", path(&l.apiserver_kubelet_client.key)),
         flag("kubelet-preferred-address-types", "InternalIP,Hostname"),
+        // The aggregation layer, as kubeadm sets it up (its own CA for the front proxy).
+        flag("requestheader-client-ca-file", path(&l.front_proxy_ca_cert)),
+        flag("requestheader-allowed-names", "front-proxy-client"),
+        flag("requestheader-username-headers", "X-Remote-User"),
+        flag("requestheader-group-headers", "X-Remote-Group"),
+        flag("requestheader-extra-headers-prefix", "X-Remote-Extra-"),
+        flag("proxy-client-cert-file", path(&l.front_proxy_client.cert)),
+        flag("proxy-client-key-file", path(&l.front_proxy_client.key)),
+        // The `kubernetes` Endpoints cannot hold a loopback address (validation refuses
+        // 127.0.0.0/8), so the apiserver does not maintain them; in-cluster clients are given
+        // the apiserver's address directly.
+        flag("endpoint-reconciler-type", "none"),
         flag("authorization-mode", "Node,RBAC"),
         // The default plugins of this version stay on; NodeRestriction is what kubeadm adds.
         flag("enable-admission-plugins", "NodeRestriction"),

@@ -326,6 +326,17 @@ fn prepare(dir: &Path, cluster_name: &str, version: KubernetesVersion) -> Result
         "apiserver-kubelet-client",
         &ca.client_cert(&kubelet_client)?,
     )?;
+    let front_proxy_ca = ClusterCa::generate(&format!("{cluster_name}-front-proxy-ca"))?;
+    let front_proxy_ca_cert = pki_dir.join("front-proxy-ca.crt");
+    pki::write_private(&front_proxy_ca_cert, front_proxy_ca.cert_pem())?;
+    let front_proxy_client = pki::write_pair(
+        &pki_dir,
+        "front-proxy-client",
+        &front_proxy_ca.client_cert(&ClientIdentity {
+            user: "front-proxy-client".into(),
+            group: None,
+        })?,
+    )?;
     let controller_manager_serving = pki::write_pair(
         &pki_dir,
         "controller-manager",
@@ -379,6 +390,8 @@ fn prepare(dir: &Path, cluster_name: &str, version: KubernetesVersion) -> Result
         ca_key,
         apiserver_serving,
         apiserver_kubelet_client,
+        front_proxy_ca_cert,
+        front_proxy_client,
         controller_manager_serving,
         scheduler_serving,
         service_account_key,
