@@ -101,9 +101,12 @@ impl Error {
             Error::InvalidArgument(_) => Code::InvalidArgument,
             Error::Unreachable { .. } => Code::Unavailable,
             Error::Unauthenticated(_) => Code::Unauthenticated,
-            Error::Api { status, .. } => match status {
+            Error::Api { status, message, .. } => match status {
                 400 => Code::InvalidArgument,
                 401 => Code::Unauthenticated,
+                // Manila answers 403 both for policy denials and for "Invalid share/snapshot:
+                // status must be …" state errors.
+                403 if message.starts_with("Invalid") => Code::FailedPrecondition,
                 403 => Code::PermissionDenied,
                 404 => Code::NotFound,
                 409 => Code::FailedPrecondition,

@@ -431,20 +431,20 @@ impl ManilaClient {
 
     /// The share type with this name or id (`default` asks `GET /types/default`).
     pub async fn share_type(&self, name_or_id: &str) -> Result<ShareType> {
+        // Manila sends both the current and the legacy (`volume_type…`) keys.
         #[derive(Deserialize)]
         struct One {
-            #[serde(alias = "volume_type")]
-            share_type: ShareType,
+            share_type: Option<ShareType>,
+            volume_type: Option<ShareType>,
         }
         #[derive(Deserialize)]
         struct List {
-            #[serde(alias = "volume_types")]
-            share_types: Vec<ShareType>,
+            share_types: Option<Vec<ShareType>>,
+            volume_types: Option<Vec<ShareType>>,
         }
         let types: List = self.call(Method::GET, "/types", &[], None, MIN_MICROVERSION).await?;
-        if let Some(found) =
-            types.share_types.into_iter().find(|t| t.name == name_or_id || t.id == name_or_id)
-        {
+        let list = types.share_types.or(types.volume_types).unwrap_or_default();
+        if let Some(found) = list.into_iter().find(|t| t.name == name_or_id || t.id == name_or_id) {
             return Ok(found);
         }
         let path = if name_or_id == "default" {
@@ -453,7 +453,11 @@ impl ManilaClient {
             format!("/types/{name_or_id}")
         };
         match self.call::<One>(Method::GET, &path, &[], None, MIN_MICROVERSION).await {
-            Ok(one) => Ok(one.share_type),
+            Ok(one) => one.share_type.or(one.volume_type).ok_or_else(|| Error::Decode {
+                service: "Manila",
+                path: path.clone(),
+                reason: "no share_type in the response".into(),
+            }),
             Err(e) if e.is_not_found() => {
                 Err(Error::InvalidArgument(format!("parameter type: share type {name_or_id:?} does not exist")))
             }

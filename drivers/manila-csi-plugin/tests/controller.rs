@@ -1,0 +1,405 @@
+//! Controller behaviour against the fake cloud over real HTTP, with the driver served on a
+//! unix socket.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod support;
+
+use csi_proto::v1::{self, volume_content_source};
+use fakes::{CloudConfig, Delays, ShareTypeSeed};
+use support::{ControllerEnv, GIB, create_request, mount_capability};
+use csi_proto::v1::volume_capability::access_mode::Mode;
+use tonic::Code;
+
+#[tokio::test]
+async fn create_volume_is_idempotent_by_name_and_rounds_sizes_up() {
+    let mut env = ControllerEnv::start(&[]).await;
+    let first = env.create("pvc-idem", GIB + 1).await.unwrap();
+    assert_eq!(first.capacity_bytes, 2 * GIB);
+    let second = env.create("pvc-idem", 2 * GIB).await.unwrap();
+    assert_eq!(first.volume_id, second.volume_id);
+    let creates = env.cloud.journal().iter().filter(|e| e.method == "POST" && e.path.ends_with("/shares")).count();
+    assert_eq!(creates, 1, "the second call must reuse the share");
+    env.delete(&first.volume_id).await.unwrap();
+    env.assert_no_leftovers();
+}
+
+#[tokio::test]
+async fn zero_size_becomes_one_gib() {
+    let mut env = ControllerEnv::start(&[]).await;
+    let volume = env.create("pvc-zero", 0).await.unwrap();
+    assert_eq!(volume.capacity_bytes, GIB);
+    env.delete(&volume.volume_id).await.unwrap();
+    env.assert_no_leftovers();
+}
+
+#[tokio::test]
+async fn create_volume_response_shape() {
+    let mut env = ControllerEnv::start(&["--cluster-id=cluster-a"]).await;
+    let volume = env.create("pvc-shape", GIB).await.unwrap();
+    insta::assert_yaml_snapshot!(shape(&volume), {
+        ".volume_id" => "[share id]",
+        ".volume_context.shareID" => "[share id]",
+        ".volume_context.shareAccessIDs" => "[access rule id]",
+    });
+    env.delete(&volume.volume_id).await.unwrap();
+}
+
+fn shape(volume: &v1::Volume) -> serde_json::Value {
+    let context: std::collections::BTreeMap<_, _> = volume.volume_context.iter().collect();
+    serde_json::json!({
+        "volume_id": volume.volume_id,
+        "capacity_bytes": volume.capacity_bytes,
+        "volume_context": context,
+        "accessible_topology": volume.accessible_topology.iter().map(|t| t.segments.iter().collect::<std::collections::BTreeMap<_, _>>()).collect::<Vec<_>>(),
+        "content_source": volume.content_source.is_some(),
+    })
+}
+
+#[tokio::test]
+async fn a_mismatching_existing_share_is_already_exists() {
+    let mut env = ControllerEnv::start(&[]).await;
+    let volume = env.create("pvc-size", GIB).await.unwrap();
+    let error = env.create("pvc-size", 3 * GIB).await.unwrap_err();
+    assert_eq!(error.code(), Code::AlreadyExists, "{error:?}");
+    assert!(error.message().contains("pvc-size") && error.message().contains("size 1 GiB"), "{}", error.message());
+    env.delete(&volume.volume_id).await.unwrap();
+    env.assert_no_leftovers();
+}
+
+#[tokio::test]
+async fn a_concurrent_request_for_the_same_name_is_aborted() {
+    let mut env = ControllerEnv::start(&[]).await;
+    env.cloud.set_delays(Delays { share_create_ms: 400, ..Delays::default() });
+    let mut other = env.client.clone();
+    let request = create_request("pvc-race", GIB, &env.secrets, &[]);
+    let first = tokio::spawn({
+        let request = request.clone();
+        let mut client = env.client.clone();
+        async move { client.create_volume(request).await }
+    });
+    // Wait until the first request has reached the cloud (the share exists, creating).
+    let cloud = &env.cloud;
+    support::wait_until("the first share to be created", std::time::Duration::from_secs(5), || {
+        let shares = cloud.leftovers().shares;
+        (!shares.is_empty(), shares)
+    })
+    .await;
+    let error = other.create_volume(request).await.unwrap_err();
+    assert_eq!(error.code(), Code::Aborted, "{error:?}");
+    assert!(error.message().contains("pvc-race"), "{}", error.message());
+    let volume = first.await.unwrap().unwrap().into_inner().volume.unwrap();
+    env.delete(&volume.volume_id).await.unwrap();
+    env.assert_no_leftovers();
+}
+
+#[tokio::test]
+async fn share_metadata_carries_pvc_info_appended_metadata_and_cluster_id() {
+    let mut env = ControllerEnv::start(&["--cluster-id=cl-1"]).await;
+    let request = create_request(
+        "pvc-meta",
+        GIB,
+        &env.secrets,
+        &[
+            ("csi.storage.k8s.io/pvc/name", "data"),
+            ("csi.storage.k8s.io/pvc/namespace", "apps"),
+            ("csi.storage.k8s.io/pv/name", "pvc-meta"),
+            ("appendShareMetadata", r#"{"team":"storage"}"#),
+        ],
+    );
+    let volume = env.client.create_volume(request).await.unwrap().into_inner().volume.unwrap();
+    let share = share_json(&env, &volume.volume_id).await;
+    let metadata = &share["share"]["metadata"];
+    assert_eq!(metadata["csi.storage.k8s.io/pvc/name"], "data");
+    assert_eq!(metadata["csi.storage.k8s.io/pvc/namespace"], "apps");
+    assert_eq!(metadata["team"], "storage");
+    assert_eq!(metadata["manila.csi.openstack.org/cluster"], "cl-1");
+    assert_eq!(share["share"]["description"], "provisioned-by=manila.csi.openstack.org");
+    env.delete(&volume.volume_id).await.unwrap();
+    env.assert_no_leftovers();
+}
+
+/// Reads a share straight from the fake's API (as an admin client would).
+async fn share_json(env: &ControllerEnv, id: &str) -> serde_json::Value {
+    let http = reqwest::Client::new();
+    let account = env.cloud.account();
+    let auth = serde_json::json!({"auth": {"identity": {"methods": ["password"], "password": {"user": {
+        "id": account.user_id, "password": account.password.expose()}}},
+        "scope": {"project": {"id": account.project_id}}}});
+    let response = http.post(format!("{}/auth/tokens", env.cloud.auth_url())).json(&auth).send().await.unwrap();
+    let token = response.headers()["X-Subject-Token"].to_str().unwrap().to_string();
+    http.get(format!("{}/shares/{id}", env.cloud.manila_url()))
+        .header("X-Auth-Token", token)
+        .header("X-OpenStack-Manila-API-Version", "2.45")
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap()
+}
+
+#[tokio::test]
+async fn nfs_share_clients_become_ip_rules() {
+    let mut env = ControllerEnv::start(&[]).await;
+    let request = create_request("pvc-rules", GIB, &env.secrets, &[("nfs-shareClient", "10.0.0.0/8,192.168.1.5")]);
+    let volume = env.client.create_volume(request.clone()).await.unwrap().into_inner().volume.unwrap();
+    let ids: Vec<&str> = volume.volume_context["shareAccessIDs"].split(',').collect();
+    assert_eq!(ids.len(), 2, "{:?}", volume.volume_context);
+    let rules = env.cloud.leftovers().access_rules;
+    let mut names: Vec<_> = rules.iter().filter_map(|r| r.name.clone()).collect();
+    names.sort();
+    assert_eq!(names, vec!["ip:10.0.0.0/8", "ip:192.168.1.5"]);
+    // Repeating the call does not duplicate rules.
+    env.client.create_volume(request).await.unwrap();
+    assert_eq!(env.cloud.leftovers().access_rules.len(), 2);
+    env.delete(&volume.volume_id).await.unwrap();
+    env.assert_no_leftovers();
+}
+
+#[tokio::test]
+async fn delete_volume_of_an_unknown_id_succeeds() {
+    let mut env = ControllerEnv::start(&[]).await;
+    env.delete("00000000-0000-0000-0000-000000000000").await.unwrap();
+    let error = env.delete("").await.unwrap_err();
+    assert_eq!(error.code(), Code::InvalidArgument);
+}
+
+#[tokio::test]
+async fn snapshots_are_created_restored_and_deleted() {
+    let mut env = ControllerEnv::start(&[]).await;
+    let volume = env.create("pvc-src", GIB).await.unwrap();
+    let request = v1::CreateSnapshotRequest {
+        source_volume_id: volume.volume_id.clone(),
+        name: "snap-1".into(),
+        secrets: env.secrets.clone(),
+        parameters: Default::default(),
+    };
+    let snapshot = env.client.create_snapshot(request.clone()).await.unwrap().into_inner().snapshot.unwrap();
+    assert!(snapshot.ready_to_use);
+    assert_eq!(snapshot.source_volume_id, volume.volume_id);
+    assert_eq!(snapshot.size_bytes, GIB);
+    let again = env.client.create_snapshot(request).await.unwrap().into_inner().snapshot.unwrap();
+    assert_eq!(again.snapshot_id, snapshot.snapshot_id);
+
+    let mut restore = create_request("pvc-restored", GIB, &env.secrets, &[]);
+    restore.volume_content_source = Some(v1::VolumeContentSource {
+        r#type: Some(volume_content_source::Type::Snapshot(volume_content_source::SnapshotSource {
+            snapshot_id: snapshot.snapshot_id.clone(),
+        })),
+    });
+    let restored = env.client.create_volume(restore).await.unwrap().into_inner().volume.unwrap();
+    assert!(restored.content_source.is_some());
+
+    env.delete(&restored.volume_id).await.unwrap();
+    let delete = v1::DeleteSnapshotRequest { snapshot_id: snapshot.snapshot_id.clone(), secrets: env.secrets.clone() };
+    env.client.delete_snapshot(delete.clone()).await.unwrap();
+    env.client.delete_snapshot(delete).await.unwrap();
+    env.delete(&volume.volume_id).await.unwrap();
+    env.assert_no_leftovers();
+}
+
+#[tokio::test]
+async fn restoring_needs_create_share_from_snapshot_support() {
+    let mut config = CloudConfig::default();
+    config.manila.share_types = vec![ShareTypeSeed { create_share_from_snapshot_support: false, ..ShareTypeSeed::named("default") }];
+    let mut env = ControllerEnv::with_cloud(config, &[]).await;
+    let volume = env.create("pvc-src", GIB).await.unwrap();
+    let snapshot = env
+        .client
+        .create_snapshot(v1::CreateSnapshotRequest {
+            source_volume_id: volume.volume_id.clone(),
+            name: "snap-x".into(),
+            secrets: env.secrets.clone(),
+            parameters: Default::default(),
+        })
+        .await
+        .unwrap()
+        .into_inner()
+        .snapshot
+        .unwrap();
+    let mut restore = create_request("pvc-restored", GIB, &env.secrets, &[]);
+    restore.volume_content_source = Some(v1::VolumeContentSource {
+        r#type: Some(volume_content_source::Type::Snapshot(volume_content_source::SnapshotSource {
+            snapshot_id: snapshot.snapshot_id.clone(),
+        })),
+    });
+    let error = env.client.create_volume(restore).await.unwrap_err();
+    assert_eq!(error.code(), Code::InvalidArgument, "{error:?}");
+    assert!(error.message().contains("create_share_from_snapshot_support"), "{}", error.message());
+    env.client
+        .delete_snapshot(v1::DeleteSnapshotRequest { snapshot_id: snapshot.snapshot_id, secrets: env.secrets.clone() })
+        .await
+        .unwrap();
+    env.delete(&volume.volume_id).await.unwrap();
+    env.assert_no_leftovers();
+}
+
+#[tokio::test]
+async fn snapshots_need_snapshot_support() {
+    let mut config = CloudConfig::default();
+    config.manila.share_types = vec![ShareTypeSeed { snapshot_support: false, ..ShareTypeSeed::named("default") }];
+    let mut env = ControllerEnv::with_cloud(config, &[]).await;
+    let volume = env.create("pvc-nosnap", GIB).await.unwrap();
+    let error = env
+        .client
+        .create_snapshot(v1::CreateSnapshotRequest {
+            source_volume_id: volume.volume_id.clone(),
+            name: "snap-no".into(),
+            secrets: env.secrets.clone(),
+            parameters: Default::default(),
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(error.code(), Code::InvalidArgument, "{error:?}");
+    assert!(error.message().contains("snapshot_support"), "{}", error.message());
+    env.delete(&volume.volume_id).await.unwrap();
+    env.assert_no_leftovers();
+}
+
+#[tokio::test]
+async fn restoring_from_a_snapshot_still_creating_is_unavailable() {
+    let mut env = ControllerEnv::start(&["--share-wait-timeout=300ms"]).await;
+    let volume = env.create("pvc-src", GIB).await.unwrap();
+    env.cloud.set_delays(Delays { snapshot_create_ms: 1500, ..Delays::default() });
+    let snapshot_request = v1::CreateSnapshotRequest {
+        source_volume_id: volume.volume_id.clone(),
+        name: "snap-slow".into(),
+        secrets: env.secrets.clone(),
+        parameters: Default::default(),
+    };
+    let error = env.client.create_snapshot(snapshot_request.clone()).await.unwrap_err();
+    assert_eq!(error.code(), Code::DeadlineExceeded, "{error:?}");
+    assert!(error.message().contains("status creating"), "{}", error.message());
+    let snapshot_id = env.cloud.leftovers().snapshots[0].id.clone();
+    let mut restore = create_request("pvc-restored", GIB, &env.secrets, &[]);
+    restore.volume_content_source = Some(v1::VolumeContentSource {
+        r#type: Some(volume_content_source::Type::Snapshot(volume_content_source::SnapshotSource {
+            snapshot_id: snapshot_id.clone(),
+        })),
+    });
+    let error = env.client.create_volume(restore).await.unwrap_err();
+    assert_eq!(error.code(), Code::Unavailable, "{error:?}");
+    assert!(error.message().contains(&snapshot_id), "{}", error.message());
+    // Retrying CreateSnapshot (as the snapshotter does) eventually reports it ready.
+    let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(10);
+    loop {
+        match env.client.create_snapshot(snapshot_request.clone()).await {
+            Ok(response) => {
+                assert!(response.into_inner().snapshot.unwrap().ready_to_use);
+                break;
+            }
+            Err(e) if e.code() == Code::DeadlineExceeded && tokio::time::Instant::now() < deadline => {}
+            Err(e) => panic!("snapshot never became ready: {e:?}"),
+        }
+    }
+    env.client
+        .delete_snapshot(v1::DeleteSnapshotRequest { snapshot_id, secrets: env.secrets.clone() })
+        .await
+        .unwrap();
+    env.delete(&volume.volume_id).await.unwrap();
+    env.assert_no_leftovers();
+}
+
+#[tokio::test]
+async fn expand_volume_extends_the_share() {
+    let mut env = ControllerEnv::start(&[]).await;
+    let volume = env.create("pvc-grow", GIB).await.unwrap();
+    let response = env
+        .client
+        .controller_expand_volume(v1::ControllerExpandVolumeRequest {
+            volume_id: volume.volume_id.clone(),
+            capacity_range: Some(v1::CapacityRange { required_bytes: 3 * GIB - 5, limit_bytes: 0 }),
+            secrets: env.secrets.clone(),
+            volume_capability: None,
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(response.capacity_bytes, 3 * GIB);
+    assert!(!response.node_expansion_required);
+    let share = share_json(&env, &volume.volume_id).await;
+    assert_eq!(share["share"]["size"], 3);
+    env.delete(&volume.volume_id).await.unwrap();
+    env.assert_no_leftovers();
+}
+
+#[tokio::test]
+async fn validate_volume_capabilities_confirms_mount_and_rejects_block() {
+    let mut env = ControllerEnv::start(&[]).await;
+    let volume = env.create("pvc-validate", GIB).await.unwrap();
+    let mut request = v1::ValidateVolumeCapabilitiesRequest {
+        volume_id: volume.volume_id.clone(),
+        volume_capabilities: vec![mount_capability(Mode::MultiNodeMultiWriter)],
+        secrets: env.secrets.clone(),
+        ..Default::default()
+    };
+    let ok = env.client.validate_volume_capabilities(request.clone()).await.unwrap().into_inner();
+    assert!(ok.confirmed.is_some(), "{ok:?}");
+    request.volume_capabilities = vec![v1::VolumeCapability {
+        access_mode: Some(v1::volume_capability::AccessMode { mode: Mode::SingleNodeWriter as i32 }),
+        access_type: Some(v1::volume_capability::AccessType::Block(Default::default())),
+    }];
+    let rejected = env.client.validate_volume_capabilities(request.clone()).await.unwrap().into_inner();
+    assert!(rejected.confirmed.is_none() && rejected.message.contains("block"), "{rejected:?}");
+    request.volume_id = "00000000-0000-0000-0000-000000000000".into();
+    let error = env.client.validate_volume_capabilities(request).await.unwrap_err();
+    assert_eq!(error.code(), Code::NotFound);
+    env.delete(&volume.volume_id).await.unwrap();
+    env.assert_no_leftovers();
+}
+
+#[tokio::test]
+async fn capabilities_and_unsupported_rpcs() {
+    let mut env = ControllerEnv::start(&[]).await;
+    let capabilities = env
+        .client
+        .controller_get_capabilities(v1::ControllerGetCapabilitiesRequest {})
+        .await
+        .unwrap()
+        .into_inner();
+    insta::assert_debug_snapshot!(capabilities);
+    let error = env.client.list_volumes(v1::ListVolumesRequest::default()).await.unwrap_err();
+    assert_eq!(error.code(), Code::Unimplemented);
+    let error = env.client.get_capacity(v1::GetCapacityRequest::default()).await.unwrap_err();
+    assert_eq!(error.code(), Code::Unimplemented);
+    let error = env.client.list_snapshots(v1::ListSnapshotsRequest::default()).await.unwrap_err();
+    assert_eq!(error.code(), Code::Unimplemented);
+    let error = env
+        .client
+        .controller_publish_volume(v1::ControllerPublishVolumeRequest::default())
+        .await
+        .unwrap_err();
+    assert_eq!(error.code(), Code::Unimplemented);
+    let mut clone = create_request("pvc-clone", GIB, &env.secrets, &[]);
+    clone.volume_content_source = Some(v1::VolumeContentSource {
+        r#type: Some(volume_content_source::Type::Volume(volume_content_source::VolumeSource {
+            volume_id: "x".into(),
+        })),
+    });
+    let error = env.client.create_volume(clone).await.unwrap_err();
+    assert_eq!(error.code(), Code::Unimplemented);
+    env.assert_no_leftovers();
+}
+
+#[tokio::test]
+async fn auto_topology_takes_the_zone_from_accessibility_requirements() {
+    let mut config = CloudConfig::default();
+    config.manila.availability_zones = vec!["nova".into(), "zone-b".into()];
+    let mut env = ControllerEnv::with_cloud(config, &["--with-topology"]).await;
+    let mut request = create_request("pvc-topo", GIB, &env.secrets, &[("autoTopology", "true")]);
+    request.accessibility_requirements = Some(v1::TopologyRequirement {
+        requisite: vec![],
+        preferred: vec![v1::Topology {
+            segments: [("topology.manila.csi.openstack.org/zone".to_string(), "zone-b".to_string())].into(),
+        }],
+    });
+    let volume = env.client.create_volume(request).await.unwrap().into_inner().volume.unwrap();
+    assert_eq!(
+        volume.accessible_topology[0].segments["topology.manila.csi.openstack.org/zone"],
+        "zone-b"
+    );
+    let share = share_json(&env, &volume.volume_id).await;
+    assert_eq!(share["share"]["availability_zone"], "zone-b");
+    env.delete(&volume.volume_id).await.unwrap();
+    env.assert_no_leftovers();
+}
