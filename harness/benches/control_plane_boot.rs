@@ -1,5 +1,6 @@
 //! Boot time of the embedded control plane (binaries cached): start to every component
-//! ready, by phase, over several boots; then the clean shutdown time.
+//! ready, by phase, over several boots; the components' resident memory once ready; the
+//! clean shutdown time.
 //!
 //! `cargo bench -p harness --bench control_plane_boot [-- --boots N]`
 
@@ -25,6 +26,16 @@ fn boots_from_args() -> anyhow::Result<usize> {
     Ok(boots)
 }
 
+/// Resident memory of a process (`VmRSS`), KiB; 0 if unreadable.
+fn rss_kib(pid: u32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.split_whitespace().next()?.parse().ok())
+        .unwrap_or(0)
+}
+
 fn ms(d: Duration) -> String {
     format!("{:>7.0} ms", d.as_secs_f64() * 1000.0)
 }
@@ -43,8 +54,8 @@ async fn main() -> anyhow::Result<()> {
             .display()
     );
     println!(
-        "{:>5} {:>10} {:>10} {:>10} {:>10} {:>10} {:>10}",
-        "boot", "prepare", "etcd", "apiserver", "ctrl+sched", "total", "shutdown"
+        "{:>5} {:>10} {:>10} {:>10} {:>10} {:>10} {:>10} {:>12}",
+        "boot", "prepare", "etcd", "apiserver", "ctrl+sched", "total", "shutdown", "RSS@ready"
     );
     let mut totals = Vec::new();
     for i in 1..=boots {
@@ -59,17 +70,19 @@ async fn main() -> anyhow::Result<()> {
             controllers,
             total,
         } = cp.boot_timings();
+        let rss_kib_total: u64 = cp.pids().iter().map(|(_, pid)| rss_kib(*pid)).sum();
         let stop = Instant::now();
         cp.shutdown().await?;
         let shutdown = stop.elapsed();
         println!(
-            "{i:>5} {} {} {} {} {} {}",
+            "{i:>5} {} {} {} {} {} {} {:>8} MiB",
             ms(prepare),
             ms(etcd),
             ms(apiserver),
             ms(controllers),
             ms(total),
-            ms(shutdown)
+            ms(shutdown),
+            rss_kib_total / 1024
         );
         totals.push(total);
     }

@@ -99,6 +99,10 @@ pub(crate) fn etcd_args(l: &Layout) -> Vec<OsString> {
         flag("initial-advertise-peer-urls", &peer),
         flag("initial-cluster", format!("default={peer}")),
         flag("initial-cluster-state", "new"),
+        // A single member elects itself after one election timeout (randomised up to twice
+        // that); the default 1 s would be most of etcd's start. No peers, so no risk.
+        flag("heartbeat-interval", "10"),
+        flag("election-timeout", "100"),
         flag("logger", "zap"),
         flag("log-outputs", "stderr"),
     ]
