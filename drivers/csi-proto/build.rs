@@ -23,6 +23,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     tonic_prost_build::configure()
         .build_server(true)
         .build_client(true)
+        // Every RPC a plugin does not implement answers Unimplemented, as the spec asks.
+        .generate_default_stubs(true)
         .compile_fds(compiler.file_descriptor_set())?;
     Ok(())
 }

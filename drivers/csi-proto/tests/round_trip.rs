@@ -188,3 +188,49 @@ async fn connecting_to_a_missing_socket_fails_with_the_endpoint_and_cause() {
     assert!(message.contains(&endpoint.to_string()), "{message}");
     assert!(message.contains("No such file or directory"), "{message}");
 }
+
+/// RPCs a server does not implement answer Unimplemented (generated default stubs).
+#[tokio::test]
+async fn rpcs_left_out_of_an_implementation_answer_unimplemented() {
+    use csi_proto::v1::{
+        NodeGetInfoRequest, NodeGetInfoResponse, NodeStageVolumeRequest,
+        node_client::NodeClient,
+        node_server::{Node, NodeServer},
+    };
+
+    struct InfoOnly;
+
+    #[tonic::async_trait]
+    impl Node for InfoOnly {
+        async fn node_get_info(
+            &self,
+            _: Request<NodeGetInfoRequest>,
+        ) -> Result<Response<NodeGetInfoResponse>, Status> {
+            Ok(Response::new(NodeGetInfoResponse {
+                node_id: "n1".into(),
+                ..Default::default()
+            }))
+        }
+    }
+
+    let dir = tempfile::tempdir().unwrap();
+    let endpoint = Endpoint::Unix(dir.path().join("node.sock"));
+    let listener = Listener::bind(&endpoint).await.unwrap();
+    let (stop, stopped) = oneshot::channel::<()>();
+    let router = Server::builder().add_service(NodeServer::new(InfoOnly));
+    let task = tokio::spawn(serve(router, listener, async {
+        stopped.await.ok();
+    }));
+
+    let mut client = NodeClient::new(connect(&endpoint).await.unwrap());
+    let info = client.node_get_info(NodeGetInfoRequest {}).await.unwrap();
+    assert_eq!(info.into_inner().node_id, "n1");
+    let status = client
+        .node_stage_volume(NodeStageVolumeRequest::default())
+        .await
+        .unwrap_err();
+    assert_eq!(status.code(), tonic::Code::Unimplemented);
+
+    stop.send(()).unwrap();
+    task.await.unwrap().unwrap();
+}
