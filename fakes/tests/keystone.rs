@@ -200,8 +200,10 @@ async fn tokens_validate_and_expired_tokens_are_refused_until_reauth() {
 
 #[tokio::test]
 async fn token_lifetime_is_configurable() {
-    let mut config = CloudConfig::default();
-    config.token_lifetime_secs = 90;
+    let config = CloudConfig {
+        token_lifetime_secs: 90,
+        ..CloudConfig::default()
+    };
     let cloud = FakeCloud::start(config).await.unwrap();
     let r = auth(&cloud, common::password_auth()).await;
     let parse = |k: &str| {
