@@ -4,6 +4,10 @@
 //!   kube-controller-manager, kube-scheduler) run as local processes.
 //! - [`runtime`]: the container runtime of the simulated nodes: pods as sandboxed local
 //!   processes in their own namespaces.
+//! - [`node`]: the node agent, a kubelet simulation running pods through [`runtime`].
+//! - [`cluster`]: the `Cluster` abstraction the suites use, with the embedded backend.
 
+pub mod cluster;
 pub mod control_plane;
+pub mod node;
 pub mod runtime;

@@ -1,0 +1,1 @@
+//! The `Cluster` abstraction the suites use, and its embedded backend.
