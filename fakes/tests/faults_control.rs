@@ -483,3 +483,50 @@ async fn in_process_secret_and_clouds_yaml() {
     let y: serde_yaml::Value = serde_yaml::from_str(&c.cloud.clouds_yaml("x")).unwrap();
     assert_eq!(y["clouds"]["x"]["auth"]["project_name"], "demo");
 }
+
+#[tokio::test]
+async fn stuck_shares_can_be_force_deleted_or_reset() {
+    let c = Client::start(CloudConfig::default()).await;
+    c.cloud
+        .add_fault(
+            FaultRule::new(Operation::ShareDelete, FaultAction::Stuck { status: None })
+                .times(Times::ALWAYS),
+        )
+        .unwrap();
+    let a = c.available_share("a", 1).await;
+    let b = c.available_share("b", 1).await;
+    c.delete(&format!("/shares/{a}")).await;
+    c.delete(&format!("/shares/{b}")).await;
+    assert_eq!(
+        c.get(&format!("/shares/{a}")).await.body["share"]["status"],
+        "deleting"
+    );
+    assert_eq!(
+        c.post(
+            &format!("/shares/{a}/action"),
+            json!({"force_delete": null})
+        )
+        .await
+        .status,
+        202
+    );
+    c.wait_gone(&format!("/shares/{a}")).await;
+    let r = c
+        .post(
+            &format!("/shares/{b}/action"),
+            json!({"reset_status": {"status": "available"}}),
+        )
+        .await;
+    assert_eq!(r.status, 202);
+    assert_eq!(
+        c.get(&format!("/shares/{b}")).await.body["share"]["status"],
+        "available"
+    );
+    let r = c
+        .post(
+            &format!("/shares/{b}/action"),
+            json!({"reset_status": {"status": "happy"}}),
+        )
+        .await;
+    assert_eq!(r.status, 400);
+}

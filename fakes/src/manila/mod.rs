@@ -2,7 +2,10 @@
 //! `/share/v2/[<project_id>/]<resource>...` to the resource modules.
 
 mod access;
+mod admin_actions;
+mod export_locations;
 mod messages;
+mod metadata;
 pub(crate) mod microversion;
 pub(crate) mod model;
 mod networks;
@@ -264,13 +267,13 @@ fn route(state: &mut CloudState, ctx: &mut Ctx<'_>, segments: &[&str]) -> Reply 
         ["shares", id] if m == "DELETE" => shares::delete(state, ctx, id),
         ["shares", id, "action"] if m == "POST" => action(state, ctx, id),
         ["shares", id, "export_locations"] if m == "GET" && ctx.at_least(9) => {
-            shares::export_locations(state, ctx, id, None)
+            export_locations::show(state, ctx, id, None)
         }
         ["shares", id, "export_locations", el] if m == "GET" && ctx.at_least(9) => {
-            shares::export_locations(state, ctx, id, Some(el))
+            export_locations::show(state, ctx, id, Some(el))
         }
-        ["shares", id, "metadata"] => shares::metadata(state, ctx, id, None),
-        ["shares", id, "metadata", key] => shares::metadata(state, ctx, id, Some(key)),
+        ["shares", id, "metadata"] => metadata::handle(state, ctx, id, None),
+        ["shares", id, "metadata", key] => metadata::handle(state, ctx, id, Some(key)),
         ["share-access-rules"] if m == "GET" && ctx.at_least(45) => access::rules(state, ctx),
         ["share-access-rules", id] if m == "GET" && ctx.at_least(45) => {
             access::rule(state, ctx, id)
@@ -285,6 +288,7 @@ fn route(state: &mut CloudState, ctx: &mut Ctx<'_>, segments: &[&str]) -> Reply 
         ["snapshots", id] if m == "GET" => snapshots::show(state, ctx, id),
         ["snapshots", id] if m == "PUT" => snapshots::update(state, ctx, id),
         ["snapshots", id] if m == "DELETE" => snapshots::delete(state, ctx, id),
+        ["snapshots", id, "action"] if m == "POST" => snapshots::action(state, ctx, id),
         ["availability-zones"] if m == "GET" && ctx.at_least(7) => zones::list(state, ctx),
         ["os-availability-zone"] if m == "GET" && !ctx.at_least(7) => zones::list(state, ctx),
         ["share-networks"] if m == "GET" => networks::list(state, ctx, false),
@@ -306,23 +310,33 @@ fn route(state: &mut CloudState, ctx: &mut Ctx<'_>, segments: &[&str]) -> Reply 
     }
 }
 
-/// `POST /shares/{id}/action`: one key naming the action, `os-`-prefixed below 2.7.
-fn action(state: &mut CloudState, ctx: &mut Ctx<'_>, id: &str) -> Reply {
-    let body = match ctx.body() {
-        Ok(Value::Object(map)) if map.len() == 1 => map,
-        Ok(_) => {
-            return bad_request("There is no such action: the body must name exactly one action");
+/// The action named by an `/action` body (one key, `os-`-prefixed below 2.7), its
+/// arguments and the key as sent.
+pub(crate) fn action_name(ctx: &Ctx<'_>) -> Result<(String, Value, String), Reply> {
+    let body = match ctx.body()? {
+        Value::Object(map) if map.len() == 1 => map,
+        _ => {
+            return Err(bad_request(
+                "There is no such action: the body must name exactly one action",
+            ));
         }
-        Err(reply) => return reply,
     };
     let Some((key, args)) = body.into_iter().next() else {
-        return bad_request("There is no such action");
+        return Err(bad_request("There is no such action"));
     };
-    let prefixed = key.strip_prefix("os-");
-    let name = match (prefixed, ctx.at_least(7)) {
+    let name = match (key.strip_prefix("os-"), ctx.at_least(7)) {
         (Some(name), false) => name.to_owned(),
         (None, true) => key.clone(),
-        _ => return bad_request(format!("There is no such action: {key}")),
+        _ => return Err(bad_request(format!("There is no such action: {key}"))),
+    };
+    Ok((name, args, key))
+}
+
+/// `POST /shares/{id}/action`.
+fn action(state: &mut CloudState, ctx: &mut Ctx<'_>, id: &str) -> Reply {
+    let (name, args, key) = match action_name(ctx) {
+        Ok(parts) => parts,
+        Err(reply) => return reply,
     };
     match name.as_str() {
         "extend" => shares::resize(state, ctx, id, &args, true),
@@ -330,6 +344,8 @@ fn action(state: &mut CloudState, ctx: &mut Ctx<'_>, id: &str) -> Reply {
         "allow_access" => access::allow(state, ctx, id, &args),
         "deny_access" => access::deny(state, ctx, id, &args),
         "access_list" => access::list(state, ctx, id),
+        "force_delete" => admin_actions::force_delete(state, ctx, id),
+        "reset_status" => admin_actions::reset_status(state, ctx, id, &args),
         _ => bad_request(format!("There is no such action: {key}")),
     }
 }

@@ -74,7 +74,7 @@ fn view(state: &CloudState, ctx: &Ctx<'_>, s: &Share) -> Value {
         "volume_type": s.share_type_name,
         "links": ctx.links(state, "shares", &s.id),
     });
-    let exports = visible_exports(ctx, s);
+    let exports = super::export_locations::visible(ctx, s);
     if !ctx.at_least(9) {
         v["export_location"] = json!(exports.first().map(|e| e.path.clone()));
         v["export_locations"] = exports.iter().map(|e| json!(e.path)).collect();
@@ -121,18 +121,10 @@ fn view(state: &CloudState, ctx: &Ctx<'_>, s: &Share) -> Value {
     v
 }
 
-/// Export locations exist once the share is created; admin-only ones only for admins.
-fn visible_exports<'a>(ctx: &Ctx<'_>, s: &'a Share) -> Vec<&'a ExportLocation> {
-    if s.status.starts_with("creating") || s.status == "error" {
-        return Vec::new();
-    }
-    s.export_locations
-        .iter()
-        .filter(|e| ctx.admin || !e.is_admin_only)
-        .collect()
-}
-
-fn string_map(value: Option<&Value>, what: &str) -> Result<BTreeMap<String, String>, Reply> {
+pub(crate) fn string_map(
+    value: Option<&Value>,
+    what: &str,
+) -> Result<BTreeMap<String, String>, Reply> {
     let mut out = BTreeMap::new();
     match value {
         None | Some(Value::Null) => {}
@@ -648,105 +640,4 @@ pub(crate) fn resize(
         share.updated_at = Some(Utc::now());
     }
     Reply::empty(202)
-}
-
-/// `GET /shares/{id}/export_locations[/{el}]`.
-pub(crate) fn export_locations(
-    state: &mut CloudState,
-    ctx: &mut Ctx<'_>,
-    id: &str,
-    el: Option<&str>,
-) -> Reply {
-    let keys = state.shares.get(id).map(Share::keys).unwrap_or_default();
-    if let Err(r) = ctx.fault(state, Operation::ExportLocations, &keys) {
-        return r;
-    }
-    let Some(share) = state.shares.get(id) else {
-        return share_not_found(id);
-    };
-    let render = |e: &ExportLocation| {
-        let mut v = json!({"id": e.id, "path": e.path});
-        if ctx.at_least(14) {
-            v["preferred"] = json!(e.preferred);
-        }
-        if ctx.admin {
-            v["share_instance_id"] = json!(share.instance_id);
-            v["is_admin_only"] = json!(e.is_admin_only);
-        }
-        if ctx.at_least(87) {
-            v["metadata"] = json!({});
-        }
-        v
-    };
-    let exports = visible_exports(ctx, share);
-    match el {
-        None => Reply::json(
-            200,
-            json!({"export_locations": exports.into_iter().map(render).collect::<Vec<_>>()}),
-        ),
-        Some(el) => match exports.into_iter().find(|e| e.id == el) {
-            Some(e) => Reply::json(200, json!({"export_location": render(e)})),
-            None => not_found(format!("Export location {el} could not be found.")),
-        },
-    }
-}
-
-/// `/shares/{id}/metadata[/{key}]`: GET, POST (merge), PUT (replace), DELETE (one key).
-pub(crate) fn metadata(
-    state: &mut CloudState,
-    ctx: &mut Ctx<'_>,
-    id: &str,
-    key: Option<&str>,
-) -> Reply {
-    let keys = state.shares.get(id).map(Share::keys).unwrap_or_default();
-    if let Err(r) = ctx.fault(state, Operation::ShareMetadata, &keys) {
-        return r;
-    }
-    let method = ctx.req.method.as_str().to_owned();
-    let body = if method == "POST" || method == "PUT" {
-        match ctx.body() {
-            Ok(b) => Some(b),
-            Err(r) => return r,
-        }
-    } else {
-        None
-    };
-    let Some(share) = state.shares.get_mut(id) else {
-        return share_not_found(id);
-    };
-    match (method.as_str(), key) {
-        ("GET", None) => Reply::json(200, json!({"metadata": share.metadata})),
-        ("GET", Some(k)) => match share.metadata.get(k) {
-            Some(v) => Reply::json(200, json!({"meta": {k: v}})),
-            None => not_found(format!("Metadata item {k} was not found.")),
-        },
-        ("POST" | "PUT", None) => {
-            let new = match string_map(body.as_ref().and_then(|b| b.get("metadata")), "metadata") {
-                Ok(m) => m,
-                Err(r) => return r,
-            };
-            if method == "PUT" {
-                share.metadata = new;
-            } else {
-                share.metadata.extend(new);
-            }
-            Reply::json(200, json!({"metadata": share.metadata}))
-        }
-        ("PUT", Some(k)) => {
-            let item = match string_map(body.as_ref().and_then(|b| b.get("meta")), "meta") {
-                Ok(m) => m,
-                Err(r) => return r,
-            };
-            if item.len() != 1 || !item.contains_key(k) {
-                return bad_request("Request body and URI mismatch");
-            }
-            share.metadata.extend(item.clone());
-            Reply::json(200, json!({"meta": item}))
-        }
-        ("DELETE", Some(k)) => match share.metadata.remove(k) {
-            Some(_) => Reply::empty(200),
-            None => not_found(format!("Metadata item {k} was not found.")),
-        },
-        _ => fault(405, "The method is not allowed for this resource."),
-    }
 }

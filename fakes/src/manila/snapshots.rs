@@ -3,9 +3,10 @@
 use chrono::Utc;
 use serde_json::{Value, json};
 
+use super::model::Pending;
 use super::model::{Failure, MessageAction, Snapshot, SnapshotOutcome};
 use super::shares::pending_outcome;
-use super::{Ctx, bad_request, fault, not_found};
+use super::{Ctx, action_name, bad_request, fault, not_found};
 use crate::faults::Operation;
 use crate::reply::Reply;
 use crate::state::{CloudState, manila_time, new_id};
@@ -247,5 +248,53 @@ pub(crate) fn delete(state: &mut CloudState, ctx: &mut Ctx<'_>, id: &str) -> Rep
         snap.pending = pending;
         snap.updated_at = Some(Utc::now());
     }
+    Reply::empty(202)
+}
+
+/// `POST /snapshots/{id}/action`: the admin `force_delete` and `reset_status` actions.
+pub(crate) fn action(state: &mut CloudState, ctx: &mut Ctx<'_>, id: &str) -> Reply {
+    let (name, args, key) = match action_name(ctx) {
+        Ok(parts) => parts,
+        Err(reply) => return reply,
+    };
+    if !ctx.admin {
+        return fault(
+            403,
+            format!("Policy doesn't allow share_snapshot:{name} to be performed."),
+        );
+    }
+    let Some(snap) = state.snapshots.get_mut(id) else {
+        return snapshot_not_found(id);
+    };
+    match name.as_str() {
+        "force_delete" => {
+            snap.status = "deleting".into();
+            snap.pending = Some(Pending {
+                due: ctx.now,
+                outcome: SnapshotOutcome::Gone,
+            });
+        }
+        "reset_status" => {
+            let status = args
+                .get("status")
+                .and_then(Value::as_str)
+                .unwrap_or_default();
+            if ![
+                "available",
+                "error",
+                "creating",
+                "deleting",
+                "error_deleting",
+            ]
+            .contains(&status)
+            {
+                return bad_request(format!("Invalid status provided: {status:?}."));
+            }
+            snap.status = status.to_owned();
+            snap.pending = None;
+        }
+        _ => return bad_request(format!("There is no such action: {key}")),
+    }
+    snap.updated_at = Some(Utc::now());
     Reply::empty(202)
 }
