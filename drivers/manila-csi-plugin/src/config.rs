@@ -30,7 +30,11 @@ impl ShareProtocol {
 
 /// The driver's command line. Flag names and defaults follow the upstream driver.
 #[derive(Clone, Debug, Parser)]
-#[command(name = "manila-csi-plugin", version, about = "CSI driver for OpenStack Manila")]
+#[command(
+    name = "manila-csi-plugin",
+    version,
+    about = "CSI driver for OpenStack Manila"
+)]
 pub struct Config {
     /// CSI endpoint to serve: `unix:///path`, `tcp://host:port` or a bare socket path.
     #[arg(long, env = "CSI_ENDPOINT", default_value = "unix:///tmp/csi.sock")]
@@ -118,11 +122,14 @@ impl Config {
             && self.nodeaz.as_deref().is_none_or(str::is_empty)
         {
             return Err(Error::InvalidArgument(
-                "--nodeaz is required with --with-topology when the node service is provided".into(),
+                "--nodeaz is required with --with-topology when the node service is provided"
+                    .into(),
             ));
         }
         if self.drivername.is_empty() {
-            return Err(Error::InvalidArgument("--drivername must not be empty".into()));
+            return Err(Error::InvalidArgument(
+                "--drivername must not be empty".into(),
+            ));
         }
         Ok(())
     }
@@ -140,7 +147,9 @@ impl Config {
 /// Parses `250ms`, `15s`, `2m`, `1h` or a plain number of seconds.
 pub fn parse_duration(text: &str) -> std::result::Result<Duration, String> {
     let text = text.trim();
-    let split = text.find(|c: char| !(c.is_ascii_digit() || c == '.')).unwrap_or(text.len());
+    let split = text
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .unwrap_or(text.len());
     let (number, unit) = text.split_at(split);
     let value: f64 = number
         .parse()
@@ -150,7 +159,11 @@ pub fn parse_duration(text: &str) -> std::result::Result<Duration, String> {
         "" | "s" => value,
         "m" => value * 60.0,
         "h" => value * 3600.0,
-        _ => return Err(format!("invalid duration unit {unit:?} in {text:?}: use ms, s, m or h")),
+        _ => {
+            return Err(format!(
+                "invalid duration unit {unit:?} in {text:?}: use ms, s, m or h"
+            ));
+        }
     };
     Duration::try_from_secs_f64(seconds).map_err(|e| format!("invalid duration {text:?}: {e}"))
 }
@@ -178,7 +191,10 @@ mod tests {
     #[test]
     fn protocol_selector_is_required() {
         let error = parse(&["--fwdendpoint=unix:///x"]).unwrap_err();
-        assert!(error.to_string().contains("--share-protocol-selector"), "{error}");
+        assert!(
+            error.to_string().contains("--share-protocol-selector"),
+            "{error}"
+        );
     }
 
     #[test]

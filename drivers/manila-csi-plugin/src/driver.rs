@@ -33,7 +33,9 @@ impl Driver {
     pub async fn new(config: &Config) -> Result<Self> {
         config.validate()?;
         if config.pvc_annotations {
-            tracing::warn!("--pvc-annotations: PVC annotation lookup is not supported; flag ignored");
+            tracing::warn!(
+                "--pvc-annotations: PVC annotation lookup is not supported; flag ignored"
+            );
         }
         let mut user_agent = format!("manila-csi-plugin/{}", env!("CARGO_PKG_VERSION"));
         for extra in &config.user_agent {
@@ -64,7 +66,11 @@ impl Driver {
                 NodeService::start(
                     NodeSettings {
                         node_id: config.node_id(),
-                        zone: if config.with_topology { config.nodeaz.clone() } else { None },
+                        zone: if config.with_topology {
+                            config.nodeaz.clone()
+                        } else {
+                            None
+                        },
                         runtime_config_file: config.runtime_config_file.clone(),
                     },
                     partner.clone(),
@@ -82,14 +88,18 @@ impl Driver {
             config.with_topology,
             partner,
         );
-        Ok(Driver { identity, controller, node })
+        Ok(Driver {
+            identity,
+            controller,
+            node,
+        })
     }
 
     /// Binds `endpoint` (replacing a stale unix socket).
     pub async fn bind(endpoint: &str) -> Result<Listener> {
-        let endpoint: Endpoint = endpoint
-            .parse()
-            .map_err(|e: csi_proto::Error| Error::InvalidArgument(format!("--endpoint {endpoint:?}: {e}")))?;
+        let endpoint: Endpoint = endpoint.parse().map_err(|e: csi_proto::Error| {
+            Error::InvalidArgument(format!("--endpoint {endpoint:?}: {e}"))
+        })?;
         Listener::bind(&endpoint)
             .await
             .map_err(|e| Error::FailedPrecondition(format!("--endpoint {endpoint}: {e}")))

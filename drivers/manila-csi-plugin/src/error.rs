@@ -101,7 +101,9 @@ impl Error {
             Error::InvalidArgument(_) => Code::InvalidArgument,
             Error::Unreachable { .. } => Code::Unavailable,
             Error::Unauthenticated(_) => Code::Unauthenticated,
-            Error::Api { status, message, .. } => match status {
+            Error::Api {
+                status, message, ..
+            } => match status {
                 400 => Code::InvalidArgument,
                 401 => Code::Unauthenticated,
                 // Manila answers 403 both for policy denials and for "Invalid share/snapshot:
@@ -183,7 +185,8 @@ mod tests {
             method: "POST".into(),
             path: "/shares".into(),
             status: 413,
-            message: "Requested share exceeds allowed project/user or share type gigabytes quota.".into(),
+            message: "Requested share exceeds allowed project/user or share type gigabytes quota."
+                .into(),
         };
         let status = Status::from(error);
         assert_eq!(status.code(), Code::ResourceExhausted);

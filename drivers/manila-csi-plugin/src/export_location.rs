@@ -43,7 +43,10 @@ impl RuntimeConfig {
             return Ok(RuntimeConfig::default());
         }
         serde_json::from_str(&text).map_err(|e| {
-            Error::FailedPrecondition(format!("runtime config file {}: invalid JSON: {e}", path.display()))
+            Error::FailedPrecondition(format!(
+                "runtime config file {}: invalid JSON: {e}",
+                path.display()
+            ))
         })
     }
 
@@ -77,7 +80,9 @@ pub fn choose<'a>(
     let usable: Vec<&ExportLocation> = locations
         .iter()
         .filter(|l| !l.is_admin_only && !l.path.trim().is_empty())
-        .filter(|l| filter.is_none_or(|net| address_of(&l.path).is_some_and(|ip| net.contains(&ip))))
+        .filter(|l| {
+            filter.is_none_or(|net| address_of(&l.path).is_some_and(|ip| net.contains(&ip)))
+        })
         .collect();
     usable
         .iter()
@@ -99,7 +104,11 @@ pub fn choose<'a>(
 /// `None`, so they never match an address filter.
 fn address_of(path: &str) -> Option<IpAddr> {
     let (server, _) = path.rsplit_once(':')?;
-    server.trim_start_matches('[').trim_end_matches(']').parse().ok()
+    server
+        .trim_start_matches('[')
+        .trim_end_matches(']')
+        .parse()
+        .ok()
 }
 
 #[cfg(test)]
@@ -108,7 +117,11 @@ mod tests {
     use super::*;
 
     fn location(path: &str, admin: bool, preferred: bool) -> ExportLocation {
-        ExportLocation { path: path.into(), is_admin_only: admin, preferred }
+        ExportLocation {
+            path: path.into(),
+            is_admin_only: admin,
+            preferred,
+        }
     }
 
     #[test]
@@ -120,16 +133,26 @@ mod tests {
             location("10.0.0.3:/a", false, true),
         ];
         assert_eq!(choose("s", &locations, None).unwrap().path, "10.0.0.3:/a");
-        assert_eq!(choose("s", &locations[..3], None).unwrap().path, "10.0.0.2:/a");
+        assert_eq!(
+            choose("s", &locations[..3], None).unwrap().path,
+            "10.0.0.2:/a"
+        );
     }
 
     #[test]
     fn the_address_filter_selects_by_network() {
-        let locations = vec![location("10.0.0.2:/a", false, true), location("192.168.5.7:/a", false, false)];
+        let locations = vec![
+            location("10.0.0.2:/a", false, true),
+            location("192.168.5.7:/a", false, false),
+        ];
         let config: RuntimeConfig =
-            serde_json::from_str(r#"{"nfs":{"matchExportLocationAddress":"192.168.0.0/16"}}"#).unwrap();
+            serde_json::from_str(r#"{"nfs":{"matchExportLocationAddress":"192.168.0.0/16"}}"#)
+                .unwrap();
         let net = config.address_filter().unwrap().unwrap();
-        assert_eq!(choose("s", &locations, Some(&net)).unwrap().path, "192.168.5.7:/a");
+        assert_eq!(
+            choose("s", &locations, Some(&net)).unwrap().path,
+            "192.168.5.7:/a"
+        );
         let none: IpNet = "172.16.0.0/12".parse().unwrap();
         let error = choose("s", &locations, Some(&none)).unwrap_err();
         assert!(error.to_string().contains("172.16.0.0/12"), "{error}");

@@ -20,14 +20,28 @@ pub struct IdentityService {
 
 impl IdentityService {
     /// `partner` is probed by Probe; without one Probe is always ready.
-    pub fn new(driver_name: String, controller: bool, with_topology: bool, partner: Option<Partner>) -> Self {
-        IdentityService { driver_name, controller, with_topology, partner }
+    pub fn new(
+        driver_name: String,
+        controller: bool,
+        with_topology: bool,
+        partner: Option<Partner>,
+    ) -> Self {
+        IdentityService {
+            driver_name,
+            controller,
+            with_topology,
+            partner,
+        }
     }
 }
 
 fn service_capability(kind: service::Type) -> PluginCapability {
     PluginCapability {
-        r#type: Some(plugin_capability::Type::Service(plugin_capability::Service { r#type: kind as i32 })),
+        r#type: Some(plugin_capability::Type::Service(
+            plugin_capability::Service {
+                r#type: kind as i32,
+            },
+        )),
     }
 }
 
@@ -57,12 +71,16 @@ impl Identity for IdentityService {
                 capabilities.push(service_capability(service::Type::ControllerService));
             }
             capabilities.push(PluginCapability {
-                r#type: Some(plugin_capability::Type::VolumeExpansion(plugin_capability::VolumeExpansion {
-                    r#type: volume_expansion::Type::Online as i32,
-                })),
+                r#type: Some(plugin_capability::Type::VolumeExpansion(
+                    plugin_capability::VolumeExpansion {
+                        r#type: volume_expansion::Type::Online as i32,
+                    },
+                )),
             });
             if self.with_topology {
-                capabilities.push(service_capability(service::Type::VolumeAccessibilityConstraints));
+                capabilities.push(service_capability(
+                    service::Type::VolumeAccessibilityConstraints,
+                ));
             }
             Ok(v1::GetPluginCapabilitiesResponse { capabilities })
         })

@@ -11,14 +11,14 @@
 //! [`error`].
 
 pub mod config;
+pub mod controller;
+pub mod driver;
 pub mod error;
 pub mod export_location;
 pub mod identity;
 pub mod node;
 pub mod openstack;
 pub mod options;
-pub mod controller;
-pub mod driver;
 pub mod protocol;
 mod rpc_log;
 pub mod wait;

@@ -10,12 +10,16 @@ use tracing_subscriber::EnvFilter;
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     tracing_subscriber::fmt()
-        .with_env_filter(EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info")))
+        .with_env_filter(
+            EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info")),
+        )
         .with_writer(std::io::stderr)
         .init();
     let config = Config::parse();
     let listener = Driver::bind(&config.endpoint).await?;
-    let driver = Driver::new(&config).await.context("manila-csi-plugin cannot start")?;
+    let driver = Driver::new(&config)
+        .await
+        .context("manila-csi-plugin cannot start")?;
     driver.serve(listener, shutdown_signal()).await?;
     Ok(())
 }

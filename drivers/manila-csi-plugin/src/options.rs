@@ -271,7 +271,8 @@ impl TryFrom<&HashMap<String, String>> for NodeVolumeOptions {
             (None, Some(name)) => ShareRef::Name(name),
             (Some(_), Some(_)) => {
                 return Err(Error::InvalidArgument(
-                    "volume attributes shareID and shareName: exactly one may be set, both are".into(),
+                    "volume attributes shareID and shareName: exactly one may be set, both are"
+                        .into(),
                 ));
             }
             (None, None) => {
@@ -291,7 +292,11 @@ impl TryFrom<&HashMap<String, String>> for NodeVolumeOptions {
                 ));
             }
         };
-        Ok(NodeVolumeOptions { share, access_ids, cephfs })
+        Ok(NodeVolumeOptions {
+            share,
+            access_ids,
+            cephfs,
+        })
     }
 }
 
@@ -327,7 +332,10 @@ mod tests {
     use super::*;
 
     fn map(pairs: &[(&str, &str)]) -> HashMap<String, String> {
-        pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()
+        pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
     }
 
     #[test]
@@ -340,9 +348,15 @@ mod tests {
 
     #[test]
     fn non_json_append_share_metadata_names_the_parameter() {
-        let error = VolumeOptions::try_from(&map(&[("appendShareMetadata", "not json")])).unwrap_err();
+        let error =
+            VolumeOptions::try_from(&map(&[("appendShareMetadata", "not json")])).unwrap_err();
         assert!(matches!(error, Error::InvalidArgument(_)));
-        assert!(error.to_string().starts_with("parameter appendShareMetadata:"), "{error}");
+        assert!(
+            error
+                .to_string()
+                .starts_with("parameter appendShareMetadata:"),
+            "{error}"
+        );
     }
 
     #[test]
@@ -350,17 +364,15 @@ mod tests {
         let error = VolumeOptions::try_from(&map(&[("shareNetworkId", "x")])).unwrap_err();
         assert!(error.to_string().contains("shareNetworkId"), "{error}");
         // Secret references pass.
-        VolumeOptions::try_from(&map(&[(
-            "csi.storage.k8s.io/provisioner-secret-name",
-            "s",
-        )]))
-        .unwrap();
+        VolumeOptions::try_from(&map(&[("csi.storage.k8s.io/provisioner-secret-name", "s")]))
+            .unwrap();
     }
 
     #[test]
     fn share_clients_are_a_comma_list() {
         let options =
-            VolumeOptions::try_from(&map(&[("nfs-shareClient", "10.0.0.0/8, 192.168.1.5")])).unwrap();
+            VolumeOptions::try_from(&map(&[("nfs-shareClient", "10.0.0.0/8, 192.168.1.5")]))
+                .unwrap();
         assert_eq!(options.nfs_share_clients, vec!["10.0.0.0/8", "192.168.1.5"]);
     }
 
@@ -375,12 +387,21 @@ mod tests {
         .unwrap();
         let metadata = options.share_metadata(Some("cluster-a")).unwrap();
         assert_eq!(metadata.get("team").map(String::as_str), Some("storage"));
-        assert_eq!(metadata.get(CLUSTER_METADATA_KEY).map(String::as_str), Some("cluster-a"));
-        assert_eq!(metadata.get(PVC_NAME_KEY).map(String::as_str), Some("claim"));
+        assert_eq!(
+            metadata.get(CLUSTER_METADATA_KEY).map(String::as_str),
+            Some("cluster-a")
+        );
+        assert_eq!(
+            metadata.get(PVC_NAME_KEY).map(String::as_str),
+            Some("claim")
+        );
 
         let clash = VolumeOptions::try_from(&map(&[
             (PVC_NAME_KEY, "claim"),
-            ("appendShareMetadata", r#"{"csi.storage.k8s.io/pvc/name":"other"}"#),
+            (
+                "appendShareMetadata",
+                r#"{"csi.storage.k8s.io/pvc/name":"other"}"#,
+            ),
         ]))
         .unwrap();
         let error = clash.share_metadata(None).unwrap_err();
@@ -389,7 +410,11 @@ mod tests {
 
     #[test]
     fn node_attributes_need_exactly_one_share_reference() {
-        let both = map(&[("shareID", "a"), ("shareName", "b"), ("shareAccessIDs", "x")]);
+        let both = map(&[
+            ("shareID", "a"),
+            ("shareName", "b"),
+            ("shareAccessIDs", "x"),
+        ]);
         let error = NodeVolumeOptions::try_from(&both).unwrap_err();
         assert!(error.to_string().contains("exactly one"), "{error}");
         let neither = map(&[("shareAccessIDs", "x")]);

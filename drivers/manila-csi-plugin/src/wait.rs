@@ -89,7 +89,11 @@ mod tests {
                 polls += 1;
                 let n = polls;
                 async move {
-                    Ok(if n < 3 { Progress::Pending(format!("poll {n}")) } else { Progress::Done(n) })
+                    Ok(if n < 3 {
+                        Progress::Pending(format!("poll {n}"))
+                    } else {
+                        Progress::Done(n)
+                    })
                 }
             })
             .await
@@ -108,6 +112,9 @@ mod tests {
             .unwrap_err();
         assert!(matches!(error, Error::DeadlineExceeded(_)));
         let text = error.to_string();
-        assert!(text.contains("share x") && text.contains("status creating"), "{text}");
+        assert!(
+            text.contains("share x") && text.contains("status creating"),
+            "{text}"
+        );
     }
 }

@@ -4,10 +4,10 @@
 
 mod support;
 
+use csi_proto::v1::volume_capability::access_mode::Mode;
 use csi_proto::v1::{self, volume_content_source};
 use fakes::{CloudConfig, Delays, ShareTypeSeed};
 use support::{ControllerEnv, GIB, create_request, mount_capability};
-use csi_proto::v1::volume_capability::access_mode::Mode;
 use tonic::Code;
 
 #[tokio::test]
@@ -17,7 +17,12 @@ async fn create_volume_is_idempotent_by_name_and_rounds_sizes_up() {
     assert_eq!(first.capacity_bytes, 2 * GIB);
     let second = env.create("pvc-idem", 2 * GIB).await.unwrap();
     assert_eq!(first.volume_id, second.volume_id);
-    let creates = env.cloud.journal().iter().filter(|e| e.method == "POST" && e.path.ends_with("/shares")).count();
+    let creates = env
+        .cloud
+        .journal()
+        .iter()
+        .filter(|e| e.method == "POST" && e.path.ends_with("/shares"))
+        .count();
     assert_eq!(creates, 1, "the second call must reuse the share");
     env.delete(&first.volume_id).await.unwrap();
     env.assert_no_leftovers();
@@ -61,7 +66,11 @@ async fn a_mismatching_existing_share_is_already_exists() {
     let volume = env.create("pvc-size", GIB).await.unwrap();
     let error = env.create("pvc-size", 3 * GIB).await.unwrap_err();
     assert_eq!(error.code(), Code::AlreadyExists, "{error:?}");
-    assert!(error.message().contains("pvc-size") && error.message().contains("size 1 GiB"), "{}", error.message());
+    assert!(
+        error.message().contains("pvc-size") && error.message().contains("size 1 GiB"),
+        "{}",
+        error.message()
+    );
     env.delete(&volume.volume_id).await.unwrap();
     env.assert_no_leftovers();
 }
@@ -69,7 +78,10 @@ async fn a_mismatching_existing_share_is_already_exists() {
 #[tokio::test]
 async fn a_concurrent_request_for_the_same_name_is_aborted() {
     let mut env = ControllerEnv::start(&[]).await;
-    env.cloud.set_delays(Delays { share_create_ms: 400, ..Delays::default() });
+    env.cloud.set_delays(Delays {
+        share_create_ms: 400,
+        ..Delays::default()
+    });
     let mut other = env.client.clone();
     let request = create_request("pvc-race", GIB, &env.secrets, &[]);
     let first = tokio::spawn({
@@ -79,10 +91,14 @@ async fn a_concurrent_request_for_the_same_name_is_aborted() {
     });
     // Wait until the first request has reached the cloud (the share exists, creating).
     let cloud = &env.cloud;
-    support::wait_until("the first share to be created", std::time::Duration::from_secs(5), || {
-        let shares = cloud.leftovers().shares;
-        (!shares.is_empty(), shares)
-    })
+    support::wait_until(
+        "the first share to be created",
+        std::time::Duration::from_secs(5),
+        || {
+            let shares = cloud.leftovers().shares;
+            (!shares.is_empty(), shares)
+        },
+    )
     .await;
     let error = other.create_volume(request).await.unwrap_err();
     assert_eq!(error.code(), Code::Aborted, "{error:?}");
@@ -106,14 +122,24 @@ async fn share_metadata_carries_pvc_info_appended_metadata_and_cluster_id() {
             ("appendShareMetadata", r#"{"team":"storage"}"#),
         ],
     );
-    let volume = env.client.create_volume(request).await.unwrap().into_inner().volume.unwrap();
+    let volume = env
+        .client
+        .create_volume(request)
+        .await
+        .unwrap()
+        .into_inner()
+        .volume
+        .unwrap();
     let share = share_json(&env, &volume.volume_id).await;
     let metadata = &share["share"]["metadata"];
     assert_eq!(metadata["csi.storage.k8s.io/pvc/name"], "data");
     assert_eq!(metadata["csi.storage.k8s.io/pvc/namespace"], "apps");
     assert_eq!(metadata["team"], "storage");
     assert_eq!(metadata["manila.csi.openstack.org/cluster"], "cl-1");
-    assert_eq!(share["share"]["description"], "provisioned-by=manila.csi.openstack.org");
+    assert_eq!(
+        share["share"]["description"],
+        "provisioned-by=manila.csi.openstack.org"
+    );
     env.delete(&volume.volume_id).await.unwrap();
     env.assert_no_leftovers();
 }
@@ -125,8 +151,16 @@ async fn share_json(env: &ControllerEnv, id: &str) -> serde_json::Value {
     let auth = serde_json::json!({"auth": {"identity": {"methods": ["password"], "password": {"user": {
         "id": account.user_id, "password": account.password.expose()}}},
         "scope": {"project": {"id": account.project_id}}}});
-    let response = http.post(format!("{}/auth/tokens", env.cloud.auth_url())).json(&auth).send().await.unwrap();
-    let token = response.headers()["X-Subject-Token"].to_str().unwrap().to_string();
+    let response = http
+        .post(format!("{}/auth/tokens", env.cloud.auth_url()))
+        .json(&auth)
+        .send()
+        .await
+        .unwrap();
+    let token = response.headers()["X-Subject-Token"]
+        .to_str()
+        .unwrap()
+        .to_string();
     http.get(format!("{}/shares/{id}", env.cloud.manila_url()))
         .header("X-Auth-Token", token)
         .header("X-OpenStack-Manila-API-Version", "2.45")
@@ -141,8 +175,20 @@ async fn share_json(env: &ControllerEnv, id: &str) -> serde_json::Value {
 #[tokio::test]
 async fn nfs_share_clients_become_ip_rules() {
     let mut env = ControllerEnv::start(&[]).await;
-    let request = create_request("pvc-rules", GIB, &env.secrets, &[("nfs-shareClient", "10.0.0.0/8,192.168.1.5")]);
-    let volume = env.client.create_volume(request.clone()).await.unwrap().into_inner().volume.unwrap();
+    let request = create_request(
+        "pvc-rules",
+        GIB,
+        &env.secrets,
+        &[("nfs-shareClient", "10.0.0.0/8,192.168.1.5")],
+    );
+    let volume = env
+        .client
+        .create_volume(request.clone())
+        .await
+        .unwrap()
+        .into_inner()
+        .volume
+        .unwrap();
     let ids: Vec<&str> = volume.volume_context["shareAccessIDs"].split(',').collect();
     assert_eq!(ids.len(), 2, "{:?}", volume.volume_context);
     let rules = env.cloud.leftovers().access_rules;
@@ -159,7 +205,9 @@ async fn nfs_share_clients_become_ip_rules() {
 #[tokio::test]
 async fn delete_volume_of_an_unknown_id_succeeds() {
     let mut env = ControllerEnv::start(&[]).await;
-    env.delete("00000000-0000-0000-0000-000000000000").await.unwrap();
+    env.delete("00000000-0000-0000-0000-000000000000")
+        .await
+        .unwrap();
     let error = env.delete("").await.unwrap_err();
     assert_eq!(error.code(), Code::InvalidArgument);
 }
@@ -174,24 +222,50 @@ async fn snapshots_are_created_restored_and_deleted() {
         secrets: env.secrets.clone(),
         parameters: Default::default(),
     };
-    let snapshot = env.client.create_snapshot(request.clone()).await.unwrap().into_inner().snapshot.unwrap();
+    let snapshot = env
+        .client
+        .create_snapshot(request.clone())
+        .await
+        .unwrap()
+        .into_inner()
+        .snapshot
+        .unwrap();
     assert!(snapshot.ready_to_use);
     assert_eq!(snapshot.source_volume_id, volume.volume_id);
     assert_eq!(snapshot.size_bytes, GIB);
-    let again = env.client.create_snapshot(request).await.unwrap().into_inner().snapshot.unwrap();
+    let again = env
+        .client
+        .create_snapshot(request)
+        .await
+        .unwrap()
+        .into_inner()
+        .snapshot
+        .unwrap();
     assert_eq!(again.snapshot_id, snapshot.snapshot_id);
 
     let mut restore = create_request("pvc-restored", GIB, &env.secrets, &[]);
     restore.volume_content_source = Some(v1::VolumeContentSource {
-        r#type: Some(volume_content_source::Type::Snapshot(volume_content_source::SnapshotSource {
-            snapshot_id: snapshot.snapshot_id.clone(),
-        })),
+        r#type: Some(volume_content_source::Type::Snapshot(
+            volume_content_source::SnapshotSource {
+                snapshot_id: snapshot.snapshot_id.clone(),
+            },
+        )),
     });
-    let restored = env.client.create_volume(restore).await.unwrap().into_inner().volume.unwrap();
+    let restored = env
+        .client
+        .create_volume(restore)
+        .await
+        .unwrap()
+        .into_inner()
+        .volume
+        .unwrap();
     assert!(restored.content_source.is_some());
 
     env.delete(&restored.volume_id).await.unwrap();
-    let delete = v1::DeleteSnapshotRequest { snapshot_id: snapshot.snapshot_id.clone(), secrets: env.secrets.clone() };
+    let delete = v1::DeleteSnapshotRequest {
+        snapshot_id: snapshot.snapshot_id.clone(),
+        secrets: env.secrets.clone(),
+    };
     env.client.delete_snapshot(delete.clone()).await.unwrap();
     env.client.delete_snapshot(delete).await.unwrap();
     env.delete(&volume.volume_id).await.unwrap();
@@ -201,7 +275,10 @@ async fn snapshots_are_created_restored_and_deleted() {
 #[tokio::test]
 async fn restoring_needs_create_share_from_snapshot_support() {
     let mut config = CloudConfig::default();
-    config.manila.share_types = vec![ShareTypeSeed { create_share_from_snapshot_support: false, ..ShareTypeSeed::named("default") }];
+    config.manila.share_types = vec![ShareTypeSeed {
+        create_share_from_snapshot_support: false,
+        ..ShareTypeSeed::named("default")
+    }];
     let mut env = ControllerEnv::with_cloud(config, &[]).await;
     let volume = env.create("pvc-src", GIB).await.unwrap();
     let snapshot = env
@@ -219,15 +296,26 @@ async fn restoring_needs_create_share_from_snapshot_support() {
         .unwrap();
     let mut restore = create_request("pvc-restored", GIB, &env.secrets, &[]);
     restore.volume_content_source = Some(v1::VolumeContentSource {
-        r#type: Some(volume_content_source::Type::Snapshot(volume_content_source::SnapshotSource {
-            snapshot_id: snapshot.snapshot_id.clone(),
-        })),
+        r#type: Some(volume_content_source::Type::Snapshot(
+            volume_content_source::SnapshotSource {
+                snapshot_id: snapshot.snapshot_id.clone(),
+            },
+        )),
     });
     let error = env.client.create_volume(restore).await.unwrap_err();
     assert_eq!(error.code(), Code::InvalidArgument, "{error:?}");
-    assert!(error.message().contains("create_share_from_snapshot_support"), "{}", error.message());
+    assert!(
+        error
+            .message()
+            .contains("create_share_from_snapshot_support"),
+        "{}",
+        error.message()
+    );
     env.client
-        .delete_snapshot(v1::DeleteSnapshotRequest { snapshot_id: snapshot.snapshot_id, secrets: env.secrets.clone() })
+        .delete_snapshot(v1::DeleteSnapshotRequest {
+            snapshot_id: snapshot.snapshot_id,
+            secrets: env.secrets.clone(),
+        })
         .await
         .unwrap();
     env.delete(&volume.volume_id).await.unwrap();
@@ -237,7 +325,10 @@ async fn restoring_needs_create_share_from_snapshot_support() {
 #[tokio::test]
 async fn snapshots_need_snapshot_support() {
     let mut config = CloudConfig::default();
-    config.manila.share_types = vec![ShareTypeSeed { snapshot_support: false, ..ShareTypeSeed::named("default") }];
+    config.manila.share_types = vec![ShareTypeSeed {
+        snapshot_support: false,
+        ..ShareTypeSeed::named("default")
+    }];
     let mut env = ControllerEnv::with_cloud(config, &[]).await;
     let volume = env.create("pvc-nosnap", GIB).await.unwrap();
     let error = env
@@ -251,7 +342,11 @@ async fn snapshots_need_snapshot_support() {
         .await
         .unwrap_err();
     assert_eq!(error.code(), Code::InvalidArgument, "{error:?}");
-    assert!(error.message().contains("snapshot_support"), "{}", error.message());
+    assert!(
+        error.message().contains("snapshot_support"),
+        "{}",
+        error.message()
+    );
     env.delete(&volume.volume_id).await.unwrap();
     env.assert_no_leftovers();
 }
@@ -260,26 +355,43 @@ async fn snapshots_need_snapshot_support() {
 async fn restoring_from_a_snapshot_still_creating_is_unavailable() {
     let mut env = ControllerEnv::start(&["--share-wait-timeout=300ms"]).await;
     let volume = env.create("pvc-src", GIB).await.unwrap();
-    env.cloud.set_delays(Delays { snapshot_create_ms: 1500, ..Delays::default() });
+    env.cloud.set_delays(Delays {
+        snapshot_create_ms: 1500,
+        ..Delays::default()
+    });
     let snapshot_request = v1::CreateSnapshotRequest {
         source_volume_id: volume.volume_id.clone(),
         name: "snap-slow".into(),
         secrets: env.secrets.clone(),
         parameters: Default::default(),
     };
-    let error = env.client.create_snapshot(snapshot_request.clone()).await.unwrap_err();
+    let error = env
+        .client
+        .create_snapshot(snapshot_request.clone())
+        .await
+        .unwrap_err();
     assert_eq!(error.code(), Code::DeadlineExceeded, "{error:?}");
-    assert!(error.message().contains("status creating"), "{}", error.message());
+    assert!(
+        error.message().contains("status creating"),
+        "{}",
+        error.message()
+    );
     let snapshot_id = env.cloud.leftovers().snapshots[0].id.clone();
     let mut restore = create_request("pvc-restored", GIB, &env.secrets, &[]);
     restore.volume_content_source = Some(v1::VolumeContentSource {
-        r#type: Some(volume_content_source::Type::Snapshot(volume_content_source::SnapshotSource {
-            snapshot_id: snapshot_id.clone(),
-        })),
+        r#type: Some(volume_content_source::Type::Snapshot(
+            volume_content_source::SnapshotSource {
+                snapshot_id: snapshot_id.clone(),
+            },
+        )),
     });
     let error = env.client.create_volume(restore).await.unwrap_err();
     assert_eq!(error.code(), Code::Unavailable, "{error:?}");
-    assert!(error.message().contains(&snapshot_id), "{}", error.message());
+    assert!(
+        error.message().contains(&snapshot_id),
+        "{}",
+        error.message()
+    );
     // Retrying CreateSnapshot (as the snapshotter does) eventually reports it ready.
     let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(10);
     loop {
@@ -288,12 +400,17 @@ async fn restoring_from_a_snapshot_still_creating_is_unavailable() {
                 assert!(response.into_inner().snapshot.unwrap().ready_to_use);
                 break;
             }
-            Err(e) if e.code() == Code::DeadlineExceeded && tokio::time::Instant::now() < deadline => {}
+            Err(e)
+                if e.code() == Code::DeadlineExceeded && tokio::time::Instant::now() < deadline => {
+            }
             Err(e) => panic!("snapshot never became ready: {e:?}"),
         }
     }
     env.client
-        .delete_snapshot(v1::DeleteSnapshotRequest { snapshot_id, secrets: env.secrets.clone() })
+        .delete_snapshot(v1::DeleteSnapshotRequest {
+            snapshot_id,
+            secrets: env.secrets.clone(),
+        })
         .await
         .unwrap();
     env.delete(&volume.volume_id).await.unwrap();
@@ -308,7 +425,10 @@ async fn expand_volume_extends_the_share() {
         .client
         .controller_expand_volume(v1::ControllerExpandVolumeRequest {
             volume_id: volume.volume_id.clone(),
-            capacity_range: Some(v1::CapacityRange { required_bytes: 3 * GIB - 5, limit_bytes: 0 }),
+            capacity_range: Some(v1::CapacityRange {
+                required_bytes: 3 * GIB - 5,
+                limit_bytes: 0,
+            }),
             secrets: env.secrets.clone(),
             volume_capability: None,
         })
@@ -333,16 +453,35 @@ async fn validate_volume_capabilities_confirms_mount_and_rejects_block() {
         secrets: env.secrets.clone(),
         ..Default::default()
     };
-    let ok = env.client.validate_volume_capabilities(request.clone()).await.unwrap().into_inner();
+    let ok = env
+        .client
+        .validate_volume_capabilities(request.clone())
+        .await
+        .unwrap()
+        .into_inner();
     assert!(ok.confirmed.is_some(), "{ok:?}");
     request.volume_capabilities = vec![v1::VolumeCapability {
-        access_mode: Some(v1::volume_capability::AccessMode { mode: Mode::SingleNodeWriter as i32 }),
+        access_mode: Some(v1::volume_capability::AccessMode {
+            mode: Mode::SingleNodeWriter as i32,
+        }),
         access_type: Some(v1::volume_capability::AccessType::Block(Default::default())),
     }];
-    let rejected = env.client.validate_volume_capabilities(request.clone()).await.unwrap().into_inner();
-    assert!(rejected.confirmed.is_none() && rejected.message.contains("block"), "{rejected:?}");
+    let rejected = env
+        .client
+        .validate_volume_capabilities(request.clone())
+        .await
+        .unwrap()
+        .into_inner();
+    assert!(
+        rejected.confirmed.is_none() && rejected.message.contains("block"),
+        "{rejected:?}"
+    );
     request.volume_id = "00000000-0000-0000-0000-000000000000".into();
-    let error = env.client.validate_volume_capabilities(request).await.unwrap_err();
+    let error = env
+        .client
+        .validate_volume_capabilities(request)
+        .await
+        .unwrap_err();
     assert_eq!(error.code(), Code::NotFound);
     env.delete(&volume.volume_id).await.unwrap();
     env.assert_no_leftovers();
@@ -358,11 +497,23 @@ async fn capabilities_and_unsupported_rpcs() {
         .unwrap()
         .into_inner();
     insta::assert_debug_snapshot!(capabilities);
-    let error = env.client.list_volumes(v1::ListVolumesRequest::default()).await.unwrap_err();
+    let error = env
+        .client
+        .list_volumes(v1::ListVolumesRequest::default())
+        .await
+        .unwrap_err();
     assert_eq!(error.code(), Code::Unimplemented);
-    let error = env.client.get_capacity(v1::GetCapacityRequest::default()).await.unwrap_err();
+    let error = env
+        .client
+        .get_capacity(v1::GetCapacityRequest::default())
+        .await
+        .unwrap_err();
     assert_eq!(error.code(), Code::Unimplemented);
-    let error = env.client.list_snapshots(v1::ListSnapshotsRequest::default()).await.unwrap_err();
+    let error = env
+        .client
+        .list_snapshots(v1::ListSnapshotsRequest::default())
+        .await
+        .unwrap_err();
     assert_eq!(error.code(), Code::Unimplemented);
     let error = env
         .client
@@ -372,9 +523,11 @@ async fn capabilities_and_unsupported_rpcs() {
     assert_eq!(error.code(), Code::Unimplemented);
     let mut clone = create_request("pvc-clone", GIB, &env.secrets, &[]);
     clone.volume_content_source = Some(v1::VolumeContentSource {
-        r#type: Some(volume_content_source::Type::Volume(volume_content_source::VolumeSource {
-            volume_id: "x".into(),
-        })),
+        r#type: Some(volume_content_source::Type::Volume(
+            volume_content_source::VolumeSource {
+                volume_id: "x".into(),
+            },
+        )),
     });
     let error = env.client.create_volume(clone).await.unwrap_err();
     assert_eq!(error.code(), Code::Unimplemented);
@@ -390,10 +543,21 @@ async fn auto_topology_takes_the_zone_from_accessibility_requirements() {
     request.accessibility_requirements = Some(v1::TopologyRequirement {
         requisite: vec![],
         preferred: vec![v1::Topology {
-            segments: [("topology.manila.csi.openstack.org/zone".to_string(), "zone-b".to_string())].into(),
+            segments: [(
+                "topology.manila.csi.openstack.org/zone".to_string(),
+                "zone-b".to_string(),
+            )]
+            .into(),
         }],
     });
-    let volume = env.client.create_volume(request).await.unwrap().into_inner().volume.unwrap();
+    let volume = env
+        .client
+        .create_volume(request)
+        .await
+        .unwrap()
+        .into_inner()
+        .volume
+        .unwrap();
     assert_eq!(
         volume.accessible_topology[0].segments["topology.manila.csi.openstack.org/zone"],
         "zone-b"

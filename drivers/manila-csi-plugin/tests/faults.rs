@@ -15,13 +15,25 @@ use tonic::Code;
 async fn keystone_down_is_unavailable_naming_keystone() {
     let mut env = ControllerEnv::start(&[]).await;
     // A port nothing listens on: bind, note the port, close.
-    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
     let mut secrets = env.secrets.clone();
     let dead_url = format!("http://127.0.0.1:{port}/identity/v3");
     secrets.insert("os-authURL".into(), dead_url.clone());
-    let error = env.client.create_volume(create_request("pvc-down", GIB, &secrets, &[])).await.unwrap_err();
+    let error = env
+        .client
+        .create_volume(create_request("pvc-down", GIB, &secrets, &[]))
+        .await
+        .unwrap_err();
     assert_eq!(error.code(), Code::Unavailable, "{error:?}");
-    assert!(error.message().contains("Keystone") && error.message().contains(&dead_url), "{}", error.message());
+    assert!(
+        error.message().contains("Keystone") && error.message().contains(&dead_url),
+        "{}",
+        error.message()
+    );
     env.assert_no_leftovers();
 }
 
@@ -30,10 +42,18 @@ async fn keystone_rejecting_the_password_is_unauthenticated() {
     let mut env = ControllerEnv::start(&[]).await;
     let mut secrets = env.secrets.clone();
     secrets.insert("os-password".into(), "wrong-password".into());
-    let error = env.client.create_volume(create_request("pvc-auth", GIB, &secrets, &[])).await.unwrap_err();
+    let error = env
+        .client
+        .create_volume(create_request("pvc-auth", GIB, &secrets, &[]))
+        .await
+        .unwrap_err();
     assert_eq!(error.code(), Code::Unauthenticated, "{error:?}");
     assert!(error.message().contains("Keystone"), "{}", error.message());
-    assert!(!error.message().contains("wrong-password"), "the secret leaked: {}", error.message());
+    assert!(
+        !error.message().contains("wrong-password"),
+        "the secret leaked: {}",
+        error.message()
+    );
     env.assert_no_leftovers();
 }
 
@@ -46,8 +66,14 @@ async fn an_expired_token_is_renewed_after_a_401() {
     let second = env.create("pvc-token-2", GIB).await.unwrap();
     let journal = env.cloud.journal();
     let saw_401 = journal.iter().any(|e| e.status == 401);
-    let reauth = journal.iter().filter(|e| e.method == "POST" && e.path.ends_with("/auth/tokens")).count();
-    assert!(saw_401, "the fake should have rejected the expired token: {journal:#?}");
+    let reauth = journal
+        .iter()
+        .filter(|e| e.method == "POST" && e.path.ends_with("/auth/tokens"))
+        .count();
+    assert!(
+        saw_401,
+        "the fake should have rejected the expired token: {journal:#?}"
+    );
     assert_eq!(reauth, 1, "exactly one re-authentication: {journal:#?}");
     env.delete(&first.volume_id).await.unwrap();
     env.delete(&second.volume_id).await.unwrap();
@@ -57,7 +83,10 @@ async fn an_expired_token_is_renewed_after_a_401() {
 #[tokio::test]
 async fn a_share_stuck_in_creating_is_deadline_exceeded_and_cleanable() {
     let mut env = ControllerEnv::start(&["--share-wait-timeout=300ms"]).await;
-    env.cloud.set_delays(Delays { share_create_ms: 1500, ..Delays::default() });
+    env.cloud.set_delays(Delays {
+        share_create_ms: 1500,
+        ..Delays::default()
+    });
     let error = env.create("pvc-stuck", GIB).await.unwrap_err();
     assert_eq!(error.code(), Code::DeadlineExceeded, "{error:?}");
     assert!(
@@ -75,7 +104,9 @@ async fn a_share_stuck_in_creating_is_deadline_exceeded_and_cleanable() {
     let volume = loop {
         match env.create("pvc-stuck", GIB).await {
             Ok(volume) => break volume,
-            Err(e) if e.code() == Code::DeadlineExceeded && tokio::time::Instant::now() < deadline => {}
+            Err(e)
+                if e.code() == Code::DeadlineExceeded && tokio::time::Instant::now() < deadline => {
+            }
             Err(e) => panic!("the share never became available: {e:?}"),
         }
     };
@@ -88,14 +119,25 @@ async fn a_share_stuck_in_creating_is_deadline_exceeded_and_cleanable() {
 async fn a_share_that_never_leaves_creating_keeps_reporting_deadline_exceeded() {
     let mut env = ControllerEnv::start(&["--share-wait-timeout=200ms"]).await;
     env.cloud
-        .add_fault(FaultRule::new(Operation::ShareCreate, FaultAction::Stuck { status: None }).for_resource("pvc-hung"))
+        .add_fault(
+            FaultRule::new(Operation::ShareCreate, FaultAction::Stuck { status: None })
+                .for_resource("pvc-hung"),
+        )
         .unwrap();
     for _ in 0..2 {
         let error = env.create("pvc-hung", GIB).await.unwrap_err();
         assert_eq!(error.code(), Code::DeadlineExceeded, "{error:?}");
-        assert!(error.message().contains("the share is kept"), "{}", error.message());
+        assert!(
+            error.message().contains("the share is kept"),
+            "{}",
+            error.message()
+        );
     }
-    assert_eq!(env.cloud.leftovers().shares.len(), 1, "a retry must not create a second share");
+    assert_eq!(
+        env.cloud.leftovers().shares.len(),
+        1,
+        "a retry must not create a second share"
+    );
 }
 
 #[rstest]
@@ -105,19 +147,31 @@ async fn a_share_that_never_leaves_creating_keeps_reporting_deadline_exceeded() 
 #[case("007", Code::ResourceExhausted)]
 #[case("001", Code::Internal)]
 #[tokio::test]
-async fn a_share_ending_in_error_is_rolled_back_with_the_mapped_code(#[case] detail: &str, #[case] code: Code) {
+async fn a_share_ending_in_error_is_rolled_back_with_the_mapped_code(
+    #[case] detail: &str,
+    #[case] code: Code,
+) {
     let mut env = ControllerEnv::start(&[]).await;
     env.cloud
         .add_fault(FaultRule::new(
             Operation::ShareCreate,
-            FaultAction::Error { detail_id: detail.into(), message: None },
+            FaultAction::Error {
+                detail_id: detail.into(),
+                message: None,
+            },
         ))
         .unwrap();
     let error = env.create("pvc-broken", GIB).await.unwrap_err();
     assert_eq!(error.code(), code, "{error:?}");
     let message = error.message();
-    assert!(message.contains("pvc-broken") && message.contains("status error"), "{message}");
-    assert!(message.contains(&format!("detail_id {detail}")), "{message}");
+    assert!(
+        message.contains("pvc-broken") && message.contains("status error"),
+        "{message}"
+    );
+    assert!(
+        message.contains(&format!("detail_id {detail}")),
+        "{message}"
+    );
     assert!(message.contains("rollback"), "{message}");
     env.assert_no_leftovers();
 }
@@ -136,17 +190,36 @@ async fn quota_exceeded_is_resource_exhausted() {
 #[tokio::test]
 async fn missing_secrets_are_invalid_argument() {
     let mut env = ControllerEnv::start(&[]).await;
-    let error = env.client.create_volume(create_request("pvc-nosecret", GIB, &HashMap::new(), &[])).await.unwrap_err();
-    assert_eq!(error.code(), Code::InvalidArgument, "{error:?}");
-    assert!(error.message().contains("secrets are required"), "{}", error.message());
-    let mut partial = env.secrets.clone();
-    partial.remove("os-password");
-    let error = env.client.create_volume(create_request("pvc-nosecret", GIB, &partial, &[])).await.unwrap_err();
-    assert_eq!(error.code(), Code::InvalidArgument, "{error:?}");
-    assert!(error.message().contains("os-password"), "{}", error.message());
     let error = env
         .client
-        .delete_volume(csi_proto::v1::DeleteVolumeRequest { volume_id: "x".into(), secrets: HashMap::new() })
+        .create_volume(create_request("pvc-nosecret", GIB, &HashMap::new(), &[]))
+        .await
+        .unwrap_err();
+    assert_eq!(error.code(), Code::InvalidArgument, "{error:?}");
+    assert!(
+        error.message().contains("secrets are required"),
+        "{}",
+        error.message()
+    );
+    let mut partial = env.secrets.clone();
+    partial.remove("os-password");
+    let error = env
+        .client
+        .create_volume(create_request("pvc-nosecret", GIB, &partial, &[]))
+        .await
+        .unwrap_err();
+    assert_eq!(error.code(), Code::InvalidArgument, "{error:?}");
+    assert!(
+        error.message().contains("os-password"),
+        "{}",
+        error.message()
+    );
+    let error = env
+        .client
+        .delete_volume(csi_proto::v1::DeleteVolumeRequest {
+            volume_id: "x".into(),
+            secrets: HashMap::new(),
+        })
         .await
         .unwrap_err();
     assert_eq!(error.code(), Code::InvalidArgument, "{error:?}");
@@ -159,14 +232,24 @@ async fn missing_secrets_are_invalid_argument() {
 #[case("cephfs-mounter", "nfs")]
 #[case("shareNetworkId", "typo-of-shareNetworkID")]
 #[tokio::test]
-async fn malformed_parameters_are_invalid_argument_naming_them(#[case] key: &str, #[case] value: &str) {
+async fn malformed_parameters_are_invalid_argument_naming_them(
+    #[case] key: &str,
+    #[case] value: &str,
+) {
     let mut env = ControllerEnv::start(&[]).await;
     let request = create_request("pvc-params", GIB, &env.secrets, &[(key, value)]);
     let error = env.client.create_volume(request).await.unwrap_err();
     assert_eq!(error.code(), Code::InvalidArgument, "{error:?}");
-    assert!(error.message().contains(&format!("parameter {key}")), "{}", error.message());
+    assert!(
+        error.message().contains(&format!("parameter {key}")),
+        "{}",
+        error.message()
+    );
     let posted = env.cloud.journal().iter().any(|e| e.method == "POST");
-    assert!(!posted, "nothing may reach the cloud for a malformed request");
+    assert!(
+        !posted,
+        "nothing may reach the cloud for a malformed request"
+    );
     env.assert_no_leftovers();
 }
 
@@ -175,13 +258,23 @@ async fn a_transient_manila_500_surfaces_as_internal_and_a_retry_succeeds() {
     let mut env = ControllerEnv::start(&[]).await;
     env.cloud
         .add_fault(
-            FaultRule::new(Operation::ShareCreate, FaultAction::HttpError { status: 500, message: Some("backend hiccup".into()) })
-                .times(Times::Count(1)),
+            FaultRule::new(
+                Operation::ShareCreate,
+                FaultAction::HttpError {
+                    status: 500,
+                    message: Some("backend hiccup".into()),
+                },
+            )
+            .times(Times::Count(1)),
         )
         .unwrap();
     let error = env.create("pvc-retry", GIB).await.unwrap_err();
     assert_eq!(error.code(), Code::Internal, "{error:?}");
-    assert!(error.message().contains("backend hiccup"), "{}", error.message());
+    assert!(
+        error.message().contains("backend hiccup"),
+        "{}",
+        error.message()
+    );
     let volume = env.create("pvc-retry", GIB).await.unwrap();
     env.delete(&volume.volume_id).await.unwrap();
     env.assert_no_leftovers();

@@ -29,11 +29,24 @@ impl NodeEnv {
         let dir = tempfile::tempdir().unwrap();
         let partner = FakePartner::start(&dir.path().join("partner.sock"), partner_caps).await;
         let fwd = format!("--fwdendpoint={}", partner.endpoint);
-        let mut args = vec!["--share-protocol-selector=NFS", "--nodeid=node-1", fwd.as_str(), "--share-wait-timeout=3s"];
+        let mut args = vec![
+            "--share-protocol-selector=NFS",
+            "--nodeid=node-1",
+            fwd.as_str(),
+            "--share-wait-timeout=3s",
+        ];
         args.extend_from_slice(extra);
-        let driver = RunningDriver::start(dir.path(), "manila", &args).await.unwrap();
+        let driver = RunningDriver::start(dir.path(), "manila", &args)
+            .await
+            .unwrap();
         let secrets = secrets(&cloud);
-        NodeEnv { cloud, dir, partner, driver, secrets }
+        NodeEnv {
+            cloud,
+            dir,
+            partner,
+            driver,
+            secrets,
+        }
     }
 
     async fn create(&self, name: &str) -> v1::Volume {
@@ -74,7 +87,10 @@ impl NodeEnv {
     async fn cleanup(&self, volume: &v1::Volume) {
         let mut client = self.driver.controller().await;
         client
-            .delete_volume(v1::DeleteVolumeRequest { volume_id: volume.volume_id.clone(), secrets: self.secrets.clone() })
+            .delete_volume(v1::DeleteVolumeRequest {
+                volume_id: volume.volume_id.clone(),
+                secrets: self.secrets.clone(),
+            })
             .await
             .unwrap();
         let leftovers = self.cloud.leftovers();
@@ -107,7 +123,9 @@ async fn stage_and_publish_forward_the_nfs_server_and_share() {
     .await;
     let volume = env.create("pvc-node").await;
     let mut node = env.driver.node().await;
-    node.node_stage_volume(env.stage_request(&volume)).await.unwrap();
+    node.node_stage_volume(env.stage_request(&volume))
+        .await
+        .unwrap();
     // Publish without secrets: the stage cache has everything.
     let mut publish = env.publish_request(&volume);
     publish.secrets.clear();
@@ -118,10 +136,16 @@ async fn stage_and_publish_forward_the_nfs_server_and_share() {
     let [Call::Stage(stage), Call::Publish(publish)] = calls.as_slice() else {
         panic!("expected stage then publish, got {calls:#?}");
     };
-    let expected: HashMap<String, String> =
-        [("server".to_string(), "127.0.0.1".to_string()), ("share".to_string(), share_dir)].into();
+    let expected: HashMap<String, String> = [
+        ("server".to_string(), "127.0.0.1".to_string()),
+        ("share".to_string(), share_dir),
+    ]
+    .into();
     assert_eq!(stage.volume_context, expected);
-    assert!(stage.secrets.is_empty(), "OpenStack secrets must not reach the partner");
+    assert!(
+        stage.secrets.is_empty(),
+        "OpenStack secrets must not reach the partner"
+    );
     assert_eq!(publish.volume_context, expected);
     assert!(publish.secrets.is_empty());
     assert!(!publish.staging_target_path.is_empty());
@@ -170,10 +194,18 @@ async fn a_partner_without_staging_only_gets_publish() {
     let env = NodeEnv::start(CloudConfig::default(), vec![], &[]).await;
     let volume = env.create("pvc-nostage").await;
     let mut node = env.driver.node().await;
-    let capabilities = node.node_get_capabilities(v1::NodeGetCapabilitiesRequest {}).await.unwrap().into_inner();
+    let capabilities = node
+        .node_get_capabilities(v1::NodeGetCapabilitiesRequest {})
+        .await
+        .unwrap()
+        .into_inner();
     assert_eq!(rpc_kinds(&capabilities), [rpc::Type::StageUnstageVolume]);
-    node.node_stage_volume(env.stage_request(&volume)).await.unwrap();
-    node.node_publish_volume(env.publish_request(&volume)).await.unwrap();
+    node.node_stage_volume(env.stage_request(&volume))
+        .await
+        .unwrap();
+    node.node_publish_volume(env.publish_request(&volume))
+        .await
+        .unwrap();
     let calls = env.partner.calls();
     let [Call::Publish(publish)] = calls.as_slice() else {
         panic!("expected only publish, got {calls:#?}");
@@ -195,26 +227,52 @@ async fn a_partner_without_staging_only_gets_publish() {
 async fn capabilities_mirror_the_partner_without_node_expansion() {
     let env = NodeEnv::start(
         CloudConfig::default(),
-        caps(&[rpc::Type::GetVolumeStats, rpc::Type::ExpandVolume, rpc::Type::StageUnstageVolume]),
+        caps(&[
+            rpc::Type::GetVolumeStats,
+            rpc::Type::ExpandVolume,
+            rpc::Type::StageUnstageVolume,
+        ]),
         &[],
     )
     .await;
     let mut node = env.driver.node().await;
-    let capabilities = node.node_get_capabilities(v1::NodeGetCapabilitiesRequest {}).await.unwrap().into_inner();
-    assert_eq!(rpc_kinds(&capabilities), [rpc::Type::StageUnstageVolume, rpc::Type::GetVolumeStats]);
-    let error = node.node_expand_volume(v1::NodeExpandVolumeRequest::default()).await.unwrap_err();
+    let capabilities = node
+        .node_get_capabilities(v1::NodeGetCapabilitiesRequest {})
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(
+        rpc_kinds(&capabilities),
+        [rpc::Type::StageUnstageVolume, rpc::Type::GetVolumeStats]
+    );
+    let error = node
+        .node_expand_volume(v1::NodeExpandVolumeRequest::default())
+        .await
+        .unwrap_err();
     assert_eq!(error.code(), Code::Unimplemented);
 }
 
 #[tokio::test]
 async fn node_get_info_reports_the_zone_with_topology() {
-    let env = NodeEnv::start(CloudConfig::default(), vec![], &["--with-topology", "--nodeaz=zone-a"]).await;
+    let env = NodeEnv::start(
+        CloudConfig::default(),
+        vec![],
+        &["--with-topology", "--nodeaz=zone-a"],
+    )
+    .await;
     let mut node = env.driver.node().await;
-    let info = node.node_get_info(v1::NodeGetInfoRequest {}).await.unwrap().into_inner();
+    let info = node
+        .node_get_info(v1::NodeGetInfoRequest {})
+        .await
+        .unwrap()
+        .into_inner();
     insta::assert_debug_snapshot!(info);
     let mut identity = env.driver.identity().await;
-    let capabilities =
-        identity.get_plugin_capabilities(v1::GetPluginCapabilitiesRequest {}).await.unwrap().into_inner();
+    let capabilities = identity
+        .get_plugin_capabilities(v1::GetPluginCapabilitiesRequest {})
+        .await
+        .unwrap()
+        .into_inner();
     insta::assert_debug_snapshot!(capabilities);
 }
 
@@ -222,41 +280,91 @@ async fn node_get_info_reports_the_zone_with_topology() {
 async fn probe_follows_the_partner() {
     let mut env = NodeEnv::start(CloudConfig::default(), vec![], &[]).await;
     let mut identity = env.driver.identity().await;
-    let ready = identity.probe(v1::ProbeRequest {}).await.unwrap().into_inner();
+    let ready = identity
+        .probe(v1::ProbeRequest {})
+        .await
+        .unwrap()
+        .into_inner();
     assert_eq!(ready.ready, Some(true));
-    let info = identity.get_plugin_info(v1::GetPluginInfoRequest {}).await.unwrap().into_inner();
+    let info = identity
+        .get_plugin_info(v1::GetPluginInfoRequest {})
+        .await
+        .unwrap()
+        .into_inner();
     assert_eq!(info.name, "manila.csi.openstack.org");
     env.partner.stop();
     let socket = env.dir.path().join("partner.sock");
-    support::wait_until("the partner socket to be removed", std::time::Duration::from_secs(5), || {
-        (!socket.exists(), socket.clone())
-    })
+    support::wait_until(
+        "the partner socket to be removed",
+        std::time::Duration::from_secs(5),
+        || (!socket.exists(), socket.clone()),
+    )
     .await;
     let error = identity.probe(v1::ProbeRequest {}).await.unwrap_err();
     assert_eq!(error.code(), Code::FailedPrecondition, "{error:?}");
-    assert!(error.message().contains("partner.sock"), "{}", error.message());
+    assert!(
+        error.message().contains("partner.sock"),
+        "{}",
+        error.message()
+    );
 }
 
 #[tokio::test]
 async fn the_runtime_config_filter_is_reread_on_every_stage() {
     let mut config = CloudConfig::default();
     config.manila.export_locations = vec![
-        ExportAddress { address: [127, 0, 0, 1].into(), preferred: true, admin_only: false },
-        ExportAddress { address: [127, 0, 0, 3].into(), preferred: false, admin_only: false },
+        ExportAddress {
+            address: [127, 0, 0, 1].into(),
+            preferred: true,
+            admin_only: false,
+        },
+        ExportAddress {
+            address: [127, 0, 0, 3].into(),
+            preferred: false,
+            admin_only: false,
+        },
     ];
     let runtime = tempfile::NamedTempFile::new().unwrap();
-    std::fs::write(runtime.path(), r#"{"nfs":{"matchExportLocationAddress":"127.0.0.3"}}"#).unwrap();
+    std::fs::write(
+        runtime.path(),
+        r#"{"nfs":{"matchExportLocationAddress":"127.0.0.3"}}"#,
+    )
+    .unwrap();
     let flag = format!("--runtime-config-file={}", runtime.path().display());
-    let env = NodeEnv::start(config, caps(&[rpc::Type::StageUnstageVolume]), &[flag.as_str()]).await;
+    let env = NodeEnv::start(
+        config,
+        caps(&[rpc::Type::StageUnstageVolume]),
+        &[flag.as_str()],
+    )
+    .await;
     let volume = env.create("pvc-filter").await;
     let mut node = env.driver.node().await;
-    node.node_stage_volume(env.stage_request(&volume)).await.unwrap();
-    std::fs::write(runtime.path(), r#"{"nfs":{"matchExportLocationAddress":"127.0.0.0/30"}}"#).unwrap();
-    node.node_stage_volume(env.stage_request(&volume)).await.unwrap();
-    std::fs::write(runtime.path(), r#"{"nfs":{"matchExportLocationAddress":"10.0.0.0/8"}}"#).unwrap();
-    let error = node.node_stage_volume(env.stage_request(&volume)).await.unwrap_err();
+    node.node_stage_volume(env.stage_request(&volume))
+        .await
+        .unwrap();
+    std::fs::write(
+        runtime.path(),
+        r#"{"nfs":{"matchExportLocationAddress":"127.0.0.0/30"}}"#,
+    )
+    .unwrap();
+    node.node_stage_volume(env.stage_request(&volume))
+        .await
+        .unwrap();
+    std::fs::write(
+        runtime.path(),
+        r#"{"nfs":{"matchExportLocationAddress":"10.0.0.0/8"}}"#,
+    )
+    .unwrap();
+    let error = node
+        .node_stage_volume(env.stage_request(&volume))
+        .await
+        .unwrap_err();
     assert_eq!(error.code(), Code::FailedPrecondition, "{error:?}");
-    assert!(error.message().contains("10.0.0.0/8"), "{}", error.message());
+    assert!(
+        error.message().contains("10.0.0.0/8"),
+        "{}",
+        error.message()
+    );
     let servers: Vec<String> = env
         .partner
         .calls()
@@ -272,25 +380,45 @@ async fn the_runtime_config_filter_is_reread_on_every_stage() {
 
 #[tokio::test]
 async fn pre_provisioned_volumes_are_found_by_name_or_id() {
-    let env = NodeEnv::start(CloudConfig::default(), caps(&[rpc::Type::StageUnstageVolume]), &[]).await;
+    let env = NodeEnv::start(
+        CloudConfig::default(),
+        caps(&[rpc::Type::StageUnstageVolume]),
+        &[],
+    )
+    .await;
     let volume = env.create("pvc-static").await;
     let access = volume.volume_context["shareAccessIDs"].clone();
     let mut node = env.driver.node().await;
     let mut by_name = env.stage_request(&volume);
-    by_name.volume_context = [("shareName".to_string(), "pvc-static".to_string()), ("shareAccessIDs".to_string(), access.clone())].into();
+    by_name.volume_context = [
+        ("shareName".to_string(), "pvc-static".to_string()),
+        ("shareAccessIDs".to_string(), access.clone()),
+    ]
+    .into();
     node.node_stage_volume(by_name.clone()).await.unwrap();
 
     let mut both = by_name.clone();
-    both.volume_context.insert("shareID".into(), volume.volume_id.clone());
+    both.volume_context
+        .insert("shareID".into(), volume.volume_id.clone());
     let error = node.node_stage_volume(both).await.unwrap_err();
     assert_eq!(error.code(), Code::InvalidArgument);
-    assert!(error.message().contains("shareID and shareName"), "{}", error.message());
+    assert!(
+        error.message().contains("shareID and shareName"),
+        "{}",
+        error.message()
+    );
 
     let mut wrong_rule = by_name.clone();
-    wrong_rule.volume_context.insert("shareAccessIDs".into(), "no-such-rule".into());
+    wrong_rule
+        .volume_context
+        .insert("shareAccessIDs".into(), "no-such-rule".into());
     let error = node.node_stage_volume(wrong_rule).await.unwrap_err();
     assert_eq!(error.code(), Code::NotFound);
-    assert!(error.message().contains("no-such-rule"), "{}", error.message());
+    assert!(
+        error.message().contains("no-such-rule"),
+        "{}",
+        error.message()
+    );
 
     let mut no_secrets = by_name;
     no_secrets.secrets.clear();
@@ -307,26 +435,42 @@ async fn start_up_fails_clearly_when_the_partner_never_answers() {
     let error = RunningDriver::start(
         dir.path(),
         "manila",
-        &["--share-protocol-selector=NFS", fwd.as_str(), "--partner-probe-timeout=300ms"],
+        &[
+            "--share-protocol-selector=NFS",
+            fwd.as_str(),
+            "--partner-probe-timeout=300ms",
+        ],
     )
     .await
     .err()
     .expect("start-up must fail");
     let message = error.to_string();
-    assert!(message.contains("absent.sock") && message.contains("never became ready"), "{message}");
+    assert!(
+        message.contains("absent.sock") && message.contains("never became ready"),
+        "{message}"
+    );
 }
 
 #[tokio::test]
 async fn the_binary_exits_non_zero_when_the_partner_never_answers() {
     let dir = tempfile::tempdir().unwrap();
     let output = std::process::Command::new(env!("CARGO_BIN_EXE_manila-csi-plugin"))
-        .arg(format!("--endpoint=unix://{}", dir.path().join("csi.sock").display()))
+        .arg(format!(
+            "--endpoint=unix://{}",
+            dir.path().join("csi.sock").display()
+        ))
         .arg("--share-protocol-selector=NFS")
-        .arg(format!("--fwdendpoint=unix://{}", dir.path().join("nfs.sock").display()))
+        .arg(format!(
+            "--fwdendpoint=unix://{}",
+            dir.path().join("nfs.sock").display()
+        ))
         .arg("--partner-probe-timeout=300ms")
         .output()
         .unwrap();
     assert!(!output.status.success());
     let stderr = String::from_utf8_lossy(&output.stderr);
-    assert!(stderr.contains("nfs.sock") && stderr.contains("never became ready"), "{stderr}");
+    assert!(
+        stderr.contains("nfs.sock") && stderr.contains("never became ready"),
+        "{stderr}"
+    );
 }

@@ -59,7 +59,9 @@ impl Controller {
     #[tracing::instrument(skip_all, fields(name = %request.name))]
     pub async fn create_volume(&self, request: CreateVolume) -> Result<CreatedVolume> {
         if request.name.is_empty() {
-            return Err(Error::InvalidArgument("name: volume name is required".into()));
+            return Err(Error::InvalidArgument(
+                "name: volume name is required".into(),
+            ));
         }
         let options = VolumeOptions::try_from(&request.parameters)?;
         let metadata = options.share_metadata(self.settings.cluster_id.as_deref())?;
@@ -76,7 +78,8 @@ impl Controller {
             }
             None => {
                 if let Some(snapshot_id) = &request.source_snapshot_id {
-                    self.check_restorable(&client, snapshot_id, &options.share_type, size).await?;
+                    self.check_restorable(&client, snapshot_id, &options.share_type, size)
+                        .await?;
                 }
                 let new = NewShare {
                     name: request.name.clone(),
@@ -96,17 +99,19 @@ impl Controller {
         };
 
         let share = match self
-            .wait_for_share(&client, &share.id, "available", &["creating", "creating_from_snapshot"])
+            .wait_for_share(
+                &client,
+                &share.id,
+                "available",
+                &["creating", "creating_from_snapshot"],
+            )
             .await
         {
             Ok(share) => share,
             Err(Error::ResourceFailed { message, detail_id }) => {
                 let rollback = self.rollback(&client, &share.id).await;
                 return Err(Error::ResourceFailed {
-                    message: format!(
-                        "volume {:?}: {message}; {rollback}",
-                        request.name
-                    ),
+                    message: format!("volume {:?}: {message}; {rollback}", request.name),
                     detail_id,
                 });
             }
@@ -119,13 +124,20 @@ impl Controller {
             Err(other) => return Err(other),
         };
 
-        let rules =
-            self.adapter.grant_access(&client, &share, &options, self.settings.wait).await?;
-        let mut context: HashMap<String, String> = options.cephfs.node_context().into_iter().collect();
+        let rules = self
+            .adapter
+            .grant_access(&client, &share, &options, self.settings.wait)
+            .await?;
+        let mut context: HashMap<String, String> =
+            options.cephfs.node_context().into_iter().collect();
         context.insert("shareID".into(), share.id.clone());
         context.insert(
             "shareAccessIDs".into(),
-            rules.iter().map(|r| r.id.as_str()).collect::<Vec<_>>().join(","),
+            rules
+                .iter()
+                .map(|r| r.id.as_str())
+                .collect::<Vec<_>>()
+                .join(","),
         );
         let accessible_topology = match (&share.availability_zone, self.settings.with_topology) {
             (Some(zone), true) => vec![HashMap::from([(TOPOLOGY_KEY.to_string(), zone.clone())])],
@@ -170,7 +182,11 @@ impl Controller {
         if share.size != size {
             mismatches.push(format!("size {} GiB, requested {size} GiB", share.size));
         }
-        if share.share_proto.as_deref().is_some_and(|p| !p.eq_ignore_ascii_case(protocol)) {
+        if share
+            .share_proto
+            .as_deref()
+            .is_some_and(|p| !p.eq_ignore_ascii_case(protocol))
+        {
             mismatches.push(format!(
                 "protocol {}, this driver serves {protocol}",
                 share.share_proto.as_deref().unwrap_or("?")

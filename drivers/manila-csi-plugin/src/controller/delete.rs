@@ -9,7 +9,11 @@ impl Controller {
     /// DeleteVolume. A share that does not exist is success; otherwise returns once Manila
     /// has removed the share.
     #[tracing::instrument(skip_all, fields(volume_id = %volume_id))]
-    pub async fn delete_volume(&self, volume_id: &str, secrets: &HashMap<String, String>) -> Result<()> {
+    pub async fn delete_volume(
+        &self,
+        volume_id: &str,
+        secrets: &HashMap<String, String>,
+    ) -> Result<()> {
         if volume_id.is_empty() {
             return Err(Error::InvalidArgument("volume_id: required".into()));
         }

@@ -33,13 +33,17 @@ impl Controller {
                 )));
             }
             client.extend_share(volume_id, size).await?;
-            let share = self.wait_for_share(&client, volume_id, "available", &["extending"]).await?;
+            let share = self
+                .wait_for_share(&client, volume_id, "available", &["extending"])
+                .await?;
             tracing::info!(from = share.size, to = size, "share extended");
             share.size
         };
         i64::try_from(current)
             .ok()
             .and_then(|gib| gib.checked_mul(GIB))
-            .ok_or_else(|| Error::Internal(format!("share {volume_id} size {current} GiB overflows")))
+            .ok_or_else(|| {
+                Error::Internal(format!("share {volume_id} size {current} GiB overflows"))
+            })
     }
 }

@@ -32,7 +32,10 @@ impl InFlight {
                 "an operation for {what} {key:?} is already in progress"
             )));
         }
-        Ok(InFlightGuard { keys: self.keys.clone(), key: key.to_string() })
+        Ok(InFlightGuard {
+            keys: self.keys.clone(),
+            key: key.to_string(),
+        })
     }
 }
 

@@ -60,7 +60,12 @@ impl Controller {
         adapter: Arc<dyn ShareAdapter>,
         settings: ControllerSettings,
     ) -> Self {
-        Controller { connector, adapter, settings, inflight: InFlight::default() }
+        Controller {
+            connector,
+            adapter,
+            settings,
+            inflight: InFlight::default(),
+        }
     }
 
     /// The settings.
@@ -120,11 +125,9 @@ impl Controller {
                 match client.share(share_id).await {
                     Err(e) if e.is_not_found() => Ok(Progress::Done(())),
                     Err(e) => Err(e),
-                    Ok(share) if share.status == "error_deleting" => {
-                        Err(Error::Internal(format!(
-                            "share {share_id} is in status error_deleting: Manila could not delete it"
-                        )))
-                    }
+                    Ok(share) if share.status == "error_deleting" => Err(Error::Internal(format!(
+                        "share {share_id} is in status error_deleting: Manila could not delete it"
+                    ))),
                     Ok(share) => Ok(Progress::Pending(format!("status {}", share.status))),
                 }
             })
@@ -161,6 +164,18 @@ pub fn size_in_gib(required_bytes: i64, limit_bytes: i64) -> Result<u64> {
     u64::try_from(gib).map_err(|_| Error::Internal("size overflow".into()))
 }
 
+impl Controller {
+    /// ValidateVolumeCapabilities' existence check: the share must exist.
+    pub async fn validate_volume(
+        &self,
+        volume_id: &str,
+        secrets: &HashMap<String, String>,
+    ) -> Result<()> {
+        let client = self.connect(secrets).await?;
+        client.share(volume_id).await.map(|_| ())
+    }
+}
+
 #[cfg(test)]
 mod tests {
     #![allow(clippy::unwrap_used, clippy::expect_used)]
@@ -174,13 +189,5 @@ mod tests {
         assert_eq!(size_in_gib(GIB + 1, 0).unwrap(), 2);
         assert!(size_in_gib(GIB + 1, GIB + 5).is_err());
         assert_eq!(size_in_gib(GIB, GIB).unwrap(), 1);
-    }
-}
-
-impl Controller {
-    /// ValidateVolumeCapabilities' existence check: the share must exist.
-    pub async fn validate_volume(&self, volume_id: &str, secrets: &HashMap<String, String>) -> Result<()> {
-        let client = self.connect(secrets).await?;
-        client.share(volume_id).await.map(|_| ())
     }
 }

@@ -4,8 +4,8 @@ use std::collections::HashMap;
 
 use csi_proto::v1::controller_server::Controller as ControllerRpc;
 use csi_proto::v1::controller_service_capability::{self, rpc};
-use csi_proto::v1::volume_capability::access_mode::Mode;
 use csi_proto::v1::volume_capability::AccessType;
+use csi_proto::v1::volume_capability::access_mode::Mode;
 use csi_proto::v1::volume_content_source::{self, SnapshotSource};
 use csi_proto::v1::{self, ControllerServiceCapability, Topology, VolumeCapability};
 use tonic::{Request, Response, Status};
@@ -35,24 +35,31 @@ fn unsupported(capability: &VolumeCapability) -> Option<String> {
         .as_ref()
         .and_then(|m| Mode::try_from(m.mode).ok())
         .unwrap_or(Mode::Unknown);
-    (!SUPPORTED_MODES.contains(&mode)).then(|| format!("access mode {} is not supported", mode.as_str_name()))
+    (!SUPPORTED_MODES.contains(&mode))
+        .then(|| format!("access mode {} is not supported", mode.as_str_name()))
 }
 
 fn check_capabilities(capabilities: &[VolumeCapability]) -> Result<()> {
     if capabilities.is_empty() {
-        return Err(Error::InvalidArgument("volume_capabilities: required".into()));
+        return Err(Error::InvalidArgument(
+            "volume_capabilities: required".into(),
+        ));
     }
     if let Some(reason) = capabilities.iter().find_map(unsupported) {
-        return Err(Error::InvalidArgument(format!("volume_capabilities: {reason}")));
+        return Err(Error::InvalidArgument(format!(
+            "volume_capabilities: {reason}"
+        )));
     }
     Ok(())
 }
 
 fn rpc_capability(kind: rpc::Type) -> ControllerServiceCapability {
     ControllerServiceCapability {
-        r#type: Some(controller_service_capability::Type::Rpc(controller_service_capability::Rpc {
-            r#type: kind as i32,
-        })),
+        r#type: Some(controller_service_capability::Type::Rpc(
+            controller_service_capability::Rpc {
+                r#type: kind as i32,
+            },
+        )),
     }
 }
 
@@ -61,7 +68,9 @@ fn segments(topologies: &[Topology]) -> Vec<HashMap<String, String>> {
 }
 
 fn unimplemented<T>(rpc: &str) -> std::result::Result<Response<T>, Status> {
-    Err(Status::unimplemented(format!("{rpc} is not supported by the Manila CSI driver")))
+    Err(Status::unimplemented(format!(
+        "{rpc} is not supported by the Manila CSI driver"
+    )))
 }
 
 #[tonic::async_trait]
@@ -72,7 +81,9 @@ impl ControllerRpc for Controller {
     ) -> std::result::Result<Response<v1::CreateVolumeResponse>, Status> {
         handle("CreateVolume", request.into_inner(), |request| async move {
             if request.name.is_empty() {
-                return Err(Error::InvalidArgument("name: volume name is required".into()));
+                return Err(Error::InvalidArgument(
+                    "name: volume name is required".into(),
+                ));
             }
             check_capabilities(&request.volume_capabilities)?;
             let source_snapshot_id = match request.volume_content_source.and_then(|s| s.r#type) {
@@ -100,10 +111,12 @@ impl ControllerRpc for Controller {
                     parameters: request.parameters,
                     secrets: request.secrets,
                     source_snapshot_id,
-                    topology: request.accessibility_requirements.map(|t| TopologyRequirement {
-                        requisite: segments(&t.requisite),
-                        preferred: segments(&t.preferred),
-                    }),
+                    topology: request
+                        .accessibility_requirements
+                        .map(|t| TopologyRequirement {
+                            requisite: segments(&t.requisite),
+                            preferred: segments(&t.preferred),
+                        }),
                 })
                 .await?;
             Ok(v1::CreateVolumeResponse {
@@ -111,8 +124,12 @@ impl ControllerRpc for Controller {
                     capacity_bytes: created.capacity_bytes,
                     volume_id: created.volume_id,
                     volume_context: created.context,
-                    content_source: created.source_snapshot_id.map(|snapshot_id| v1::VolumeContentSource {
-                        r#type: Some(volume_content_source::Type::Snapshot(SnapshotSource { snapshot_id })),
+                    content_source: created.source_snapshot_id.map(|snapshot_id| {
+                        v1::VolumeContentSource {
+                            r#type: Some(volume_content_source::Type::Snapshot(SnapshotSource {
+                                snapshot_id,
+                            })),
+                        }
                     }),
                     accessible_topology: created
                         .accessible_topology
@@ -130,7 +147,8 @@ impl ControllerRpc for Controller {
         request: Request<v1::DeleteVolumeRequest>,
     ) -> std::result::Result<Response<v1::DeleteVolumeResponse>, Status> {
         handle("DeleteVolume", request.into_inner(), |request| async move {
-            self.delete_volume(&request.volume_id, &request.secrets).await?;
+            self.delete_volume(&request.volume_id, &request.secrets)
+                .await?;
             Ok(v1::DeleteVolumeResponse {})
         })
         .await
@@ -154,28 +172,38 @@ impl ControllerRpc for Controller {
         &self,
         request: Request<v1::ValidateVolumeCapabilitiesRequest>,
     ) -> std::result::Result<Response<v1::ValidateVolumeCapabilitiesResponse>, Status> {
-        handle("ValidateVolumeCapabilities", request.into_inner(), |request| async move {
-            if request.volume_id.is_empty() {
-                return Err(Error::InvalidArgument("volume_id: required".into()));
-            }
-            if request.volume_capabilities.is_empty() {
-                return Err(Error::InvalidArgument("volume_capabilities: required".into()));
-            }
-            self.validate_volume(&request.volume_id, &request.secrets).await?;
-            let reason = request.volume_capabilities.iter().find_map(unsupported);
-            Ok(match reason {
-                Some(message) => v1::ValidateVolumeCapabilitiesResponse { confirmed: None, message },
-                None => v1::ValidateVolumeCapabilitiesResponse {
-                    confirmed: Some(v1::validate_volume_capabilities_response::Confirmed {
-                        volume_context: request.volume_context,
-                        volume_capabilities: request.volume_capabilities,
-                        parameters: request.parameters,
-                        mutable_parameters: HashMap::new(),
-                    }),
-                    message: String::new(),
-                },
-            })
-        })
+        handle(
+            "ValidateVolumeCapabilities",
+            request.into_inner(),
+            |request| async move {
+                if request.volume_id.is_empty() {
+                    return Err(Error::InvalidArgument("volume_id: required".into()));
+                }
+                if request.volume_capabilities.is_empty() {
+                    return Err(Error::InvalidArgument(
+                        "volume_capabilities: required".into(),
+                    ));
+                }
+                self.validate_volume(&request.volume_id, &request.secrets)
+                    .await?;
+                let reason = request.volume_capabilities.iter().find_map(unsupported);
+                Ok(match reason {
+                    Some(message) => v1::ValidateVolumeCapabilitiesResponse {
+                        confirmed: None,
+                        message,
+                    },
+                    None => v1::ValidateVolumeCapabilitiesResponse {
+                        confirmed: Some(v1::validate_volume_capabilities_response::Confirmed {
+                            volume_context: request.volume_context,
+                            volume_capabilities: request.volume_capabilities,
+                            parameters: request.parameters,
+                            mutable_parameters: HashMap::new(),
+                        }),
+                        message: String::new(),
+                    },
+                })
+            },
+        )
         .await
     }
 
@@ -197,14 +225,22 @@ impl ControllerRpc for Controller {
         &self,
         request: Request<v1::ControllerGetCapabilitiesRequest>,
     ) -> std::result::Result<Response<v1::ControllerGetCapabilitiesResponse>, Status> {
-        handle("ControllerGetCapabilities", request.into_inner(), |_| async {
-            Ok(v1::ControllerGetCapabilitiesResponse {
-                capabilities: [rpc::Type::CreateDeleteVolume, rpc::Type::CreateDeleteSnapshot, rpc::Type::ExpandVolume]
+        handle(
+            "ControllerGetCapabilities",
+            request.into_inner(),
+            |_| async {
+                Ok(v1::ControllerGetCapabilitiesResponse {
+                    capabilities: [
+                        rpc::Type::CreateDeleteVolume,
+                        rpc::Type::CreateDeleteSnapshot,
+                        rpc::Type::ExpandVolume,
+                    ]
                     .into_iter()
                     .map(rpc_capability)
                     .collect(),
-            })
-        })
+                })
+            },
+        )
         .await
     }
 
@@ -212,22 +248,27 @@ impl ControllerRpc for Controller {
         &self,
         request: Request<v1::CreateSnapshotRequest>,
     ) -> std::result::Result<Response<v1::CreateSnapshotResponse>, Status> {
-        handle("CreateSnapshot", request.into_inner(), |request| async move {
-            let created =
-                self.create_snapshot(&request.name, &request.source_volume_id, &request.secrets).await?;
-            Ok(v1::CreateSnapshotResponse {
-                snapshot: Some(v1::Snapshot {
-                    size_bytes: created.size_bytes,
-                    snapshot_id: created.snapshot_id,
-                    source_volume_id: created.source_volume_id,
-                    creation_time: created
-                        .creation_time
-                        .map(|(seconds, nanos)| csi_proto::prost_types::Timestamp { seconds, nanos }),
-                    ready_to_use: created.ready_to_use,
-                    group_snapshot_id: String::new(),
-                }),
-            })
-        })
+        handle(
+            "CreateSnapshot",
+            request.into_inner(),
+            |request| async move {
+                let created = self
+                    .create_snapshot(&request.name, &request.source_volume_id, &request.secrets)
+                    .await?;
+                Ok(v1::CreateSnapshotResponse {
+                    snapshot: Some(v1::Snapshot {
+                        size_bytes: created.size_bytes,
+                        snapshot_id: created.snapshot_id,
+                        source_volume_id: created.source_volume_id,
+                        creation_time: created.creation_time.map(|(seconds, nanos)| {
+                            csi_proto::prost_types::Timestamp { seconds, nanos }
+                        }),
+                        ready_to_use: created.ready_to_use,
+                        group_snapshot_id: String::new(),
+                    }),
+                })
+            },
+        )
         .await
     }
 
@@ -235,10 +276,15 @@ impl ControllerRpc for Controller {
         &self,
         request: Request<v1::DeleteSnapshotRequest>,
     ) -> std::result::Result<Response<v1::DeleteSnapshotResponse>, Status> {
-        handle("DeleteSnapshot", request.into_inner(), |request| async move {
-            self.delete_snapshot(&request.snapshot_id, &request.secrets).await?;
-            Ok(v1::DeleteSnapshotResponse {})
-        })
+        handle(
+            "DeleteSnapshot",
+            request.into_inner(),
+            |request| async move {
+                self.delete_snapshot(&request.snapshot_id, &request.secrets)
+                    .await?;
+                Ok(v1::DeleteSnapshotResponse {})
+            },
+        )
         .await
     }
 
@@ -253,15 +299,27 @@ impl ControllerRpc for Controller {
         &self,
         request: Request<v1::ControllerExpandVolumeRequest>,
     ) -> std::result::Result<Response<v1::ControllerExpandVolumeResponse>, Status> {
-        handle("ControllerExpandVolume", request.into_inner(), |request| async move {
-            let range = request.capacity_range.ok_or_else(|| {
-                Error::InvalidArgument("capacity_range: required".into())
-            })?;
-            let capacity_bytes = self
-                .expand_volume(&request.volume_id, range.required_bytes, range.limit_bytes, &request.secrets)
-                .await?;
-            Ok(v1::ControllerExpandVolumeResponse { capacity_bytes, node_expansion_required: false })
-        })
+        handle(
+            "ControllerExpandVolume",
+            request.into_inner(),
+            |request| async move {
+                let range = request
+                    .capacity_range
+                    .ok_or_else(|| Error::InvalidArgument("capacity_range: required".into()))?;
+                let capacity_bytes = self
+                    .expand_volume(
+                        &request.volume_id,
+                        range.required_bytes,
+                        range.limit_bytes,
+                        &request.secrets,
+                    )
+                    .await?;
+                Ok(v1::ControllerExpandVolumeResponse {
+                    capacity_bytes,
+                    node_expansion_required: false,
+                })
+            },
+        )
         .await
     }
 

@@ -32,7 +32,9 @@ impl Controller {
         secrets: &HashMap<String, String>,
     ) -> Result<CreatedSnapshot> {
         if name.is_empty() {
-            return Err(Error::InvalidArgument("name: snapshot name is required".into()));
+            return Err(Error::InvalidArgument(
+                "name: snapshot name is required".into(),
+            ));
         }
         if source_volume_id.is_empty() {
             return Err(Error::InvalidArgument("source_volume_id: required".into()));
@@ -68,14 +70,18 @@ impl Controller {
                     )));
                 }
                 let description = format!("snapshotted-by={}", self.settings.driver_name);
-                client.create_snapshot(source_volume_id, name, &description).await?
+                client
+                    .create_snapshot(source_volume_id, name, &description)
+                    .await?
             }
         };
         let snapshot = self.wait_for_snapshot(&client, &snapshot.id).await?;
         Ok(CreatedSnapshot {
             snapshot_id: snapshot.id.clone(),
             source_volume_id: snapshot.share_id.clone(),
-            size_bytes: i64::try_from(snapshot.size).unwrap_or(0).saturating_mul(GIB),
+            size_bytes: i64::try_from(snapshot.size)
+                .unwrap_or(0)
+                .saturating_mul(GIB),
             creation_time: snapshot.created_at.as_deref().and_then(parse_time),
             ready_to_use: snapshot.status == "available",
         })
@@ -126,7 +132,11 @@ impl Controller {
                     "available" => Ok(Progress::Done(snapshot)),
                     "creating" => Ok(Progress::Pending("status creating".into())),
                     status if status.contains("error") => {
-                        let message = client.newest_error_message(snapshot_id).await.ok().flatten();
+                        let message = client
+                            .newest_error_message(snapshot_id)
+                            .await
+                            .ok()
+                            .flatten();
                         Err(Error::ResourceFailed {
                             message: format!(
                                 "snapshot {snapshot_id} is in status {status}{}",
@@ -152,7 +162,10 @@ fn parse_time(text: &str) -> Option<(i64, i32)> {
             chrono::NaiveDateTime::parse_from_str(text, "%Y-%m-%dT%H:%M:%S%.f").map(|t| t.and_utc())
         })
         .ok()?;
-    Some((parsed.timestamp(), i32::try_from(parsed.timestamp_subsec_nanos()).ok()?))
+    Some((
+        parsed.timestamp(),
+        i32::try_from(parsed.timestamp_subsec_nanos()).ok()?,
+    ))
 }
 
 #[cfg(test)]

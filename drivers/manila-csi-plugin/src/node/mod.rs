@@ -115,9 +115,11 @@ fn require(field: &str, value: &str) -> Result<()> {
 
 fn capability(kind: rpc::Type) -> NodeServiceCapability {
     NodeServiceCapability {
-        r#type: Some(node_service_capability::Type::Rpc(node_service_capability::Rpc {
-            r#type: kind as i32,
-        })),
+        r#type: Some(node_service_capability::Type::Rpc(
+            node_service_capability::Rpc {
+                r#type: kind as i32,
+            },
+        )),
     }
 }
 
@@ -127,24 +129,38 @@ impl Node for NodeService {
         &self,
         request: Request<v1::NodeStageVolumeRequest>,
     ) -> std::result::Result<Response<v1::NodeStageVolumeResponse>, Status> {
-        handle("NodeStageVolume", request.into_inner(), |request| async move {
-            require("volume_id", &request.volume_id)?;
-            require("staging_target_path", &request.staging_target_path)?;
-            if request.volume_capability.is_none() {
-                return Err(Error::InvalidArgument("volume_capability: required".into()));
-            }
-            let volume = self.resolve(&request.volume_id, &request.volume_context, &request.secrets).await?;
-            if self.partner_has(rpc::Type::StageUnstageVolume) {
-                let forwarded = v1::NodeStageVolumeRequest {
-                    volume_context: volume.context.clone(),
-                    secrets: volume.secrets.clone(),
-                    ..request.clone()
-                };
-                self.partner.node().node_stage_volume(forwarded).await.map_err(Error::Partner)?;
-            }
-            self.cache.insert(&request.volume_id, volume);
-            Ok(v1::NodeStageVolumeResponse {})
-        })
+        handle(
+            "NodeStageVolume",
+            request.into_inner(),
+            |request| async move {
+                require("volume_id", &request.volume_id)?;
+                require("staging_target_path", &request.staging_target_path)?;
+                if request.volume_capability.is_none() {
+                    return Err(Error::InvalidArgument("volume_capability: required".into()));
+                }
+                let volume = self
+                    .resolve(
+                        &request.volume_id,
+                        &request.volume_context,
+                        &request.secrets,
+                    )
+                    .await?;
+                if self.partner_has(rpc::Type::StageUnstageVolume) {
+                    let forwarded = v1::NodeStageVolumeRequest {
+                        volume_context: volume.context.clone(),
+                        secrets: volume.secrets.clone(),
+                        ..request.clone()
+                    };
+                    self.partner
+                        .node()
+                        .node_stage_volume(forwarded)
+                        .await
+                        .map_err(Error::Partner)?;
+                }
+                self.cache.insert(&request.volume_id, volume);
+                Ok(v1::NodeStageVolumeResponse {})
+            },
+        )
         .await
     }
 
@@ -152,15 +168,23 @@ impl Node for NodeService {
         &self,
         request: Request<v1::NodeUnstageVolumeRequest>,
     ) -> std::result::Result<Response<v1::NodeUnstageVolumeResponse>, Status> {
-        handle("NodeUnstageVolume", request.into_inner(), |request| async move {
-            require("volume_id", &request.volume_id)?;
-            require("staging_target_path", &request.staging_target_path)?;
-            if self.partner_has(rpc::Type::StageUnstageVolume) {
-                self.partner.node().node_unstage_volume(request.clone()).await.map_err(Error::Partner)?;
-            }
-            self.cache.remove(&request.volume_id);
-            Ok(v1::NodeUnstageVolumeResponse {})
-        })
+        handle(
+            "NodeUnstageVolume",
+            request.into_inner(),
+            |request| async move {
+                require("volume_id", &request.volume_id)?;
+                require("staging_target_path", &request.staging_target_path)?;
+                if self.partner_has(rpc::Type::StageUnstageVolume) {
+                    self.partner
+                        .node()
+                        .node_unstage_volume(request.clone())
+                        .await
+                        .map_err(Error::Partner)?;
+                }
+                self.cache.remove(&request.volume_id);
+                Ok(v1::NodeUnstageVolumeResponse {})
+            },
+        )
         .await
     }
 
@@ -207,12 +231,20 @@ impl Node for NodeService {
         &self,
         request: Request<v1::NodeUnpublishVolumeRequest>,
     ) -> std::result::Result<Response<v1::NodeUnpublishVolumeResponse>, Status> {
-        handle("NodeUnpublishVolume", request.into_inner(), |request| async move {
-            require("volume_id", &request.volume_id)?;
-            require("target_path", &request.target_path)?;
-            self.partner.node().node_unpublish_volume(request).await.map_err(Error::Partner)?;
-            Ok(v1::NodeUnpublishVolumeResponse {})
-        })
+        handle(
+            "NodeUnpublishVolume",
+            request.into_inner(),
+            |request| async move {
+                require("volume_id", &request.volume_id)?;
+                require("target_path", &request.target_path)?;
+                self.partner
+                    .node()
+                    .node_unpublish_volume(request)
+                    .await
+                    .map_err(Error::Partner)?;
+                Ok(v1::NodeUnpublishVolumeResponse {})
+            },
+        )
         .await
     }
 
@@ -220,18 +252,26 @@ impl Node for NodeService {
         &self,
         request: Request<v1::NodeGetVolumeStatsRequest>,
     ) -> std::result::Result<Response<v1::NodeGetVolumeStatsResponse>, Status> {
-        handle("NodeGetVolumeStats", request.into_inner(), |request| async move {
-            if !self.partner_has(rpc::Type::GetVolumeStats) {
-                return Err(Error::Unimplemented(
-                    "NodeGetVolumeStats: the partner node plugin does not support it".into(),
-                ));
-            }
-            require("volume_id", &request.volume_id)?;
-            require("volume_path", &request.volume_path)?;
-            let response =
-                self.partner.node().node_get_volume_stats(request).await.map_err(Error::Partner)?;
-            Ok(response.into_inner())
-        })
+        handle(
+            "NodeGetVolumeStats",
+            request.into_inner(),
+            |request| async move {
+                if !self.partner_has(rpc::Type::GetVolumeStats) {
+                    return Err(Error::Unimplemented(
+                        "NodeGetVolumeStats: the partner node plugin does not support it".into(),
+                    ));
+                }
+                require("volume_id", &request.volume_id)?;
+                require("volume_path", &request.volume_path)?;
+                let response = self
+                    .partner
+                    .node()
+                    .node_get_volume_stats(request)
+                    .await
+                    .map_err(Error::Partner)?;
+                Ok(response.into_inner())
+            },
+        )
         .await
     }
 
@@ -239,7 +279,9 @@ impl Node for NodeService {
         &self,
         _request: Request<v1::NodeExpandVolumeRequest>,
     ) -> std::result::Result<Response<v1::NodeExpandVolumeResponse>, Status> {
-        Err(Status::unimplemented("NodeExpandVolume is not supported: shares grow on the server"))
+        Err(Status::unimplemented(
+            "NodeExpandVolume is not supported: shares grow on the server",
+        ))
     }
 
     async fn node_get_capabilities(
@@ -255,7 +297,9 @@ impl Node for NodeService {
                     kinds.push(*kind);
                 }
             }
-            Ok(v1::NodeGetCapabilitiesResponse { capabilities: kinds.into_iter().map(capability).collect() })
+            Ok(v1::NodeGetCapabilitiesResponse {
+                capabilities: kinds.into_iter().map(capability).collect(),
+            })
         })
         .await
     }

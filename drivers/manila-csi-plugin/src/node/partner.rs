@@ -28,9 +28,8 @@ impl Partner {
         let endpoint: Endpoint = endpoint.parse().map_err(|e: csi_proto::Error| {
             Error::InvalidArgument(format!("--fwdendpoint {endpoint:?}: {e}"))
         })?;
-        let channel = csi_proto::connect_lazy(&endpoint).map_err(|e| {
-            Error::InvalidArgument(format!("--fwdendpoint {endpoint}: {e}"))
-        })?;
+        let channel = csi_proto::connect_lazy(&endpoint)
+            .map_err(|e| Error::InvalidArgument(format!("--fwdendpoint {endpoint}: {e}")))?;
         Ok(Partner { endpoint, channel })
     }
 
@@ -51,7 +50,9 @@ impl Partner {
         request.set_timeout(PROBE_CALL_TIMEOUT);
         let response = client.probe(request).await.map_err(Error::Partner)?;
         match response.into_inner().ready {
-            Some(false) => Err(Error::Unavailable("the partner answered Probe with ready=false".into())),
+            Some(false) => Err(Error::Unavailable(
+                "the partner answered Probe with ready=false".into(),
+            )),
             _ => Ok(()),
         }
     }
@@ -59,8 +60,14 @@ impl Partner {
     /// Probes until the partner is ready or `timeout` passes (upstream waits 15 s); the
     /// error says which endpoint never answered and the last failure seen.
     pub async fn wait_ready(&self, timeout: Duration) -> Result<()> {
-        let policy = WaitPolicy { max_delay: Duration::from_millis(500), ..WaitPolicy::with_deadline(timeout) };
-        let what = format!("the partner node plugin at {} to answer Probe", self.endpoint);
+        let policy = WaitPolicy {
+            max_delay: Duration::from_millis(500),
+            ..WaitPolicy::with_deadline(timeout)
+        };
+        let what = format!(
+            "the partner node plugin at {} to answer Probe",
+            self.endpoint
+        );
         policy
             .wait(&what, || async {
                 Ok(match self.probe().await {
@@ -86,7 +93,9 @@ impl Partner {
             .capabilities
             .into_iter()
             .filter_map(|c| match c.r#type {
-                Some(node_service_capability::Type::Rpc(rpc)) => rpc::Type::try_from(rpc.r#type).ok(),
+                Some(node_service_capability::Type::Rpc(rpc)) => {
+                    rpc::Type::try_from(rpc.r#type).ok()
+                }
                 None => None,
             })
             .collect())

@@ -31,7 +31,11 @@ pub async fn partner_volume(
             let mut shares = client.shares_named(name).await?;
             match shares.len() {
                 1 => shares.remove(0),
-                0 => return Err(Error::NotFound(format!("volume {volume_id}: no share named {name:?}"))),
+                0 => {
+                    return Err(Error::NotFound(format!(
+                        "volume {volume_id}: no share named {name:?}"
+                    )));
+                }
                 n => {
                     return Err(Error::FailedPrecondition(format!(
                         "volume {volume_id}: {n} shares are named {name:?}; use shareID"

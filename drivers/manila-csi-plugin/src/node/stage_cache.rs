@@ -21,7 +21,10 @@ impl StageCache {
 
     /// The partner data of a staged volume.
     pub fn get(&self, volume_id: &str) -> Option<PartnerVolume> {
-        self.entries.lock().ok().and_then(|entries| entries.get(volume_id).cloned())
+        self.entries
+            .lock()
+            .ok()
+            .and_then(|entries| entries.get(volume_id).cloned())
     }
 
     /// Forgets a volume (NodeUnstage).

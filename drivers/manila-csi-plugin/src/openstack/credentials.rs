@@ -144,7 +144,12 @@ impl TryFrom<&HashMap<String, String>> for Credentials {
                     .into(),
             ));
         }
-        let get = |key: &str| secrets.get(key).map(|v| v.trim().to_string()).filter(|v| !v.is_empty());
+        let get = |key: &str| {
+            secrets
+                .get(key)
+                .map(|v| v.trim().to_string())
+                .filter(|v| !v.is_empty())
+        };
         if get("os-useClouds").is_some_and(|v| v.eq_ignore_ascii_case("true")) {
             return from_clouds_yaml(&get);
         }
@@ -273,7 +278,9 @@ fn from_clouds_yaml(get: &dyn Fn(&str) -> Option<String>) -> Result<Credentials>
         Error::InvalidArgument(format!("secret os-cloudsFile: cannot read {path}: {e}"))
     })?;
     let mut file: CloudsFile = serde_yaml::from_str(&text).map_err(|e| {
-        Error::InvalidArgument(format!("secret os-cloudsFile: {path} is not a valid clouds.yaml: {e}"))
+        Error::InvalidArgument(format!(
+            "secret os-cloudsFile: {path} is not a valid clouds.yaml: {e}"
+        ))
     })?;
     let cloud = file.clouds.remove(&cloud_name).ok_or_else(|| {
         Error::InvalidArgument(format!(
@@ -283,7 +290,9 @@ fn from_clouds_yaml(get: &dyn Fn(&str) -> Option<String>) -> Result<Credentials>
     })?;
     let auth = cloud.auth;
     let auth_url = auth.auth_url.ok_or_else(|| {
-        Error::InvalidArgument(format!("clouds.yaml {path}: cloud {cloud_name:?} has no auth.auth_url"))
+        Error::InvalidArgument(format!(
+            "clouds.yaml {path}: cloud {cloud_name:?} has no auth.auth_url"
+        ))
     })?;
     let user_domain_id = auth.user_domain_id.or_else(|| auth.domain_id.clone());
     let user_domain_name = auth.user_domain_name.or_else(|| auth.domain_name.clone());
@@ -332,7 +341,9 @@ fn from_clouds_yaml(get: &dyn Fn(&str) -> Option<String>) -> Result<Credentials>
             .or(cloud.endpoint_type)
             .unwrap_or_else(|| "public".into()),
         tls: TlsOptions {
-            ca_file: get("os-certAuthorityPath").map(PathBuf::from).or(cloud.cacert),
+            ca_file: get("os-certAuthorityPath")
+                .map(PathBuf::from)
+                .or(cloud.cacert),
             ca_pem: get("os-certAuthority"),
             insecure,
         },
@@ -345,13 +356,19 @@ mod tests {
     use super::*;
 
     fn map(pairs: &[(&str, &str)]) -> HashMap<String, String> {
-        pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()
+        pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
     }
 
     #[test]
     fn empty_secrets_are_invalid() {
         let error = Credentials::try_from(&HashMap::new()).unwrap_err();
-        assert!(error.to_string().contains("secrets are required"), "{error}");
+        assert!(
+            error.to_string().contains("secrets are required"),
+            "{error}"
+        );
     }
 
     #[test]
@@ -366,7 +383,10 @@ mod tests {
         ]))
         .unwrap();
         assert_eq!(credentials.interface, "public");
-        assert_eq!(credentials.scope.project_domain_name.as_deref(), Some("Default"));
+        assert_eq!(
+            credentials.scope.project_domain_name.as_deref(),
+            Some("Default")
+        );
         let printed = format!("{credentials:?}");
         assert!(!printed.contains("hunter2"), "{printed}");
     }

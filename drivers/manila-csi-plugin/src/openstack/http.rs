@@ -61,7 +61,11 @@ pub fn transport_error(service: &'static str, url: &str, error: &reqwest::Error)
     }
     // Never echo query strings (they carry no secrets here, but keep errors short).
     let url = url.split('?').next().unwrap_or(url).to_string();
-    Error::Unreachable { service, url, reason }
+    Error::Unreachable {
+        service,
+        url,
+        reason,
+    }
 }
 
 /// Turns a non-success response into [`Error::Api`] with the message from the body.
@@ -105,21 +109,30 @@ fn error_message(text: &str) -> String {
 
 #[cfg(test)]
 mod tests {
+    #![allow(clippy::unwrap_used)]
     use super::*;
 
     #[test]
     fn messages_come_from_openstack_error_bodies() {
         assert_eq!(
-            error_message(r#"{"itemNotFound":{"code":404,"message":"Share x could not be found."}}"#),
+            error_message(
+                r#"{"itemNotFound":{"code":404,"message":"Share x could not be found."}}"#
+            ),
             "Share x could not be found."
         );
-        assert_eq!(error_message(r#"{"error":{"code":401,"message":"nope"}}"#), "nope");
+        assert_eq!(
+            error_message(r#"{"error":{"code":401,"message":"nope"}}"#),
+            "nope"
+        );
         assert_eq!(error_message(""), "(empty body)");
     }
 
     #[test]
     fn an_unparsable_ca_names_the_secret() {
-        let tls = TlsOptions { ca_pem: Some("not pem".into()), ..TlsOptions::default() };
+        let tls = TlsOptions {
+            ca_pem: Some("not pem".into()),
+            ..TlsOptions::default()
+        };
         let error = build_client(&tls, "test").unwrap_err();
         assert!(error.to_string().contains("os-certAuthority"), "{error}");
     }

@@ -71,7 +71,11 @@ struct Endpoint {
 impl Session {
     /// Builds a session; no network traffic happens until the first call.
     pub fn new(http: reqwest::Client, credentials: Credentials) -> Self {
-        Session { http, credentials, token: Mutex::new((0, None)) }
+        Session {
+            http,
+            credentials,
+            token: Mutex::new((0, None)),
+        }
     }
 
     /// The HTTP client (with the credentials' TLS settings).
@@ -83,7 +87,9 @@ impl Session {
     pub async fn token(&self) -> Result<Token> {
         let mut guard = self.token.lock().await;
         if let Some(token) = &guard.1 {
-            let fresh = token.expires_at.is_none_or(|at| at - EXPIRY_MARGIN > Utc::now());
+            let fresh = token
+                .expires_at
+                .is_none_or(|at| at - EXPIRY_MARGIN > Utc::now());
             if fresh {
                 return Ok(token.clone());
             }
@@ -98,7 +104,11 @@ impl Session {
     /// already replaced it.
     pub async fn invalidate(&self, token: &Token) {
         let mut guard = self.token.lock().await;
-        if guard.1.as_ref().is_some_and(|t| t.generation == token.generation) {
+        if guard
+            .1
+            .as_ref()
+            .is_some_and(|t| t.generation == token.generation)
+        {
             tracing::info!("token rejected by Manila; re-authenticating");
             guard.1 = None;
         }
@@ -157,7 +167,12 @@ impl Session {
             .map(|at| at.with_timezone(&Utc));
         let manila_url = self.manila_endpoint(&body.token.catalog)?;
         tracing::debug!(%manila_url, ?expires_at, "authenticated to Keystone");
-        Ok(Token { value, expires_at, manila_url, generation })
+        Ok(Token {
+            value,
+            expires_at,
+            manila_url,
+            generation,
+        })
     }
 
     fn manila_endpoint(&self, catalog: &[CatalogEntry]) -> Result<String> {
@@ -180,7 +195,9 @@ impl Session {
         Err(Error::FailedPrecondition(format!(
             "no Manila endpoint (type {}) with interface {interface:?}{} in the Keystone catalog",
             MANILA_SERVICE_TYPES.join("/"),
-            region.map(|r| format!(" in region {r:?}")).unwrap_or_default()
+            region
+                .map(|r| format!(" in region {r:?}"))
+                .unwrap_or_default()
         )))
     }
 
@@ -203,10 +220,19 @@ impl Session {
             user
         };
         let (identity, scoped) = match &self.credentials.method {
-            AuthMethod::Password { user_id, user_name, user_domain_id, user_domain_name, password } => {
+            AuthMethod::Password {
+                user_id,
+                user_name,
+                user_domain_id,
+                user_domain_name,
+                password,
+            } => {
                 let mut user = user(user_id, user_name, user_domain_id, user_domain_name);
                 user.insert("password".into(), json!(password.expose()));
-                (json!({ "methods": ["password"], "password": { "user": user } }), true)
+                (
+                    json!({ "methods": ["password"], "password": { "user": user } }),
+                    true,
+                )
             }
             AuthMethod::ApplicationCredential {
                 id,

@@ -114,9 +114,11 @@ impl ShareType {
     pub fn spec_enabled(&self, key: &str) -> bool {
         match self.extra_specs.get(key) {
             Some(Value::Bool(b)) => *b,
-            Some(Value::String(s)) => {
-                s.trim().trim_start_matches("<is>").trim().eq_ignore_ascii_case("true")
-            }
+            Some(Value::String(s)) => s
+                .trim()
+                .trim_start_matches("<is>")
+                .trim()
+                .eq_ignore_ascii_case("true"),
             _ => false,
         }
     }
@@ -187,7 +189,10 @@ pub struct ManilaClient {
 impl ManilaClient {
     /// Wraps a session; the version document is read on first use.
     pub fn new(session: Session) -> Self {
-        ManilaClient { session, max_version: OnceCell::new() }
+        ManilaClient {
+            session,
+            max_version: OnceCell::new(),
+        }
     }
 
     /// Authenticates (if needed) and checks the API supports microversion ≥ 2.37. Returns the
@@ -266,12 +271,17 @@ impl ManilaClient {
                 .query(query)
                 .header("X-Auth-Token", token.value.expose())
                 .header("X-OpenStack-Manila-API-Version", version.to_string())
-                .header("OpenStack-API-Version", format!("shared-file-system {version}"));
+                .header(
+                    "OpenStack-API-Version",
+                    format!("shared-file-system {version}"),
+                );
             if let Some(body) = &body {
                 request = request.json(body);
             }
-            let response =
-                request.send().await.map_err(|e| transport_error("Manila", &url, &e))?;
+            let response = request
+                .send()
+                .await
+                .map_err(|e| transport_error("Manila", &url, &e))?;
             let status = response.status();
             if status == StatusCode::UNAUTHORIZED && !retried {
                 self.session.invalidate(&token).await;
@@ -287,7 +297,10 @@ impl ManilaClient {
             if !status.is_success() {
                 return Err(error_for_response("Manila", method.as_str(), path, response).await);
             }
-            let text = response.text().await.map_err(|e| transport_error("Manila", &url, &e))?;
+            let text = response
+                .text()
+                .await
+                .map_err(|e| transport_error("Manila", &url, &e))?;
             if text.trim().is_empty() {
                 return Ok(Value::Null);
             }
@@ -306,7 +319,10 @@ impl ManilaClient {
             share: Share,
         }
         let path = format!("/shares/{id}");
-        match self.call::<Body>(Method::GET, &path, &[], None, MIN_MICROVERSION).await {
+        match self
+            .call::<Body>(Method::GET, &path, &[], None, MIN_MICROVERSION)
+            .await
+        {
             Ok(body) => Ok(body.share),
             Err(e) if e.is_not_found() => Err(Error::NotFound(format!("share {id} not found"))),
             Err(e) => Err(e),
@@ -320,9 +336,19 @@ impl ManilaClient {
             shares: Vec<Share>,
         }
         let body: Body = self
-            .call(Method::GET, "/shares/detail", &[("name", name)], None, MIN_MICROVERSION)
+            .call(
+                Method::GET,
+                "/shares/detail",
+                &[("name", name)],
+                None,
+                MIN_MICROVERSION,
+            )
             .await?;
-        Ok(body.shares.into_iter().filter(|s| s.name.as_deref() == Some(name)).collect())
+        Ok(body
+            .shares
+            .into_iter()
+            .filter(|s| s.name.as_deref() == Some(name))
+            .collect())
     }
 
     /// `POST /shares`.
@@ -349,7 +375,13 @@ impl ManilaClient {
             share["snapshot_id"] = json!(snapshot);
         }
         let body: Body = self
-            .call(Method::POST, "/shares", &[], Some(json!({ "share": share })), MIN_MICROVERSION)
+            .call(
+                Method::POST,
+                "/shares",
+                &[],
+                Some(json!({ "share": share })),
+                MIN_MICROVERSION,
+            )
             .await?;
         Ok(body.share)
     }
@@ -357,7 +389,10 @@ impl ManilaClient {
     /// `DELETE /shares/{id}`; returns `false` when the share did not exist.
     pub async fn delete_share(&self, id: &str) -> Result<bool> {
         let path = format!("/shares/{id}");
-        match self.call_raw(Method::DELETE, &path, &[], None, MIN_MICROVERSION).await {
+        match self
+            .call_raw(Method::DELETE, &path, &[], None, MIN_MICROVERSION)
+            .await
+        {
             Ok(_) => Ok(true),
             Err(e) if e.is_not_found() => Ok(false),
             Err(e) => Err(e),
@@ -368,7 +403,8 @@ impl ManilaClient {
     pub async fn extend_share(&self, id: &str, new_size: u64) -> Result<()> {
         let path = format!("/shares/{id}/action");
         let body = json!({ "extend": { "new_size": new_size } });
-        self.call_raw(Method::POST, &path, &[], Some(body), MIN_MICROVERSION).await?;
+        self.call_raw(Method::POST, &path, &[], Some(body), MIN_MICROVERSION)
+            .await?;
         Ok(())
     }
 
@@ -379,7 +415,9 @@ impl ManilaClient {
             export_locations: Vec<ExportLocation>,
         }
         let path = format!("/shares/{share_id}/export_locations");
-        let body: Body = self.call(Method::GET, &path, &[], None, MIN_MICROVERSION).await?;
+        let body: Body = self
+            .call(Method::GET, &path, &[], None, MIN_MICROVERSION)
+            .await?;
         Ok(body.export_locations)
     }
 
@@ -401,8 +439,14 @@ impl ManilaClient {
             .await?
         } else {
             let path = format!("/shares/{share_id}/action");
-            self.call(Method::POST, &path, &[], Some(json!({ "access_list": null })), MIN_MICROVERSION)
-                .await?
+            self.call(
+                Method::POST,
+                &path,
+                &[],
+                Some(json!({ "access_list": null })),
+                MIN_MICROVERSION,
+            )
+            .await?
         };
         Ok(body.access_list)
     }
@@ -425,7 +469,9 @@ impl ManilaClient {
             "access_to": access_to,
             "access_level": access_level,
         }});
-        let body: Body = self.call(Method::POST, &path, &[], Some(body), MIN_MICROVERSION).await?;
+        let body: Body = self
+            .call(Method::POST, &path, &[], Some(body), MIN_MICROVERSION)
+            .await?;
         Ok(body.access)
     }
 
@@ -442,9 +488,14 @@ impl ManilaClient {
             share_types: Option<Vec<ShareType>>,
             volume_types: Option<Vec<ShareType>>,
         }
-        let types: List = self.call(Method::GET, "/types", &[], None, MIN_MICROVERSION).await?;
+        let types: List = self
+            .call(Method::GET, "/types", &[], None, MIN_MICROVERSION)
+            .await?;
         let list = types.share_types.or(types.volume_types).unwrap_or_default();
-        if let Some(found) = list.into_iter().find(|t| t.name == name_or_id || t.id == name_or_id) {
+        if let Some(found) = list
+            .into_iter()
+            .find(|t| t.name == name_or_id || t.id == name_or_id)
+        {
             return Ok(found);
         }
         let path = if name_or_id == "default" {
@@ -452,21 +503,32 @@ impl ManilaClient {
         } else {
             format!("/types/{name_or_id}")
         };
-        match self.call::<One>(Method::GET, &path, &[], None, MIN_MICROVERSION).await {
-            Ok(one) => one.share_type.or(one.volume_type).ok_or_else(|| Error::Decode {
-                service: "Manila",
-                path: path.clone(),
-                reason: "no share_type in the response".into(),
-            }),
-            Err(e) if e.is_not_found() => {
-                Err(Error::InvalidArgument(format!("parameter type: share type {name_or_id:?} does not exist")))
-            }
+        match self
+            .call::<One>(Method::GET, &path, &[], None, MIN_MICROVERSION)
+            .await
+        {
+            Ok(one) => one
+                .share_type
+                .or(one.volume_type)
+                .ok_or_else(|| Error::Decode {
+                    service: "Manila",
+                    path: path.clone(),
+                    reason: "no share_type in the response".into(),
+                }),
+            Err(e) if e.is_not_found() => Err(Error::InvalidArgument(format!(
+                "parameter type: share type {name_or_id:?} does not exist"
+            ))),
             Err(e) => Err(e),
         }
     }
 
     /// `POST /snapshots`.
-    pub async fn create_snapshot(&self, share_id: &str, name: &str, description: &str) -> Result<Snapshot> {
+    pub async fn create_snapshot(
+        &self,
+        share_id: &str,
+        name: &str,
+        description: &str,
+    ) -> Result<Snapshot> {
         #[derive(Deserialize)]
         struct Body {
             snapshot: Snapshot,
@@ -477,7 +539,15 @@ impl ManilaClient {
             "description": description,
             "force": false,
         }});
-        let body: Body = self.call(Method::POST, "/snapshots", &[], Some(body), MIN_MICROVERSION).await?;
+        let body: Body = self
+            .call(
+                Method::POST,
+                "/snapshots",
+                &[],
+                Some(body),
+                MIN_MICROVERSION,
+            )
+            .await?;
         Ok(body.snapshot)
     }
 
@@ -488,7 +558,10 @@ impl ManilaClient {
             snapshot: Snapshot,
         }
         let path = format!("/snapshots/{id}");
-        match self.call::<Body>(Method::GET, &path, &[], None, MIN_MICROVERSION).await {
+        match self
+            .call::<Body>(Method::GET, &path, &[], None, MIN_MICROVERSION)
+            .await
+        {
             Ok(body) => Ok(body.snapshot),
             Err(e) if e.is_not_found() => Err(Error::NotFound(format!("snapshot {id} not found"))),
             Err(e) => Err(e),
@@ -502,15 +575,28 @@ impl ManilaClient {
             snapshots: Vec<Snapshot>,
         }
         let body: Body = self
-            .call(Method::GET, "/snapshots/detail", &[("name", name)], None, MIN_MICROVERSION)
+            .call(
+                Method::GET,
+                "/snapshots/detail",
+                &[("name", name)],
+                None,
+                MIN_MICROVERSION,
+            )
             .await?;
-        Ok(body.snapshots.into_iter().filter(|s| s.name.as_deref() == Some(name)).collect())
+        Ok(body
+            .snapshots
+            .into_iter()
+            .filter(|s| s.name.as_deref() == Some(name))
+            .collect())
     }
 
     /// `DELETE /snapshots/{id}`; returns `false` when it did not exist.
     pub async fn delete_snapshot(&self, id: &str) -> Result<bool> {
         let path = format!("/snapshots/{id}");
-        match self.call_raw(Method::DELETE, &path, &[], None, MIN_MICROVERSION).await {
+        match self
+            .call_raw(Method::DELETE, &path, &[], None, MIN_MICROVERSION)
+            .await
+        {
             Ok(_) => Ok(true),
             Err(e) if e.is_not_found() => Ok(false),
             Err(e) => Err(e),
@@ -524,12 +610,22 @@ impl ManilaClient {
             messages: Vec<Message>,
         }
         let body: Body = self
-            .call(Method::GET, "/messages", &[("resource_id", resource_id)], None, MIN_MICROVERSION)
+            .call(
+                Method::GET,
+                "/messages",
+                &[("resource_id", resource_id)],
+                None,
+                MIN_MICROVERSION,
+            )
             .await?;
         Ok(body
             .messages
             .into_iter()
-            .filter(|m| m.message_level.as_deref().is_none_or(|l| l.eq_ignore_ascii_case("ERROR")))
+            .filter(|m| {
+                m.message_level
+                    .as_deref()
+                    .is_none_or(|l| l.eq_ignore_ascii_case("ERROR"))
+            })
             .max_by(|a, b| a.created_at.cmp(&b.created_at)))
     }
 }
@@ -552,8 +648,16 @@ fn max_version(document: &Value) -> Option<Microversion> {
     };
     entries
         .into_iter()
-        .filter(|v| v.get("id").and_then(Value::as_str).is_some_and(|id| id.starts_with("v2")))
-        .filter_map(|v| v.get("version").and_then(Value::as_str).and_then(Microversion::parse))
+        .filter(|v| {
+            v.get("id")
+                .and_then(Value::as_str)
+                .is_some_and(|id| id.starts_with("v2"))
+        })
+        .filter_map(|v| {
+            v.get("version")
+                .and_then(Value::as_str)
+                .and_then(Microversion::parse)
+        })
         .max()
 }
 
@@ -563,8 +667,14 @@ mod tests {
 
     #[test]
     fn version_document_is_at_the_v2_root() {
-        assert_eq!(version_document_url("http://h:8786/v2/abc"), "http://h:8786/v2/");
-        assert_eq!(version_document_url("http://h:8786/v2"), "http://h:8786/v2/");
+        assert_eq!(
+            version_document_url("http://h:8786/v2/abc"),
+            "http://h:8786/v2/"
+        );
+        assert_eq!(
+            version_document_url("http://h:8786/v2"),
+            "http://h:8786/v2/"
+        );
         assert_eq!(version_document_url("http://h/share"), "http://h/share/");
     }
 

@@ -25,7 +25,10 @@ pub struct Connector {
 impl Connector {
     /// A connector whose requests carry `user_agent`.
     pub fn new(user_agent: String) -> Self {
-        Connector { user_agent, clients: Mutex::new(HashMap::new()) }
+        Connector {
+            user_agent,
+            clients: Mutex::new(HashMap::new()),
+        }
     }
 
     /// A client for the identity in `secrets` (flat `os-*` keys or clouds.yaml mode). The
@@ -43,8 +46,7 @@ impl Connector {
             Some(client) => client,
             None => {
                 let http = http::build_client(&credentials.tls, &self.user_agent)?;
-                let client =
-                    Arc::new(ManilaClient::new(keystone::Session::new(http, credentials)));
+                let client = Arc::new(ManilaClient::new(keystone::Session::new(http, credentials)));
                 self.clients
                     .lock()
                     .map_err(|_| Error::Internal("client cache lock poisoned".into()))?

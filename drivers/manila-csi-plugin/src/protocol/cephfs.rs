@@ -37,11 +37,17 @@ impl ShareAdapter for CephfsAdapter {
                 .or_else(|| share.name.clone())
                 .unwrap_or_else(|| share.id.clone());
             let existing = client.access_rules(&share.id).await?;
-            if !existing.iter().any(|r| r.access_type == "cephx" && r.access_to == user) {
+            if !existing
+                .iter()
+                .any(|r| r.access_type == "cephx" && r.access_to == user)
+            {
                 tracing::debug!(share_id = %share.id, %user, "granting cephx access");
                 client.grant_access(&share.id, "cephx", &user, "rw").await?;
             }
-            let what = format!("cephx access rule for {user:?} on share {} to get its key", share.id);
+            let what = format!(
+                "cephx access rule for {user:?} on share {} to get its key",
+                share.id
+            );
             policy
                 .wait(&what, || async {
                     let rule = client
@@ -92,7 +98,9 @@ impl ShareAdapter for CephfsAdapter {
         })?;
         let rule = rules
             .iter()
-            .find(|r| r.access_type == "cephx" && r.access_key.as_deref().is_some_and(|k| !k.is_empty()))
+            .find(|r| {
+                r.access_type == "cephx" && r.access_key.as_deref().is_some_and(|k| !k.is_empty())
+            })
             .ok_or_else(|| {
                 Error::FailedPrecondition(format!(
                     "share {}: none of the access rules {:?} is a cephx rule with a key",
@@ -103,7 +111,14 @@ impl ShareAdapter for CephfsAdapter {
         let mut context = HashMap::from([
             ("monitors".to_string(), monitors.to_string()),
             ("rootPath".to_string(), format!("/{root}")),
-            ("mounter".to_string(), cephfs.mounter.unwrap_or(CephfsMounter::Fuse).as_str().to_string()),
+            (
+                "mounter".to_string(),
+                cephfs
+                    .mounter
+                    .unwrap_or(CephfsMounter::Fuse)
+                    .as_str()
+                    .to_string(),
+            ),
             ("provisionVolume".to_string(), "false".to_string()),
         ]);
         if let Some(options) = &cephfs.kernel_mount_options {
@@ -114,7 +129,10 @@ impl ShareAdapter for CephfsAdapter {
         }
         let secrets = HashMap::from([
             ("userID".to_string(), rule.access_to.clone()),
-            ("userKey".to_string(), rule.access_key.clone().unwrap_or_default()),
+            (
+                "userKey".to_string(),
+                rule.access_key.clone().unwrap_or_default(),
+            ),
         ]);
         Ok(PartnerVolume { context, secrets })
     }
@@ -127,8 +145,10 @@ mod tests {
 
     #[test]
     fn cephfs_context_has_monitors_root_and_key() {
-        let share: Share =
-            serde_json::from_value(serde_json::json!({"id": "s1", "status": "available", "size": 1})).unwrap();
+        let share: Share = serde_json::from_value(
+            serde_json::json!({"id": "s1", "status": "available", "size": 1}),
+        )
+        .unwrap();
         let export = ExportLocation {
             path: "10.0.0.1:6789,10.0.0.2:6789:/volumes/_nogroup/abc".into(),
             is_admin_only: false,
@@ -139,8 +159,13 @@ mod tests {
             "access_key": "AQB==", "access_level": "rw", "state": "active"
         }))
         .unwrap();
-        let options = CephfsOptions { mounter: Some(CephfsMounter::Kernel), ..Default::default() };
-        let volume = CephfsAdapter.partner_volume(&share, &export, &[rule], &options).unwrap();
+        let options = CephfsOptions {
+            mounter: Some(CephfsMounter::Kernel),
+            ..Default::default()
+        };
+        let volume = CephfsAdapter
+            .partner_volume(&share, &export, &[rule], &options)
+            .unwrap();
         assert_eq!(volume.context["monitors"], "10.0.0.1:6789,10.0.0.2:6789");
         assert_eq!(volume.context["rootPath"], "/volumes/_nogroup/abc");
         assert_eq!(volume.context["mounter"], "kernel");

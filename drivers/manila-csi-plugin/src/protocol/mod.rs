@@ -39,7 +39,10 @@ impl std::fmt::Debug for PartnerVolume {
         let secret_keys: Vec<&String> = self.secrets.keys().collect();
         f.debug_struct("PartnerVolume")
             .field("context", &self.context)
-            .field("secrets", &format_args!("{secret_keys:?} (values redacted)"))
+            .field(
+                "secrets",
+                &format_args!("{secret_keys:?} (values redacted)"),
+            )
             .finish()
     }
 }

@@ -33,14 +33,18 @@ impl ShareAdapter for NfsAdapter {
             let wanted = &options.nfs_share_clients;
             let existing = client.access_rules(&share.id).await?;
             for address in wanted {
-                let present =
-                    existing.iter().any(|r| r.access_type == "ip" && &r.access_to == address);
+                let present = existing
+                    .iter()
+                    .any(|r| r.access_type == "ip" && &r.access_to == address);
                 if !present {
                     tracing::debug!(share_id = %share.id, %address, "granting NFS access");
                     client.grant_access(&share.id, "ip", address, "rw").await?;
                 }
             }
-            let what = format!("NFS access rules {wanted:?} on share {} to become active", share.id);
+            let what = format!(
+                "NFS access rules {wanted:?} on share {} to become active",
+                share.id
+            );
             policy
                 .wait(&what, || async {
                     let rules: Vec<AccessRule> = client
@@ -114,8 +118,14 @@ mod tests {
 
     #[test]
     fn nfs_context_splits_at_the_last_colon() {
-        let export = ExportLocation { path: "[fd00::1]:/exports/a".into(), is_admin_only: false, preferred: true };
-        let volume = NfsAdapter.partner_volume(&share(), &export, &[], &CephfsOptions::default()).unwrap();
+        let export = ExportLocation {
+            path: "[fd00::1]:/exports/a".into(),
+            is_admin_only: false,
+            preferred: true,
+        };
+        let volume = NfsAdapter
+            .partner_volume(&share(), &export, &[], &CephfsOptions::default())
+            .unwrap();
         assert_eq!(volume.context["server"], "fd00::1");
         assert_eq!(volume.context["share"], "/exports/a");
         assert!(volume.secrets.is_empty());

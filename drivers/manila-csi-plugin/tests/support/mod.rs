@@ -32,10 +32,17 @@ pub struct RunningDriver {
 
 impl RunningDriver {
     /// Parses `args` as the binary would and serves the driver at `<dir>/<name>.sock`.
-    pub async fn start(dir: &std::path::Path, name: &str, args: &[&str]) -> Result<Self, manila_csi_plugin::Error> {
+    pub async fn start(
+        dir: &std::path::Path,
+        name: &str,
+        args: &[&str],
+    ) -> Result<Self, manila_csi_plugin::Error> {
         let socket = dir.join(format!("{name}.sock"));
         let endpoint = format!("unix://{}", socket.display());
-        let mut argv = vec!["manila-csi-plugin".to_string(), format!("--endpoint={endpoint}")];
+        let mut argv = vec![
+            "manila-csi-plugin".to_string(),
+            format!("--endpoint={endpoint}"),
+        ];
         argv.extend(args.iter().map(|a| a.to_string()));
         let config = Config::try_parse_from(&argv).expect("test flags parse");
         let listener = Driver::bind(&config.endpoint).await?;
@@ -49,11 +56,17 @@ impl RunningDriver {
                 .await
                 .expect("driver serves");
         });
-        Ok(RunningDriver { endpoint: endpoint.parse().unwrap(), shutdown: Some(tx), task: Some(task) })
+        Ok(RunningDriver {
+            endpoint: endpoint.parse().unwrap(),
+            shutdown: Some(tx),
+            task: Some(task),
+        })
     }
 
     pub async fn channel(&self) -> Channel {
-        csi_proto::connect(&self.endpoint).await.expect("connect to the driver")
+        csi_proto::connect(&self.endpoint)
+            .await
+            .expect("connect to the driver")
     }
 
     pub async fn controller(&self) -> ControllerClient<Channel> {
@@ -103,26 +116,43 @@ impl ControllerEnv {
     pub async fn with_cloud(config: CloudConfig, extra: &[&str]) -> Self {
         let cloud = FakeCloud::start(config).await.expect("fake cloud starts");
         let dir = tempfile::tempdir().unwrap();
-        let mut args = vec!["--share-protocol-selector=NFS", "--provide-node-service=false"];
+        let mut args = vec![
+            "--share-protocol-selector=NFS",
+            "--provide-node-service=false",
+        ];
         if !extra.iter().any(|a| a.starts_with("--share-wait-timeout")) {
             args.push("--share-wait-timeout=3s");
         }
         args.extend_from_slice(extra);
-        let driver = RunningDriver::start(dir.path(), "controller", &args).await.expect("driver starts");
+        let driver = RunningDriver::start(dir.path(), "controller", &args)
+            .await
+            .expect("driver starts");
         let client = driver.controller().await;
         let secrets = secrets(&cloud);
-        ControllerEnv { cloud, dir, driver, client, secrets }
+        ControllerEnv {
+            cloud,
+            dir,
+            driver,
+            client,
+            secrets,
+        }
     }
 
     /// Creates a volume with default parameters.
     pub async fn create(&mut self, name: &str, bytes: i64) -> Result<v1::Volume, tonic::Status> {
         let request = create_request(name, bytes, &self.secrets, &[]);
-        self.client.create_volume(request).await.map(|r| r.into_inner().volume.expect("volume"))
+        self.client
+            .create_volume(request)
+            .await
+            .map(|r| r.into_inner().volume.expect("volume"))
     }
 
     pub async fn delete(&mut self, id: &str) -> Result<(), tonic::Status> {
         self.client
-            .delete_volume(v1::DeleteVolumeRequest { volume_id: id.into(), secrets: self.secrets.clone() })
+            .delete_volume(v1::DeleteVolumeRequest {
+                volume_id: id.into(),
+                secrets: self.secrets.clone(),
+            })
             .await
             .map(|_| ())
     }
@@ -130,7 +160,10 @@ impl ControllerEnv {
     /// Asserts the fake cloud holds no shares, snapshots or access rules.
     pub fn assert_no_leftovers(&self) {
         let leftovers = self.cloud.leftovers();
-        assert!(leftovers.is_empty(), "resources left in the fake cloud: {leftovers:#?}");
+        assert!(
+            leftovers.is_empty(),
+            "resources left in the fake cloud: {leftovers:#?}"
+        );
     }
 }
 
@@ -154,9 +187,15 @@ pub fn create_request(
 ) -> v1::CreateVolumeRequest {
     v1::CreateVolumeRequest {
         name: name.into(),
-        capacity_range: Some(v1::CapacityRange { required_bytes: bytes, limit_bytes: 0 }),
+        capacity_range: Some(v1::CapacityRange {
+            required_bytes: bytes,
+            limit_bytes: 0,
+        }),
         volume_capabilities: vec![mount_capability(Mode::MultiNodeMultiWriter)],
-        parameters: parameters.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect(),
+        parameters: parameters
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect(),
         secrets: secrets.clone(),
         ..Default::default()
     }

@@ -39,7 +39,10 @@ impl FakePartner {
         let parsed: Endpoint = endpoint.parse().unwrap();
         let listener = Listener::bind(&parsed).await.unwrap();
         let calls = Arc::new(Mutex::new(Vec::new()));
-        let state = State { calls: calls.clone(), capabilities };
+        let state = State {
+            calls: calls.clone(),
+            capabilities,
+        };
         let (tx, rx) = oneshot::channel();
         let router = Server::builder()
             .add_service(IdentityServer::new(state.clone()))
@@ -50,7 +53,11 @@ impl FakePartner {
             })
             .await;
         });
-        FakePartner { endpoint, calls, shutdown: Some(tx) }
+        FakePartner {
+            endpoint,
+            calls,
+            shutdown: Some(tx),
+        }
     }
 
     pub fn calls(&self) -> Vec<Call> {
@@ -92,9 +99,14 @@ impl Identity for State {
         &self,
         _: Request<v1::GetPluginCapabilitiesRequest>,
     ) -> Result<Response<v1::GetPluginCapabilitiesResponse>, Status> {
-        Ok(Response::new(v1::GetPluginCapabilitiesResponse { capabilities: vec![] }))
+        Ok(Response::new(v1::GetPluginCapabilitiesResponse {
+            capabilities: vec![],
+        }))
     }
-    async fn probe(&self, _: Request<v1::ProbeRequest>) -> Result<Response<v1::ProbeResponse>, Status> {
+    async fn probe(
+        &self,
+        _: Request<v1::ProbeRequest>,
+    ) -> Result<Response<v1::ProbeResponse>, Status> {
         Ok(Response::new(v1::ProbeResponse { ready: Some(true) }))
     }
 }
@@ -135,7 +147,12 @@ impl Node for State {
     ) -> Result<Response<v1::NodeGetVolumeStatsResponse>, Status> {
         self.record(Call::Stats(request.into_inner()));
         Ok(Response::new(v1::NodeGetVolumeStatsResponse {
-            usage: vec![v1::VolumeUsage { available: 1, total: 2, used: 1, unit: 1 }],
+            usage: vec![v1::VolumeUsage {
+                available: 1,
+                total: 2,
+                used: 1,
+                unit: 1,
+            }],
             volume_condition: None,
         }))
     }
@@ -154,9 +171,11 @@ impl Node for State {
                 .capabilities
                 .iter()
                 .map(|kind| NodeServiceCapability {
-                    r#type: Some(node_service_capability::Type::Rpc(node_service_capability::Rpc {
-                        r#type: *kind as i32,
-                    })),
+                    r#type: Some(node_service_capability::Type::Rpc(
+                        node_service_capability::Rpc {
+                            r#type: *kind as i32,
+                        },
+                    )),
                 })
                 .collect(),
         }))
@@ -165,6 +184,9 @@ impl Node for State {
         &self,
         _: Request<v1::NodeGetInfoRequest>,
     ) -> Result<Response<v1::NodeGetInfoResponse>, Status> {
-        Ok(Response::new(v1::NodeGetInfoResponse { node_id: "partner".into(), ..Default::default() }))
+        Ok(Response::new(v1::NodeGetInfoResponse {
+            node_id: "partner".into(),
+            ..Default::default()
+        }))
     }
 }
