@@ -1,6 +1,7 @@
 //! Interoperability with the official clients: python-openstackclient + python-manilaclient
 //! (installed by `ci/install-openstack-clients.sh` into a cached virtualenv) drive the fake
 //! through a full share lifecycle. If a client fails on the fake, the fake is wrong.
+//! One test only, so that a cold run installs the clients once.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::path::{Path, PathBuf};
@@ -162,6 +163,19 @@ async fn openstack_cli_drives_a_full_share_lifecycle() {
     assert!(left.is_empty(), "{left:?}");
     assert!(!cloud.share_dir(&id).exists());
 
+    // The fake's errors reach the user through the clients.
+    let err = cli
+        .run(&["share", "create", "NFS", "1", "--share-type", "gold"])
+        .await
+        .unwrap_err();
+    assert!(err.contains("gold"), "{err}");
+    let err = cli
+        .run(&["share", "show", "no-such-share"])
+        .await
+        .unwrap_err();
+    assert!(err.contains("no-such-share"), "{err}");
+    assert!(cloud.leftovers().is_empty());
+
     // The clients negotiated the fake's maximum microversion.
     let manila_calls: Vec<_> = cloud
         .journal()
@@ -175,25 +189,4 @@ async fn openstack_cli_drives_a_full_share_lifecycle() {
             .all(|e| e.microversion.as_deref() == Some("2.84")),
         "{manila_calls:?}"
     );
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn openstack_cli_reports_the_fakes_errors() {
-    let exe = openstack_cli().await;
-    let cloud = FakeCloud::start(CloudConfig::default()).await.unwrap();
-    let dir = tempfile::tempdir().unwrap();
-    let clouds = dir.path().join("clouds.yaml");
-    std::fs::write(&clouds, cloud.clouds_yaml("fake")).unwrap();
-    let cli = Cli { exe, clouds };
-    let err = cli
-        .run(&["share", "create", "NFS", "1", "--share-type", "gold"])
-        .await
-        .unwrap_err();
-    assert!(err.contains("gold"), "{err}");
-    let err = cli
-        .run(&["share", "show", "no-such-share"])
-        .await
-        .unwrap_err();
-    assert!(err.contains("no-such-share"), "{err}");
-    assert!(cloud.leftovers().is_empty());
 }
