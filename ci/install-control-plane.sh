@@ -67,12 +67,11 @@ rm -f "$stamp"
 mkdir -p "$logs"
 build_start=$SECONDS
 
-# Runs one named step; its output goes to a log whose tail is shown when it fails.
+# run_step ID DESCRIPTION COMMAND...: runs one step with its output in $logs/ID.log, whose
+# tail is shown when it fails.
 run_step() {
-    local name="$1"
-    shift
-    local log
-    log="$logs/$(printf '%s' "$name" | tr -c 'a-zA-Z0-9-' '_').log"
+    local log="$logs/$1.log" name="$2"
+    shift 2
     local start=$SECONDS
     step "control plane: $name"
     # A subshell with errexit of its own: in an `if` condition bash would ignore `set -e`.
@@ -231,16 +230,16 @@ finish() {
     echo "$recipe" >"$stamp"
 }
 
-run_step "host build tools" host_tools
-run_step "apt metadata (private lists in $apt_dir)" apt_update
-run_step "download etcd-server, golang-1.15, kubernetes source" download_packages
-run_step "unpack go and etcd" unpack_go_and_etcd
-run_step "unpack kubernetes source" unpack_kubernetes
-run_step "generate code (make generated_files)" generate
+run_step host-tools "host build tools" host_tools
+run_step apt-update "apt metadata (private lists in $apt_dir)" apt_update
+run_step download "download etcd-server, golang-1.15, kubernetes source" download_packages
+run_step unpack-go-etcd "unpack go and etcd" unpack_go_and_etcd
+run_step unpack-kubernetes "unpack kubernetes source" unpack_kubernetes
+run_step generate "generate code (make generated_files)" generate
 rm -rf "$install_dir/bin.partial"
 for b in kube-apiserver kube-controller-manager kube-scheduler kubectl; do
-    run_step "build $b" build_one "$b"
+    run_step "build-$b" "build $b" build_one "$b"
 done
-run_step "install into $bin_dir" finish
+run_step install "install into $bin_dir" finish
 step "control plane: built in $((SECONDS - build_start))s"
 echo "$bin_dir"

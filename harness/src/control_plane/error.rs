@@ -3,7 +3,9 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
-/// What can go wrong while preparing, starting or stopping a control plane.
+/// What can go wrong while preparing, starting or stopping a control plane. Messages do not
+/// repeat the underlying error: it is the [`std::error::Error::source`] (print the chain,
+/// e.g. with `anyhow`'s `{:#}`).
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
     /// A file or directory of the run could not be created, read or removed.
@@ -37,10 +39,10 @@ pub enum Error {
         status: std::process::ExitStatus,
     },
     /// No free local TCP port could be reserved.
-    #[error("no free local port: {0}")]
+    #[error("no free local port")]
     NoFreePort(#[source] std::io::Error),
     /// Generating a key or certificate failed.
-    #[error("generating {what}: {source}")]
+    #[error("generating {what}")]
     Certificate {
         /// Which key or certificate.
         what: String,
@@ -49,7 +51,7 @@ pub enum Error {
         source: rcgen::Error,
     },
     /// A component's process could not be started.
-    #[error("starting {component} ({}): {source}", binary.display())]
+    #[error("starting {component} ({})", binary.display())]
     Spawn {
         /// The component, e.g. "kube-apiserver".
         component: &'static str,
@@ -86,16 +88,16 @@ pub enum Error {
         log_tail: String,
     },
     /// Building a Kubernetes client failed.
-    #[error("building a kube client from {}: {source}", kubeconfig.display())]
+    #[error("building a kube client for {target}")]
     Client {
-        /// The kubeconfig used.
-        kubeconfig: PathBuf,
+        /// The kubeconfig file or URL the client was for.
+        target: String,
         /// The underlying error.
         #[source]
         source: Box<dyn std::error::Error + Send + Sync>,
     },
     /// Serialising a kubeconfig failed.
-    #[error("serialising kubeconfig {}: {source}", path.display())]
+    #[error("serialising kubeconfig {}", path.display())]
     Kubeconfig {
         /// The kubeconfig being written.
         path: PathBuf,
@@ -104,7 +106,7 @@ pub enum Error {
         source: serde_yaml::Error,
     },
     /// Signalling a process failed.
-    #[error("signalling {component} (pid {pid}): {source}")]
+    #[error("signalling {component} (pid {pid})")]
     Signal {
         /// The component.
         component: String,

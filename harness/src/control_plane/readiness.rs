@@ -29,7 +29,7 @@ impl HealthCheck {
         let uri: http::Uri = url
             .parse()
             .map_err(|e: http::uri::InvalidUri| Error::Client {
-                kubeconfig: PathBuf::from(url),
+                target: url.to_string(),
                 source: Box::new(e),
             })?;
         let mut config = kube::Config::new(uri);
@@ -37,7 +37,7 @@ impl HealthCheck {
         config.connect_timeout = Some(Duration::from_secs(2));
         config.read_timeout = Some(Duration::from_secs(5));
         let client = Client::try_from(config).map_err(|e| Error::Client {
-            kubeconfig: PathBuf::from(url),
+            target: url.to_string(),
             source: Box::new(e),
         })?;
         Ok(Self { client, path })
