@@ -9,7 +9,7 @@ use wiremock::http::{HeaderMap, Method};
 use crate::config::Account;
 use crate::faults::{FaultAction, Operation};
 use crate::reply::Reply;
-use crate::state::{CloudState, Token, new_id};
+use crate::state::{CloudState, Token};
 
 /// Where Keystone is mounted.
 pub const PREFIX: &str = "/identity";
@@ -273,7 +273,7 @@ fn token_body(state: &CloudState, token: &Token) -> Value {
         body["roles"] = a
             .roles
             .iter()
-            .map(|r| json!({"id": format!("{:x}", md5ish(r)), "name": r}))
+            .map(|r| json!({"id": stable_id(r), "name": r}))
             .collect();
         body["catalog"] = catalog(state);
     }
@@ -286,21 +286,24 @@ fn token_body(state: &CloudState, token: &Token) -> Value {
     json!({"token": body})
 }
 
-/// A stable role id from its name (not a real hash function: ids just must not change).
-fn md5ish(name: &str) -> u128 {
-    name.bytes()
+/// A 32-hex-digit id derived from a name (FNV-1a, 128 bit), so that role and endpoint ids
+/// are the same in every token.
+fn stable_id(name: &str) -> String {
+    let hash = name
+        .bytes()
         .fold(0x6c62_272e_07bb_0142_62b8_2175_6295_c58du128, |h, b| {
             (h ^ u128::from(b)).wrapping_mul(0x0000_0000_0100_0000_0000_0000_0000_013b)
-        })
+        });
+    format!("{hash:032x}")
 }
 
-fn endpoints(state: &CloudState, url: &str) -> Value {
+fn endpoints(state: &CloudState, service: &str, url: &str) -> Value {
     let region = &state.config.region;
     ["public", "internal", "admin"]
         .iter()
         .map(|interface| {
             json!({
-                "id": new_id().replace('-', ""),
+                "id": stable_id(&format!("{service}/{interface}")),
                 "interface": interface,
                 "region": region,
                 "region_id": region,
@@ -315,7 +318,7 @@ fn catalog(state: &CloudState) -> Value {
     let base = &state.base_url;
     let mut services = vec![json!({
         "type": "identity", "name": "keystone", "id": "5e1b2d4c6a8f4e0b9d7c3a1f2e4b6d8a",
-        "endpoints": endpoints(state, &format!("{base}{PREFIX}")),
+        "endpoints": endpoints(state, "identity", &format!("{base}{PREFIX}")),
     })];
     if state.config.manila.present {
         let url = format!("{base}{}/v2", crate::manila::PREFIX);
@@ -325,7 +328,7 @@ fn catalog(state: &CloudState) -> Value {
         ] {
             services.push(json!({
                 "type": kind, "name": "manilav2", "id": id,
-                "endpoints": endpoints(state, &url),
+                "endpoints": endpoints(state, kind, &url),
             }));
         }
     }
