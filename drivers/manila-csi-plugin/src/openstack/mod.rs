@@ -5,6 +5,7 @@ pub mod credentials;
 mod http;
 pub mod keystone;
 pub mod manila;
+pub mod model;
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
