@@ -17,7 +17,7 @@ pub enum Service {
 /// One request the cloud served (control-API requests are not journalled).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct JournalEntry {
-    /// Order of arrival, from 1.
+    /// Order of arrival, from 1 (not reset by clearing the journal; reset by a cloud reset).
     pub seq: u64,
     /// When it was answered (RFC 3339).
     pub at: String,

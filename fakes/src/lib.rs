@@ -206,9 +206,10 @@ impl FakeCloud {
         credentials::secret(&s.config.account, &s.config.region, &self.base_url, kind)
     }
 
-    /// Every cloud request so far (control requests excluded).
+    /// The cloud requests so far, oldest first (control requests excluded; the newest
+    /// 100 000 are kept).
     pub fn journal(&self) -> Vec<JournalEntry> {
-        self.state().journal.clone()
+        self.state().journal.iter().cloned().collect()
     }
     /// Forgets the journal.
     pub fn clear_journal(&self) {

@@ -54,9 +54,13 @@ impl Respond for Router {
                 .and_then(|v| v.to_str().ok())
                 .map(str::to_owned)
         };
-        let seq = state.journal.last().map_or(1, |e| e.seq + 1);
+        state.journal_seq += 1;
+        let seq = state.journal_seq;
         tracing::debug!(method = %req.method, path, status = reply.status, "served");
-        state.journal.push(JournalEntry {
+        if state.journal.len() >= crate::state::JOURNAL_LIMIT {
+            state.journal.pop_front();
+        }
+        state.journal.push_back(JournalEntry {
             seq,
             at: Utc::now().to_rfc3339_opts(SecondsFormat::Micros, true),
             method: req.method.to_string(),

@@ -1,7 +1,7 @@
 //! The state of one fake cloud: tokens, Manila resources, messages, faults and journal.
 //! One instance per [`crate::FakeCloud`], behind an `Arc<Mutex<…>>`; never global.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::time::Instant;
 
 use chrono::{DateTime, Utc};
@@ -15,6 +15,9 @@ use crate::manila::model::{
     AccessOutcome, Failure, Share, ShareNetwork, ShareOutcome, ShareType, Snapshot,
     SnapshotOutcome, UserMessage, detail_text,
 };
+
+/// How many requests the journal keeps (the oldest are dropped beyond that).
+pub(crate) const JOURNAL_LIMIT: usize = 100_000;
 
 /// An issued Keystone token.
 #[derive(Debug, Clone)]
@@ -40,7 +43,10 @@ pub(crate) struct CloudState {
     pub share_networks: Vec<ShareNetwork>,
     pub messages: Vec<UserMessage>,
     pub faults: FaultTable,
-    pub journal: Vec<JournalEntry>,
+    /// The newest [`JOURNAL_LIMIT`] requests.
+    pub journal: VecDeque<JournalEntry>,
+    /// Sequence number of the last journalled request (survives clearing).
+    pub journal_seq: u64,
     pub backend: Backend,
     seq: u64,
 }
@@ -81,7 +87,8 @@ impl CloudState {
             share_networks: Vec::new(),
             messages: Vec::new(),
             faults: FaultTable::default(),
-            journal: Vec::new(),
+            journal: VecDeque::new(),
+            journal_seq: 0,
             backend,
             seq: 0,
         };
@@ -121,6 +128,7 @@ impl CloudState {
         self.messages.clear();
         self.faults.clear();
         self.journal.clear();
+        self.journal_seq = 0;
         self.seed_resources();
         self.backend.clear()
     }

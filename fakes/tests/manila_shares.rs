@@ -485,3 +485,51 @@ async fn zones_from_the_seed() {
         "az1"
     );
 }
+
+#[tokio::test]
+async fn admins_create_and_delete_types_through_the_api() {
+    let c = Client::start(CloudConfig::default()).await;
+    let r = c.post("/types", json!({"share_type": {"name": "silver", "extra_specs": {"driver_handles_share_servers": "false", "snapshot_support": "True", "thin": "yes"}}})).await;
+    assert_eq!(r.status, 200, "{:?}", r.body);
+    let id = r.body["share_type"]["id"].as_str().unwrap().to_owned();
+    assert_eq!(r.body["share_type"]["extra_specs"]["thin"], "yes");
+    assert_eq!(
+        r.body["share_type"]["extra_specs"]["create_share_from_snapshot_support"],
+        "False"
+    );
+    let r = c.post("/types", json!({"share_type": {"name": "silver", "extra_specs": {"driver_handles_share_servers": false}}})).await;
+    assert_eq!(r.status, 409);
+    let r = c
+        .post(
+            "/types",
+            json!({"share_type": {"name": "bronze", "extra_specs": {}}}),
+        )
+        .await;
+    assert_eq!(
+        r.status, 400,
+        "driver_handles_share_servers is required: {:?}",
+        r.body
+    );
+    let share = c
+        .post(
+            "/shares",
+            json!({"share": {"size": 1, "share_proto": "NFS", "share_type": "silver"}}),
+        )
+        .await;
+    let share = share.body["share"]["id"].as_str().unwrap().to_owned();
+    assert_eq!(
+        c.delete(&format!("/types/{id}")).await.status,
+        400,
+        "in use"
+    );
+    c.delete(&format!("/shares/{share}")).await;
+    c.wait_gone(&format!("/shares/{share}")).await;
+    assert_eq!(c.delete(&format!("/types/{id}")).await.status, 202);
+    assert_eq!(
+        c.get("/types").await.body["share_types"]
+            .as_array()
+            .unwrap()
+            .len(),
+        1
+    );
+}

@@ -279,8 +279,10 @@ fn route(state: &mut CloudState, ctx: &mut Ctx<'_>, segments: &[&str]) -> Reply 
             access::rule(state, ctx, id)
         }
         ["types"] if m == "GET" => types::list(state, ctx),
+        ["types"] if m == "POST" => types::create(state, ctx),
         ["types", "default"] if m == "GET" => types::default(state, ctx),
         ["types", id] if m == "GET" => types::show(state, ctx, id),
+        ["types", id] if m == "DELETE" => types::delete(state, ctx, id),
         ["types", id, "extra_specs"] if m == "GET" => types::extra_specs_of(state, ctx, id),
         ["snapshots"] if m == "GET" => snapshots::list(state, ctx, false),
         ["snapshots"] if m == "POST" => snapshots::create(state, ctx),

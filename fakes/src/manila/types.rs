@@ -118,3 +118,123 @@ pub(crate) fn extra_specs_of(state: &mut CloudState, ctx: &mut Ctx<'_>, id: &str
         None => not_found(format!("Share type {id} could not be found.")),
     }
 }
+
+fn spec_bool(value: Option<&Value>) -> Result<Option<bool>, String> {
+    match value {
+        None => Ok(None),
+        Some(Value::Bool(b)) => Ok(Some(*b)),
+        Some(Value::String(s)) if s.eq_ignore_ascii_case("true") => Ok(Some(true)),
+        Some(Value::String(s)) if s.eq_ignore_ascii_case("false") => Ok(Some(false)),
+        Some(other) => Err(format!("{other} is not a boolean")),
+    }
+}
+
+/// `POST /types` (admin): `{"share_type": {"name", "extra_specs": {...}, "description"}}`.
+pub(crate) fn create(state: &mut CloudState, ctx: &mut Ctx<'_>) -> Reply {
+    if !ctx.admin {
+        return fault(
+            403,
+            "Policy doesn't allow share_type:create to be performed.",
+        );
+    }
+    let body = match ctx
+        .body_object("share_type")
+        .or_else(|_| ctx.body_object("volume_type"))
+    {
+        Ok(b) => b,
+        Err(r) => return r,
+    };
+    let Some(name) = body
+        .get("name")
+        .and_then(Value::as_str)
+        .filter(|n| !n.is_empty())
+    else {
+        return super::bad_request("Share type name is not valid.");
+    };
+    let specs = body
+        .get("extra_specs")
+        .and_then(Value::as_object)
+        .cloned()
+        .unwrap_or_default();
+    let dhss = match spec_bool(specs.get("driver_handles_share_servers")) {
+        Ok(Some(b)) => b,
+        Ok(None) => {
+            return super::bad_request(
+                "Invalid share type: required extra specs driver_handles_share_servers is missing.",
+            );
+        }
+        Err(e) => {
+            return super::bad_request(format!(
+                "Invalid extra spec driver_handles_share_servers: {e}."
+            ));
+        }
+    };
+    let mut seed = crate::config::ShareTypeSeed::named(name);
+    seed.driver_handles_share_servers = dhss;
+    seed.description = body
+        .get("description")
+        .and_then(Value::as_str)
+        .map(str::to_owned);
+    for (key, slot) in [
+        ("snapshot_support", &mut seed.snapshot_support),
+        (
+            "create_share_from_snapshot_support",
+            &mut seed.create_share_from_snapshot_support,
+        ),
+    ] {
+        match spec_bool(specs.get(key)) {
+            Ok(Some(b)) => *slot = b,
+            Ok(None) => *slot = false,
+            Err(e) => return super::bad_request(format!("Invalid extra spec {key}: {e}.")),
+        }
+    }
+    for (k, v) in &specs {
+        if ![
+            "driver_handles_share_servers",
+            "snapshot_support",
+            "create_share_from_snapshot_support",
+        ]
+        .contains(&k.as_str())
+        {
+            seed.extra_specs.insert(
+                k.clone(),
+                v.as_str().map_or_else(|| v.to_string(), str::to_owned),
+            );
+        }
+    }
+    if state.share_types.iter().any(|t| t.name == name) {
+        return fault(409, format!("Share Type {name} already exists."));
+    }
+    match state.add_share_type(&seed) {
+        Ok(id) => match state.share_type(&id) {
+            Some(t) => {
+                let v = view(state, ctx, t);
+                Reply::json(200, json!({"share_type": v, "volume_type": v}))
+            }
+            None => not_found(format!("Share type {id} could not be found.")),
+        },
+        Err(e) => super::bad_request(e.to_string()),
+    }
+}
+
+/// `DELETE /types/{id}` (admin): refused while shares use the type.
+pub(crate) fn delete(state: &mut CloudState, ctx: &mut Ctx<'_>, id: &str) -> Reply {
+    if !ctx.admin {
+        return fault(
+            403,
+            "Policy doesn't allow share_type:delete to be performed.",
+        );
+    }
+    let Some(t) = state.share_types.iter().find(|t| t.id == id) else {
+        return not_found(format!("Share type {id} could not be found."));
+    };
+    if state.shares.values().any(|s| s.share_type_id == t.id) {
+        return super::bad_request(format!(
+            "Invalid share type: Share Type {id} deletion is not allowed with shares present with the type."
+        ));
+    }
+    match state.remove_share_type(id) {
+        Ok(()) => Reply::empty(202),
+        Err(e) => not_found(e.to_string()),
+    }
+}
