@@ -58,7 +58,14 @@ impl Listener {
         let kind = match endpoint {
             Endpoint::Unix(path) => {
                 check_socket_dir(path)?;
-                remove_stale_socket(path).map_err(|e| io_error("cannot remove stale socket", e))?;
+                if remove_stale_socket(path)
+                    .map_err(|e| io_error("cannot remove stale socket", e))?
+                    == StalePath::NotASocket
+                {
+                    return Err(Error::NotASocket {
+                        socket: path.clone(),
+                    });
+                }
                 let listener = UnixListener::bind(path).map_err(|e| io_error("cannot bind", e))?;
                 ListenerKind::Unix {
                     listener,
@@ -102,14 +109,21 @@ fn check_socket_dir(path: &Path) -> Result<()> {
     }
 }
 
-fn remove_stale_socket(path: &Path) -> std::io::Result<()> {
+#[derive(Debug, PartialEq, Eq)]
+enum StalePath {
+    /// Nothing there (any more).
+    Clear,
+    /// Something else than a socket: left alone.
+    NotASocket,
+}
+
+fn remove_stale_socket(path: &Path) -> std::io::Result<StalePath> {
     match std::fs::symlink_metadata(path) {
-        Ok(metadata) if metadata.file_type().is_socket() => std::fs::remove_file(path),
-        Ok(_) => Err(std::io::Error::new(
-            std::io::ErrorKind::AlreadyExists,
-            "the path exists and is not a socket; refusing to remove it",
-        )),
-        Err(error) if error.kind() == std::io::ErrorKind::NotFound => Ok(()),
+        Ok(metadata) if metadata.file_type().is_socket() => {
+            std::fs::remove_file(path).map(|()| StalePath::Clear)
+        }
+        Ok(_) => Ok(StalePath::NotASocket),
+        Err(error) if error.kind() == std::io::ErrorKind::NotFound => Ok(StalePath::Clear),
         Err(error) => Err(error),
     }
 }
