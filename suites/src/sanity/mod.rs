@@ -1,0 +1,36 @@
+//! A CSI conformance suite at parity with kubernetes-csi's `csi-sanity`, runnable against
+//! any CSI endpoint.
+//!
+//! The cases ([`cases::all`]) cover Identity, Controller (capabilities, GetCapacity,
+//! ListVolumes, CreateVolume, DeleteVolume, ValidateVolumeCapabilities, ControllerPublish/
+//! Unpublish and the controller lifecycle), snapshots (Create, Delete, List), controller
+//! expansion and Node (capabilities, NodeGetInfo, Stage/Unstage/Publish/Unpublish argument
+//! checks, NodeGetVolumeStats, NodeExpandVolume, the full lifecycle and its idempotency).
+//! Each case is skipped, with the reason, when the plugin does not advertise what it needs.
+//! The runner cleans up what each case created (publications, stages, snapshots, volumes),
+//! even when it failed, and produces a [`Report`] (JUnit XML and a summary).
+//!
+//! ```no_run
+//! use suites::sanity::{CsiSecrets, SanityConfig, run};
+//!
+//! # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
+//! let mut config = SanityConfig::new("unix:///csi/csi.sock".parse()?);
+//! config.secrets = CsiSecrets::from_yaml_file("secrets.yaml".as_ref())?;
+//! let report = run(config).await?;
+//! print!("{}", report.summary());
+//! std::fs::write("junit.xml", report.to_junit()?)?;
+//! # Ok(()) }
+//! ```
+
+pub mod case;
+pub mod cases;
+pub mod config;
+pub mod context;
+mod error;
+pub mod report;
+pub mod runner;
+
+pub use config::{AccessType, CaseFilter, CsiSecrets, GIB, SanityConfig, load_parameters};
+pub use error::{Error, Result};
+pub use report::{CaseReport, Outcome, Report};
+pub use runner::{run, run_cases, run_with_progress};

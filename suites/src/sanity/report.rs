@@ -1,0 +1,223 @@
+//! The result of a run: one outcome per case, as JUnit XML (for CI) and a human summary.
+
+use std::fmt::Write as _;
+use std::time::Duration;
+
+use quick_junit::{NonSuccessKind, TestCase, TestCaseStatus, TestSuite};
+use serde::Serialize;
+
+use super::error::{Error, Result};
+
+/// How a case ended.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Outcome {
+    /// Every check held and cleanup succeeded.
+    Passed,
+    /// A check failed, the case timed out, or its cleanup failed: why.
+    Failed(String),
+    /// Not applicable to this plugin, or filtered out: why.
+    Skipped(String),
+}
+
+impl Outcome {
+    /// `passed`, `failed` or `skipped`.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Outcome::Passed => "passed",
+            Outcome::Failed(_) => "failed",
+            Outcome::Skipped(_) => "skipped",
+        }
+    }
+}
+
+/// One case's result.
+#[derive(Debug, Clone, Serialize)]
+pub struct CaseReport {
+    /// The case's group (`Identity Service`, `Node Service`, …).
+    pub group: String,
+    /// The full case name.
+    pub name: String,
+    /// How it ended.
+    pub outcome: Outcome,
+    /// How long it took, cleanup included.
+    #[serde(skip)]
+    pub duration: Duration,
+}
+
+/// The results of a run.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct Report {
+    /// The endpoint tested.
+    pub endpoint: String,
+    /// Every case, in the order run.
+    pub cases: Vec<CaseReport>,
+    /// Notes about the configuration (e.g. unknown secrets sections).
+    pub warnings: Vec<String>,
+    /// Wall-clock time of the run.
+    #[serde(skip)]
+    pub duration: Duration,
+}
+
+impl Report {
+    fn count(&self, kind: &str) -> usize {
+        self.cases
+            .iter()
+            .filter(|c| c.outcome.kind() == kind)
+            .count()
+    }
+    /// Cases that passed.
+    pub fn passed(&self) -> usize {
+        self.count("passed")
+    }
+    /// Cases that failed.
+    pub fn failed(&self) -> usize {
+        self.count("failed")
+    }
+    /// Cases skipped.
+    pub fn skipped(&self) -> usize {
+        self.count("skipped")
+    }
+    /// True when no case failed.
+    pub fn success(&self) -> bool {
+        self.failed() == 0
+    }
+
+    /// The failed cases.
+    pub fn failures(&self) -> impl Iterator<Item = &CaseReport> {
+        self.cases
+            .iter()
+            .filter(|c| matches!(c.outcome, Outcome::Failed(_)))
+    }
+
+    /// A human summary: each failure and skip with its reason, then the totals.
+    pub fn summary(&self) -> String {
+        let mut out = String::new();
+        let _ = writeln!(out, "CSI sanity against {}", self.endpoint);
+        for warning in &self.warnings {
+            let _ = writeln!(out, "warning: {warning}");
+        }
+        for case in &self.cases {
+            match &case.outcome {
+                Outcome::Passed => {
+                    let _ = writeln!(out, "  PASS  {} ({:.2?})", case.name, case.duration);
+                }
+                Outcome::Skipped(reason) => {
+                    let _ = writeln!(out, "  SKIP  {}\n        {reason}", case.name);
+                }
+                Outcome::Failed(reason) => {
+                    let _ = writeln!(out, "  FAIL  {}\n        {reason}", case.name);
+                }
+            }
+        }
+        let _ = writeln!(
+            out,
+            "Ran {} of {} cases in {:.1?}",
+            self.cases.len() - self.skipped(),
+            self.cases.len(),
+            self.duration
+        );
+        let _ = writeln!(
+            out,
+            "{} passed, {} failed, {} skipped",
+            self.passed(),
+            self.failed(),
+            self.skipped()
+        );
+        out
+    }
+
+    /// JUnit XML: one test suite per group, one test case per case (skips with their reason).
+    pub fn to_junit(&self) -> Result<String> {
+        let mut report = quick_junit::Report::new("CSI sanity");
+        report.set_time(self.duration);
+        let mut groups: Vec<&str> = Vec::new();
+        for case in &self.cases {
+            if !groups.contains(&case.group.as_str()) {
+                groups.push(&case.group);
+            }
+        }
+        for group in groups {
+            let mut suite = TestSuite::new(group);
+            for case in self.cases.iter().filter(|c| c.group == group) {
+                let status = match &case.outcome {
+                    Outcome::Passed => TestCaseStatus::success(),
+                    Outcome::Failed(reason) => {
+                        let mut status = TestCaseStatus::non_success(NonSuccessKind::Failure);
+                        status.set_message(reason.as_str());
+                        status
+                    }
+                    Outcome::Skipped(reason) => {
+                        let mut status = TestCaseStatus::skipped();
+                        status.set_message(reason.as_str());
+                        status
+                    }
+                };
+                let mut test_case = TestCase::new(case.name.as_str(), status);
+                test_case.set_classname(group).set_time(case.duration);
+                suite.add_test_case(test_case);
+            }
+            report.add_test_suite(suite);
+        }
+        report.to_string().map_err(|e| Error::Junit(e.to_string()))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+    use super::*;
+
+    fn report() -> Report {
+        let case = |name: &str, outcome| CaseReport {
+            group: "Identity Service".into(),
+            name: name.into(),
+            outcome,
+            duration: Duration::from_millis(5),
+        };
+        Report {
+            endpoint: "unix:///csi.sock".into(),
+            cases: vec![
+                case("Identity Service Probe works", Outcome::Passed),
+                case(
+                    "Identity Service GetPluginInfo <name>",
+                    Outcome::Failed("name \"\" is empty & invalid".into()),
+                ),
+                case(
+                    "Identity Service other",
+                    Outcome::Skipped("not supported".into()),
+                ),
+            ],
+            warnings: vec!["unknown section X".into()],
+            duration: Duration::from_secs(1),
+        }
+    }
+
+    #[test]
+    fn totals_and_summary() {
+        let report = report();
+        assert_eq!(
+            (report.passed(), report.failed(), report.skipped()),
+            (1, 1, 1)
+        );
+        assert!(!report.success());
+        let summary = report.summary();
+        assert!(
+            summary.ends_with("1 passed, 1 failed, 1 skipped\n"),
+            "{summary}"
+        );
+        assert!(summary.contains("FAIL  Identity Service GetPluginInfo <name>"));
+        assert!(summary.contains("not supported"));
+        assert!(summary.contains("warning: unknown section X"));
+    }
+
+    #[test]
+    fn junit_escapes_and_counts() {
+        let xml = report().to_junit().unwrap();
+        assert!(xml.contains(r#"tests="3""#), "{xml}");
+        assert!(xml.contains(r#"failures="1""#), "{xml}");
+        assert!(xml.contains(r#"skipped="1""#), "{xml}");
+        assert!(xml.contains("&lt;name&gt;"), "{xml}");
+        assert!(xml.contains("is empty &amp; invalid"), "{xml}");
+    }
+}
