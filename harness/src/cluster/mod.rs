@@ -1,1 +1,209 @@
 //! The `Cluster` abstraction the suites use, and its embedded backend.
+//!
+//! A [`Cluster`] is a handle on a running cluster: an admin kube client, the admin
+//! kubeconfig (for `kubectl`), the node names, exec into a pod's container and its logs, a
+//! node-agent restart, and fresh [`TestNamespace`]s that isolate tests sharing the cluster.
+//! The [`wait`] helpers wait on cluster state with a timeout and report what they last saw.
+//!
+//! # Backends
+//!
+//! [`embedded`] (the default, and for now the only one): a real control plane plus simulated
+//! nodes, owned by one process ([`EmbeddedCluster`]) and attachable from others by its run
+//! directory ([`EmbeddedCluster::connect`]).
+//!
+//! # One cluster per test run
+//!
+//! Booting costs seconds, so the tests of one run share a cluster and isolate themselves by
+//! namespace. [`Cluster::shared`] gives every test of the run the same cluster:
+//!
+//! - under `cargo nextest`, the setup script `ci/cluster-setup.sh` (see
+//!   `.config/nextest.toml`) runs `conformance cluster up --until-pid <nextest>`, which starts
+//!   a background cluster process living as long as the nextest run, and exports its run
+//!   directory as `HARNESS_CLUSTER_DIR` to the tests; [`Cluster::shared`] attaches to it;
+//! - without that variable (plain `cargo test`, or a nextest run with the setup script
+//!   disabled) the first call in a test process starts such a cluster process for the test
+//!   process (it stops when the test process exits); later calls in the same process attach
+//!   to it.
+//!
+//! By hand: `conformance cluster up` prints `HARNESS_CLUSTER_DIR=<dir>`;
+//! `kubectl --kubeconfig <dir>/control-plane/admin.kubeconfig get pods -A` works against it;
+//! `conformance cluster down --run-dir <dir>` stops it.
+//!
+//! ```no_run
+//! # async fn demo() -> harness::cluster::Result<()> {
+//! use std::time::Duration;
+//! use harness::cluster::{Cluster, wait};
+//! use k8s_openapi::api::core::v1::Pod;
+//! use kube::runtime::conditions::is_pod_running;
+//!
+//! let cluster = Cluster::shared().await?;
+//! let ns = cluster.namespace("demo").await?;
+//! let pods: kube::Api<Pod> = ns.api();
+//! // … create a pod "web" …
+//! wait::wait_for(&pods, "web", is_pod_running(), Duration::from_secs(30)).await?;
+//! let out = cluster.exec(ns.name(), "web", "app", &["cat", "/etc/hostname"]).await?;
+//! assert_eq!(out.stdout, b"web\n");
+//! ns.cleanup().await?; // deletes the namespace, checks nothing was left behind
+//! # Ok(()) }
+//! ```
+
+pub mod embedded;
+mod error;
+mod namespace;
+mod shared;
+pub mod wait;
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use k8s_openapi::api::core::v1::Pod;
+use kube::api::Api;
+
+pub use embedded::{ClusterDescription, EmbeddedCluster, EmbeddedOptions};
+pub use error::{Error, Result};
+pub use namespace::{TEST_NAMESPACE_LABEL, TestNamespace};
+pub use shared::CLUSTER_DIR_ENV;
+pub use wait::WaitError;
+
+pub use crate::runtime::ExecOutput;
+
+/// A running cluster, as the suites use it. Cheap to clone.
+///
+/// Its kube client belongs to the tokio runtime it was created in: create one `Cluster`
+/// per test (attaching is cheap) rather than sharing one across runtimes.
+#[derive(Clone)]
+pub struct Cluster {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    client: kube::Client,
+    run_dir: PathBuf,
+    description: ClusterDescription,
+}
+
+impl std::fmt::Debug for Cluster {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Cluster")
+            .field("run_dir", &self.inner.run_dir)
+            .field("api_url", &self.inner.description.api_url)
+            .field("nodes", &self.node_names())
+            .finish_non_exhaustive()
+    }
+}
+
+impl Cluster {
+    /// Attaches to the embedded cluster served from `run_dir` by another process (or this
+    /// one).
+    pub async fn connect(run_dir: &Path) -> Result<Self> {
+        let description = ClusterDescription::read(run_dir)?;
+        if embedded::daemon::owner(run_dir)?.is_none() {
+            return Err(Error::NotRunning {
+                run_dir: run_dir.to_path_buf(),
+                reason: format!("its cluster process ({}) is gone", description.pid),
+            });
+        }
+        Self::from_description(run_dir.to_path_buf(), description).await
+    }
+
+    pub(crate) async fn from_description(
+        run_dir: PathBuf,
+        description: ClusterDescription,
+    ) -> Result<Self> {
+        let client = crate::control_plane::client_from_kubeconfig(&description.kubeconfig).await?;
+        Ok(Self {
+            inner: Arc::new(Inner {
+                client,
+                run_dir,
+                description,
+            }),
+        })
+    }
+
+    /// A kube client with cluster-admin rights.
+    pub fn client(&self) -> kube::Client {
+        self.inner.client.clone()
+    }
+
+    /// The admin kubeconfig (`kubectl --kubeconfig <this>`).
+    pub fn kubeconfig(&self) -> &Path {
+        &self.inner.description.kubeconfig
+    }
+
+    /// The cluster's run directory (logs of every component and node agent are under it).
+    pub fn run_dir(&self) -> &Path {
+        &self.inner.run_dir
+    }
+
+    /// The node names, in creation order (`node-1`, …).
+    pub fn node_names(&self) -> Vec<String> {
+        self.inner.description.node_names()
+    }
+
+    /// The description of the cluster (nodes, zones, node run directories and logs).
+    pub fn description(&self) -> &ClusterDescription {
+        &self.inner.description
+    }
+
+    /// Runs `argv` in the namespaces of a running container of a pod, as `kubectl exec`
+    /// does, and returns its exit status and output.
+    pub async fn exec(
+        &self,
+        namespace: &str,
+        pod: &str,
+        container: &str,
+        argv: &[&str],
+    ) -> Result<ExecOutput> {
+        let node = self.node_of(namespace, pod).await?;
+        let argv: Vec<String> = argv.iter().map(|s| s.to_string()).collect();
+        // TODO(node): crate::node::exec once the node agent lands.
+        let _ = (node, argv, container);
+        Err(Error::PodNotOnNode {
+            namespace: namespace.into(),
+            pod: pod.into(),
+        })
+    }
+
+    /// A container's log (`previous`: the log of its previous instance, after a restart).
+    pub async fn logs(
+        &self,
+        namespace: &str,
+        pod: &str,
+        container: &str,
+        previous: bool,
+    ) -> Result<String> {
+        let node = self.node_of(namespace, pod).await?;
+        let _ = (node, container, previous);
+        Err(Error::PodNotOnNode {
+            namespace: namespace.into(),
+            pod: pod.into(),
+        })
+    }
+
+    /// Restarts the agent of `node`: its pods keep running and the new agent re-adopts them.
+    pub async fn restart_node_agent(&self, node: &str) -> Result<()> {
+        self.inner.description.node(node)?;
+        embedded::control::request_restart(&self.inner.run_dir, node).await
+    }
+
+    /// A fresh namespace `<prefix>-<random>` for one test (see [`TestNamespace`]).
+    pub async fn namespace(&self, prefix: &str) -> Result<TestNamespace> {
+        TestNamespace::create(self, prefix).await
+    }
+
+    async fn node_of(&self, namespace: &str, pod: &str) -> Result<&embedded::NodeDescription> {
+        let pods: Api<Pod> = Api::namespaced(self.client(), namespace);
+        let found = pods
+            .get(pod)
+            .await
+            .map_err(Error::kube(format!("reading pod {namespace}/{pod}")))?;
+        let node = found
+            .spec
+            .and_then(|s| s.node_name)
+            .ok_or_else(|| Error::PodNotOnNode {
+                namespace: namespace.into(),
+                pod: pod.into(),
+            })?;
+        self.inner.description.node(&node)
+    }
+}

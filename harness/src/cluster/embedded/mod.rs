@@ -1,0 +1,556 @@
+//! The embedded backend: the [`ControlPlane`] plus N `node-agent` processes, owned by one
+//! process (a test binary, a benchmark, or the background cluster process that
+//! `conformance cluster up` starts).
+//!
+//! [`EmbeddedCluster::start`] boots the control plane, issues each node a kubelet-style client
+//! certificate, starts the node agents with the run's lifeline (so every pod ends with the
+//! owner, however it ends), waits until all nodes are Ready, writes `cluster.json` (see
+//! [`description`]) and serves a control socket, so other processes can attach with
+//! [`EmbeddedCluster::connect`] and ask for a node agent restart.
+//! [`EmbeddedCluster::stop`] stops the node agents, the pods and the control plane and
+//! removes the run directory.
+
+pub(crate) mod control;
+pub mod daemon;
+pub mod description;
+mod node_agents;
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use k8s_openapi::api::core::v1::Node;
+use kube::api::{Api, ListParams};
+use tokio::sync::Mutex;
+
+use super::Cluster;
+use super::error::{Error, Result};
+use crate::control_plane::{Binaries, ClientIdentity, ControlPlane, RunDir, run_dir};
+use crate::runtime::{Lifeline, LifelineHolder};
+
+pub use description::{ClusterDescription, NodeDescription};
+pub use node_agents::{NODE_AGENT_ENV, locate_node_agent};
+
+use node_agents::{NodeAgentLaunch, NodeAgentProcess};
+
+/// How long a node agent may take to stop after SIGTERM.
+const AGENT_STOP_GRACE: Duration = Duration::from_secs(10);
+
+/// Options of an [`EmbeddedCluster`].
+#[derive(Debug, Clone)]
+pub struct EmbeddedOptions {
+    /// How many nodes (default 3).
+    pub nodes: usize,
+    /// The zones, assigned to the nodes in turn (default `zone-a`, `zone-b`, `zone-c`).
+    pub zones: Vec<String>,
+    /// The region of every node (default `RegionOne`, OpenStack's default region).
+    pub region: String,
+    /// The run directory; default a fresh `cluster-XXXXXX` under [`EmbeddedOptions::base_dir`].
+    pub run_dir: Option<PathBuf>,
+    /// Where fresh run directories are created and stale ones cleaned (default
+    /// `$TMPDIR/openstack-csi-conformance`).
+    pub base_dir: PathBuf,
+    /// Images mapped to host binaries (image reference, binary); other images are generic.
+    pub images: Vec<(String, PathBuf)>,
+    /// The `node-agent` binary; default [`locate_node_agent`].
+    pub node_agent: Option<PathBuf>,
+    /// The control-plane binaries; default [`Binaries::locate`].
+    pub binaries: Option<Binaries>,
+    /// How long the nodes may take to become Ready once their agents run (default 60 s).
+    pub ready_timeout: Duration,
+    /// Keep the run directory (logs) after [`EmbeddedCluster::stop`].
+    pub keep_run_dir: bool,
+}
+
+impl Default for EmbeddedOptions {
+    fn default() -> Self {
+        Self {
+            nodes: 3,
+            zones: vec!["zone-a".into(), "zone-b".into(), "zone-c".into()],
+            region: "RegionOne".into(),
+            run_dir: None,
+            base_dir: std::env::temp_dir().join("openstack-csi-conformance"),
+            images: Vec::new(),
+            node_agent: None,
+            binaries: None,
+            ready_timeout: Duration::from_secs(60),
+            keep_run_dir: false,
+        }
+    }
+}
+
+impl EmbeddedOptions {
+    fn validate(&self) -> Result<()> {
+        if self.nodes == 0 {
+            return Err(Error::InvalidOption {
+                option: "nodes",
+                reason: "a cluster needs at least one node".into(),
+            });
+        }
+        if self.zones.is_empty() || self.zones.iter().any(|z| z.trim().is_empty()) {
+            return Err(Error::InvalidOption {
+                option: "zones",
+                reason: format!(
+                    "need at least one zone and no empty names, got {:?}",
+                    self.zones
+                ),
+            });
+        }
+        Ok(())
+    }
+
+    /// The node names and zones: `node-1`… with the zones in turn.
+    fn node_layout(&self) -> Vec<(String, String)> {
+        (0..self.nodes)
+            .map(|i| {
+                (
+                    format!("node-{}", i + 1),
+                    self.zones[i % self.zones.len()].clone(),
+                )
+            })
+            .collect()
+    }
+}
+
+/// How long each phase of [`EmbeddedCluster::start`] took.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct StartTimings {
+    /// Control plane start to ready.
+    pub control_plane: Duration,
+    /// Node agents started to every node Ready.
+    pub nodes: Duration,
+    /// The whole start.
+    pub total: Duration,
+}
+
+/// A running embedded cluster owned by this process (see the module docs).
+pub struct EmbeddedCluster {
+    root: PathBuf,
+    control_plane: Option<ControlPlane>,
+    agents: Arc<Mutex<NodeAgents>>,
+    lifeline: Option<LifelineHolder>,
+    description: ClusterDescription,
+    control: control::ControlServer,
+    keep_run_dir: bool,
+    timings: StartTimings,
+}
+
+impl std::fmt::Debug for EmbeddedCluster {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("EmbeddedCluster")
+            .field("run_dir", &self.run_dir())
+            .field("description", &self.description)
+            .finish_non_exhaustive()
+    }
+}
+
+impl EmbeddedCluster {
+    /// Boots the control plane and the node agents and waits until every node is Ready.
+    ///
+    /// Start it from a runtime that outlives it: its processes die with the thread that
+    /// started them (`PR_SET_PDEATHSIG`).
+    pub async fn start(options: EmbeddedOptions) -> Result<Self> {
+        options.validate()?;
+        let started = Instant::now();
+        let node_agent = match &options.node_agent {
+            Some(path) if path.is_file() => path.clone(),
+            Some(path) => {
+                return Err(Error::BinaryMissing {
+                    binary: "node-agent",
+                    path: path.clone(),
+                    env: NODE_AGENT_ENV,
+                });
+            }
+            None => locate_node_agent()?,
+        };
+        let run_dir = open_run_dir(&options)?;
+        let root = std::fs::canonicalize(run_dir.path())
+            .map_err(Error::io("resolving", run_dir.path()))?;
+        tracing::info!(run_dir = %root.display(), nodes = options.nodes, "starting the control plane");
+        let mut builder = ControlPlane::builder()
+            .run_dir(root.join("control-plane"))
+            .keep_run_dir(options.keep_run_dir);
+        if let Some(binaries) = &options.binaries {
+            builder = builder.binaries(binaries.clone());
+        }
+        let control_plane = builder.start().await?;
+        let control_plane_time = started.elapsed();
+        tracing::info!(api = control_plane.api_url(), elapsed = ?control_plane_time, "control plane ready; starting node agents");
+
+        let (lifeline, holder) = Lifeline::pair()?;
+        let (api_host, api_port) = host_port(control_plane.api_url());
+        let nodes_dir = root.join("nodes");
+        let mut agents = Vec::new();
+        for (name, zone) in options.node_layout() {
+            let node_dir = nodes_dir.join(&name);
+            std::fs::create_dir_all(&node_dir).map_err(Error::io("creating", &node_dir))?;
+            let kubeconfig = node_dir.join("kubeconfig");
+            control_plane.write_kubeconfig(
+                &kubeconfig,
+                &ClientIdentity {
+                    user: format!("system:node:{name}"),
+                    group: Some("system:nodes".into()),
+                },
+            )?;
+            let launch = NodeAgentLaunch {
+                binary: node_agent.clone(),
+                node: NodeDescription {
+                    log: nodes_dir.join(format!("{name}.log")),
+                    name,
+                    zone,
+                    run_dir: node_dir,
+                },
+                region: options.region.clone(),
+                kubeconfig,
+                api_host: api_host.clone(),
+                api_port,
+                ca_file: control_plane.ca_file().to_path_buf(),
+                images: options.images.clone(),
+                lifeline: lifeline.clone(),
+            };
+            agents.push(NodeAgentProcess::spawn(launch, &run_dir)?);
+        }
+        let nodes_started = Instant::now();
+        let names: Vec<String> = agents.iter().map(|a| a.node().name.clone()).collect();
+        wait_nodes_ready(
+            &control_plane.client(),
+            &names,
+            &mut agents,
+            options.ready_timeout,
+        )
+        .await?;
+        let nodes_time = nodes_started.elapsed();
+
+        let description = ClusterDescription {
+            kubeconfig: control_plane.kubeconfig().to_path_buf(),
+            api_url: control_plane.api_url().into(),
+            nodes: agents.iter().map(|a| a.node().clone()).collect(),
+            pid: std::process::id(),
+        };
+        let agents = Arc::new(Mutex::new(NodeAgents {
+            processes: agents,
+            run_dir: Some(run_dir),
+        }));
+        let control = control::ControlServer::start(&root, agents.clone())?;
+        description.write(&root)?;
+        let timings = StartTimings {
+            control_plane: control_plane_time,
+            nodes: nodes_time,
+            total: started.elapsed(),
+        };
+        tracing::info!(nodes = ?names, ?timings, run_dir = %root.display(), "cluster ready");
+        Ok(Self {
+            root,
+            control_plane: Some(control_plane),
+            agents,
+            lifeline: Some(holder),
+            description,
+            control,
+            keep_run_dir: options.keep_run_dir,
+            timings,
+        })
+    }
+
+    /// Attaches to a cluster another process runs from `run_dir` (see [`Cluster::connect`]).
+    pub async fn connect(run_dir: &Path) -> Result<Cluster> {
+        Cluster::connect(run_dir).await
+    }
+
+    /// A handle the suites use (kube client, exec, logs, waits, namespaces).
+    pub async fn cluster(&self) -> Result<Cluster> {
+        Cluster::from_description(self.run_dir().to_path_buf(), self.description.clone()).await
+    }
+
+    /// The run directory.
+    pub fn run_dir(&self) -> &Path {
+        &self.root
+    }
+
+    /// What other processes read to attach.
+    pub fn description(&self) -> &ClusterDescription {
+        &self.description
+    }
+
+    /// The control plane.
+    pub fn control_plane(&self) -> Option<&ControlPlane> {
+        self.control_plane.as_ref()
+    }
+
+    /// How long the start took.
+    pub fn timings(&self) -> StartTimings {
+        self.timings
+    }
+
+    /// Every process of the cluster: (name, pid) of the control-plane components and the node
+    /// agents (not the pods).
+    pub async fn pids(&self) -> Vec<(String, u32)> {
+        let mut pids: Vec<(String, u32)> = self
+            .control_plane
+            .iter()
+            .flat_map(|cp| cp.pids())
+            .map(|(name, pid)| (name.to_string(), pid))
+            .collect();
+        for agent in &self.agents.lock().await.processes {
+            pids.push((format!("node-agent {}", agent.node().name), agent.pid()));
+        }
+        pids
+    }
+
+    /// Restarts one node agent: SIGTERM (its pods keep running), then the same command again;
+    /// the new agent re-adopts the pods.
+    pub async fn restart_node_agent(&self, node: &str) -> Result<()> {
+        restart_node_agent(&self.agents, node).await
+    }
+
+    /// Checks that every node agent is still running.
+    pub async fn check_running(&self) -> Result<()> {
+        for agent in &mut self.agents.lock().await.processes {
+            agent.check_running()?;
+        }
+        Ok(())
+    }
+
+    /// Stops everything: node agents, pods, control plane; removes the run directory unless
+    /// asked to keep it.
+    pub async fn stop(mut self) -> Result<()> {
+        tracing::info!(run_dir = %self.run_dir().display(), "stopping the cluster");
+        self.control.stop();
+        let mut first_error = None;
+        let mut agents = self.agents.lock().await;
+        for agent in &mut agents.processes {
+            if let Err(e) = agent.stop(AGENT_STOP_GRACE).await {
+                first_error.get_or_insert(e);
+            }
+        }
+        let run_dir = agents.run_dir.take();
+        drop(agents);
+        // Ends every pod: each sandbox's PID 1 sees its lifeline close.
+        drop(self.lifeline.take());
+        if let Some(cp) = self.control_plane.take()
+            && let Err(e) = cp.shutdown().await
+        {
+            first_error.get_or_insert(e.into());
+        }
+        if let Some(dir) = run_dir {
+            if self.keep_run_dir {
+                let _ = std::fs::remove_file(dir.path().join(description::DESCRIPTION_FILE));
+            } else if let Err(e) = remove_run_dir(dir) {
+                first_error.get_or_insert(e);
+            }
+        }
+        match first_error {
+            Some(e) => Err(e),
+            None => Ok(()),
+        }
+    }
+}
+
+/// The node agents and the run directory they are recorded in (taken out when stopping).
+#[derive(Debug)]
+pub(crate) struct NodeAgents {
+    processes: Vec<NodeAgentProcess>,
+    run_dir: Option<RunDir>,
+}
+
+/// Shared by [`EmbeddedCluster::restart_node_agent`] and the control socket.
+pub(crate) async fn restart_node_agent(agents: &Mutex<NodeAgents>, node: &str) -> Result<()> {
+    let mut guard = agents.lock().await;
+    let NodeAgents { processes, run_dir } = &mut *guard;
+    let known = processes
+        .iter()
+        .map(|a| a.node().name.clone())
+        .collect::<Vec<_>>()
+        .join(", ");
+    let agent = processes
+        .iter_mut()
+        .find(|a| a.node().name == node)
+        .ok_or_else(|| Error::UnknownNode {
+            node: node.into(),
+            known,
+        })?;
+    tracing::info!(node, "restarting the node agent");
+    agent.stop(AGENT_STOP_GRACE).await?;
+    let launch = agent.launch().clone();
+    *agent = match run_dir {
+        Some(run_dir) => NodeAgentProcess::spawn(launch, run_dir)?,
+        None => {
+            return Err(Error::NotRunning {
+                run_dir: launch.node.run_dir,
+                reason: "the cluster is stopping".into(),
+            });
+        }
+    };
+    Ok(())
+}
+
+fn open_run_dir(options: &EmbeddedOptions) -> Result<RunDir> {
+    match &options.run_dir {
+        Some(dir) => RunDir::open(dir).map_err(|e| match e {
+            crate::control_plane::Error::RunDirInUse { path, holder } => Error::InUse {
+                run_dir: path,
+                pid: holder,
+            },
+            e => e.into(),
+        }),
+        None => {
+            for stale in run_dir::clean_stale(&options.base_dir)? {
+                tracing::info!(path = %stale.path.display(), killed = ?stale.killed, "cleaned a stale run directory");
+            }
+            Ok(RunDir::create_in(&options.base_dir, "cluster-")?)
+        }
+    }
+}
+
+fn remove_run_dir(dir: RunDir) -> Result<()> {
+    let path = dir.path().to_path_buf();
+    dir.remove().map_err(|e| match e {
+        crate::control_plane::Error::Io { source, .. } => Error::io("removing", path)(source),
+        e => e.into(),
+    })
+}
+
+/// `https://127.0.0.1:6443` → (`127.0.0.1`, 6443).
+fn host_port(url: &str) -> (String, u16) {
+    let authority = url
+        .split_once("://")
+        .map(|(_, rest)| rest)
+        .unwrap_or(url)
+        .trim_end_matches('/');
+    match authority.rsplit_once(':') {
+        Some((host, port)) => (host.to_string(), port.parse().unwrap_or(443)),
+        None => (authority.to_string(), 443),
+    }
+}
+
+/// Waits until every node in `names` is registered and Ready, failing early when an agent
+/// exits.
+async fn wait_nodes_ready(
+    client: &kube::Client,
+    names: &[String],
+    agents: &mut [NodeAgentProcess],
+    timeout: Duration,
+) -> Result<()> {
+    let nodes: Api<Node> = Api::all(client.clone());
+    let deadline = Instant::now() + timeout;
+    let mut last_seen;
+    let mut reported = 0;
+    loop {
+        for agent in agents.iter_mut() {
+            agent.check_running()?;
+        }
+        match nodes.list(&ListParams::default()).await {
+            Ok(list) => {
+                let ready: Vec<&str> = list
+                    .items
+                    .iter()
+                    .filter(|n| is_node_ready(n))
+                    .filter_map(|n| n.metadata.name.as_deref())
+                    .filter(|n| names.iter().any(|want| want == n))
+                    .collect();
+                if ready.len() > reported {
+                    reported = ready.len();
+                    tracing::info!("{}/{} nodes Ready", ready.len(), names.len());
+                }
+                if ready.len() == names.len() {
+                    return Ok(());
+                }
+                last_seen = list
+                    .items
+                    .iter()
+                    .map(|n| {
+                        format!(
+                            "{}: {}",
+                            n.metadata.name.as_deref().unwrap_or("?"),
+                            if is_node_ready(n) {
+                                "Ready"
+                            } else {
+                                "NotReady"
+                            }
+                        )
+                    })
+                    .collect::<Vec<_>>()
+                    .join(", ");
+                if last_seen.is_empty() {
+                    last_seen = "no Node registered yet".into();
+                }
+            }
+            Err(e) => last_seen = format!("listing nodes: {e}"),
+        }
+        if Instant::now() >= deadline {
+            return Err(Error::NodesNotReady {
+                want: names.len(),
+                timeout,
+                last_seen,
+            });
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// Whether a Node's `Ready` condition is `True`.
+pub fn is_node_ready(node: &Node) -> bool {
+    node.status
+        .as_ref()
+        .and_then(|s| s.conditions.as_ref())
+        .is_some_and(|conditions| {
+            conditions
+                .iter()
+                .any(|c| c.type_ == "Ready" && c.status == "True")
+        })
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+    use super::*;
+
+    #[test]
+    fn zones_are_assigned_in_turn() {
+        let options = EmbeddedOptions {
+            nodes: 3,
+            zones: vec!["a".into(), "b".into()],
+            ..Default::default()
+        };
+        assert_eq!(
+            options.node_layout(),
+            vec![
+                ("node-1".to_string(), "a".to_string()),
+                ("node-2".into(), "b".into()),
+                ("node-3".into(), "a".into())
+            ]
+        );
+    }
+
+    #[test]
+    fn bad_options_are_named() {
+        let none = EmbeddedOptions {
+            nodes: 0,
+            ..Default::default()
+        };
+        assert!(
+            none.validate()
+                .unwrap_err()
+                .to_string()
+                .contains("option nodes")
+        );
+        let empty_zone = EmbeddedOptions {
+            zones: vec!["a".into(), " ".into()],
+            ..Default::default()
+        };
+        assert!(
+            empty_zone
+                .validate()
+                .unwrap_err()
+                .to_string()
+                .contains("option zones")
+        );
+    }
+
+    #[test]
+    fn api_url_splits_into_host_and_port() {
+        assert_eq!(
+            host_port("https://127.0.0.1:35711"),
+            ("127.0.0.1".to_string(), 35711)
+        );
+    }
+}

@@ -1,0 +1,191 @@
+//! The errors of the cluster module.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use super::wait::WaitError;
+
+/// A [`Result`](std::result::Result) with the cluster module's [`Error`].
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// What can go wrong starting, attaching to or using a cluster.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// The control plane failed to start or stop.
+    #[error("control plane: {0}")]
+    ControlPlane(#[from] crate::control_plane::Error),
+
+    /// The container runtime failed (lifeline, exec, logs).
+    #[error("runtime: {0}")]
+    Runtime(#[from] crate::runtime::Error),
+
+    /// The options of a cluster are invalid.
+    #[error("invalid cluster option {option}: {reason}")]
+    InvalidOption {
+        /// The option, e.g. `zones`.
+        option: &'static str,
+        /// Why it is refused.
+        reason: String,
+    },
+
+    /// A helper binary (`node-agent`, `conformance`) is not where it is looked for.
+    #[error(
+        "the {binary} binary is missing at {}: build it with `cargo build -p harness --bins` or set ${env} to its path",
+        path.display()
+    )]
+    BinaryMissing {
+        /// The binary's name.
+        binary: &'static str,
+        /// Where it was looked for.
+        path: PathBuf,
+        /// The environment variable that names it.
+        env: &'static str,
+    },
+
+    /// A file-system or process operation failed.
+    #[error("{action} {}: {source}", path.display())]
+    Io {
+        /// What was being done, e.g. `reading`.
+        action: &'static str,
+        /// The file or directory (or process) concerned.
+        path: PathBuf,
+        /// The cause.
+        source: std::io::Error,
+    },
+
+    /// A request to the apiserver failed.
+    #[error("{action}: {source}")]
+    Kube {
+        /// What was being done, e.g. `creating namespace x`.
+        action: String,
+        /// The cause.
+        source: kube::Error,
+    },
+
+    /// A node agent process ended while the cluster needed it.
+    #[error("node agent {node} exited ({status}); log {}:\n{log_tail}", log.display())]
+    NodeAgentExited {
+        /// The node.
+        node: String,
+        /// How it ended.
+        status: String,
+        /// Its log file.
+        log: PathBuf,
+        /// The last lines of its log.
+        log_tail: String,
+    },
+
+    /// The nodes did not all become Ready in time.
+    #[error("{want} nodes not Ready after {timeout:?}; last seen: {last_seen}")]
+    NodesNotReady {
+        /// How many Ready nodes were expected.
+        want: usize,
+        /// How long was waited.
+        timeout: Duration,
+        /// The nodes and their Ready condition as last seen.
+        last_seen: String,
+    },
+
+    /// No node of that name is part of the cluster.
+    #[error("no node {node} in this cluster (nodes: {known})")]
+    UnknownNode {
+        /// The requested node.
+        node: String,
+        /// The cluster's nodes.
+        known: String,
+    },
+
+    /// The pod is not (yet) bound to a node, so it cannot be exec'ed into or its logs read.
+    #[error("pod {namespace}/{pod} is not scheduled to a node of this cluster")]
+    PodNotOnNode {
+        /// The pod's namespace.
+        namespace: String,
+        /// The pod.
+        pod: String,
+    },
+
+    /// No live cluster is served from the run directory.
+    #[error("no cluster running in {}: {reason}", run_dir.display())]
+    NotRunning {
+        /// The run directory.
+        run_dir: PathBuf,
+        /// Why it is not usable.
+        reason: String,
+    },
+
+    /// The run directory belongs to another live cluster.
+    #[error("run directory {} is in use by the cluster process {pid}", run_dir.display())]
+    InUse {
+        /// The run directory.
+        run_dir: PathBuf,
+        /// The pid holding it.
+        pid: String,
+    },
+
+    /// The cluster description file (`cluster.json`) cannot be read or written.
+    #[error("cluster description {}: {source}", path.display())]
+    Description {
+        /// The file.
+        path: PathBuf,
+        /// The cause.
+        source: serde_json::Error,
+    },
+
+    /// The cluster process refused or failed a control request.
+    #[error("control request {request:?} failed: {message}")]
+    Control {
+        /// The request.
+        request: String,
+        /// The cluster process's answer or the transport error.
+        message: String,
+    },
+
+    /// Starting the cluster in the background failed.
+    #[error("the cluster process failed to start ({status}); log {}:\n{log_tail}", log.display())]
+    DaemonFailed {
+        /// How the process ended.
+        status: String,
+        /// Its log.
+        log: PathBuf,
+        /// The last lines of its log.
+        log_tail: String,
+    },
+
+    /// A wait timed out.
+    #[error(transparent)]
+    Wait(#[from] Box<WaitError>),
+
+    /// Leftovers remained after a test namespace was cleaned up.
+    #[error("test namespace {namespace} left things behind: {leftovers}")]
+    Leftovers {
+        /// The namespace.
+        namespace: String,
+        /// What remained.
+        leftovers: String,
+    },
+}
+
+impl From<WaitError> for Error {
+    fn from(e: WaitError) -> Self {
+        Error::Wait(Box::new(e))
+    }
+}
+
+impl Error {
+    pub(crate) fn io(
+        action: &'static str,
+        path: impl Into<PathBuf>,
+    ) -> impl FnOnce(std::io::Error) -> Self {
+        let path = path.into();
+        move |source| Error::Io {
+            action,
+            path,
+            source,
+        }
+    }
+
+    pub(crate) fn kube(action: impl Into<String>) -> impl FnOnce(kube::Error) -> Self {
+        let action = action.into();
+        move |source| Error::Kube { action, source }
+    }
+}

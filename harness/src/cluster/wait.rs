@@ -1,0 +1,246 @@
+//! Waiting on cluster state with a timeout, reporting what was last seen when the wait fails.
+//!
+//! - [`wait_for`] watches one object until a condition holds (any
+//!   [`kube::runtime::wait::Condition`]: kube's own `conditions::is_pod_running()`, or a closure
+//!   `|obj: Option<&K>| …`).
+//! - [`wait_deleted`] waits until an object is gone.
+//! - [`wait_until`] polls any check (a list, a file, an exec) until it yields a value.
+//!
+//! A failed wait is a [`WaitError`] naming what was awaited, the timeout and a summary of the
+//! last observed state (the object's `status` and deletion timestamp, or the check's last
+//! answer), so a test failure says *why* it waited in vain.
+
+use std::fmt::Debug;
+use std::future::Future;
+use std::time::Duration;
+
+use futures::{StreamExt, TryStreamExt};
+use kube::api::Api;
+use kube::runtime::wait::Condition;
+use kube::runtime::watcher;
+use kube::{Resource, ResourceExt};
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+
+/// How often [`wait_until`] re-runs its check.
+const POLL_INTERVAL: Duration = Duration::from_millis(100);
+/// Longest last-seen summary kept in a [`WaitError`].
+const SUMMARY_LIMIT: usize = 3000;
+
+/// A wait that timed out (or whose watch failed for good).
+#[derive(Debug, Clone, thiserror::Error)]
+#[error("timed out after {timeout:?} waiting for {what}; last seen: {last_seen}")]
+pub struct WaitError {
+    /// What was awaited, e.g. `pod ns/web-0 Running`.
+    pub what: String,
+    /// How long was waited.
+    pub timeout: Duration,
+    /// The last observed state.
+    pub last_seen: String,
+}
+
+/// Watches the object `name` of `api` until `condition` holds, and returns it as it was then
+/// (`None` if the condition holds for an absent object, e.g. `is_deleted`).
+pub async fn wait_for<K>(
+    api: &Api<K>,
+    name: &str,
+    condition: impl Condition<K>,
+    timeout: Duration,
+) -> Result<Option<K>, WaitError>
+where
+    K: Resource + Clone + DeserializeOwned + Serialize + Debug + Send + 'static,
+    K::DynamicType: Default,
+{
+    let what = format!("{} {name}", K::kind(&Default::default()).to_lowercase());
+    wait_for_described(api, name, &what, condition, timeout).await
+}
+
+/// [`wait_for`] with a description of what is awaited for the error message.
+pub async fn wait_for_described<K>(
+    api: &Api<K>,
+    name: &str,
+    what: &str,
+    condition: impl Condition<K>,
+    timeout: Duration,
+) -> Result<Option<K>, WaitError>
+where
+    K: Resource + Clone + DeserializeOwned + Serialize + Debug + Send + 'static,
+{
+    let mut last_seen = String::from("nothing yet (no answer from the apiserver)");
+    let config = watcher::Config::default().fields(&format!("metadata.name={name}"));
+    let mut events = watcher(api.clone(), config).boxed();
+    let watch = async {
+        let mut current: Option<K> = None;
+        loop {
+            let event = match events.try_next().await {
+                Ok(Some(event)) => event,
+                Ok(None) => return None,
+                Err(e) => {
+                    // The watcher recovers on the next poll (relist); keep the error as state.
+                    last_seen = format!("watch error: {e}");
+                    tokio::time::sleep(POLL_INTERVAL).await;
+                    continue;
+                }
+            };
+            match event {
+                watcher::Event::Apply(obj) | watcher::Event::InitApply(obj) => {
+                    current = Some(obj);
+                }
+                watcher::Event::Delete(_) => current = None,
+                watcher::Event::Init => {
+                    current = None;
+                    continue;
+                }
+                watcher::Event::InitDone => {}
+            }
+            last_seen = match &current {
+                Some(obj) => summarize(obj),
+                None => "absent".into(),
+            };
+            if condition.matches_object(current.as_ref()) {
+                return Some(current);
+            }
+        }
+    };
+    match tokio::time::timeout(timeout, watch).await {
+        Ok(Some(found)) => Ok(found),
+        Ok(None) => Err(WaitError {
+            what: what.into(),
+            timeout,
+            last_seen: format!("the watch ended; {last_seen}"),
+        }),
+        Err(_) => Err(WaitError {
+            what: what.into(),
+            timeout,
+            last_seen,
+        }),
+    }
+}
+
+/// Waits until the object `name` of `api` no longer exists.
+pub async fn wait_deleted<K>(api: &Api<K>, name: &str, timeout: Duration) -> Result<(), WaitError>
+where
+    K: Resource + Clone + DeserializeOwned + Serialize + Debug + Send + 'static,
+    K::DynamicType: Default,
+{
+    let what = format!(
+        "{} {name} to be deleted",
+        K::kind(&Default::default()).to_lowercase()
+    );
+    wait_for_described(api, name, &what, |obj: Option<&K>| obj.is_none(), timeout)
+        .await
+        .map(|_| ())
+}
+
+/// Runs `check` every 100 ms until it returns `Ok(Some(value))`. `Ok(None)` means "not yet",
+/// `Err(state)` describes the current state; the last of these ends up in the error.
+pub async fn wait_until<T, F, Fut>(
+    what: impl Into<String>,
+    timeout: Duration,
+    mut check: F,
+) -> Result<T, WaitError>
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Result<Option<T>, String>>,
+{
+    let what = what.into();
+    let mut last_seen = String::from("not checked yet");
+    let poll = async {
+        loop {
+            match check().await {
+                Ok(Some(value)) => return value,
+                Ok(None) => last_seen = "not yet".into(),
+                Err(state) => last_seen = state,
+            }
+            tokio::time::sleep(POLL_INTERVAL).await;
+        }
+    };
+    match tokio::time::timeout(timeout, poll).await {
+        Ok(value) => Ok(value),
+        Err(_) => Err(WaitError {
+            what,
+            timeout,
+            last_seen: truncate(last_seen),
+        }),
+    }
+}
+
+/// A one-line summary of an object for error messages: its name, deletion timestamp and
+/// `status` (as JSON, truncated).
+pub fn summarize<K: Resource + Serialize>(obj: &K) -> String {
+    let status = serde_json::to_value(obj)
+        .ok()
+        .and_then(|v| v.get("status").cloned())
+        .map(|s| s.to_string())
+        .unwrap_or_else(|| "<no status>".into());
+    let deleting = match obj.meta().deletion_timestamp.as_ref() {
+        Some(t) => format!(" (deleting since {})", t.0),
+        None => String::new(),
+    };
+    truncate(format!("{}{deleting}: {status}", obj.name_any()))
+}
+
+fn truncate(mut s: String) -> String {
+    if s.len() > SUMMARY_LIMIT {
+        let mut end = SUMMARY_LIMIT;
+        while !s.is_char_boundary(end) {
+            end -= 1;
+        }
+        s.truncate(end);
+        s.push('…');
+    }
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+    use super::*;
+    use k8s_openapi::api::core::v1::{Pod, PodStatus};
+
+    #[test]
+    fn summary_names_the_object_and_its_status() {
+        let mut pod = Pod::default();
+        pod.metadata.name = Some("web-0".into());
+        pod.status = Some(PodStatus {
+            phase: Some("Pending".into()),
+            ..Default::default()
+        });
+        assert_eq!(summarize(&pod), r#"web-0: {"phase":"Pending"}"#);
+    }
+
+    #[test]
+    fn long_summaries_are_truncated_on_a_char_boundary() {
+        let s = truncate("é".repeat(SUMMARY_LIMIT));
+        assert!(s.len() <= SUMMARY_LIMIT + '…'.len_utf8());
+        assert!(s.ends_with('…'));
+    }
+
+    #[tokio::test]
+    async fn wait_until_reports_the_last_state() {
+        let mut n = 0;
+        let err = wait_until("three", Duration::from_millis(350), || {
+            n += 1;
+            let state = format!("n = {n}");
+            async move { Err::<Option<()>, _>(state) }
+        })
+        .await
+        .unwrap_err();
+        assert_eq!(err.what, "three");
+        assert!(err.last_seen.starts_with("n = "), "{err}");
+        assert!(err.to_string().contains("timed out after 350ms"), "{err}");
+    }
+
+    #[tokio::test]
+    async fn wait_until_returns_the_value() {
+        let mut n = 0;
+        let v = wait_until("second try", Duration::from_secs(5), || {
+            n += 1;
+            let done = n >= 2;
+            async move { Ok(done.then_some(n)) }
+        })
+        .await
+        .unwrap();
+        assert_eq!(v, 2);
+    }
+}
