@@ -2,7 +2,7 @@
 //! plumbing every CSI plugin and client needs.
 //!
 //! - [`v1`]: messages, enums, tonic servers and clients generated at build time from
-//!   `proto/csi.proto` (spec v1.9.0, package `csi.v1`) with the pure-Rust `protox`
+//!   `proto/csi.proto` (spec v1.11.0, package `csi.v1`) with the pure-Rust `protox`
 //!   compiler: no system `protoc` is needed.
 //! - [`Endpoint`]: a CSI endpoint as given on command lines (`unix:///path`, `unix:/path`,
 //!   a bare path, or `tcp://host:port`).
@@ -54,4 +54,4 @@ pub mod v1 {
 }
 
 /// The CSI specification version these bindings follow.
-pub const CSI_SPEC_VERSION: &str = "1.9.0";
+pub const CSI_SPEC_VERSION: &str = "1.11.0";

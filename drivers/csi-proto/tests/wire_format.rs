@@ -1,4 +1,7 @@
 //! The generated bindings use the CSI specification's names and field numbers.
+//!
+//! Expected values were checked against the descriptor that upstream generated from
+//! the v1.11.0 release of `csi.proto` (as vendored by Kubernetes).
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
 
 use std::collections::BTreeMap;
@@ -90,6 +93,10 @@ fn package_and_services_are_the_specs() {
                 ]
             ),
             (
+                "SnapshotMetadata",
+                vec!["GetMetadataAllocated", "GetMetadataDelta"]
+            ),
+            (
                 "Node",
                 vec![
                     "NodeStageVolume",
@@ -102,6 +109,33 @@ fn package_and_services_are_the_specs() {
                     "NodeGetInfo",
                 ]
             ),
+        ]
+    );
+}
+
+/// Only the SnapshotMetadata RPCs stream, and only their responses.
+#[test]
+fn only_snapshot_metadata_streams_its_responses() {
+    let file = csi_file();
+    let streaming: Vec<(&str, &str, bool, bool)> = file
+        .service
+        .iter()
+        .flat_map(|s| s.method.iter().map(move |m| (s, m)))
+        .filter(|(_, m)| m.client_streaming() || m.server_streaming())
+        .map(|(s, m)| {
+            (
+                s.name(),
+                m.name(),
+                m.client_streaming(),
+                m.server_streaming(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        streaming,
+        vec![
+            ("SnapshotMetadata", "GetMetadataAllocated", false, true),
+            ("SnapshotMetadata", "GetMetadataDelta", false, true),
         ]
     );
 }
@@ -188,6 +222,75 @@ fn well_known_messages_have_the_specs_field_numbers() {
     );
     expect_fields(
         &file,
+        "NodeExpandVolumeRequest",
+        &[
+            ("volume_id", 1),
+            ("volume_path", 2),
+            ("capacity_range", 3),
+            ("staging_target_path", 4),
+            ("volume_capability", 5),
+            ("secrets", 6),
+        ],
+    );
+    expect_fields(
+        &file,
+        "ValidateVolumeCapabilitiesRequest",
+        &[
+            ("volume_id", 1),
+            ("volume_context", 2),
+            ("volume_capabilities", 3),
+            ("parameters", 4),
+            ("secrets", 5),
+            ("mutable_parameters", 6),
+        ],
+    );
+    expect_fields(
+        &file,
+        "ControllerModifyVolumeRequest",
+        &[("volume_id", 1), ("secrets", 2), ("mutable_parameters", 3)],
+    );
+    expect_fields(
+        &file,
+        "VolumeGroupSnapshot",
+        &[
+            ("group_snapshot_id", 1),
+            ("snapshots", 2),
+            ("creation_time", 3),
+            ("ready_to_use", 4),
+        ],
+    );
+    expect_fields(
+        &file,
+        "GetMetadataAllocatedRequest",
+        &[
+            ("snapshot_id", 1),
+            ("starting_offset", 2),
+            ("max_results", 3),
+            ("secrets", 4),
+        ],
+    );
+    expect_fields(
+        &file,
+        "GetMetadataDeltaRequest",
+        &[
+            ("base_snapshot_id", 1),
+            ("target_snapshot_id", 2),
+            ("starting_offset", 3),
+            ("max_results", 4),
+            ("secrets", 5),
+        ],
+    );
+    expect_fields(
+        &file,
+        "GetMetadataDeltaResponse",
+        &[
+            ("block_metadata_type", 1),
+            ("volume_capacity_bytes", 2),
+            ("block_metadata", 3),
+        ],
+    );
+    expect_fields(
+        &file,
         "ControllerExpandVolumeRequest",
         &[
             ("volume_id", 1),
@@ -215,6 +318,13 @@ fn capability_enums_have_the_specs_values() {
     use v1::volume_capability::access_mode::Mode;
     assert_eq!(Mode::MultiNodeMultiWriter as i32, 5);
     assert_eq!(Mode::SingleNodeMultiWriter as i32, 7);
+    use v1::plugin_capability::service::Type as Service;
+    assert_eq!(Service::GroupControllerService as i32, 3);
+    assert_eq!(Service::SnapshotMetadataService as i32, 4);
+    use v1::group_controller_service_capability::rpc::Type as Group;
+    assert_eq!(Group::CreateDeleteGetVolumeGroupSnapshot as i32, 1);
+    assert_eq!(v1::BlockMetadataType::FixedLength as i32, 1);
+    assert_eq!(v1::BlockMetadataType::VariableLength as i32, 2);
 }
 
 /// The custom options are extensions of google.protobuf's descriptor messages, with the
@@ -243,18 +353,20 @@ fn custom_options_extend_the_descriptor_messages_with_the_specs_numbers() {
     assert_eq!(extensions, expected);
     assert!(file.extension.iter().all(|e| e.r#type() == FieldType::Bool));
 
-    // Every `[(csi_secret) = true]` is kept in the descriptor: a FieldDescriptorProto
-    // `options` (field 8, length 3) holding FieldOptions field 1059 = true, i.e.
-    // tag (1059 << 3 | 0) = [0x98, 0x42] and value 1.
-    let marked = include_str!("../proto/csi.proto")
-        .matches("[(csi_secret) = true]")
-        .count();
-    let encoded = FILE_DESCRIPTOR_SET
-        .windows(5)
-        .filter(|w| *w == [0x42, 0x03, 0x98, 0x42, 0x01])
-        .count();
-    assert!(marked >= 15, "only {marked} secrets fields marked");
-    assert_eq!(encoded, marked);
+    // Every `(csi_secret) = true` is kept in the descriptor as FieldOptions field 1059
+    // = true: tag (1059 << 3 | 0) = [0x98, 0x42], value 1. The `alpha_*` options are
+    // field 1060 = true: [0xa0, 0x42, 0x01]. Upstream v1.11.0 marks 18 secrets fields
+    // and 24 experimental elements (fields, messages, enum values, RPCs, a service).
+    let count = |pattern: [u8; 3]| {
+        FILE_DESCRIPTOR_SET
+            .windows(3)
+            .filter(|w| *w == pattern)
+            .count()
+    };
+    let source = include_str!("../proto/csi.proto");
+    assert_eq!(source.matches("(csi_secret) = true").count(), 18);
+    assert_eq!(count([0x98, 0x42, 0x01]), 18);
+    assert_eq!(count([0xa0, 0x42, 0x01]), 24);
 }
 
 /// Bytes a Go or C++ CSI client would put on the wire, built by hand, decode into the
