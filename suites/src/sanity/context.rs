@@ -244,7 +244,7 @@ impl CaseContext {
             Ok(())
         } else {
             Err(Verdict::Skip(format!(
-                "{reason} (no {} controller capability)",
+                "{reason}: the controller does not advertise {}",
                 capability.as_str_name()
             )))
         }
@@ -270,7 +270,7 @@ impl CaseContext {
             Ok(())
         } else {
             Err(Verdict::Skip(format!(
-                "{reason} (no {} node capability)",
+                "{reason}: the node does not advertise {}",
                 capability.as_str_name()
             )))
         }

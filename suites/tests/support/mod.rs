@@ -1,0 +1,217 @@
+//! Real plugin processes for the sanity tests: the `nfs-csi-plugin` in a private mount
+//! namespace and the `manila-csi-plugin` forwarding to it, over unix sockets in a temp dir.
+//!
+//! Finding the binaries: they are other packages' `[[bin]]`s, which cargo does not build
+//! for this package's tests (only `cargo nextest run --workspace`, as CI runs it, builds
+//! them). So the tests look next to their own executable (`target/<profile>/`), and when a
+//! binary is missing or older than its crate's sources they run `cargo build -p <crate>`
+//! for that profile once, then fail with a clear message if it is still not there.
+#![allow(clippy::unwrap_used, clippy::expect_used, dead_code)]
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::Mutex;
+use std::time::{Duration, Instant, SystemTime};
+
+use csi_proto::Endpoint;
+use csi_proto::v1::ProbeRequest;
+use csi_proto::v1::identity_client::IdentityClient;
+use suites::sanity::config::SECRET_SECTIONS;
+use tempfile::TempDir;
+
+const START_TIMEOUT: Duration = Duration::from_secs(30);
+const POLL: Duration = Duration::from_millis(20);
+
+/// The workspace root (this crate's parent).
+fn workspace() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .unwrap()
+        .to_path_buf()
+}
+
+/// Newest modification time of the files under `paths`.
+fn newest(paths: &[PathBuf]) -> SystemTime {
+    let mut newest = SystemTime::UNIX_EPOCH;
+    let mut stack: Vec<PathBuf> = paths.to_vec();
+    while let Some(path) = stack.pop() {
+        let Ok(meta) = std::fs::metadata(&path) else {
+            continue;
+        };
+        if meta.is_dir() {
+            for entry in std::fs::read_dir(&path).into_iter().flatten().flatten() {
+                stack.push(entry.path());
+            }
+        } else if let Ok(modified) = meta.modified() {
+            newest = newest.max(modified);
+        }
+    }
+    newest
+}
+
+static BUILD: Mutex<()> = Mutex::new(());
+
+/// The path of the workspace binary `name` (crate `drivers/<name>`), built if needed.
+pub fn driver_binary(name: &str) -> PathBuf {
+    let _serial = BUILD.lock().unwrap_or_else(|e| e.into_inner());
+    let exe = std::env::current_exe().unwrap();
+    // target/<profile>/deps/<test> → target/<profile>
+    let profile_dir = exe.parent().and_then(Path::parent).unwrap().to_path_buf();
+    let binary = profile_dir.join(name);
+    let root = workspace();
+    let sources = [
+        root.join("drivers").join(name).join("src"),
+        root.join("drivers").join(name).join("Cargo.toml"),
+        root.join("drivers/csi-proto/src"),
+        root.join("drivers/csi-proto/proto"),
+    ];
+    let built = std::fs::metadata(&binary).and_then(|m| m.modified()).ok();
+    if built.is_none_or(|built| built < newest(&sources)) {
+        let profile = match profile_dir.file_name().and_then(|n| n.to_str()) {
+            Some("debug") | None => "dev".to_owned(),
+            Some(other) => other.to_owned(),
+        };
+        let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+        let target_dir = profile_dir.parent().unwrap();
+        eprintln!("building {name} ({profile} profile) for the sanity tests");
+        let status = Command::new(&cargo)
+            .args(["build", "--profile", &profile, "-p", name, "--bin", name])
+            .arg("--target-dir")
+            .arg(target_dir)
+            .current_dir(&root)
+            .status()
+            .unwrap_or_else(|e| panic!("cannot run {cargo} to build {name}: {e}"));
+        assert!(
+            status.success(),
+            "`cargo build -p {name}` failed ({status})"
+        );
+    }
+    assert!(
+        binary.is_file(),
+        "{} is missing: build it with `cargo build -p {name}` (or run the tests with \
+         `cargo nextest run --workspace`)",
+        binary.display()
+    );
+    binary
+}
+
+/// A plugin process; killed on drop.
+pub struct Plugin {
+    child: Child,
+    /// What it is called in messages.
+    pub name: &'static str,
+    /// Its socket.
+    pub endpoint: Endpoint,
+    log: PathBuf,
+}
+
+impl Plugin {
+    /// Spawns `command` (stderr to `<dir>/<name>.log`) and waits until Probe on `socket`
+    /// answers OK, reporting the last answer and the log when it does not in time.
+    pub async fn spawn(
+        name: &'static str,
+        mut command: Command,
+        dir: &Path,
+        socket: PathBuf,
+    ) -> Plugin {
+        let log = dir.join(format!("{name}.log"));
+        let child = command
+            .env("RUST_LOG", "info")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(std::fs::File::create(&log).unwrap())
+            .spawn()
+            .unwrap_or_else(|e| panic!("cannot start {name}: {e}"));
+        let mut plugin = Plugin {
+            child,
+            name,
+            endpoint: Endpoint::Unix(socket),
+            log,
+        };
+        let channel = csi_proto::connect_lazy(&plugin.endpoint).unwrap();
+        let deadline = Instant::now() + START_TIMEOUT;
+        loop {
+            if let Some(status) = plugin.child.try_wait().unwrap() {
+                panic!("{name} exited with {status}; log:\n{}", plugin.log());
+            }
+            match IdentityClient::new(channel.clone())
+                .probe(ProbeRequest {})
+                .await
+            {
+                Ok(_) => return plugin,
+                Err(status) if Instant::now() > deadline => panic!(
+                    "{name} not ready after {START_TIMEOUT:?}, last Probe: {status}; log:\n{}",
+                    plugin.log()
+                ),
+                Err(_) => tokio::time::sleep(POLL).await,
+            }
+        }
+    }
+
+    /// Its log so far.
+    pub fn log(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+
+    /// Its pid (`unshare` execs the plugin, so this is the plugin's).
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+}
+
+impl Drop for Plugin {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// The NFS node plugin with the local (bind-mount) mounter, in its own private mount
+/// namespace so its mounts never reach the host or the test.
+pub async fn start_nfs_plugin(dir: &Path) -> Plugin {
+    let socket = dir.join("nfs.sock");
+    let mut command = Command::new("unshare");
+    command
+        .args(["--mount", "--propagation", "private", "--"])
+        .arg(driver_binary("nfs-csi-plugin"))
+        .arg(format!("--endpoint=unix://{}", socket.display()))
+        .args(["--nodeid=sanity-node", "--mounter=local"]);
+    Plugin::spawn("nfs-csi-plugin", command, dir, socket).await
+}
+
+/// The Manila driver (controller + node, NFS) forwarding to `partner`.
+pub async fn start_manila_plugin(dir: &Path, partner: &Plugin) -> Plugin {
+    let socket = dir.join("manila.sock");
+    let mut command = Command::new(driver_binary("manila-csi-plugin"));
+    command
+        .arg(format!("--endpoint=unix://{}", socket.display()))
+        .arg("--share-protocol-selector=NFS")
+        .arg(format!("--fwdendpoint={}", partner.endpoint))
+        .arg("--nodeid=sanity-node");
+    Plugin::spawn("manila-csi-plugin", command, dir, socket).await
+}
+
+/// Writes `secret` under every section of a csi-sanity secrets file (mode 0600).
+pub fn write_secrets_file(dir: &Path, secret: &BTreeMap<String, String>) -> PathBuf {
+    use std::os::unix::fs::OpenOptionsExt;
+    let sections: BTreeMap<&str, &BTreeMap<String, String>> =
+        SECRET_SECTIONS.iter().map(|s| (*s, secret)).collect();
+    let path = dir.join("secrets.yaml");
+    let mut file = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(&path)
+        .unwrap();
+    serde_yaml::to_writer(&mut file, &sections).unwrap();
+    path
+}
+
+/// A scratch directory for sockets, logs, mount and staging dirs.
+pub fn scratch() -> TempDir {
+    tempfile::Builder::new()
+        .prefix("sanity-")
+        .tempdir()
+        .unwrap()
+}
