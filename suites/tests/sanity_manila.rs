@@ -220,3 +220,76 @@ async fn manila_driver_response_shapes() {
         .into_inner();
     insta::assert_debug_snapshot!("manila_node_info", node_info);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn csi_sanity_binary_runs_against_the_manila_driver() {
+    let env = Manila::start().await;
+    let secrets =
+        support::write_secrets_file(env.dir.path(), &env.cloud.secret(SecretKind::Password));
+    let junit = env.dir.path().join("junit.xml");
+    let mount = env.dir.path().join("bin-mount");
+    let staging = env.dir.path().join("bin-staging");
+    // Go-style single-dash flags, as csi-sanity users write them.
+    let output = tokio::process::Command::new(env!("CARGO_BIN_EXE_csi-sanity"))
+        .arg(format!("-csi.endpoint={}", env.manila.endpoint))
+        .arg(format!("-csi.secrets={}", secrets.display()))
+        .arg(format!("--csi.mountdir={}", mount.display()))
+        .arg(format!("--csi.stagingdir={}", staging.display()))
+        .arg("--csi.idempotentcount=3")
+        .arg(format!("--junit={}", junit.display()))
+        .args([
+            "--focus",
+            "Node Service|Identity",
+            "--skip",
+            "NodeExpandVolume",
+        ])
+        .output()
+        .await
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        output.status.success(),
+        "{stdout}\n{stderr}\n{}",
+        env.logs()
+    );
+    assert!(
+        stdout.ends_with("22 passed, 0 failed, 56 skipped\n"),
+        "{stdout}"
+    );
+    assert!(
+        stderr.contains("[PASS] Node Service should be idempotent"),
+        "{stderr}"
+    );
+    let xml = std::fs::read_to_string(&junit).unwrap();
+    assert!(xml.contains(r#"<testsuite name="Node Service""#), "{xml}");
+    assert!(!stdout.contains("fake-password") && !stderr.contains("fake-password"));
+    assert!(env.cloud.leftovers().is_empty());
+}
+
+#[test]
+fn csi_sanity_binary_names_bad_flags() {
+    let output = std::process::Command::new(env!("CARGO_BIN_EXE_csi-sanity"))
+        .args([
+            "--csi.endpoint",
+            "unix:///nonexistent/csi.sock",
+            "--focus",
+            "(",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        stderr.contains("--focus \"(\" is not a valid regular expression"),
+        "{stderr}"
+    );
+
+    let output = std::process::Command::new(env!("CARGO_BIN_EXE_csi-sanity"))
+        .args(["--csi.endpoint", "unix:///nonexistent/csi.sock"])
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(stderr.contains("unix:///nonexistent/csi.sock"), "{stderr}");
+}

@@ -1,0 +1,256 @@
+//! The suite must catch a plugin that breaks the spec: an in-process plugin with known
+//! bugs, served over a real unix socket, fails exactly the cases that check those bugs,
+//! and the runner still removes every volume it created.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::{Arc, Mutex};
+
+use csi_proto::v1::controller_server::{Controller, ControllerServer};
+use csi_proto::v1::identity_server::{Identity, IdentityServer};
+use csi_proto::v1::node_server::{Node, NodeServer};
+use csi_proto::v1::{self, controller_service_capability, plugin_capability};
+use csi_proto::{Endpoint, Listener};
+use suites::sanity::{self, Outcome, SanityConfig};
+use tonic::{Request, Response, Status};
+
+/// Volumes by id: (name, size).
+#[derive(Clone, Default)]
+struct Deviant {
+    volumes: Arc<Mutex<BTreeMap<String, (String, i64)>>>,
+}
+
+#[tonic::async_trait]
+impl Identity for Deviant {
+    async fn get_plugin_info(
+        &self,
+        _: Request<v1::GetPluginInfoRequest>,
+    ) -> Result<Response<v1::GetPluginInfoResponse>, Status> {
+        Ok(Response::new(v1::GetPluginInfoResponse {
+            name: "deviant.example.com".into(),
+            vendor_version: "0.0.1".into(),
+            manifest: Default::default(),
+        }))
+    }
+    async fn get_plugin_capabilities(
+        &self,
+        _: Request<v1::GetPluginCapabilitiesRequest>,
+    ) -> Result<Response<v1::GetPluginCapabilitiesResponse>, Status> {
+        Ok(Response::new(v1::GetPluginCapabilitiesResponse {
+            capabilities: vec![v1::PluginCapability {
+                r#type: Some(plugin_capability::Type::Service(
+                    plugin_capability::Service {
+                        r#type: plugin_capability::service::Type::ControllerService as i32,
+                    },
+                )),
+            }],
+        }))
+    }
+    async fn probe(
+        &self,
+        _: Request<v1::ProbeRequest>,
+    ) -> Result<Response<v1::ProbeResponse>, Status> {
+        Ok(Response::new(v1::ProbeResponse { ready: Some(true) }))
+    }
+}
+
+#[tonic::async_trait]
+impl Controller for Deviant {
+    async fn controller_get_capabilities(
+        &self,
+        _: Request<v1::ControllerGetCapabilitiesRequest>,
+    ) -> Result<Response<v1::ControllerGetCapabilitiesResponse>, Status> {
+        Ok(Response::new(v1::ControllerGetCapabilitiesResponse {
+            capabilities: vec![v1::ControllerServiceCapability {
+                r#type: Some(controller_service_capability::Type::Rpc(
+                    controller_service_capability::Rpc {
+                        r#type: controller_service_capability::rpc::Type::CreateDeleteVolume as i32,
+                    },
+                )),
+            }],
+        }))
+    }
+
+    /// Bugs: accepts an empty name and no capabilities, and returns the existing volume
+    /// for a known name whatever the size (should be AlreadyExists).
+    async fn create_volume(
+        &self,
+        request: Request<v1::CreateVolumeRequest>,
+    ) -> Result<Response<v1::CreateVolumeResponse>, Status> {
+        let request = request.into_inner();
+        let size = request.capacity_range.map_or(0, |r| r.required_bytes);
+        let mut volumes = self.volumes.lock().unwrap();
+        let existing = volumes
+            .iter()
+            .find(|(_, (name, _))| *name == request.name)
+            .map(|(id, (_, size))| (id.clone(), *size));
+        let (id, size) = existing.unwrap_or_else(|| {
+            let id = format!("vol-{}", volumes.len() + 1);
+            volumes.insert(id.clone(), (request.name.clone(), size));
+            (id, size)
+        });
+        Ok(Response::new(v1::CreateVolumeResponse {
+            volume: Some(v1::Volume {
+                capacity_bytes: size,
+                volume_id: id,
+                ..Default::default()
+            }),
+        }))
+    }
+
+    /// Bug: an unknown volume is NotFound (deletion must be idempotent).
+    async fn delete_volume(
+        &self,
+        request: Request<v1::DeleteVolumeRequest>,
+    ) -> Result<Response<v1::DeleteVolumeResponse>, Status> {
+        let id = request.into_inner().volume_id;
+        if id.is_empty() {
+            return Err(Status::invalid_argument("volume_id: required"));
+        }
+        match self.volumes.lock().unwrap().remove(&id) {
+            Some(_) => Ok(Response::new(v1::DeleteVolumeResponse {})),
+            None => Err(Status::not_found(format!("no volume {id}"))),
+        }
+    }
+
+    async fn validate_volume_capabilities(
+        &self,
+        request: Request<v1::ValidateVolumeCapabilitiesRequest>,
+    ) -> Result<Response<v1::ValidateVolumeCapabilitiesResponse>, Status> {
+        let request = request.into_inner();
+        if request.volume_id.is_empty() || request.volume_capabilities.is_empty() {
+            return Err(Status::invalid_argument(
+                "volume_id and volume_capabilities required",
+            ));
+        }
+        if !self
+            .volumes
+            .lock()
+            .unwrap()
+            .contains_key(&request.volume_id)
+        {
+            return Err(Status::not_found("no such volume"));
+        }
+        Ok(Response::new(v1::ValidateVolumeCapabilitiesResponse {
+            confirmed: Some(v1::validate_volume_capabilities_response::Confirmed {
+                volume_capabilities: request.volume_capabilities,
+                ..Default::default()
+            }),
+            message: String::new(),
+        }))
+    }
+}
+
+#[tonic::async_trait]
+impl Node for Deviant {
+    async fn node_get_capabilities(
+        &self,
+        _: Request<v1::NodeGetCapabilitiesRequest>,
+    ) -> Result<Response<v1::NodeGetCapabilitiesResponse>, Status> {
+        Ok(Response::new(v1::NodeGetCapabilitiesResponse::default()))
+    }
+    async fn node_get_info(
+        &self,
+        _: Request<v1::NodeGetInfoRequest>,
+    ) -> Result<Response<v1::NodeGetInfoResponse>, Status> {
+        Ok(Response::new(v1::NodeGetInfoResponse {
+            node_id: "deviant-node".into(),
+            ..Default::default()
+        }))
+    }
+
+    /// Bug: no argument checks at all.
+    async fn node_publish_volume(
+        &self,
+        request: Request<v1::NodePublishVolumeRequest>,
+    ) -> Result<Response<v1::NodePublishVolumeResponse>, Status> {
+        let target = request.into_inner().target_path;
+        if !target.is_empty() {
+            std::fs::create_dir_all(&target).map_err(|e| Status::internal(e.to_string()))?;
+        }
+        Ok(Response::new(v1::NodePublishVolumeResponse {}))
+    }
+
+    async fn node_unpublish_volume(
+        &self,
+        request: Request<v1::NodeUnpublishVolumeRequest>,
+    ) -> Result<Response<v1::NodeUnpublishVolumeResponse>, Status> {
+        let request = request.into_inner();
+        if request.volume_id.is_empty() || request.target_path.is_empty() {
+            return Err(Status::invalid_argument(
+                "volume_id and target_path required",
+            ));
+        }
+        let _ = std::fs::remove_dir(&request.target_path);
+        Ok(Response::new(v1::NodeUnpublishVolumeResponse {}))
+    }
+}
+
+#[tokio::test]
+async fn suite_fails_exactly_the_cases_a_buggy_plugin_breaks() {
+    let dir = tempfile::tempdir().unwrap();
+    let endpoint = Endpoint::Unix(dir.path().join("deviant.sock"));
+    let plugin = Deviant::default();
+    let listener = Listener::bind(&endpoint).await.unwrap();
+    let router = tonic::transport::Server::builder()
+        .add_service(IdentityServer::new(plugin.clone()))
+        .add_service(ControllerServer::new(plugin.clone()))
+        .add_service(NodeServer::new(plugin.clone()));
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let server = tokio::spawn(csi_proto::serve(router, listener, async {
+        let _ = stopped.await;
+    }));
+
+    let mut config = SanityConfig::new(endpoint);
+    config.mount_dir = dir.path().join("mnt");
+    config.staging_dir = dir.path().join("staging");
+    let report = sanity::run(config).await.unwrap();
+    let failed: BTreeSet<&str> = report.failures().map(|c| c.name.as_str()).collect();
+    let expected: BTreeSet<&str> = [
+        "Controller Service [Controller Server] CreateVolume should fail when no name is provided",
+        "Controller Service [Controller Server] CreateVolume should fail when no volume capabilities are provided",
+        "Controller Service [Controller Server] CreateVolume should fail when requesting to create a volume with already existing name and different capacity",
+        "Controller Service [Controller Server] DeleteVolume should succeed when an invalid volume id is used",
+        "Node Service NodePublishVolume should fail when no volume id is provided",
+        "Node Service NodePublishVolume should fail when no target path is provided",
+        "Node Service NodePublishVolume should fail when no volume capability is provided",
+    ]
+    .into();
+    assert_eq!(failed, expected, "{}", report.summary());
+
+    let reason = |name: &str| match &report
+        .cases
+        .iter()
+        .find(|c| c.name == name)
+        .unwrap()
+        .outcome
+    {
+        Outcome::Failed(reason) => reason.clone(),
+        other => panic!("{other:?}"),
+    };
+    assert_eq!(
+        reason(
+            "Controller Service [Controller Server] CreateVolume should fail when no name is provided"
+        ),
+        "CreateVolume without a name: expected error InvalidArgument, but the call succeeded"
+    );
+    assert!(
+        reason("Controller Service [Controller Server] DeleteVolume should succeed when an invalid volume id is used")
+            .contains("must succeed, got NotFound"),
+    );
+    assert!(
+        reason("Node Service NodePublishVolume should fail when no volume capability is provided")
+            .contains("cleanup failed: cannot remove"),
+        "a target path left behind is reported"
+    );
+    assert!(report.passed() > 15, "{}", report.summary());
+    // Even the volume created without a name by the failing case was deleted.
+    assert!(
+        plugin.volumes.lock().unwrap().is_empty(),
+        "{:?}",
+        plugin.volumes.lock().unwrap()
+    );
+
+    stop.send(()).unwrap();
+    server.await.unwrap().unwrap();
+}
