@@ -254,7 +254,7 @@ async fn csi_sanity_binary_runs_against_the_manila_driver() {
         env.logs()
     );
     assert!(
-        stdout.ends_with("22 passed, 0 failed, 56 skipped\n"),
+        stdout.ends_with("22 passed, 0 failed, 62 skipped\n"),
         "{stdout}"
     );
     assert!(

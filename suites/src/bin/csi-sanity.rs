@@ -39,6 +39,9 @@ struct Args {
     /// YAML file of CreateVolume parameters.
     #[arg(long = "csi.testvolumeparameters")]
     volume_parameters: Option<PathBuf>,
+    /// YAML file of mutable parameters (volume attribute class) for ControllerModifyVolume.
+    #[arg(long = "csi.testvolumemutableparameters")]
+    mutable_parameters: Option<PathBuf>,
     /// YAML file of CreateSnapshot parameters.
     #[arg(long = "csi.testsnapshotparameters")]
     snapshot_parameters: Option<PathBuf>,
@@ -103,6 +106,9 @@ fn config(args: Args) -> anyhow::Result<SanityConfig> {
     }
     if let Some(path) = &args.volume_parameters {
         config.test_volume_parameters = sanity::load_parameters(path)?;
+    }
+    if let Some(path) = &args.mutable_parameters {
+        config.test_volume_mutable_parameters = sanity::load_parameters(path)?;
     }
     if let Some(path) = &args.snapshot_parameters {
         config.test_snapshot_parameters = sanity::load_parameters(path)?;

@@ -55,6 +55,9 @@ pub struct SanityConfig {
     pub secrets: CsiSecrets,
     /// `--csi.testvolumeparameters`: CreateVolume parameters.
     pub test_volume_parameters: HashMap<String, String>,
+    /// `--csi.testvolumemutableparameters`: mutable parameters (volume attribute class)
+    /// for ControllerModifyVolume and CreateVolume.
+    pub test_volume_mutable_parameters: HashMap<String, String>,
     /// `--csi.testsnapshotparameters`: CreateSnapshot parameters.
     pub test_snapshot_parameters: HashMap<String, String>,
     /// `--csi.testvolumesize`: bytes requested by CreateVolume (default 10 GiB).
@@ -86,6 +89,7 @@ impl SanityConfig {
             staging_dir: tmp.join("csi-staging"),
             secrets: CsiSecrets::default(),
             test_volume_parameters: HashMap::new(),
+            test_volume_mutable_parameters: HashMap::new(),
             test_snapshot_parameters: HashMap::new(),
             test_volume_size: 10 * GIB,
             test_volume_expand_size: None,

@@ -2,6 +2,7 @@
 
 mod expand;
 mod identity;
+mod modify;
 mod node;
 mod publish;
 mod snapshots;
@@ -16,6 +17,7 @@ pub fn all() -> Vec<Case> {
     cases.extend(publish::cases());
     cases.extend(snapshots::cases());
     cases.extend(expand::cases());
+    cases.extend(modify::cases());
     cases.extend(node::cases());
     cases
 }
