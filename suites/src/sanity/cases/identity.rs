@@ -48,7 +48,8 @@ async fn plugin_capabilities(cx: &mut CaseContext) -> CaseResult {
                         service::Type::try_from(s.r#type),
                         Ok(service::Type::ControllerService
                             | service::Type::VolumeAccessibilityConstraints
-                            | service::Type::GroupControllerService)
+                            | service::Type::GroupControllerService
+                            | service::Type::SnapshotMetadataService)
                     );
                     ensure(known, || format!("unknown service capability {}", s.r#type))?;
                 }
