@@ -1,1 +1,179 @@
-//! The node agent: a kubelet simulation that registers a Node and runs the pods bound to it.
+//! The node agent: a kubelet simulation that registers a Node and runs the pods bound to it
+//! through the pod [`runtime`](crate::runtime).
+//!
+//! What it does, as kubelet 1.20 does it:
+//!
+//! - **Registration** ([`registration`]): creates the Node with the hostname, OS, arch and
+//!   zone/region labels (GA and `failure-domain.beta` keys), the
+//!   `volumes.kubernetes.io/controller-managed-attach-detach` annotation, capacity =
+//!   allocatable, addresses (`InternalIP` = [`NodeAgentConfig::node_ip`], `Hostname`) and
+//!   nodeInfo (`kubeletVersion` v1.20.2); posts the Ready (and no-pressure) conditions every
+//!   [`Timings::node_status_interval`].
+//! - **Lease** ([`lease`]): `kube-node-lease/<node>`, renewed every 10 s, 40 s duration.
+//! - **Pods** (`pod`): a watch on `spec.nodeName=<node>`, one worker per pod: volumes
+//!   (emptyDir, hostPath, configMap, secret, downwardAPI, projected service-account token via
+//!   TokenRequest + `kube-root-ca.crt` + namespace), environment (values, ConfigMap/Secret
+//!   keys, `envFrom`, downward API fields and resources, `$(VAR)` expansion), command/args
+//!   through the [`ImageMap`](crate::runtime::ImageMap), working directory, `runAsUser`;
+//!   init containers in order; startup/readiness/liveness probes (exec, httpGet,
+//!   tcpSocket); restart policies with kubelet's back-off (immediate first restart, then
+//!   [`Timings::backoff_initial`] doubling up to [`Timings::backoff_max`]) and
+//!   `CrashLoopBackOff`; graceful deletion (SIGTERM, the shorter of the pod's grace periods
+//!   but at least 2 s, SIGKILL, then the Pod is deleted with grace 0); the pod status
+//!   (phase, conditions, container statuses with exit codes and restart counts, IPs, start
+//!   time) through the status subresource; events (`Pulled`, `Created`, `Started`,
+//!   `Killing`, `BackOff`, `Unhealthy`, `Failed`, `FailedMount`) with source `kubelet`.
+//! - **In-cluster access**: containers get `KUBERNETES_SERVICE_HOST/PORT` pointing at the
+//!   real API server (there is no service proxy) and, through the volume the ServiceAccount
+//!   admission plugin adds (the legacy token Secret in 1.20, the projected `kube-api-access`
+//!   volume from 1.21), a token, `ca.crt` and `namespace` at
+//!   `/var/run/secrets/kubernetes.io/serviceaccount`.
+//! - **Re-adoption**: on start, sandboxes running in the run directory are matched to pods
+//!   by UID and taken over (same processes, restart counts and times kept); those of pods
+//!   that no longer exist are removed. Stopping the agent leaves pods running.
+//!
+//! # Networking
+//!
+//! Pods share the host's network namespace (the runtime creates none): every pod's `podIP`
+//! is its node's address, as with `hostNetwork: true`. Container ports are host ports, so
+//! two pods listening on one port collide, and probes connect to `<node_ip>:<port>`.
+//!
+//! # Not served
+//!
+//! There is no kubelet API on [`registration::KUBELET_PORT`]: `kubectl logs/exec` fail;
+//! use [`exec`] and [`logs`], which work from any process through the run directory.
+//! ConfigMap/Secret updates are not propagated into running pods' volumes; termination
+//! messages, lifecycle hooks, resource limits and `activeDeadlineSeconds` are not
+//! implemented.
+//!
+//! # Identity
+//!
+//! Give the agent a kubeconfig for `system:node:<name>` in `system:nodes` (see
+//! [`ControlPlane::write_kubeconfig`](crate::control_plane::ControlPlane::write_kubeconfig)):
+//! the Node authorizer and NodeRestriction then hold it to what a kubelet may do.
+//!
+//! ```no_run
+//! # async fn demo(cp: &harness::control_plane::ControlPlane) -> harness::node::Result<()> {
+//! use harness::control_plane::ClientIdentity;
+//! use harness::node::{NodeAgent, NodeAgentConfig};
+//!
+//! let kubeconfig = std::path::Path::new("/tmp/run/node-a/kubeconfig");
+//! let identity = ClientIdentity {
+//!     user: "system:node:node-a".into(),
+//!     group: Some("system:nodes".into()),
+//! };
+//! cp.write_kubeconfig(kubeconfig, &identity).expect("kubeconfig");
+//! let port = cp.ports().apiserver;
+//! let config = NodeAgentConfig::new("node-a", kubeconfig, "/tmp/run/node-a", port, cp.ca_file());
+//! NodeAgent::run(config, tokio::signal::ctrl_c()).await
+//! # }
+//! ```
+
+mod config;
+mod error;
+pub mod events;
+mod inspect;
+pub mod lease;
+mod pod;
+pub mod registration;
+
+use std::future::Future;
+use std::sync::Arc;
+
+use k8s_openapi::api::core::v1::Node;
+use kube::api::Api;
+
+pub use config::{Capacity, NodeAgentConfig, Timings};
+pub use error::{Error, Result};
+pub use inspect::{exec, logs, pod_dir};
+pub use pod::{BackOff, phase};
+
+pub use crate::runtime::ExecOutput;
+use crate::runtime::{Runtime, RuntimeConfig};
+
+/// The node agent (see the module docs).
+#[derive(Debug)]
+pub struct NodeAgent;
+
+impl NodeAgent {
+    /// Registers the node, then renews its Lease, posts its status and runs its pods until
+    /// `shutdown` completes. On start, sandboxes running in the run directory are re-adopted;
+    /// on shutdown, pods keep running (they end with the runtime's lifeline, or when a later
+    /// agent deletes them).
+    pub async fn run(config: NodeAgentConfig, shutdown: impl Future<Output = ()>) -> Result<()> {
+        config.validate()?;
+        std::fs::create_dir_all(&config.run_dir).map_err(Error::io("creating", &config.run_dir))?;
+        let client = crate::control_plane::client_from_kubeconfig(&config.kubeconfig)
+            .await
+            .map_err(|e| Error::Client {
+                path: config.kubeconfig.clone(),
+                source: Box::new(e),
+            })?;
+        let mut runtime_config = RuntimeConfig::new(config.runtime_dir());
+        if let Some(helper) = &config.sandbox_helper {
+            runtime_config.helper = helper.clone();
+        }
+        runtime_config.lifeline = config.lifeline.clone();
+        let (runtime, adopted) = Runtime::adopt(runtime_config)?;
+        let http = reqwest::Client::builder()
+            .danger_accept_invalid_certs(true)
+            .build()
+            .map_err(|e| Error::Client {
+                path: config.kubeconfig.clone(),
+                source: Box::new(e),
+            })?;
+        let nodes: Api<Node> = Api::all(client.clone());
+        let ctx = Arc::new(pod::Context {
+            client: client.clone(),
+            config: config.clone(),
+            runtime,
+            recorder: events::Recorder::new(client.clone(), &config.node_name),
+            http,
+        });
+        tokio::pin!(shutdown);
+        let node = tokio::select! {
+            node = register_until_done(&nodes, &config) => node,
+            () = &mut shutdown => return Ok(()),
+        };
+        tracing::info!(node = %config.node_name, adopted = adopted.len(), "node agent running");
+        let status = node.status.clone();
+        tokio::select! {
+            () = registration::heartbeat(nodes, config.clone(), status) => {}
+            () = lease::renew_forever(client, config.clone(), node) => {}
+            () = pod::run(ctx, adopted) => {}
+            () = &mut shutdown => {}
+        }
+        tracing::info!(node = %config.node_name, "node agent stopped; pods keep running");
+        Ok(())
+    }
+}
+
+/// Registers the node, retrying (as kubelet does) until it works.
+async fn register_until_done(nodes: &Api<Node>, config: &NodeAgentConfig) -> Node {
+    let mut delay = std::time::Duration::from_millis(100);
+    loop {
+        match registration::register(nodes, config).await {
+            Ok(node) => return node,
+            Err(e) => {
+                tracing::warn!(node = %config.node_name, error = %error_chain(&e), "node registration failed; retrying");
+                tokio::time::sleep(delay).await;
+                delay = (delay * 2).min(std::time::Duration::from_secs(7));
+            }
+        }
+    }
+}
+
+/// An error with its causes, `a: b: c`.
+pub(crate) fn error_chain(e: &(dyn std::error::Error + 'static)) -> String {
+    let mut text = e.to_string();
+    let mut source = e.source();
+    while let Some(cause) = source {
+        let cause_text = cause.to_string();
+        if !text.contains(&cause_text) {
+            text.push_str(": ");
+            text.push_str(&cause_text);
+        }
+        source = cause.source();
+    }
+    text
+}

@@ -1,0 +1,180 @@
+//! Running the pods bound to the node: a watch on `spec.nodeName=<node>` feeds one worker
+//! task per pod (see [`worker`]); sandboxes found running at start are handed to their pods'
+//! workers, those of pods that no longer exist are removed.
+
+mod backoff;
+mod containers;
+mod downward;
+mod env;
+mod probes;
+mod record;
+mod sources;
+mod status;
+mod volumes;
+mod worker;
+
+use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
+
+use futures::StreamExt;
+use k8s_openapi::api::core::v1::Pod;
+use kube::Client;
+use kube::api::Api;
+use kube::runtime::WatchStreamExt;
+use kube::runtime::watcher::{self, Event};
+use tokio::sync::watch;
+use tokio::task::JoinSet;
+
+use super::config::NodeAgentConfig;
+use super::error_chain;
+use super::events::Recorder;
+use super::inspect;
+use crate::runtime::{Runtime, Sandbox};
+
+pub use backoff::BackOff;
+pub use status::phase;
+
+/// What every pod worker of a node shares.
+pub struct Context {
+    /// The API client (the node's identity).
+    pub client: Client,
+    /// The agent's configuration.
+    pub config: NodeAgentConfig,
+    /// The node's container runtime.
+    pub runtime: Runtime,
+    /// Records events.
+    pub recorder: Recorder,
+    /// Runs HTTP probes (certificates not verified, as kubelet does).
+    pub http: reqwest::Client,
+}
+
+struct WorkerHandle {
+    updates: watch::Sender<Option<Arc<Pod>>>,
+}
+
+/// Watches the node's pods and runs a worker per pod until the watch ends (never, normally)
+/// or the future is dropped (every worker is aborted; containers keep running).
+pub async fn run(ctx: Arc<Context>, adopted: Vec<Sandbox>) {
+    let node = ctx.config.node_name.clone();
+    let pods: Api<Pod> = Api::all(ctx.client.clone());
+    let config = watcher::Config::default().fields(&format!("spec.nodeName={node}"));
+    let mut stream = watcher::watcher(pods, config).default_backoff().boxed();
+    let mut adoptable: HashMap<String, Sandbox> = adopted
+        .into_iter()
+        .map(|s| (s.id().to_string(), s))
+        .collect();
+    let mut known: HashMap<String, Arc<Pod>> = HashMap::new();
+    let mut listing: HashMap<String, Arc<Pod>> = HashMap::new();
+    let mut synced = false;
+    let mut workers: HashMap<String, WorkerHandle> = HashMap::new();
+    let mut finished: HashSet<String> = HashSet::new();
+    let mut tasks: JoinSet<String> = JoinSet::new();
+    loop {
+        tokio::select! {
+            event = stream.next() => {
+                let Some(event) = event else { return };
+                match event {
+                    Ok(Event::Init) => listing.clear(),
+                    Ok(Event::InitApply(pod)) => {
+                        if let Some(uid) = pod.metadata.uid.clone() {
+                            listing.insert(uid, Arc::new(pod));
+                        }
+                    }
+                    Ok(Event::InitDone) => {
+                        known = std::mem::take(&mut listing);
+                        if !synced {
+                            synced = true;
+                            clean_orphans(&ctx, &known, &mut adoptable).await;
+                        }
+                    }
+                    Ok(Event::Apply(pod)) => {
+                        if let Some(uid) = pod.metadata.uid.clone() {
+                            known.insert(uid, Arc::new(pod));
+                        }
+                    }
+                    Ok(Event::Delete(pod)) => {
+                        if let Some(uid) = &pod.metadata.uid {
+                            known.remove(uid);
+                        }
+                    }
+                    Err(e) => {
+                        tracing::warn!(node = %node, error = %error_chain(&e), "pod watch failed; retrying");
+                        continue;
+                    }
+                }
+                if !synced {
+                    continue;
+                }
+                finished.retain(|uid| known.contains_key(uid));
+                for (uid, pod) in &known {
+                    if let Some(worker) = workers.get(uid) {
+                        worker.updates.send_if_modified(|current| {
+                            let changed = current.as_ref().map(|p| &p.metadata.resource_version)
+                                != Some(&pod.metadata.resource_version);
+                            if changed {
+                                *current = Some(pod.clone());
+                            }
+                            changed
+                        });
+                    } else if !finished.contains(uid) {
+                        let (tx, rx) = watch::channel(Some(pod.clone()));
+                        let sandbox = adoptable.remove(uid);
+                        let ctx = ctx.clone();
+                        let pod = pod.clone();
+                        let uid_done = uid.clone();
+                        tasks.spawn(async move {
+                            worker::run(ctx, pod, rx, sandbox).await;
+                            uid_done
+                        });
+                        workers.insert(uid.clone(), WorkerHandle { updates: tx });
+                    }
+                }
+                for (uid, worker) in &workers {
+                    if !known.contains_key(uid) {
+                        worker.updates.send_if_modified(|current| current.take().is_some());
+                    }
+                }
+            }
+            Some(done) = tasks.join_next() => {
+                match done {
+                    Ok(uid) => {
+                        workers.remove(&uid);
+                        finished.insert(uid);
+                    }
+                    Err(e) if e.is_panic() => tracing::error!(error = %e, "a pod worker panicked"),
+                    Err(_) => {}
+                }
+            }
+        }
+    }
+}
+
+/// Removes sandboxes (running or not) and pod directories of pods that no longer exist.
+async fn clean_orphans(
+    ctx: &Context,
+    known: &HashMap<String, Arc<Pod>>,
+    adoptable: &mut HashMap<String, Sandbox>,
+) {
+    adoptable.retain(|uid, _| known.contains_key(uid));
+    match ctx.runtime.sandboxes() {
+        Ok(sandboxes) => {
+            for sandbox in sandboxes {
+                if known.contains_key(sandbox.id()) {
+                    continue;
+                }
+                tracing::info!(sandbox = %sandbox.id(), "removing the sandbox of a pod that no longer exists");
+                if let Err(e) = sandbox.remove().await {
+                    tracing::warn!(sandbox = %sandbox.id(), error = %error_chain(&e), "removing an orphaned sandbox failed");
+                }
+            }
+        }
+        Err(e) => tracing::warn!(error = %error_chain(&e), "listing sandboxes failed"),
+    }
+    for (uid, dir) in inspect::pod_dirs(&ctx.config.run_dir) {
+        if !known.contains_key(&uid)
+            && let Err(e) = std::fs::remove_dir_all(&dir)
+        {
+            tracing::warn!(path = %dir.display(), error = %e, "removing an orphaned pod directory failed");
+        }
+    }
+}

@@ -1,0 +1,594 @@
+//! The node agent against a real control plane: registration and lease, pods run to
+//! completion, crash loops with back-off, volumes and env inside containers, probes, graceful
+//! deletion and re-adoption after an agent restart.
+//!
+//! One control plane and one in-process agent (identity `system:node:node-a`) serve all the
+//! steps (each boot costs seconds).
+#![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
+
+mod control_plane_support;
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use control_plane_support::{is_alive, wait_for};
+use harness::control_plane::{ClientIdentity, ControlPlane};
+use harness::node::{NodeAgent, NodeAgentConfig, Timings};
+use harness::runtime::{Lifeline, Runtime, RuntimeConfig};
+use k8s_openapi::api::coordination::v1::Lease;
+use k8s_openapi::api::core::v1::{ConfigMap, Event, Namespace, Node, Pod, Secret};
+use k8s_openapi::jiff::Timestamp;
+use kube::Client;
+use kube::api::{Api, DeleteParams, ListParams, PostParams};
+use serde_json::json;
+use tokio::sync::oneshot;
+use tokio::task::JoinHandle;
+
+const NS: &str = "node-test";
+const NODE: &str = "node-a";
+const WAIT: Duration = Duration::from_secs(60);
+
+struct RunningAgent {
+    stop: oneshot::Sender<()>,
+    task: JoinHandle<harness::node::Result<()>>,
+}
+
+fn start_agent(config: NodeAgentConfig) -> RunningAgent {
+    let (stop, stopped) = oneshot::channel::<()>();
+    let task = tokio::spawn(NodeAgent::run(config, async move {
+        let _ = stopped.await;
+    }));
+    RunningAgent { stop, task }
+}
+
+impl RunningAgent {
+    async fn stop(self) {
+        self.stop.send(()).unwrap();
+        self.task.await.unwrap().expect("the agent stops cleanly");
+    }
+}
+
+fn agent_config(cp: &ControlPlane, dir: &Path) -> NodeAgentConfig {
+    let kubeconfig = dir.join("kubeconfig");
+    cp.write_kubeconfig(
+        &kubeconfig,
+        &ClientIdentity {
+            user: format!("system:node:{NODE}"),
+            group: Some("system:nodes".into()),
+        },
+    )
+    .unwrap();
+    let mut config = NodeAgentConfig::new(
+        NODE,
+        kubeconfig,
+        dir.join("node"),
+        cp.ports().apiserver,
+        cp.ca_file(),
+    );
+    config.zone = Some("zone-1".into());
+    config.region = Some("region-1".into());
+    config.sandbox_helper = Some(PathBuf::from(env!("CARGO_BIN_EXE_pod-sandbox")));
+    config.lifeline = Some(Lifeline::this_process().unwrap());
+    config.timings = Timings {
+        lease_renew_interval: Duration::from_secs(1),
+        node_status_interval: Duration::from_secs(2),
+        backoff_initial: Duration::from_secs(1),
+        backoff_max: Duration::from_secs(4),
+        retry_interval: Duration::from_millis(500),
+        ..Timings::default()
+    };
+    config
+}
+
+fn pod(value: serde_json::Value) -> Pod {
+    serde_json::from_value(value).unwrap()
+}
+
+async fn get_pod(pods: &Api<Pod>, name: &str) -> Result<Option<Pod>, String> {
+    pods.get_opt(name).await.map_err(|e| e.to_string())
+}
+
+fn summary(pod: &Pod) -> String {
+    let status = pod.status.clone().unwrap_or_default();
+    format!(
+        "phase={:?} containers={}",
+        status.phase,
+        serde_json::to_string(&status.container_statuses).unwrap()
+    )
+}
+
+/// Waits until the pod satisfies `check`, reporting the last seen status.
+async fn wait_pod(pods: &Api<Pod>, name: &str, what: &str, check: impl Fn(&Pod) -> bool) -> Pod {
+    wait_for(&format!("pod {name}: {what}"), WAIT, || async {
+        match get_pod(pods, name).await? {
+            Some(p) if check(&p) => Ok(Some(p)),
+            Some(p) => Err(summary(&p)),
+            None => Err("no such pod".into()),
+        }
+    })
+    .await
+}
+
+fn phase(p: &Pod) -> &str {
+    p.status
+        .as_ref()
+        .and_then(|s| s.phase.as_deref())
+        .unwrap_or("")
+}
+
+fn container_status(p: &Pod) -> k8s_openapi::api::core::v1::ContainerStatus {
+    p.status
+        .as_ref()
+        .and_then(|s| s.container_statuses.as_ref())
+        .and_then(|c| c.first().cloned())
+        .unwrap_or_default()
+}
+
+fn condition(p: &Pod, type_: &str) -> Option<String> {
+    p.status
+        .as_ref()?
+        .conditions
+        .as_ref()?
+        .iter()
+        .find(|c| c.type_ == type_)
+        .map(|c| c.status.clone())
+}
+
+async fn events_for(client: &Client, pod: &str) -> Vec<Event> {
+    let events: Api<Event> = Api::namespaced(client.clone(), NS);
+    events
+        .list(&ListParams::default().fields(&format!("involvedObject.name={pod}")))
+        .await
+        .unwrap()
+        .items
+}
+
+async fn wait_event(client: &Client, pod: &str, reason: &str) -> Event {
+    wait_for(&format!("event {reason} for {pod}"), WAIT, || async {
+        let events = events_for(client, pod).await;
+        match events.iter().find(|e| e.reason.as_deref() == Some(reason)) {
+            Some(e) => Ok(Some(e.clone())),
+            None => Err(format!(
+                "reasons seen: {:?}",
+                events.iter().map(|e| e.reason.clone()).collect::<Vec<_>>()
+            )),
+        }
+    })
+    .await
+}
+
+async fn exec(config: &NodeAgentConfig, pod: &str, argv: &[&str]) -> String {
+    let argv: Vec<String> = argv.iter().map(|s| s.to_string()).collect();
+    let out = harness::node::exec(&config.run_dir, NS, pod, "main", &argv)
+        .await
+        .unwrap();
+    assert_eq!(
+        out.code(),
+        0,
+        "{argv:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).unwrap()
+}
+
+#[tokio::test]
+async fn node_agent_runs_pods_like_a_kubelet() {
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter("harness=info")
+        .with_test_writer()
+        .try_init();
+    let cp = ControlPlane::builder()
+        .start()
+        .await
+        .expect("control plane starts");
+    let client = cp.client();
+    let dir = tempfile::tempdir().unwrap();
+    let config = agent_config(&cp, dir.path());
+    let agent = start_agent(config.clone());
+
+    // Registration: labels, annotation, capacity, addresses, nodeInfo, Ready.
+    let nodes: Api<Node> = Api::all(client.clone());
+    let node = wait_for("node-a Ready", WAIT, || async {
+        let Some(node) = nodes.get_opt(NODE).await.map_err(|e| e.to_string())? else {
+            return Err("not registered".into());
+        };
+        let ready = node
+            .status
+            .as_ref()
+            .and_then(|s| s.conditions.as_ref())
+            .is_some_and(|cs| cs.iter().any(|c| c.type_ == "Ready" && c.status == "True"));
+        Ok(ready.then_some(node))
+    })
+    .await;
+    let labels = node.metadata.labels.clone().unwrap();
+    assert_eq!(labels["kubernetes.io/hostname"], NODE);
+    assert_eq!(labels["topology.kubernetes.io/zone"], "zone-1");
+    assert_eq!(
+        labels["failure-domain.beta.kubernetes.io/region"],
+        "region-1"
+    );
+    assert_eq!(
+        node.metadata.annotations.unwrap()["volumes.kubernetes.io/controller-managed-attach-detach"],
+        "true"
+    );
+    let status = node.status.unwrap();
+    assert_eq!(status.node_info.unwrap().kubelet_version, "v1.20.2");
+    assert_eq!(status.allocatable.unwrap()["pods"].0, "110");
+    assert!(
+        status
+            .addresses
+            .unwrap()
+            .iter()
+            .any(|a| a.type_ == "InternalIP" && a.address == "127.0.0.1")
+    );
+
+    // The Lease exists and is renewed.
+    let leases: Api<Lease> = Api::namespaced(client.clone(), "kube-node-lease");
+    let first = wait_for("the node lease", WAIT, || async {
+        Ok(leases
+            .get_opt(NODE)
+            .await
+            .map_err(|e| e.to_string())?
+            .and_then(|l| l.spec?.renew_time))
+    })
+    .await;
+    wait_for("a lease renewal", WAIT, || async {
+        let now = leases
+            .get(NODE)
+            .await
+            .map_err(|e| e.to_string())?
+            .spec
+            .and_then(|s| s.renew_time);
+        Ok(now.filter(|t| *t != first))
+    })
+    .await;
+
+    // A namespace whose default service account has its token (admission needs it in 1.20).
+    let namespaces: Api<Namespace> = Api::all(client.clone());
+    namespaces
+        .create(
+            &PostParams::default(),
+            &serde_json::from_value(json!({"metadata": {"name": NS}})).unwrap(),
+        )
+        .await
+        .unwrap();
+    let secrets: Api<Secret> = Api::namespaced(client.clone(), NS);
+    wait_for("the default token secret", WAIT, || async {
+        let list = secrets
+            .list(&ListParams::default())
+            .await
+            .map_err(|e| e.to_string())?;
+        Ok(list
+            .items
+            .into_iter()
+            .find(|s| s.type_.as_deref() == Some("kubernetes.io/service-account-token")))
+    })
+    .await;
+    let pods: Api<Pod> = Api::namespaced(client.clone(), NS);
+
+    // 1. A bare pod runs to completion.
+    let created = Instant::now();
+    pods.create(
+        &PostParams::default(),
+        &pod(json!({
+            "metadata": {"name": "hello"},
+            "spec": {
+                "nodeName": NODE,
+                "restartPolicy": "Never",
+                "containers": [{"name": "main", "image": "busybox",
+                    "command": ["sh", "-c", "echo hello from $(hostname); sleep 2"]}]
+            }
+        })),
+    )
+    .await
+    .unwrap();
+    let running = wait_pod(&pods, "hello", "Running", |p| phase(p) == "Running").await;
+    let latency = created.elapsed();
+    eprintln!("pod create -> Running observed after {latency:?}");
+    let cs = container_status(&running);
+    assert!(cs.ready && cs.state.unwrap().running.is_some());
+    assert_eq!(
+        running.status.as_ref().unwrap().pod_ip.as_deref(),
+        Some("127.0.0.1")
+    );
+    assert_eq!(condition(&running, "Ready").as_deref(), Some("True"));
+    let done = wait_pod(&pods, "hello", "Succeeded", |p| phase(p) == "Succeeded").await;
+    let terminated = container_status(&done).state.unwrap().terminated.unwrap();
+    assert_eq!(terminated.exit_code, 0);
+    assert_eq!(terminated.reason.as_deref(), Some("Completed"));
+    assert!(terminated.finished_at.is_some() && terminated.container_id.is_some());
+    let log = harness::node::logs(&config.run_dir, NS, "hello", "main", false).unwrap();
+    assert_eq!(log, "hello from hello\n");
+    for reason in ["Pulled", "Created", "Started"] {
+        let event = wait_event(&client, "hello", reason).await;
+        assert_eq!(event.source.unwrap().component.as_deref(), Some("kubelet"));
+    }
+
+    // 2. A crashing container is restarted with back-off.
+    pods.create(
+        &PostParams::default(),
+        &pod(json!({
+            "metadata": {"name": "crasher"},
+            "spec": {
+                "nodeName": NODE,
+                "containers": [{"name": "main", "image": "busybox",
+                    "command": ["sh", "-c", "echo attempt; exit 3"]}]
+            }
+        })),
+    )
+    .await
+    .unwrap();
+    let mut saw_backoff = false;
+    let crashed = wait_pod(&pods, "crasher", "restartCount >= 3", |p| {
+        container_status(p).restart_count >= 3
+    })
+    .await;
+    let cs = container_status(&crashed);
+    let last = cs.last_state.unwrap().terminated.unwrap();
+    assert_eq!(last.exit_code, 3);
+    assert_eq!(last.reason.as_deref(), Some("Error"));
+    assert_eq!(phase(&crashed), "Running");
+    if let Some(waiting) = cs.state.unwrap().waiting {
+        saw_backoff = waiting.reason.as_deref() == Some("CrashLoopBackOff");
+    }
+    wait_event(&client, "crasher", "BackOff").await;
+    if !saw_backoff {
+        wait_pod(&pods, "crasher", "waiting in CrashLoopBackOff", |p| {
+            container_status(p)
+                .state
+                .and_then(|s| s.waiting)
+                .and_then(|w| w.reason)
+                .as_deref()
+                == Some("CrashLoopBackOff")
+        })
+        .await;
+    }
+    let previous = harness::node::logs(&config.run_dir, NS, "crasher", "main", true).unwrap();
+    assert_eq!(previous, "attempt\n");
+
+    // 3. ConfigMap and Secret volumes, env, downward API, service-account files; a
+    // readiness probe.
+    let config_maps: Api<ConfigMap> = Api::namespaced(client.clone(), NS);
+    config_maps
+        .create(
+            &PostParams::default(),
+            &serde_json::from_value(json!({
+                "metadata": {"name": "settings"},
+                "data": {"greeting": "hi", "LEVEL": "debug"}
+            }))
+            .unwrap(),
+        )
+        .await
+        .unwrap();
+    secrets
+        .create(
+            &PostParams::default(),
+            &serde_json::from_value(json!({
+                "metadata": {"name": "creds"},
+                "stringData": {"password": "s3cret", "user": "admin"}
+            }))
+            .unwrap(),
+        )
+        .await
+        .unwrap();
+    pods.create(
+        &PostParams::default(),
+        &pod(json!({
+            "metadata": {"name": "configured", "labels": {"app": "demo"}},
+            "spec": {
+                "nodeName": NODE,
+                "volumes": [
+                    {"name": "settings", "configMap": {"name": "settings"}},
+                    {"name": "creds", "secret": {"secretName": "creds", "defaultMode": 0o400,
+                        "items": [{"key": "password", "path": "db/pass"}]}},
+                    {"name": "info", "downwardAPI": {"items": [
+                        {"path": "labels", "fieldRef": {"fieldPath": "metadata.labels"}}]}},
+                    {"name": "scratch", "emptyDir": {}}
+                ],
+                "containers": [{
+                    "name": "main", "image": "busybox",
+                    "command": ["sh", "-c", "sleep 3600"],
+                    "workingDir": "/scratch",
+                    "env": [
+                        {"name": "GREETING", "valueFrom": {"configMapKeyRef": {"name": "settings", "key": "greeting"}}},
+                        {"name": "PASSWORD", "valueFrom": {"secretKeyRef": {"name": "creds", "key": "password"}}},
+                        {"name": "POD_NAME", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}},
+                        {"name": "NODE", "valueFrom": {"fieldRef": {"fieldPath": "spec.nodeName"}}},
+                        {"name": "MESSAGE", "value": "$(GREETING) from $(POD_NAME)"}
+                    ],
+                    "envFrom": [{"configMapRef": {"name": "settings"}, "prefix": "CM_"}],
+                    "volumeMounts": [
+                        {"name": "settings", "mountPath": "/etc/settings"},
+                        {"name": "creds", "mountPath": "/etc/creds"},
+                        {"name": "info", "mountPath": "/etc/info"},
+                        {"name": "scratch", "mountPath": "/scratch"}
+                    ],
+                    "readinessProbe": {"exec": {"command": ["test", "-f", "/scratch/ready"]},
+                        "periodSeconds": 1, "failureThreshold": 1}
+                }]
+            }
+        })),
+    )
+    .await
+    .unwrap();
+    let running = wait_pod(&pods, "configured", "Running", |p| phase(p) == "Running").await;
+    assert!(
+        !container_status(&running).ready,
+        "not ready before the probe passes"
+    );
+    assert_eq!(
+        exec(&config, "configured", &["cat", "/etc/settings/greeting"]).await,
+        "hi"
+    );
+    assert_eq!(
+        exec(&config, "configured", &["cat", "/etc/creds/db/pass"]).await,
+        "s3cret"
+    );
+    assert_eq!(
+        exec(
+            &config,
+            "configured",
+            &["stat", "-c", "%a", "/etc/creds/db/pass"]
+        )
+        .await
+        .trim(),
+        "400"
+    );
+    assert_eq!(
+        exec(&config, "configured", &["cat", "/etc/info/labels"]).await,
+        "app=\"demo\""
+    );
+    assert_eq!(
+        exec(&config, "configured", &["pwd"]).await.trim(),
+        "/scratch"
+    );
+    let env = exec(&config, "configured", &["env"]).await;
+    let env: BTreeMap<&str, &str> = env.lines().filter_map(|l| l.split_once('=')).collect();
+    assert_eq!(env["GREETING"], "hi");
+    assert_eq!(env["PASSWORD"], "s3cret");
+    assert_eq!(env["POD_NAME"], "configured");
+    assert_eq!(env["NODE"], NODE);
+    assert_eq!(env["MESSAGE"], "hi from configured");
+    assert_eq!(env["CM_LEVEL"], "debug");
+    assert_eq!(env["KUBERNETES_SERVICE_HOST"], "127.0.0.1");
+    assert_eq!(
+        env["KUBERNETES_SERVICE_PORT"],
+        cp.ports().apiserver.to_string()
+    );
+    let sa = "/var/run/secrets/kubernetes.io/serviceaccount";
+    assert_eq!(
+        exec(&config, "configured", &["cat", &format!("{sa}/namespace")]).await,
+        NS
+    );
+    let ca = exec(&config, "configured", &["cat", &format!("{sa}/ca.crt")]).await;
+    assert_eq!(
+        ca.trim(),
+        std::fs::read_to_string(cp.ca_file()).unwrap().trim()
+    );
+    assert!(
+        !exec(&config, "configured", &["cat", &format!("{sa}/token")])
+            .await
+            .is_empty()
+    );
+    // Secret and ConfigMap volumes are read-only.
+    let argv = ["sh", "-c", "echo x > /etc/settings/new"].map(String::from);
+    let out = harness::node::exec(&config.run_dir, NS, "configured", "main", &argv)
+        .await
+        .unwrap();
+    assert_ne!(out.code(), 0, "wrote into a configMap volume");
+    exec(&config, "configured", &["touch", "/scratch/ready"]).await;
+    wait_pod(&pods, "configured", "Ready", |p| {
+        condition(p, "Ready").as_deref() == Some("True")
+    })
+    .await;
+
+    // 4. Agent restart: the container keeps running (same pid), the status stays.
+    let before = wait_pod(&pods, "configured", "ready", |p| container_status(p).ready).await;
+    let uid = before.metadata.uid.clone().unwrap();
+    let runtime = Runtime::new(RuntimeConfig {
+        helper: PathBuf::from(env!("CARGO_BIN_EXE_pod-sandbox")),
+        ..RuntimeConfig::new(config.runtime_dir())
+    })
+    .unwrap();
+    let main_pid = || {
+        let sandbox = runtime.sandbox(&uid).unwrap().unwrap();
+        sandbox.containers().unwrap().last().unwrap().process().pid
+    };
+    let pid = main_pid();
+    agent.stop().await;
+    assert!(is_alive(pid as u32), "the container survives the agent");
+    let agent = start_agent(config.clone());
+    // The new agent re-adopts it: the pod is still managed (exec works, probe keeps it ready),
+    // and nothing restarted.
+    let restarted_at = Timestamp::now();
+    wait_for("the restarted agent's lease renewal", WAIT, || async {
+        let renewed = leases
+            .get(NODE)
+            .await
+            .map_err(|e| e.to_string())?
+            .spec
+            .and_then(|s| s.renew_time)
+            .is_some_and(|t| t.0 > restarted_at);
+        Ok(renewed.then_some(()))
+    })
+    .await;
+    exec(&config, "configured", &["rm", "/scratch/ready"]).await;
+    wait_pod(
+        &pods,
+        "configured",
+        "unready after the readiness file is gone",
+        |p| !container_status(p).ready,
+    )
+    .await;
+    let after = pods.get("configured").await.unwrap();
+    assert_eq!(main_pid(), pid, "same process after the agent restart");
+    let (b, a) = (container_status(&before), container_status(&after));
+    assert_eq!(a.restart_count, 0);
+    assert_eq!(a.container_id, b.container_id);
+    assert_eq!(
+        a.state.unwrap().running.unwrap().started_at,
+        b.state.unwrap().running.unwrap().started_at
+    );
+    assert_eq!(
+        after.status.as_ref().unwrap().start_time,
+        before.status.as_ref().unwrap().start_time
+    );
+
+    // 5. Graceful deletion: SIGTERM reaches the container, then the pod object goes.
+    let marker_dir = tempfile::tempdir().unwrap();
+    pods.create(
+        &PostParams::default(),
+        &pod(json!({
+            "metadata": {"name": "graceful"},
+            "spec": {
+                "nodeName": NODE,
+                "terminationGracePeriodSeconds": 30,
+                "volumes": [{"name": "out", "hostPath": {"path": marker_dir.path(), "type": "Directory"}}],
+                "containers": [{"name": "main", "image": "busybox",
+                    "command": ["sh", "-c", "trap 'echo TERM > /out/signal; exit 0' TERM; while true; do sleep 0.1; done"],
+                    "volumeMounts": [{"name": "out", "mountPath": "/out"}]}]
+            }
+        })),
+    )
+    .await
+    .unwrap();
+    wait_pod(&pods, "graceful", "Running", |p| phase(p) == "Running").await;
+    let deleted = Instant::now();
+    pods.delete("graceful", &DeleteParams::default())
+        .await
+        .unwrap();
+    wait_for("the graceful pod to disappear", WAIT, || async {
+        match get_pod(&pods, "graceful").await? {
+            None => Ok(Some(())),
+            Some(p) => Err(summary(&p)),
+        }
+    })
+    .await;
+    let took = deleted.elapsed();
+    assert_eq!(
+        std::fs::read_to_string(marker_dir.path().join("signal")).unwrap(),
+        "TERM\n"
+    );
+    assert!(
+        took < Duration::from_secs(20),
+        "deletion waited for the grace period: {took:?}"
+    );
+    wait_event(&client, "graceful", "Killing").await;
+
+    // The re-adopted pod is deleted too (the new agent manages it).
+    pods.delete("configured", &DeleteParams::default())
+        .await
+        .unwrap();
+    wait_for("the configured pod to disappear", WAIT, || async {
+        match get_pod(&pods, "configured").await? {
+            None => Ok(Some(())),
+            Some(p) => Err(summary(&p)),
+        }
+    })
+    .await;
+    assert!(!is_alive(pid as u32), "the container ended with its pod");
+
+    agent.stop().await;
+    cp.shutdown().await.unwrap();
+}
