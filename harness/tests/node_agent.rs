@@ -305,6 +305,29 @@ async fn node_agent_runs_pods_like_a_kubelet() {
         assert_eq!(event.source.unwrap().component.as_deref(), Some("kubelet"));
     }
 
+    // A command that cannot run ends the attempt at once: exit 128, StartError.
+    pods.create(
+        &PostParams::default(),
+        &pod(json!({
+            "metadata": {"name": "missing"},
+            "spec": {
+                "nodeName": NODE,
+                "restartPolicy": "Never",
+                "containers": [{"name": "main", "image": "busybox", "command": ["/no/such/binary"]}]
+            }
+        })),
+    )
+    .await
+    .unwrap();
+    let failed = wait_pod(&pods, "missing", "Failed", |p| phase(p) == "Failed").await;
+    let terminated = container_status(&failed).state.unwrap().terminated.unwrap();
+    assert_eq!(terminated.exit_code, 128);
+    assert_eq!(terminated.reason.as_deref(), Some("StartError"));
+    assert!(
+        terminated.message.unwrap().contains("/no/such/binary"),
+        "the message names the command"
+    );
+
     // 2. A crashing container is restarted with back-off.
     pods.create(
         &PostParams::default(),
@@ -384,7 +407,13 @@ async fn node_agent_runs_pods_like_a_kubelet() {
                         "items": [{"key": "password", "path": "db/pass"}]}},
                     {"name": "info", "downwardAPI": {"items": [
                         {"path": "labels", "fieldRef": {"fieldPath": "metadata.labels"}}]}},
-                    {"name": "scratch", "emptyDir": {}}
+                    {"name": "scratch", "emptyDir": {}},
+                    // What the ServiceAccount admission plugin adds from 1.21 on.
+                    {"name": "api-access", "projected": {"defaultMode": 0o444, "sources": [
+                        {"serviceAccountToken": {"path": "token", "expirationSeconds": 3607}},
+                        {"configMap": {"name": "kube-root-ca.crt", "items": [{"key": "ca.crt", "path": "ca.crt"}]}},
+                        {"downwardAPI": {"items": [{"path": "namespace", "fieldRef": {"fieldPath": "metadata.namespace"}}]}}
+                    ]}}
                 ],
                 "containers": [{
                     "name": "main", "image": "busybox",
@@ -402,7 +431,8 @@ async fn node_agent_runs_pods_like_a_kubelet() {
                         {"name": "settings", "mountPath": "/etc/settings"},
                         {"name": "creds", "mountPath": "/etc/creds"},
                         {"name": "info", "mountPath": "/etc/info"},
-                        {"name": "scratch", "mountPath": "/scratch"}
+                        {"name": "scratch", "mountPath": "/scratch"},
+                        {"name": "api-access", "mountPath": "/var/run/projected"}
                     ],
                     "readinessProbe": {"exec": {"command": ["test", "-f", "/scratch/ready"]},
                         "periodSeconds": 1, "failureThreshold": 1}
@@ -471,6 +501,30 @@ async fn node_agent_runs_pods_like_a_kubelet() {
             .await
             .is_empty()
     );
+    let projected = "/var/run/projected";
+    assert_eq!(
+        exec(
+            &config,
+            "configured",
+            &["cat", &format!("{projected}/namespace")]
+        )
+        .await,
+        NS
+    );
+    let projected_ca = exec(
+        &config,
+        "configured",
+        &["cat", &format!("{projected}/ca.crt")],
+    )
+    .await;
+    assert_eq!(projected_ca, ca);
+    let token = exec(
+        &config,
+        "configured",
+        &["cat", &format!("{projected}/token")],
+    )
+    .await;
+    assert_eq!(token.split('.').count(), 3, "a JWT");
     // Secret and ConfigMap volumes are read-only.
     let argv = ["sh", "-c", "echo x > /etc/settings/new"].map(String::from);
     let out = harness::node::exec(&config.run_dir, NS, "configured", "main", &argv)
@@ -482,6 +536,62 @@ async fn node_agent_runs_pods_like_a_kubelet() {
         condition(p, "Ready").as_deref() == Some("True")
     })
     .await;
+
+    // Missing references: the pod waits (FailedMount; CreateContainerConfigError) and starts
+    // once they exist.
+    for (name, volumes, env, mounts) in [
+        (
+            "late-volume",
+            json!([{"name": "later", "configMap": {"name": "later"}}]),
+            json!([]),
+            json!([{"name": "later", "mountPath": "/later"}]),
+        ),
+        (
+            "late-env",
+            json!([]),
+            json!([{"name": "X", "valueFrom": {"configMapKeyRef": {"name": "later", "key": "x"}}}]),
+            json!([]),
+        ),
+    ] {
+        pods.create(
+            &PostParams::default(),
+            &pod(json!({
+                "metadata": {"name": name},
+                "spec": {
+                    "nodeName": NODE,
+                    "volumes": volumes,
+                    "containers": [{"name": "main", "image": "busybox",
+                        "command": ["sleep", "3600"], "env": env, "volumeMounts": mounts}]
+                }
+            })),
+        )
+        .await
+        .unwrap();
+    }
+    let mount_failure = wait_event(&client, "late-volume", "FailedMount").await;
+    assert!(mount_failure.message.unwrap().contains("\"later\""));
+    wait_pod(&pods, "late-env", "CreateContainerConfigError", |p| {
+        container_status(p)
+            .state
+            .and_then(|s| s.waiting)
+            .and_then(|w| w.reason)
+            .as_deref()
+            == Some("CreateContainerConfigError")
+    })
+    .await;
+    wait_event(&client, "late-env", "Failed").await;
+    config_maps
+        .create(
+            &PostParams::default(),
+            &serde_json::from_value(json!({"metadata": {"name": "later"}, "data": {"x": "1"}}))
+                .unwrap(),
+        )
+        .await
+        .unwrap();
+    for name in ["late-volume", "late-env"] {
+        wait_pod(&pods, name, "Running", |p| phase(p) == "Running").await;
+        pods.delete(name, &DeleteParams::default()).await.unwrap();
+    }
 
     // 4. Agent restart: the container keeps running (same pid), the status stays.
     let before = wait_pod(&pods, "configured", "ready", |p| container_status(p).ready).await;

@@ -163,15 +163,25 @@ async fn register_until_done(nodes: &Api<Node>, config: &NodeAgentConfig) -> Nod
     }
 }
 
-/// An error with its causes, `a: b: c`.
+/// An error with its causes, `a: b: c` (API errors by their message, without the raw status).
 pub(crate) fn error_chain(e: &(dyn std::error::Error + 'static)) -> String {
-    let mut text = e.to_string();
+    let describe = |e: &(dyn std::error::Error + 'static)| match e.downcast_ref::<kube::Error>() {
+        Some(kube::Error::Api(status)) => format!("{} ({})", status.message, status.code),
+        _ => e.to_string(),
+    };
+    let mut text = describe(e);
     let mut source = e.source();
     while let Some(cause) = source {
-        let cause_text = cause.to_string();
+        let cause_text = describe(cause);
         if !text.contains(&cause_text) {
             text.push_str(": ");
             text.push_str(&cause_text);
+        }
+        if matches!(
+            cause.downcast_ref::<kube::Error>(),
+            Some(kube::Error::Api(_))
+        ) {
+            break;
         }
         source = cause.source();
     }

@@ -157,7 +157,10 @@ impl Worker {
             attempt += 1;
         }
         let run_spec = match self.container_spec(&spec, attempt).await {
-            Ok(s) => s,
+            Ok(s) => {
+                self.problem_solved();
+                s
+            }
             Err(e) => {
                 let message = error_chain(&e);
                 self.records(kind)[i].waiting =

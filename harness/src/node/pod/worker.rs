@@ -201,16 +201,16 @@ impl Worker {
             .pod(&self.pod, container, type_, reason, message);
     }
 
-    /// Reports a setup problem once (until it changes) and schedules a retry.
+    /// Reports a setup problem (once until it changes, and only when it persists past the
+    /// first quick retries: a pod's references often become readable moments after the pod,
+    /// when the Node authorizer has seen it) and schedules a retry.
     pub(super) fn problem(&mut self, container: Option<&str>, reason: &str, message: String) {
-        if self.last_problem.as_deref() != Some(message.as_str()) {
+        if self.retries >= 2 && self.last_problem.as_deref() != Some(message.as_str()) {
             tracing::warn!(pod = %self.name(), reason, %message, "pod setup problem");
             self.event(container, EventType::Warning, reason, message.clone());
             self.last_problem = Some(message);
         }
-        // Quick first retries (references often appear moments after the pod), then the
-        // configured interval.
-        let quick = Duration::from_millis(200).saturating_mul(1 << self.retries.min(8));
+        let quick = Duration::from_millis(50).saturating_mul(1 << self.retries.min(8));
         self.retries += 1;
         self.retry_at = Some(Instant::now() + quick.min(self.ctx.config.timings.retry_interval));
     }
@@ -265,7 +265,10 @@ impl Worker {
             )
             .await;
             match prepared {
-                Ok(v) => self.volumes = Some(v),
+                Ok(v) => {
+                    self.volumes = Some(v);
+                    self.problem_solved();
+                }
                 Err(e) => {
                     let message = match &e {
                         Error::Volume { volume, reason } => {
@@ -280,7 +283,10 @@ impl Worker {
         }
         if self.sandbox.is_none() {
             match self.create_sandbox().await {
-                Ok(sandbox) => self.sandbox = Some(sandbox),
+                Ok(sandbox) => {
+                    self.sandbox = Some(sandbox);
+                    self.problem_solved();
+                }
                 Err(e) => {
                     let message = format!("Failed to create pod sandbox: {}", error_chain(&e));
                     self.problem(None, "FailedCreatePodSandBox", message);
@@ -288,9 +294,13 @@ impl Worker {
                 }
             }
         }
+        true
+    }
+
+    /// Forgets past setup problems once something they blocked succeeded.
+    pub(super) fn problem_solved(&mut self) {
         self.retries = 0;
         self.last_problem = None;
-        true
     }
 
     async fn create_sandbox(&self) -> Result<Sandbox> {
