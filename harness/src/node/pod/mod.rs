@@ -2,6 +2,7 @@
 //! task per pod (see [`worker`]); sandboxes found running at start are handed to their pods'
 //! workers, those of pods that no longer exist are removed.
 
+mod adoption;
 mod backoff;
 mod containers;
 mod downward;
