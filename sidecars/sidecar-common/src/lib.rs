@@ -1,1 +1,48 @@
-//! sidecar-common
+//! What every Rust CSI sidecar of this workspace needs, each piece small:
+//!
+//! - [`flags::CommonFlags`]: the flags the upstream sidecars share (`--csi-address`,
+//!   `--timeout`, `--kubeconfig`, leader election, `--http-endpoint`, `-v`), to
+//!   `#[command(flatten)]` into a sidecar's own clap struct;
+//! - [`driver`]: connecting to the CSI driver with a wait-for-ready Probe loop, and reading
+//!   GetPluginInfo and the plugin/controller capabilities;
+//! - [`kube_client`]: a Kubernetes client from `--kubeconfig` or the in-cluster/default config;
+//! - [`leader`]: leader election by a `coordination.k8s.io/v1` Lease;
+//! - [`events`]: a core/v1 Event recorder;
+//! - [`backoff`]: per-key exponential, capped back-off for failed work items;
+//! - [`secrets`]: the `csi.storage.k8s.io/*-secret-name/namespace` StorageClass parameters,
+//!   their `${pvc.name}`-style templates, and reading a Secret's data;
+//! - [`http`]: `/healthz` and `/metrics` on `--http-endpoint`;
+//! - [`telemetry`] (tracing set-up) and [`shutdown`] (SIGTERM/SIGINT).
+//!
+//! ```no_run
+//! use clap::Parser;
+//! use sidecar_common::{driver, flags::CommonFlags, kube_client, telemetry};
+//!
+//! #[derive(Parser)]
+//! struct Flags {
+//!     #[command(flatten)]
+//!     common: CommonFlags,
+//! }
+//!
+//! # async fn demo() -> sidecar_common::Result<()> {
+//! let flags = Flags::parse();
+//! telemetry::init(flags.common.verbosity);
+//! let driver = driver::Driver::connect(&flags.common.csi_address, flags.common.timeout).await?;
+//! let client = kube_client::client(flags.common.kubeconfig.as_deref()).await?;
+//! println!("driver {} on {}", driver.info.name, flags.common.csi_address);
+//! # let _ = client; Ok(()) }
+//! ```
+
+pub mod backoff;
+pub mod driver;
+pub mod error;
+pub mod events;
+pub mod flags;
+pub mod http;
+pub mod kube_client;
+pub mod leader;
+pub mod secrets;
+pub mod shutdown;
+pub mod telemetry;
+
+pub use error::{Error, Result};

@@ -1,0 +1,84 @@
+//! Per-key exponential back-off for failed work items, as client-go's
+//! `ItemExponentialFailureRateLimiter`: the n-th consecutive failure of a key waits
+//! `base × 2^(n-1)`, capped at `max`; a success forgets the key.
+//!
+//! Use it from a kube-runtime `Controller`'s `error_policy` to pick the requeue delay.
+
+use std::collections::HashMap;
+use std::sync::Mutex;
+use std::time::Duration;
+
+/// Failure counts per key.
+#[derive(Debug)]
+pub struct KeyedBackoff {
+    base: Duration,
+    max: Duration,
+    failures: Mutex<HashMap<String, u32>>,
+}
+
+impl KeyedBackoff {
+    /// Back-off starting at `base`, never longer than `max`.
+    pub fn new(base: Duration, max: Duration) -> Self {
+        KeyedBackoff {
+            base,
+            max: max.max(base),
+            failures: Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// Records a failure of `key` and returns how long to wait before retrying it.
+    pub fn failed(&self, key: &str) -> Duration {
+        let mut failures = self.failures.lock().unwrap_or_else(|e| e.into_inner());
+        let count = failures.entry(key.to_string()).or_insert(0);
+        *count = count.saturating_add(1);
+        let factor = 2u32.saturating_pow(count.saturating_sub(1).min(31));
+        self.base.saturating_mul(factor).min(self.max)
+    }
+
+    /// Forgets `key`'s failures (after a success, or when the object is gone).
+    pub fn succeeded(&self, key: &str) {
+        self.failures
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(key);
+    }
+
+    /// How many consecutive failures `key` has had.
+    pub fn failures(&self, key: &str) -> u32 {
+        self.failures
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(key)
+            .copied()
+            .unwrap_or(0)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn delays_double_per_key_up_to_the_cap_and_reset_on_success() {
+        let backoff = KeyedBackoff::new(Duration::from_secs(1), Duration::from_secs(5));
+        let delays: Vec<u64> = (0..5).map(|_| backoff.failed("a").as_secs()).collect();
+        assert_eq!(delays, [1, 2, 4, 5, 5]);
+        assert_eq!(
+            backoff.failed("b"),
+            Duration::from_secs(1),
+            "keys are independent"
+        );
+        backoff.succeeded("a");
+        assert_eq!(backoff.failures("a"), 0);
+        assert_eq!(backoff.failed("a"), Duration::from_secs(1));
+    }
+
+    #[test]
+    fn many_failures_do_not_overflow() {
+        let backoff = KeyedBackoff::new(Duration::from_millis(10), Duration::from_secs(300));
+        for _ in 0..100 {
+            backoff.failed("k");
+        }
+        assert_eq!(backoff.failed("k"), Duration::from_secs(300));
+    }
+}

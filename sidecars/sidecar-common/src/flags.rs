@@ -1,0 +1,212 @@
+//! The flags the upstream CSI sidecars share, with their names and defaults.
+//!
+//! Flatten [`CommonFlags`] into a sidecar's own clap struct. Booleans accept Go style
+//! (`--leader-election`, `--leader-election=false`); durations accept Go's syntax
+//! (`15s`, `1m30s`, `500ms`).
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use clap::{ArgAction, Args};
+
+use crate::error::{Error, Result};
+
+/// Flags shared by every sidecar.
+#[derive(Clone, Debug, Args)]
+pub struct CommonFlags {
+    /// The CSI driver's socket: a path or `unix:///path`.
+    #[arg(
+        long = "csi-address",
+        env = "ADDRESS",
+        default_value = "/run/csi/socket"
+    )]
+    pub csi_address: String,
+
+    /// Timeout of each CSI call (and of waiting for the driver at start-up).
+    #[arg(long, default_value = "10s", value_parser = parse_duration)]
+    pub timeout: Duration,
+
+    /// Kubeconfig file; when absent the in-cluster configuration (or `$KUBECONFIG`) is used.
+    #[arg(long, env = "KUBECONFIG")]
+    pub kubeconfig: Option<PathBuf>,
+
+    /// Run only while holding the leader Lease.
+    #[arg(long = "leader-election", num_args = 0..=1, default_missing_value = "true",
+          default_value_t = false, action = ArgAction::Set)]
+    pub leader_election: bool,
+
+    /// Namespace of the leader Lease (default: the pod's namespace, else `default`).
+    #[arg(long = "leader-election-namespace", env = "NAMESPACE")]
+    pub leader_election_namespace: Option<String>,
+
+    /// How long a Lease stays valid after its last renewal.
+    #[arg(long = "leader-election-lease-duration", default_value = "15s", value_parser = parse_duration)]
+    pub lease_duration: Duration,
+
+    /// How long before expiry the leader must have renewed.
+    #[arg(long = "leader-election-renew-deadline", default_value = "10s", value_parser = parse_duration)]
+    pub renew_deadline: Duration,
+
+    /// How often non-leaders retry (kept for compatibility; the Lease manager paces itself).
+    #[arg(long = "leader-election-retry-period", default_value = "5s", value_parser = parse_duration)]
+    pub retry_period: Duration,
+
+    /// `host:port` serving `/healthz` and `/metrics` (off when absent).
+    #[arg(long = "http-endpoint")]
+    pub http_endpoint: Option<String>,
+
+    /// Log verbosity as klog's `-v`: 0–1 warn, 2–3 info, 4 debug, 5+ trace. `RUST_LOG` wins.
+    #[arg(short = 'v', long = "v", default_value_t = 2)]
+    pub verbosity: u8,
+}
+
+impl CommonFlags {
+    /// Checks what the parser cannot: the lease timings.
+    pub fn validate(&self) -> Result<()> {
+        if self.lease_duration <= self.renew_deadline {
+            return Err(Error::InvalidFlag {
+                flag: "--leader-election-lease-duration",
+                reason: format!(
+                    "{:?} must be longer than --leader-election-renew-deadline {:?}",
+                    self.lease_duration, self.renew_deadline
+                ),
+            });
+        }
+        if self.renew_deadline.is_zero() || self.timeout.is_zero() {
+            return Err(Error::InvalidFlag {
+                flag: "--timeout/--leader-election-renew-deadline",
+                reason: "must be positive".into(),
+            });
+        }
+        Ok(())
+    }
+}
+
+/// Parses a Go duration: a sequence of `<number><unit>` with units `ns`, `us`, `µs`, `ms`,
+/// `s`, `m`, `h` (`1m30s`, `1.5s`), or `0`.
+pub fn parse_duration(text: &str) -> std::result::Result<Duration, String> {
+    let text = text.trim();
+    if text == "0" {
+        return Ok(Duration::ZERO);
+    }
+    if text.is_empty() {
+        return Err("empty duration: expected e.g. 10s, 1m30s, 500ms".into());
+    }
+    let mut rest = text;
+    let mut total = 0f64;
+    while !rest.is_empty() {
+        let number_end = rest
+            .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+            .ok_or_else(|| {
+                format!("invalid duration {text:?}: missing unit (ns, us, ms, s, m, h)")
+            })?;
+        let (number, after) = rest.split_at(number_end);
+        let value: f64 = number
+            .parse()
+            .map_err(|_| format!("invalid duration {text:?}: expected e.g. 10s, 1m30s, 500ms"))?;
+        let unit_end = after
+            .find(|c: char| c.is_ascii_digit() || c == '.')
+            .unwrap_or(after.len());
+        let (unit, next) = after.split_at(unit_end);
+        let scale = match unit {
+            "ns" => 1e-9,
+            "us" | "µs" => 1e-6,
+            "ms" => 1e-3,
+            "s" => 1.0,
+            "m" => 60.0,
+            "h" => 3600.0,
+            _ => {
+                return Err(format!(
+                    "invalid unit {unit:?} in duration {text:?}: use ns, us, ms, s, m or h"
+                ));
+            }
+        };
+        total += value * scale;
+        rest = next;
+    }
+    Duration::try_from_secs_f64(total).map_err(|e| format!("invalid duration {text:?}: {e}"))
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+    use super::*;
+    use clap::Parser;
+    use rstest::rstest;
+
+    #[derive(Parser)]
+    struct Cli {
+        #[command(flatten)]
+        common: CommonFlags,
+    }
+
+    fn parse(args: &[&str]) -> std::result::Result<CommonFlags, clap::Error> {
+        Cli::try_parse_from(std::iter::once("sidecar").chain(args.iter().copied()))
+            .map(|c| c.common)
+    }
+
+    #[rstest]
+    #[case("10s", 10_000)]
+    #[case("1m30s", 90_000)]
+    #[case("500ms", 500)]
+    #[case("1.5s", 1_500)]
+    #[case("2h", 7_200_000)]
+    #[case("0", 0)]
+    fn go_durations_parse(#[case] text: &str, #[case] millis: u128) {
+        assert_eq!(parse_duration(text).unwrap().as_millis(), millis);
+    }
+
+    #[rstest]
+    #[case("10", "missing unit")]
+    #[case("10x", "invalid unit \"x\"")]
+    #[case("", "empty")]
+    #[case("s", "invalid duration")]
+    fn bad_durations_name_the_problem(#[case] text: &str, #[case] expected: &str) {
+        let error = parse_duration(text).unwrap_err();
+        assert!(error.contains(expected), "{error}");
+    }
+
+    #[test]
+    fn defaults_match_upstream() {
+        let flags = parse(&[]).unwrap();
+        assert_eq!(flags.timeout, Duration::from_secs(10));
+        assert!(!flags.leader_election);
+        assert_eq!(flags.lease_duration, Duration::from_secs(15));
+        assert_eq!(flags.renew_deadline, Duration::from_secs(10));
+        assert_eq!(flags.retry_period, Duration::from_secs(5));
+        flags.validate().unwrap();
+    }
+
+    #[test]
+    fn go_style_flags_parse() {
+        let flags = parse(&[
+            "--csi-address=unix:///csi/csi.sock",
+            "--leader-election",
+            "--timeout=1m",
+            "--v=5",
+            "--http-endpoint=:8080",
+        ])
+        .unwrap();
+        assert!(flags.leader_election);
+        assert_eq!(flags.timeout, Duration::from_secs(60));
+        assert_eq!(flags.verbosity, 5);
+        assert_eq!(flags.http_endpoint.as_deref(), Some(":8080"));
+        let flags = parse(&["--leader-election=false", "-v", "4"]).unwrap();
+        assert!(!flags.leader_election);
+        assert_eq!(flags.verbosity, 4);
+    }
+
+    #[test]
+    fn lease_shorter_than_renew_deadline_is_refused() {
+        let flags = parse(&[
+            "--leader-election-lease-duration=5s",
+            "--leader-election-renew-deadline=10s",
+        ])
+        .unwrap();
+        let error = flags.validate().unwrap_err().to_string();
+        assert!(
+            error.contains("--leader-election-lease-duration"),
+            "{error}"
+        );
+    }
+}
