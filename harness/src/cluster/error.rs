@@ -15,6 +15,10 @@ pub enum Error {
     #[error("control plane: {0}")]
     ControlPlane(#[from] crate::control_plane::Error),
 
+    /// Exec into a container or reading its logs failed on the node.
+    #[error("node: {0}")]
+    Node(#[from] crate::node::Error),
+
     /// The container runtime failed (lifeline, exec, logs).
     #[error("runtime: {0}")]
     Runtime(#[from] crate::runtime::Error),

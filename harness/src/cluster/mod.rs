@@ -156,12 +156,7 @@ impl Cluster {
     ) -> Result<ExecOutput> {
         let node = self.node_of(namespace, pod).await?;
         let argv: Vec<String> = argv.iter().map(|s| s.to_string()).collect();
-        // TODO(node): crate::node::exec once the node agent lands.
-        let _ = (node, argv, container);
-        Err(Error::PodNotOnNode {
-            namespace: namespace.into(),
-            pod: pod.into(),
-        })
+        Ok(crate::node::exec(&node.run_dir, namespace, pod, container, &argv).await?)
     }
 
     /// A container's log (`previous`: the log of its previous instance, after a restart).
@@ -173,11 +168,13 @@ impl Cluster {
         previous: bool,
     ) -> Result<String> {
         let node = self.node_of(namespace, pod).await?;
-        let _ = (node, container, previous);
-        Err(Error::PodNotOnNode {
-            namespace: namespace.into(),
-            pod: pod.into(),
-        })
+        Ok(crate::node::logs(
+            &node.run_dir,
+            namespace,
+            pod,
+            container,
+            previous,
+        )?)
     }
 
     /// Restarts the agent of `node`: its pods keep running and the new agent re-adopts them.

@@ -73,16 +73,28 @@ impl TestNamespace {
             kubeconfig: cluster.kubeconfig().to_path_buf(),
             cleaned: false,
         };
-        // Pods are refused until the service-account controller has created `default`.
-        let accounts: Api<ServiceAccount> = this.api();
+        this.wait_service_account("default").await?;
+        Ok(this)
+    }
+
+    /// Waits until the service account `name` can run pods: it exists and, on clusters
+    /// before Kubernetes 1.24 (whose admission refuses pods of an account without one), its
+    /// token secret has been created.
+    pub async fn wait_service_account(&self, name: &str) -> Result<()> {
+        let needs_token_secret = legacy_token_secrets(&self.client).await?;
+        let accounts: Api<ServiceAccount> = self.api();
         wait::wait_for(
             &accounts,
-            "default",
-            |sa: Option<&ServiceAccount>| sa.is_some(),
+            name,
+            move |sa: Option<&ServiceAccount>| {
+                sa.is_some_and(|sa| {
+                    !needs_token_secret || sa.secrets.as_ref().is_some_and(|s| !s.is_empty())
+                })
+            },
             SERVICE_ACCOUNT_TIMEOUT,
         )
         .await?;
-        Ok(this)
+        Ok(())
     }
 
     /// The namespace's name.
@@ -188,6 +200,23 @@ impl Drop for TestNamespace {
             tracing::warn!(namespace = %self.name, "deleting the test namespace failed: {e}");
         }
     }
+}
+
+/// Whether the apiserver predates 1.24, whose token controller creates a token secret per
+/// service account that pod admission waits for.
+async fn legacy_token_secrets(client: &kube::Client) -> Result<bool> {
+    let info = client
+        .apiserver_version()
+        .await
+        .map_err(Error::kube("reading the apiserver version"))?;
+    let number = |s: &str| -> u32 {
+        s.chars()
+            .take_while(char::is_ascii_digit)
+            .collect::<String>()
+            .parse()
+            .unwrap_or(0)
+    };
+    Ok(number(&info.major) == 1 && number(&info.minor) < 24)
 }
 
 async fn labelled<K>(client: &kube::Client, selector: &str) -> Result<Vec<String>>

@@ -23,12 +23,15 @@ enum Command {
     Cluster(cluster::ClusterCommand),
 }
 
+/// Progress without the control plane's readiness probing noise.
+const DEFAULT_LOG: &str = "info,kube_client::client::builder=off";
+
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     tracing_subscriber::fmt()
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_default_env()
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(DEFAULT_LOG)),
         )
         .with_writer(std::io::stderr)
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))

@@ -1,0 +1,298 @@
+//! The embedded cluster's figures: boot time to a control plane with 3 Ready nodes (binaries
+//! cached), pod creation → Running latency (one pod at a time, then a burst), and the peak
+//! memory of the whole cluster (sum of the resident memory of every process of the cluster:
+//! control plane, node agents, sandboxes and the pods' processes), sampled every 100 ms.
+//!
+//! `cargo bench -p harness --bench cluster_boot [-- --boots N --pods N]`
+//!
+//! Targets (issue 4): boot ≤ 10 s, p50 creation → Running ≤ 1 s, peak memory ≤ 1.5 GiB.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use anyhow::Context;
+use futures::StreamExt;
+use harness::cluster::{EmbeddedCluster, EmbeddedOptions};
+use k8s_openapi::api::core::v1::Pod;
+use kube::api::{Api, PostParams};
+use kube::runtime::watcher;
+
+struct Args {
+    boots: usize,
+    pods: usize,
+}
+
+fn args() -> anyhow::Result<Args> {
+    let mut parsed = Args { boots: 3, pods: 30 };
+    let mut args = std::env::args().skip(1);
+    while let Some(arg) = args.next() {
+        // `cargo bench` adds `--bench`; other flags are not ours.
+        let target = match arg.as_str() {
+            "--boots" => &mut parsed.boots,
+            "--pods" => &mut parsed.pods,
+            _ => continue,
+        };
+        let value = args.next().context(format!("{arg} needs a number"))?;
+        *target = value.parse().with_context(|| format!("{arg} {value:?}"))?;
+    }
+    anyhow::ensure!(
+        parsed.boots > 0 && parsed.pods > 0,
+        "--boots and --pods must be positive"
+    );
+    Ok(parsed)
+}
+
+fn secs(d: Duration) -> String {
+    format!("{:>6.2} s", d.as_secs_f64())
+}
+
+fn percentile(sorted: &[Duration], p: f64) -> Duration {
+    let rank = ((p / 100.0) * sorted.len() as f64).ceil() as usize;
+    sorted[rank.clamp(1, sorted.len()) - 1]
+}
+
+/// Resident memory of every process belonging to the cluster, KiB: the processes whose
+/// command line names the run directory (components, node agents, sandbox helpers), this
+/// bench's descendants, and all their descendants (the pods' processes).
+fn cluster_rss_kib(run_dir: &Path) -> u64 {
+    let me = std::process::id();
+    let needle = run_dir.to_string_lossy().into_owned();
+    let mut parents: BTreeMap<u32, u32> = BTreeMap::new();
+    let mut roots: BTreeSet<u32> = BTreeSet::from([me]);
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return 0;
+    };
+    for entry in entries.flatten() {
+        let Ok(pid) = entry.file_name().to_string_lossy().parse::<u32>() else {
+            continue;
+        };
+        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+        let ppid = stat
+            .rfind(')')
+            .and_then(|i| stat[i + 2..].split(' ').nth(1))
+            .and_then(|p| p.parse().ok())
+            .unwrap_or(0);
+        parents.insert(pid, ppid);
+        let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+        if String::from_utf8_lossy(&cmdline).contains(&needle) {
+            roots.insert(pid);
+        }
+    }
+    let belongs = |mut pid: u32| {
+        for _ in 0..64 {
+            if roots.contains(&pid) {
+                return true;
+            }
+            match parents.get(&pid) {
+                Some(&parent) if parent > 1 => pid = parent,
+                _ => return false,
+            }
+        }
+        false
+    };
+    parents
+        .keys()
+        .filter(|&&pid| pid != me && belongs(pid))
+        .map(|pid| rss_kib(*pid))
+        .sum()
+}
+
+fn rss_kib(pid: u32) -> u64 {
+    std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .unwrap_or_default()
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.split_whitespace().next()?.parse().ok())
+        .unwrap_or(0)
+}
+
+/// Samples the cluster's memory every 100 ms until dropped; keeps the peak.
+struct MemorySampler {
+    peak_kib: Arc<AtomicU64>,
+    stop: Arc<AtomicBool>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl MemorySampler {
+    fn start(run_dir: PathBuf) -> Self {
+        let peak_kib = Arc::new(AtomicU64::new(0));
+        let stop = Arc::new(AtomicBool::new(false));
+        let thread = {
+            let (peak_kib, stop) = (peak_kib.clone(), stop.clone());
+            std::thread::spawn(move || {
+                while !stop.load(Ordering::Relaxed) {
+                    peak_kib.fetch_max(cluster_rss_kib(&run_dir), Ordering::Relaxed);
+                    std::thread::sleep(Duration::from_millis(100));
+                }
+            })
+        };
+        Self {
+            peak_kib,
+            stop,
+            thread: Some(thread),
+        }
+    }
+
+    fn peak_mib(&mut self) -> f64 {
+        self.stop.store(true, Ordering::Relaxed);
+        if let Some(thread) = self.thread.take() {
+            let _ = thread.join();
+        }
+        self.peak_kib.load(Ordering::Relaxed) as f64 / 1024.0
+    }
+}
+
+fn pod(name: &str) -> anyhow::Result<Pod> {
+    Ok(serde_json::from_value(serde_json::json!({
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": { "name": name, "labels": { "bench": "latency" } },
+        "spec": {
+            "terminationGracePeriodSeconds": 1,
+            "containers": [{ "name": "app", "image": "busybox:1.36", "command": ["sleep", "3600"] }]
+        }
+    }))?)
+}
+
+/// Creates `names` (all at once) and returns each pod's create-call → Running latency.
+async fn create_and_time(pods: &Api<Pod>, names: &[String]) -> anyhow::Result<Vec<Duration>> {
+    let mut running: BTreeMap<String, Instant> = BTreeMap::new();
+    let config = watcher::Config::default().labels("bench=latency");
+    let mut events = watcher(pods.clone(), config).boxed();
+    // The watch is established (initial list done) before the first create.
+    while let Some(event) = events.next().await {
+        if matches!(event?, watcher::Event::InitDone) {
+            break;
+        }
+    }
+    let mut created = BTreeMap::new();
+    for name in names {
+        let start = Instant::now();
+        pods.create(&PostParams::default(), &pod(name)?).await?;
+        created.insert(name.clone(), start);
+    }
+    let wait = async {
+        while running.len() < names.len() {
+            let Some(event) = events.next().await else {
+                anyhow::bail!("the watch ended");
+            };
+            if let watcher::Event::Apply(p) = event? {
+                let name = p.metadata.name.clone().unwrap_or_default();
+                let phase = p.status.as_ref().and_then(|s| s.phase.as_deref());
+                if created.contains_key(&name) && phase == Some("Running") {
+                    running.entry(name).or_insert_with(Instant::now);
+                }
+            }
+        }
+        Ok(())
+    };
+    tokio::time::timeout(Duration::from_secs(120), wait)
+        .await
+        .context("pods not Running after 120 s")??;
+    Ok(names
+        .iter()
+        .map(|n| running[n].duration_since(created[n]))
+        .collect())
+}
+
+fn print_latencies(label: &str, mut latencies: Vec<Duration>) {
+    latencies.sort();
+    println!(
+        "{label:<28} n={:<3} p50 {}  p99 {}  max {}",
+        latencies.len(),
+        secs(percentile(&latencies, 50.0)),
+        secs(percentile(&latencies, 99.0)),
+        secs(*latencies.last().unwrap_or(&Duration::ZERO)),
+    );
+}
+
+#[tokio::main]
+async fn main() -> anyhow::Result<()> {
+    let args = args()?;
+    let binaries = tokio::task::spawn_blocking(harness::control_plane::Binaries::locate).await??;
+    let options = EmbeddedOptions {
+        nodes: 3,
+        binaries: Some(binaries),
+        node_agent: Some(PathBuf::from(env!("CARGO_BIN_EXE_node-agent"))),
+        ..EmbeddedOptions::default()
+    };
+    println!(
+        "embedded cluster, 3 nodes, {} boot(s), {} pods",
+        args.boots, args.pods
+    );
+    println!(
+        "{:>5} {:>14} {:>14} {:>10}",
+        "boot", "control plane", "nodes Ready", "total"
+    );
+    let mut totals = Vec::new();
+    for i in 1..args.boots {
+        let cluster = EmbeddedCluster::start(options.clone()).await?;
+        let t = cluster.timings();
+        println!(
+            "{i:>5} {:>14} {:>14} {:>10}",
+            secs(t.control_plane),
+            secs(t.nodes),
+            secs(t.total)
+        );
+        totals.push(t.total);
+        cluster.stop().await?;
+    }
+
+    // The last boot also serves the pod latencies and the memory figure.
+    let run_dir = tempfile::Builder::new()
+        .prefix("cluster-bench-")
+        .tempdir_in(std::env::temp_dir())?;
+    let mut sampler = MemorySampler::start(run_dir.path().to_path_buf());
+    let cluster = EmbeddedCluster::start(EmbeddedOptions {
+        run_dir: Some(run_dir.path().to_path_buf()),
+        ..options
+    })
+    .await?;
+    let t = cluster.timings();
+    println!(
+        "{:>5} {:>14} {:>14} {:>10}",
+        args.boots,
+        secs(t.control_plane),
+        secs(t.nodes),
+        secs(t.total)
+    );
+    totals.push(t.total);
+    totals.sort();
+    println!(
+        "boot to 3 Ready nodes: median {}  (target ≤ 10 s)",
+        secs(percentile(&totals, 50.0))
+    );
+
+    let handle = cluster.cluster().await?;
+    let ns = handle.namespace("bench").await?;
+    let pods: Api<Pod> = ns.api();
+    let mut one_by_one = Vec::new();
+    for i in 0..args.pods {
+        one_by_one.extend(create_and_time(&pods, &[format!("seq-{i}")]).await?);
+    }
+    print_latencies("create → Running, one by one", one_by_one);
+    let burst: Vec<String> = (0..args.pods).map(|i| format!("burst-{i}")).collect();
+    let started = Instant::now();
+    let latencies = create_and_time(&pods, &burst).await?;
+    let burst_total = started.elapsed();
+    print_latencies(
+        &format!("create → Running, burst of {}", args.pods),
+        latencies,
+    );
+    println!(
+        "burst: all {} Running after {}",
+        args.pods,
+        secs(burst_total)
+    );
+    let cluster_processes = cluster.pids().await.len();
+    let peak = sampler.peak_mib();
+    println!(
+        "peak memory (RSS, {} cluster processes + sandboxes and pods): {peak:.0} MiB  (target ≤ 1536 MiB)",
+        cluster_processes
+    );
+    ns.cleanup().await?;
+    cluster.stop().await?;
+    Ok(())
+}

@@ -1,0 +1,177 @@
+//! The life of a background cluster process (`conformance cluster up/status/down`): it
+//! serves attaching processes, stops with the process it watches or on `down`, and leaves no
+//! process and no directory behind. Each test boots a 1-node cluster of its own.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use std::time::Duration;
+
+use harness::cluster::wait::{wait_for, wait_until};
+use harness::cluster::{Cluster, EmbeddedCluster, EmbeddedOptions, Error};
+use k8s_openapi::api::core::v1::Pod;
+use kube::api::PostParams;
+use kube::runtime::conditions::is_pod_running;
+
+const CONFORMANCE: &str = env!("CARGO_BIN_EXE_conformance");
+const WAIT: Duration = Duration::from_secs(60);
+
+fn conformance(args: &[&str]) -> Output {
+    Command::new(CONFORMANCE)
+        .args(args)
+        .output()
+        .expect("conformance runs")
+}
+
+fn text(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).into_owned()
+}
+
+/// `cluster up` with one node; returns the run directory it printed.
+fn up(extra: &[&str]) -> PathBuf {
+    let mut args = vec!["cluster", "up", "--nodes", "1", "--zones", "zone-x"];
+    args.extend_from_slice(extra);
+    let out = conformance(&args);
+    assert!(out.status.success(), "cluster up: {}", text(&out.stderr));
+    let stdout = text(&out.stdout);
+    let dir = stdout
+        .trim()
+        .strip_prefix("HARNESS_CLUSTER_DIR=")
+        .unwrap_or_else(|| panic!("unexpected output {stdout:?}"));
+    PathBuf::from(dir)
+}
+
+/// Pids of live processes whose command line names `dir`.
+fn processes_naming(dir: &Path) -> Vec<String> {
+    let needle = dir.to_string_lossy().into_owned();
+    std::fs::read_dir("/proc")
+        .unwrap()
+        .flatten()
+        .filter(|e| e.file_name().to_string_lossy().parse::<u32>().is_ok())
+        .filter_map(|e| {
+            let cmdline = std::fs::read(e.path().join("cmdline")).ok()?;
+            let cmdline = text(&cmdline).replace('\0', " ");
+            cmdline
+                .contains(&needle)
+                .then(|| format!("{} {cmdline}", e.file_name().to_string_lossy()))
+        })
+        .collect()
+}
+
+async fn gone(dir: &Path) {
+    wait_until(
+        format!("{} and its processes gone", dir.display()),
+        WAIT,
+        || {
+            let dir = dir.to_path_buf();
+            async move {
+                let left = processes_naming(&dir);
+                if !dir.exists() && left.is_empty() {
+                    Ok(Some(()))
+                } else {
+                    Err(format!("exists: {}, processes: {left:?}", dir.exists()))
+                }
+            }
+        },
+    )
+    .await
+    .unwrap();
+}
+
+#[tokio::test]
+async fn cluster_process_serves_attaching_processes_and_stops_with_the_watched_process() {
+    let mut watched = Command::new("sleep").arg("600").spawn().unwrap();
+    let dir = up(&["--until-pid", &watched.id().to_string()]);
+
+    let status = conformance(&["cluster", "status", "--run-dir", dir.to_str().unwrap()]);
+    let stdout = text(&status.stdout);
+    assert!(status.status.success(), "status: {}", text(&status.stderr));
+    assert!(stdout.contains("node-1 zone zone-x Ready"), "{stdout}");
+
+    let cluster = EmbeddedCluster::connect(&dir).await.unwrap();
+    assert_eq!(cluster.node_names(), ["node-1"]);
+    let ns = cluster.namespace("life").await.unwrap();
+    let pods: kube::Api<Pod> = ns.api();
+    let pod: Pod = serde_json::from_value(serde_json::json!({
+        "apiVersion": "v1", "kind": "Pod", "metadata": { "name": "p" },
+        "spec": { "containers": [{ "name": "c", "image": "busybox", "command": ["sleep", "600"] }] }
+    }))
+    .unwrap();
+    pods.create(&PostParams::default(), &pod).await.unwrap();
+    wait_for(&pods, "p", is_pod_running(), WAIT).await.unwrap();
+    let out = cluster
+        .exec(ns.name(), "p", "c", &["hostname"])
+        .await
+        .unwrap();
+    assert_eq!(text(&out.stdout), "p\n");
+
+    // The watched process ends: the cluster stops, pods included, and cleans up.
+    watched.kill().unwrap();
+    watched.wait().unwrap();
+    gone(&dir).await;
+    // Pod processes carry no run-directory path; the sleep must be gone too.
+    let sleeping = Command::new("pgrep")
+        .args(["-f", "^sleep 600$"])
+        .output()
+        .unwrap();
+    assert!(
+        text(&sleeping.stdout).trim().is_empty(),
+        "pod processes left: {}",
+        text(&sleeping.stdout)
+    );
+}
+
+#[tokio::test]
+async fn down_stops_the_cluster_and_a_live_run_directory_is_not_taken_twice() {
+    let base = tempfile::tempdir().unwrap();
+    let dir = base.path().join("shared");
+    let dir_arg = dir.to_str().unwrap();
+    let started = up(&["--run-dir", dir_arg]);
+    assert_eq!(started, std::fs::canonicalize(&dir).unwrap());
+
+    let again = conformance(&["cluster", "up", "--nodes", "1", "--run-dir", dir_arg]);
+    assert!(!again.status.success());
+    assert!(
+        text(&again.stderr).contains("in use by the cluster process"),
+        "{}",
+        text(&again.stderr)
+    );
+    // The refused start did not disturb the running cluster.
+    let cluster = Cluster::connect(&started).await.unwrap();
+    cluster
+        .namespace("still")
+        .await
+        .unwrap()
+        .cleanup()
+        .await
+        .unwrap();
+
+    let down = conformance(&["cluster", "down", "--run-dir", dir_arg]);
+    assert!(down.status.success(), "down: {}", text(&down.stderr));
+    gone(&started).await;
+
+    let status = conformance(&["cluster", "status", "--run-dir", dir_arg]);
+    assert!(!status.status.success());
+    assert!(
+        text(&status.stderr).contains("no cluster running"),
+        "{}",
+        text(&status.stderr)
+    );
+    let err = Cluster::connect(&started).await.unwrap_err();
+    assert!(matches!(err, Error::NotRunning { .. }), "{err}");
+}
+
+#[tokio::test]
+async fn a_missing_node_agent_binary_is_named() {
+    let err = EmbeddedCluster::start(EmbeddedOptions {
+        node_agent: Some("/nonexistent/node-agent".into()),
+        ..EmbeddedOptions::default()
+    })
+    .await
+    .unwrap_err();
+    let message = err.to_string();
+    assert!(
+        message.contains("/nonexistent/node-agent") && message.contains("HARNESS_NODE_AGENT_BIN"),
+        "{message}"
+    );
+}
