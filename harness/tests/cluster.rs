@@ -731,3 +731,43 @@ async fn kubectl_get_pods_all_namespaces_lists_them() {
     assert!(columns.contains(&node.as_str()), "{line}");
     ns.cleanup().await.unwrap();
 }
+
+#[tokio::test]
+async fn a_failed_wait_reports_the_last_seen_state_and_cleanup_reports_leftovers() {
+    let (cluster, ns) = setup("reports").await;
+    let pods: Api<Pod> = ns.api();
+    create(&pods, shell_pod("sleeper", "exec sleep 3600")).await;
+    wait_for(&pods, "sleeper", is_pod_running(), WAIT)
+        .await
+        .unwrap();
+    let err = wait_for(
+        &pods,
+        "sleeper",
+        |p: Option<&Pod>| {
+            p.and_then(|p| p.status.as_ref())
+                .and_then(|s| s.phase.as_deref())
+                == Some("Succeeded")
+        },
+        Duration::from_secs(1),
+    )
+    .await
+    .unwrap_err();
+    assert_eq!(err.what, "pod sleeper");
+    assert!(
+        err.last_seen.starts_with("sleeper: ") && err.last_seen.contains(r#""phase":"Running""#),
+        "{err}"
+    );
+
+    // A cluster-scoped object carrying the namespace's labels and not deleted is reported.
+    let roles: Api<k8s_openapi::api::rbac::v1::ClusterRole> = Api::all(cluster.client());
+    let name = format!("{}-leftover", ns.name());
+    create(
+        &roles,
+        json!({ "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
+                "metadata": { "name": name, "labels": ns.labels() }, "rules": [] }),
+    )
+    .await;
+    let err = ns.cleanup().await.unwrap_err().to_string();
+    assert!(err.contains(&format!("ClusterRole {name}")), "{err}");
+    roles.delete(&name, &DeleteParams::default()).await.unwrap();
+}

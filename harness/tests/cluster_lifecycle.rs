@@ -175,3 +175,55 @@ async fn a_missing_node_agent_binary_is_named() {
         "{message}"
     );
 }
+
+#[tokio::test]
+async fn a_killed_cluster_process_takes_everything_with_it_and_down_cleans_up() {
+    let dir = up(&[]);
+    let cluster = Cluster::connect(&dir).await.unwrap();
+    let ns = cluster.namespace("killed").await.unwrap();
+    let pods: kube::Api<Pod> = ns.api();
+    let pod: Pod = serde_json::from_value(serde_json::json!({
+        "apiVersion": "v1", "kind": "Pod", "metadata": { "name": "orphan" },
+        "spec": { "containers": [{ "name": "c", "image": "busybox", "command": ["sleep", "601"] }] }
+    }))
+    .unwrap();
+    pods.create(&PostParams::default(), &pod).await.unwrap();
+    wait_for(&pods, "orphan", is_pod_running(), WAIT)
+        .await
+        .unwrap();
+    drop(ns);
+
+    let owner = cluster.description().pid;
+    Command::new("kill")
+        .args(["-KILL", &owner.to_string()])
+        .status()
+        .unwrap();
+    // Components and node agents die with it (PR_SET_PDEATHSIG), the pods with the lifeline.
+    wait_until("every cluster process gone", WAIT, || {
+        let dir = dir.clone();
+        async move {
+            let left = processes_naming(&dir);
+            let sleeping = Command::new("pgrep")
+                .args(["-f", "^sleep 601$"])
+                .output()
+                .unwrap();
+            if left.is_empty() && sleeping.stdout.is_empty() {
+                Ok(Some(()))
+            } else {
+                Err(format!("left: {left:?}, pod: {}", text(&sleeping.stdout)))
+            }
+        }
+    })
+    .await
+    .unwrap();
+    assert!(
+        dir.exists(),
+        "a killed cluster process cannot clean its directory"
+    );
+    let err = Cluster::connect(&dir).await.unwrap_err();
+    assert!(matches!(err, Error::NotRunning { .. }), "{err}");
+
+    let down = conformance(&["cluster", "down", "--run-dir", dir.to_str().unwrap()]);
+    assert!(down.status.success(), "down: {}", text(&down.stderr));
+    assert!(!dir.exists());
+}
