@@ -33,7 +33,7 @@ mod components;
 mod error;
 mod kubeconfig;
 mod pki;
-mod process;
+pub(crate) mod process;
 mod readiness;
 pub mod run_dir;
 

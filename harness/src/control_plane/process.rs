@@ -129,7 +129,7 @@ impl ComponentProcess {
 
 /// Sets `PR_SET_PDEATHSIG` in the child, and makes the child give up if the harness is
 /// already gone by the time it runs (the signal is only delivered for deaths after `prctl`).
-fn die_with_parent(command: &mut Command) {
+pub(crate) fn die_with_parent(command: &mut Command) {
     let parent = nix::unistd::getpid();
     #[allow(unsafe_code)]
     // SAFETY: the closure runs in the forked child before exec. It only makes the

@@ -20,8 +20,9 @@ use tokio::signal::unix::{SignalKind, signal};
 
 use super::super::error::{Error, Result};
 use super::description::{CLUSTER_LOG, ClusterDescription};
-use super::node_agents::{locate_binary, log_tail};
+use super::node_agents::locate_binary;
 use super::{EmbeddedCluster, EmbeddedOptions};
+use crate::control_plane::process::log_tail;
 use crate::runtime::ProcessId;
 
 /// The environment variable naming the `conformance` binary (used by

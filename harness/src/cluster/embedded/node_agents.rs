@@ -16,6 +16,7 @@ use tokio::process::{Child, Command};
 use super::super::error::{Error, Result};
 use super::description::NodeDescription;
 use crate::control_plane::RunDir;
+use crate::control_plane::process::{die_with_parent, log_tail};
 use crate::runtime::Lifeline;
 
 /// The environment variable naming the `node-agent` binary.
@@ -196,36 +197,4 @@ pub(crate) fn locate_binary(name: &'static str, env: &'static str) -> Result<Pat
             path: dir.join(name),
             env,
         })
-}
-
-/// Sets `PR_SET_PDEATHSIG(SIGKILL)` in the child, and makes it give up if the cluster process
-/// is already gone by the time it runs (the signal only covers deaths after `prctl`).
-fn die_with_parent(command: &mut Command) {
-    let parent = nix::unistd::getpid();
-    #[allow(unsafe_code)]
-    // SAFETY: the closure runs in the forked child before exec; it only makes the
-    // async-signal-safe system calls prctl(2) and getppid(2), takes no locks and does not
-    // allocate.
-    unsafe {
-        command.pre_exec(move || {
-            nix::sys::prctl::set_pdeathsig(Signal::SIGKILL)?;
-            if nix::unistd::getppid() != parent {
-                return Err(nix::errno::Errno::ESRCH.into());
-            }
-            Ok(())
-        });
-    }
-}
-
-/// The last lines of a log, for error messages.
-pub(crate) fn log_tail(log: &Path) -> String {
-    const LINES: usize = 25;
-    match std::fs::read(log) {
-        Ok(bytes) => {
-            let text = String::from_utf8_lossy(&bytes);
-            let lines: Vec<&str> = text.lines().collect();
-            lines[lines.len().saturating_sub(LINES)..].join("\n")
-        }
-        Err(e) => format!("<log unreadable: {e}>"),
-    }
 }
