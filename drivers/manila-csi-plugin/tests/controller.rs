@@ -365,17 +365,16 @@ async fn restoring_from_a_snapshot_still_creating_is_unavailable() {
         secrets: env.secrets.clone(),
         parameters: Default::default(),
     };
-    let error = env
+    // CreateSnapshot does not wait: a snapshot still `creating` comes back not ready.
+    let first = env
         .client
         .create_snapshot(snapshot_request.clone())
         .await
-        .unwrap_err();
-    assert_eq!(error.code(), Code::DeadlineExceeded, "{error:?}");
-    assert!(
-        error.message().contains("status creating"),
-        "{}",
-        error.message()
-    );
+        .unwrap()
+        .into_inner()
+        .snapshot
+        .unwrap();
+    assert!(!first.ready_to_use, "{first:?}");
     let snapshot_id = env.cloud.leftovers().snapshots[0].id.clone();
     let mut restore = create_request("pvc-restored", GIB, &env.secrets, &[]);
     restore.volume_content_source = Some(v1::VolumeContentSource {
@@ -392,19 +391,27 @@ async fn restoring_from_a_snapshot_still_creating_is_unavailable() {
         "{}",
         error.message()
     );
-    // Retrying CreateSnapshot (as the snapshotter does) eventually reports it ready.
+    // Retrying CreateSnapshot (as the snapshotter does) returns the same snapshot, and
+    // eventually reports it ready.
     let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(10);
     loop {
-        match env.client.create_snapshot(snapshot_request.clone()).await {
-            Ok(response) => {
-                assert!(response.into_inner().snapshot.unwrap().ready_to_use);
-                break;
-            }
-            Err(e)
-                if e.code() == Code::DeadlineExceeded && tokio::time::Instant::now() < deadline => {
-            }
-            Err(e) => panic!("snapshot never became ready: {e:?}"),
+        let snapshot = env
+            .client
+            .create_snapshot(snapshot_request.clone())
+            .await
+            .unwrap()
+            .into_inner()
+            .snapshot
+            .unwrap();
+        assert_eq!(snapshot.snapshot_id, snapshot_id);
+        if snapshot.ready_to_use {
+            break;
         }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "snapshot never became ready: {snapshot:?}"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
     }
     env.client
         .delete_snapshot(v1::DeleteSnapshotRequest {

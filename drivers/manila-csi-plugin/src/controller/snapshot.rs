@@ -75,7 +75,9 @@ impl Controller {
                     .await?
             }
         };
-        let snapshot = self.wait_for_snapshot(&client, &snapshot.id).await?;
+        // No waiting: as the CSI spec expects, a snapshot still `creating` is returned with
+        // ready_to_use=false and the CO (the snapshotter) calls again until it is ready.
+        let snapshot = check_snapshot(&client, &snapshot.id).await?;
         Ok(CreatedSnapshot {
             snapshot_id: snapshot.id.clone(),
             source_volume_id: snapshot.share_id.clone(),
@@ -117,40 +119,34 @@ impl Controller {
             })
             .await
     }
+}
 
-    async fn wait_for_snapshot(
-        &self,
-        client: &crate::openstack::ManilaClient,
-        snapshot_id: &str,
-    ) -> Result<Snapshot> {
-        let what = format!("snapshot {snapshot_id} to become available");
-        self.settings
-            .wait
-            .wait(&what, || async {
-                let snapshot = client.snapshot(snapshot_id).await?;
-                match snapshot.status.as_str() {
-                    "available" => Ok(Progress::Done(snapshot)),
-                    "creating" => Ok(Progress::Pending("status creating".into())),
-                    status if status.contains("error") => {
-                        let message = client
-                            .newest_error_message(snapshot_id)
-                            .await
-                            .ok()
-                            .flatten();
-                        Err(Error::ResourceFailed {
-                            message: format!(
-                                "snapshot {snapshot_id} is in status {status}{}",
-                                super::describe_message(message.as_ref())
-                            ),
-                            detail_id: message.and_then(|m| m.detail_id),
-                        })
-                    }
-                    status => Err(Error::FailedPrecondition(format!(
-                        "snapshot {snapshot_id} is in status {status}"
-                    ))),
-                }
+/// Reads a snapshot once: `available` and `creating` are fine (ready or not yet), an error
+/// state is the cloud's failure (with its user message), anything else a wrong state.
+async fn check_snapshot(
+    client: &crate::openstack::ManilaClient,
+    snapshot_id: &str,
+) -> Result<Snapshot> {
+    let snapshot = client.snapshot(snapshot_id).await?;
+    match snapshot.status.as_str() {
+        "available" | "creating" => Ok(snapshot),
+        status if status.contains("error") => {
+            let message = client
+                .newest_error_message(snapshot_id)
+                .await
+                .ok()
+                .flatten();
+            Err(Error::ResourceFailed {
+                message: format!(
+                    "snapshot {snapshot_id} is in status {status}{}",
+                    super::describe_message(message.as_ref())
+                ),
+                detail_id: message.and_then(|m| m.detail_id),
             })
-            .await
+        }
+        status => Err(Error::FailedPrecondition(format!(
+            "snapshot {snapshot_id} is in status {status}"
+        ))),
     }
 }
 
