@@ -1,0 +1,1 @@
+//! node-driver-registrar
