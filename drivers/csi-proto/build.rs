@@ -1,5 +1,6 @@
-//! Generates the CSI bindings from `proto/csi.proto` with a pure-Rust protobuf
-//! compiler (`protox`), so no system `protoc` is needed.
+//! Generates the CSI bindings from `proto/csi.proto`, and kubelet's plugin-registration
+//! bindings from `proto/pluginregistration.proto`, with a pure-Rust protobuf compiler
+//! (`protox`), so no system `protoc` is needed.
 
 use std::{env, fs, path::PathBuf};
 
@@ -26,5 +27,12 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         // Every RPC a plugin does not implement answers Unimplemented, as the spec asks.
         .generate_default_stubs(true)
         .compile_fds(compiler.file_descriptor_set())?;
+
+    println!("cargo:rerun-if-changed=proto/pluginregistration.proto");
+    let registration = protox::compile(["pluginregistration.proto"], ["proto"])?;
+    tonic_prost_build::configure()
+        .build_server(true)
+        .build_client(true)
+        .compile_fds(registration)?;
     Ok(())
 }

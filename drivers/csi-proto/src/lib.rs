@@ -4,6 +4,9 @@
 //! - [`v1`]: messages, enums, tonic servers and clients generated at build time from
 //!   `proto/csi.proto` (spec v1.11.0, package `csi.v1`) with the pure-Rust `protox`
 //!   compiler: no system `protoc` is needed.
+//! - [`registration::v1`]: kubelet's plugin-registration API (`package pluginregistration`,
+//!   service `Registration` with `GetInfo` and `NotifyRegistrationStatus`), which
+//!   node-driver-registrar serves and the node agent's plugin watcher calls.
 //! - [`Endpoint`]: a CSI endpoint as given on command lines (`unix:///path`, `unix:/path`,
 //!   a bare path, or `tcp://host:port`).
 //! - [`connect`] / [`connect_lazy`]: a tonic [`Channel`](tonic::transport::Channel) to an
@@ -51,6 +54,26 @@ pub mod v1 {
     /// reflection or for inspecting options such as `csi_secret`).
     pub const FILE_DESCRIPTOR_SET: &[u8] =
         include_bytes!(concat!(env!("OUT_DIR"), "/csi_descriptor.bin"));
+}
+
+/// kubelet's plugin-registration API.
+pub mod registration {
+    /// Version v1 (`k8s.io/kubelet/pkg/apis/pluginregistration/v1`; protobuf package
+    /// `pluginregistration`): messages and the `registration_server`/`registration_client`
+    /// modules.
+    #[allow(
+        missing_docs,
+        clippy::all,
+        clippy::pedantic,
+        clippy::unwrap_used,
+        clippy::expect_used
+    )]
+    pub mod v1 {
+        tonic::include_proto!("pluginregistration");
+    }
+
+    /// `PluginInfo.type` of a CSI driver.
+    pub const CSI_PLUGIN_TYPE: &str = "CSIPlugin";
 }
 
 /// The CSI specification version these bindings follow.

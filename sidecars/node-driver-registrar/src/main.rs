@@ -1,0 +1,12 @@
+//! `node-driver-registrar`: see the library docs.
+
+use clap::Parser;
+use node_driver_registrar::config::Config;
+use sidecar_common::{shutdown, telemetry};
+
+#[tokio::main]
+async fn main() -> anyhow::Result<()> {
+    let config = Config::parse();
+    telemetry::init(config.verbosity);
+    node_driver_registrar::run(config, shutdown::signal_received()).await
+}

@@ -1,0 +1,239 @@
+//! The real `node-driver-registrar` binary against an in-test CSI Identity server, with the
+//! test playing kubelet on the registration socket.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::time::{Duration, Instant};
+
+use csi_proto::registration::v1::registration_client::RegistrationClient;
+use csi_proto::registration::v1::{InfoRequest, RegistrationStatus};
+use csi_proto::v1::identity_server::{Identity, IdentityServer};
+use csi_proto::v1::{
+    GetPluginCapabilitiesRequest, GetPluginCapabilitiesResponse, GetPluginInfoRequest,
+    GetPluginInfoResponse, ProbeRequest, ProbeResponse,
+};
+use csi_proto::{Endpoint, Listener};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::process::{Child, Command};
+use tonic::{Request, Response, Status};
+
+const DRIVER: &str = "registrar-test.csi.example.com";
+const WAIT: Duration = Duration::from_secs(20);
+
+struct TestIdentity;
+
+#[tonic::async_trait]
+impl Identity for TestIdentity {
+    async fn get_plugin_info(
+        &self,
+        _: Request<GetPluginInfoRequest>,
+    ) -> Result<Response<GetPluginInfoResponse>, Status> {
+        Ok(Response::new(GetPluginInfoResponse {
+            name: DRIVER.into(),
+            vendor_version: "0.0.1".into(),
+            manifest: Default::default(),
+        }))
+    }
+    async fn get_plugin_capabilities(
+        &self,
+        _: Request<GetPluginCapabilitiesRequest>,
+    ) -> Result<Response<GetPluginCapabilitiesResponse>, Status> {
+        Ok(Response::new(GetPluginCapabilitiesResponse::default()))
+    }
+    async fn probe(&self, _: Request<ProbeRequest>) -> Result<Response<ProbeResponse>, Status> {
+        Ok(Response::new(ProbeResponse { ready: Some(true) }))
+    }
+}
+
+struct Setup {
+    _dir: tempfile::TempDir,
+    registry: PathBuf,
+    kubelet_path: PathBuf,
+    child: Child,
+    http_port: u16,
+}
+
+async fn start() -> Setup {
+    let dir = tempfile::tempdir().unwrap();
+    let driver_socket = dir.path().join("csi.sock");
+    let listener = Listener::bind(&Endpoint::Unix(driver_socket.clone()))
+        .await
+        .unwrap();
+    tokio::spawn(csi_proto::serve(
+        tonic::transport::Server::builder().add_service(IdentityServer::new(TestIdentity)),
+        listener,
+        std::future::pending(),
+    ));
+    let registry = dir.path().join("plugins_registry");
+    std::fs::create_dir(&registry).unwrap();
+    let plugin_dir = dir.path().join("plugins").join(DRIVER);
+    std::fs::create_dir_all(&plugin_dir).unwrap();
+    let kubelet_path = plugin_dir.join("csi.sock");
+    let http_port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let child = Command::new(env!("CARGO_BIN_EXE_node-driver-registrar"))
+        .arg(format!("--csi-address=unix://{}", driver_socket.display()))
+        .arg(format!(
+            "--kubelet-registration-path={}",
+            kubelet_path.display()
+        ))
+        .arg(format!("--plugin-registration-path={}", registry.display()))
+        .arg(format!("--http-endpoint=127.0.0.1:{http_port}"))
+        .stderr(Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    Setup {
+        _dir: dir,
+        registry,
+        kubelet_path,
+        child,
+        http_port,
+    }
+}
+
+async fn wait_for(what: &str, mut check: impl FnMut() -> bool) {
+    let started = Instant::now();
+    while !check() {
+        assert!(started.elapsed() < WAIT, "timed out waiting for {what}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+async fn kubelet(socket: &Path) -> RegistrationClient<tonic::transport::Channel> {
+    let channel = csi_proto::connect(&Endpoint::Unix(socket.to_owned()))
+        .await
+        .unwrap();
+    RegistrationClient::new(channel)
+}
+
+async fn healthz(port: u16) -> String {
+    let mut stream = tokio::net::TcpStream::connect(("127.0.0.1", port))
+        .await
+        .unwrap();
+    stream
+        .write_all(b"GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+        .await
+        .unwrap();
+    let mut answer = String::new();
+    stream.read_to_string(&mut answer).await.unwrap();
+    answer
+}
+
+async fn stderr_of(child: &mut Child) -> String {
+    let mut text = String::new();
+    child
+        .stderr
+        .take()
+        .unwrap()
+        .read_to_string(&mut text)
+        .await
+        .unwrap();
+    text
+}
+
+#[tokio::test]
+async fn get_info_answers_and_sigterm_removes_the_socket() {
+    let mut setup = start().await;
+    let socket = setup.registry.join(format!("{DRIVER}-reg.sock"));
+    wait_for("the registration socket", || socket.exists()).await;
+
+    let mut client = kubelet(&socket).await;
+    let info = client.get_info(InfoRequest {}).await.unwrap().into_inner();
+    assert_eq!(info.r#type, "CSIPlugin");
+    assert_eq!(info.name, DRIVER);
+    assert_eq!(info.endpoint, setup.kubelet_path.display().to_string());
+    assert_eq!(info.supported_versions, vec!["1.0.0".to_string()]);
+
+    let before = healthz(setup.http_port).await;
+    assert!(
+        before.starts_with("HTTP/1.1 500") && before.contains("not registered the plugin yet"),
+        "{before}"
+    );
+    client
+        .notify_registration_status(RegistrationStatus {
+            plugin_registered: true,
+            error: String::new(),
+        })
+        .await
+        .unwrap();
+    let marker = setup.kubelet_path.with_file_name("registration");
+    wait_for("the registration marker", || marker.exists()).await;
+    let after = healthz(setup.http_port).await;
+    assert!(after.starts_with("HTTP/1.1 200"), "{after}");
+
+    let pid = nix::unistd::Pid::from_raw(setup.child.id().unwrap() as i32);
+    nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTERM).unwrap();
+    let status = tokio::time::timeout(WAIT, setup.child.wait())
+        .await
+        .unwrap()
+        .unwrap();
+    let log = stderr_of(&mut setup.child).await;
+    assert!(status.success(), "exit {status:?}; log:\n{log}");
+    assert!(!socket.exists(), "the socket outlived SIGTERM; log:\n{log}");
+}
+
+#[tokio::test]
+async fn a_refused_registration_ends_the_process_with_the_error() {
+    let mut setup = start().await;
+    let socket = setup.registry.join(format!("{DRIVER}-reg.sock"));
+    wait_for("the registration socket", || socket.exists()).await;
+    let mut client = kubelet(&socket).await;
+    client
+        .notify_registration_status(RegistrationStatus {
+            plugin_registered: false,
+            error: "no such CSI version".into(),
+        })
+        .await
+        .unwrap();
+    let status = tokio::time::timeout(WAIT, setup.child.wait())
+        .await
+        .unwrap()
+        .unwrap();
+    let log = stderr_of(&mut setup.child).await;
+    assert_eq!(status.code(), Some(1), "log:\n{log}");
+    assert!(log.contains("no such CSI version"), "{log}");
+    assert!(!socket.exists(), "the socket outlived the exit");
+}
+
+#[tokio::test]
+async fn probe_mode_passes_only_once_registered() {
+    let dir = tempfile::tempdir().unwrap();
+    let kubelet_path = dir.path().join("csi.sock");
+    let probe = || {
+        std::process::Command::new(env!("CARGO_BIN_EXE_node-driver-registrar"))
+            .arg(format!(
+                "--kubelet-registration-path={}",
+                kubelet_path.display()
+            ))
+            .arg("--mode=kubelet-registration-probe")
+            .output()
+            .unwrap()
+    };
+    let failing = probe();
+    assert!(!failing.status.success());
+    assert!(
+        String::from_utf8_lossy(&failing.stderr).contains("has not registered"),
+        "{failing:?}"
+    );
+    std::fs::write(dir.path().join("registration"), b"").unwrap();
+    assert!(probe().status.success());
+}
+
+#[test]
+fn a_relative_kubelet_registration_path_is_refused_by_name() {
+    let output = std::process::Command::new(env!("CARGO_BIN_EXE_node-driver-registrar"))
+        .arg("--kubelet-registration-path=plugins/x/csi.sock")
+        .output()
+        .unwrap();
+    assert!(!output.status.success());
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        stderr.contains("--kubelet-registration-path") && stderr.contains("plugins/x/csi.sock"),
+        "{stderr}"
+    );
+}
