@@ -11,11 +11,18 @@ cd "$(dirname "$0")/.."
 : "${NEXTEST_ENV:?this script is meant to run as a nextest setup script}"
 nextest_pid=$PPID
 
-# A no-op when nextest built the workspace; needed when it built only some packages.
-cargo build --quiet -p harness --bins
 target_dir=$(cargo metadata --format-version 1 --no-deps |
     grep -o '"target_directory":"[^"]*"' | cut -d'"' -f4)
 conformance="$target_dir/debug/conformance"
+# nextest has built the harness binaries when it runs harness tests; build them only when
+# they are missing or older than their sources (e.g. a run of another package's tests).
+# Building `-p harness` alone resolves features differently from a workspace build and
+# would recompile much of the dependency tree, so it is skipped when not needed.
+if [ ! -x "$conformance" ] || [ ! -x "$target_dir/debug/node-agent" ] ||
+    [ -n "$(find harness/src harness/Cargo.toml Cargo.lock -newer "$conformance" -print -quit)" ]; then
+    step "building the harness binaries (conformance, node-agent, pod-sandbox)"
+    cargo build --quiet -p harness --bins
+fi
 [ -x "$conformance" ] || fail "no $conformance after cargo build"
 
 step "starting the shared cluster for nextest (pid $nextest_pid)"
