@@ -1,6 +1,9 @@
 //! Reconciling one VolumeSnapshotContent of our driver:
 //!
-//! 1. being deleted (see [`deletion::should_delete`]) → apply the deletion policy;
+//! 1. being deleted, marked by the snapshot controller (see [`deletion::should_delete`]) or
+//!    with its VolumeSnapshot gone, and no CreateSnapshot awaiting an answer → apply the
+//!    deletion policy; deleted while its VolumeSnapshot exists → wait (re-checked with
+//!    back-off);
 //! 2. ready already → nothing (the being-created annotation is dropped if left over);
 //! 3. pre-provisioned (`source.snapshotHandle`) → status from the handle, ready (the Manila
 //!    driver cannot ListSnapshots, and upstream takes the handle as valid then);
@@ -12,8 +15,8 @@
 
 use std::sync::Arc;
 
-use kube::ResourceExt;
 use kube::runtime::controller::Action;
+use kube::{Resource, ResourceExt};
 use sidecar_common::events::EventType;
 use snapshot_controller::VolumeSnapshotContent;
 
@@ -25,7 +28,17 @@ pub async fn reconcile(content: Arc<VolumeSnapshotContent>, ctx: Arc<Context>) -
         return Ok(Action::await_change());
     }
     let name = content.name_any();
-    if deletion::should_delete(&content) {
+    let being_deleted =
+        content.meta().deletion_timestamp.is_some() && !status::being_created(&content);
+    if being_deleted
+        && !deletion::should_delete(&content)
+        && !deletion::bound_snapshot_gone(&content, &ctx.client).await?
+    {
+        // Deleted while its VolumeSnapshot still exists: wait for the snapshot controller.
+        tracing::debug!(content = %name, "deleted, waiting for its VolumeSnapshot to go");
+        return Ok(Action::requeue(ctx.backoff.failed(&name)));
+    }
+    if being_deleted {
         return match deletion::apply_policy(&content, &ctx).await {
             Ok(()) => {
                 ctx.backoff.succeeded(&name);

@@ -7,9 +7,10 @@ use std::time::Instant;
 
 use csi_proto::v1::DeleteSnapshotRequest;
 use csi_proto::v1::controller_client::ControllerClient;
-use kube::{Resource, ResourceExt};
+use kube::api::Api;
+use kube::{Client, Resource, ResourceExt};
 use snapshot_controller::api::{BEING_DELETED_ANNOTATION, VOLUME_SNAPSHOT_CONTENT_FINALIZER};
-use snapshot_controller::{DeletionPolicy, VolumeSnapshotContent};
+use snapshot_controller::{DeletionPolicy, VolumeSnapshot, VolumeSnapshotContent};
 use tonic::Code;
 
 use crate::{Context, Error, Result, request, status};
@@ -32,6 +33,24 @@ pub fn should_delete(content: &VolumeSnapshotContent) -> bool {
         return true;
     }
     !status::being_created(content) && content.annotations().contains_key(BEING_DELETED_ANNOTATION)
+}
+
+/// Whether the VolumeSnapshot `content` is bound to no longer exists (absent, or replaced by
+/// another of the same name). The snapshot controller marks such contents itself when their
+/// policy is `Delete`; a deleted `Retain` content (or one deleted before its snapshot) would
+/// otherwise keep its finalizer for ever, so its absence counts as the mark too.
+pub async fn bound_snapshot_gone(content: &VolumeSnapshotContent, client: &Client) -> Result<bool> {
+    let reference = &content.spec.volume_snapshot_ref;
+    let (Some(name), Some(namespace)) = (reference.name.as_deref(), reference.namespace.as_deref())
+    else {
+        return Ok(true);
+    };
+    let snapshots: Api<VolumeSnapshot> = Api::namespaced(client.clone(), namespace);
+    let snapshot = snapshots
+        .get_opt(name)
+        .await
+        .map_err(|e| Error::kube(format!("reading VolumeSnapshot {namespace}/{name}"), e))?;
+    Ok(snapshot.and_then(|s| s.metadata.uid) != reference.uid)
 }
 
 /// The physical snapshot of `content`: the handle in its status, else (pre-provisioned) its
