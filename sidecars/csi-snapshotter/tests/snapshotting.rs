@@ -21,7 +21,7 @@ use k8s_openapi::api::core::v1::{
     PersistentVolumeClaimSpec, PersistentVolumeSpec, VolumeResourceRequirements,
 };
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
-use kube::api::{Api, DeleteParams, ObjectMeta, PostParams};
+use kube::api::{Api, DeleteParams, ObjectMeta, Patch, PatchParams, PostParams};
 use kube::{Client, ResourceExt};
 use snapshot_controller::api::{
     IS_DEFAULT_CLASS_ANNOTATION, SNAPSHOTTER_SECRET_NAME_PARAMETER,
@@ -312,24 +312,15 @@ async fn pre_provisioned_snapshot_binds_and_is_deleted(
     let (handle, _) = create_snapshot(driver, cloud, "pre-made", share).await;
     let contents: Api<VolumeSnapshotContent> = Api::all(client.clone());
     let snapshots: Api<VolumeSnapshot> = Api::namespaced(client.clone(), NS);
-    let mut content = VolumeSnapshotContent::new(
-        "pre-content",
-        VolumeSnapshotContentSpec {
-            volume_snapshot_ref: ObjectReference {
-                name: Some("pre-snap".into()),
-                namespace: Some(NS.into()),
-                ..Default::default()
-            },
-            deletion_policy: DeletionPolicy::Delete,
-            driver: DRIVER.into(),
-            source: VolumeSnapshotContentSource {
-                volume_handle: None,
-                snapshot_handle: Some(handle.clone()),
-            },
-            volume_snapshot_class_name: None,
-            source_volume_mode: None,
-        },
-    );
+    // Another driver's content, created first, is left alone.
+    contents
+        .create(
+            &PostParams::default(),
+            &pre_provisioned_content("foreign-content", "foreign-snap", "other.csi.example", "x"),
+        )
+        .await
+        .unwrap();
+    let mut content = pre_provisioned_content("pre-content", "pre-snap", DRIVER, &handle);
     content.metadata.annotations = Some(BTreeMap::from([
         (
             snapshot_controller::api::DELETION_SECRET_NAME_ANNOTATION.to_owned(),
@@ -373,6 +364,25 @@ async fn pre_provisioned_snapshot_binds_and_is_deleted(
     )
     .await
     .unwrap();
+
+    let foreign = contents.get("foreign-content").await.unwrap();
+    assert_eq!(foreign.status, None, "another driver's content is not ours");
+    // Nobody releases it but the test.
+    contents
+        .patch(
+            "foreign-content",
+            &PatchParams::default(),
+            &Patch::Merge(&serde_json::json!({"metadata": {"finalizers": null}})),
+        )
+        .await
+        .unwrap();
+    contents
+        .delete("foreign-content", &DeleteParams::default())
+        .await
+        .unwrap();
+    wait_deleted(&contents, "foreign-content", WAIT)
+        .await
+        .unwrap();
 
     snapshots
         .delete("pre-snap", &DeleteParams::default())
@@ -598,6 +608,33 @@ async fn create_class(
         .create(&PostParams::default(), &class)
         .await
         .unwrap();
+}
+
+/// A pre-provisioned content for `driver`'s snapshot `handle`, meant for `snapshot`.
+fn pre_provisioned_content(
+    name: &str,
+    snapshot: &str,
+    driver: &str,
+    handle: &str,
+) -> VolumeSnapshotContent {
+    VolumeSnapshotContent::new(
+        name,
+        VolumeSnapshotContentSpec {
+            volume_snapshot_ref: ObjectReference {
+                name: Some(snapshot.into()),
+                namespace: Some(NS.into()),
+                ..Default::default()
+            },
+            deletion_policy: DeletionPolicy::Delete,
+            driver: driver.into(),
+            source: VolumeSnapshotContentSource {
+                volume_handle: None,
+                snapshot_handle: Some(handle.into()),
+            },
+            volume_snapshot_class_name: None,
+            source_volume_mode: None,
+        },
+    )
 }
 
 fn snapshot_of(name: &str, pvc: &str, class: Option<&str>) -> VolumeSnapshot {
