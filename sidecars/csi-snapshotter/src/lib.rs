@@ -133,6 +133,11 @@ impl Snapshotter {
         &self.ctx.driver.info.name
     }
 
+    /// The CSI call metrics (also served on `--http-endpoint`'s `/metrics`).
+    pub fn metrics(&self) -> Arc<Metrics> {
+        self.ctx.metrics.clone()
+    }
+
     /// The leader-election identity, with `--leader-election`.
     pub fn leader_identity(&self) -> Option<&str> {
         self.election.as_ref().map(|e| e.identity.as_str())

@@ -67,6 +67,7 @@ async fn csi_snapshotter_on_a_real_control_plane() {
     .await;
     assert_eq!(snapshotter.driver_name(), DRIVER);
     let identity = snapshotter.leader_identity().unwrap().to_owned();
+    let metrics = snapshotter.metrics();
     let running = Running::spawn(snapshotter);
     let (stop_controller, controller_stopped) = tokio::sync::oneshot::channel::<()>();
     let controller = tokio::spawn(snapshot_controller::controller::run(
@@ -105,6 +106,18 @@ async fn csi_snapshotter_on_a_real_control_plane() {
 
     the_leader_holds_the_lease(&client, &identity).await;
     dynamic_snapshot_turns_ready_and_is_deleted(&client, &cloud, &share).await;
+    // The slow snapshot was asked for again until ready, and deleted once.
+    let text = metrics.render();
+    let count = |method: &str| -> u64 {
+        let prefix = format!(
+            "csi_sidecar_operations_seconds_count{{method_name=\"/csi.v1.Controller/{method}\",grpc_status_code=\"Ok\"}} "
+        );
+        text.lines()
+            .find_map(|l| l.strip_prefix(prefix.as_str()))
+            .map_or(0, |n| n.parse().unwrap())
+    };
+    assert!(count("CreateSnapshot") >= 2, "{text}");
+    assert_eq!(count("DeleteSnapshot"), 1, "{text}");
     retained_snapshot_outlives_its_volume_snapshot(&client, &cloud, &driver).await;
     pre_provisioned_snapshot_binds_and_is_deleted(&client, &cloud, &driver, &share).await;
     creation_errors_are_reported(&client).await;
