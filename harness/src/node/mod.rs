@@ -23,6 +23,9 @@
 //!   (phase, conditions, container statuses with exit codes and restart counts, IPs, start
 //!   time) through the status subresource; events (`Pulled`, `Created`, `Started`,
 //!   `Killing`, `BackOff`, `Unhealthy`, `Failed`, `FailedMount`) with source `kubelet`.
+//! - **CSI plugins** ([`csi`]): kubelet's plugin watcher on `<run_dir>/plugins_registry`
+//!   (node-driver-registrar sockets): NodeGetInfo → the node's CSINode entry, topology
+//!   labels and the `csi.volume.kubernetes.io/nodeid` annotation.
 //! - **In-cluster access**: containers get `KUBERNETES_SERVICE_HOST/PORT` pointing at the
 //!   real API server (there is no service proxy) and, through the volume the ServiceAccount
 //!   admission plugin adds (the legacy token Secret in 1.20, the projected `kube-api-access`
@@ -70,6 +73,7 @@
 //! ```
 
 mod config;
+pub mod csi;
 mod error;
 pub mod events;
 mod inspect;
@@ -137,7 +141,20 @@ impl NodeAgent {
         };
         tracing::info!(node = %config.node_name, adopted = adopted.len(), "node agent running");
         let status = node.status.clone();
+        // Registered CSI drivers, for the volume manager to find.
+        let csi_drivers = csi::CsiDrivers::default();
+        let plugin_paths = csi::PluginPaths::new(&config.run_dir);
+        for dir in [&plugin_paths.registry, &plugin_paths.plugins] {
+            std::fs::create_dir_all(dir).map_err(Error::io("creating", dir))?;
+        }
+        let plugin_watcher = csi::watch(
+            client.clone(),
+            config.node_name.clone(),
+            plugin_paths,
+            csi_drivers,
+        );
         tokio::select! {
+            () = plugin_watcher => {}
             () = registration::heartbeat(nodes, config.clone(), status) => {}
             () = lease::renew_forever(client, config.clone(), node) => {}
             () = pod::run(ctx, adopted) => {}
