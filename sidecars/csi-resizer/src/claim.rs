@@ -1,0 +1,274 @@
+//! Reconciling one claim: expand its volume when the request exceeds the capacity.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use csi_proto::v1::controller_client::ControllerClient;
+use csi_proto::v1::{CapacityRange, ControllerExpandVolumeRequest};
+use k8s_openapi::api::core::v1::{PersistentVolume, PersistentVolumeClaim, SecretReference};
+use kube::api::{Api, Patch, PatchParams};
+use kube::runtime::controller::Action;
+use kube::{Client, ResourceExt};
+use serde_json::json;
+use sidecar_common::events::EventType;
+use sidecar_common::secrets::{SecretRef, read_secret};
+
+use crate::Context;
+use crate::error::{Error, Result};
+
+/// Condition while the controller expands the volume.
+pub const RESIZING: &str = "Resizing";
+/// Condition once the controller is done and the node must grow the filesystem.
+pub const FS_RESIZE_PENDING: &str = "FileSystemResizePending";
+
+/// `namespace/name`.
+pub fn claim_key(claim: &PersistentVolumeClaim) -> String {
+    format!(
+        "{}/{}",
+        claim.namespace().unwrap_or_default(),
+        claim.name_any()
+    )
+}
+
+/// Bytes of a storage quantity.
+pub fn bytes(quantity: &str) -> Result<i64> {
+    csi_provisioner::quantity::parse_bytes(quantity).map_err(|e| Error::Invalid(e.to_string()))
+}
+
+/// A byte count as the quantity upstream writes: binary suffix when exact (`3Gi`).
+pub fn quantity(bytes: i64) -> String {
+    for (suffix, shift) in [("Ti", 40), ("Gi", 30), ("Mi", 20), ("Ki", 10)] {
+        let unit = 1i64 << shift;
+        if bytes != 0 && bytes % unit == 0 {
+            return format!("{}{suffix}", bytes / unit);
+        }
+    }
+    bytes.to_string()
+}
+
+fn storage(
+    map: Option<
+        &std::collections::BTreeMap<
+            String,
+            k8s_openapi::apimachinery::pkg::api::resource::Quantity,
+        >,
+    >,
+) -> Option<String> {
+    map.and_then(|m| m.get("storage")).map(|q| q.0.clone())
+}
+
+/// Handles one claim.
+pub async fn reconcile(pvc: Arc<PersistentVolumeClaim>, ctx: Arc<Context>) -> Result<Action> {
+    let key = claim_key(&pvc);
+    let status = pvc.status.clone().unwrap_or_default();
+    let Some(pv_name) = pvc.spec.as_ref().and_then(|s| s.volume_name.clone()) else {
+        return Ok(Action::await_change());
+    };
+    if status.phase.as_deref() != Some("Bound") {
+        return Ok(Action::await_change());
+    }
+    let (Some(requested), Some(current)) = (
+        storage(
+            pvc.spec
+                .as_ref()
+                .and_then(|s| s.resources.as_ref())
+                .and_then(|r| r.requests.as_ref()),
+        ),
+        storage(status.capacity.as_ref()),
+    ) else {
+        return Ok(Action::await_change());
+    };
+    let requested = bytes(&requested)?;
+    if requested <= bytes(&current)? {
+        return Ok(Action::await_change());
+    }
+    let pv = Api::<PersistentVolume>::all(ctx.client.clone())
+        .get(&pv_name)
+        .await
+        .map_err(|e| Error::kube(format!("reading PersistentVolume {pv_name}"), e))?;
+    let Some(spec) = pv.spec.as_ref() else {
+        return Ok(Action::await_change());
+    };
+    let Some(source) = spec
+        .csi
+        .as_ref()
+        .filter(|c| c.driver == ctx.driver.info.name)
+    else {
+        return Ok(Action::await_change());
+    };
+    let has_condition = |kind: &str| {
+        status
+            .conditions
+            .iter()
+            .flatten()
+            .any(|c| c.type_ == kind && c.status == "True")
+    };
+    let pv_capacity = storage(spec.capacity.as_ref())
+        .map(|q| bytes(&q))
+        .transpose()?;
+    if has_condition(FS_RESIZE_PENDING) && pv_capacity.is_some_and(|c| c >= requested) {
+        // The controller part is done; kubelet grows the filesystem.
+        return Ok(Action::await_change());
+    }
+
+    set_conditions(&ctx.client, &pvc, Some(RESIZING)).await?;
+    let driver = ctx.driver.info.name.clone();
+    ctx.recorder
+        .publish(
+            &*pvc,
+            EventType::Normal,
+            "Resizing",
+            format!("External resizer is resizing volume {pv_name}"),
+        )
+        .await;
+    let request = ControllerExpandVolumeRequest {
+        volume_id: source.volume_handle.clone(),
+        capacity_range: Some(CapacityRange {
+            required_bytes: requested,
+            limit_bytes: 0,
+        }),
+        secrets: secrets(&ctx.client, source.controller_expand_secret_ref.as_ref()).await?,
+        volume_capability: csi_attacher::volume::volume_capability(spec).ok(),
+    };
+    tracing::info!(claim = %key, volume = %request.volume_id, requested, "ControllerExpandVolume");
+    let answer = ctx
+        .call("ControllerExpandVolume", async {
+            ControllerClient::new(ctx.driver.channel.clone())
+                .controller_expand_volume(request)
+                .await
+        })
+        .await;
+    let answer = match answer {
+        Ok(answer) => answer,
+        Err(error) => {
+            ctx.recorder
+                .publish(
+                    &*pvc,
+                    EventType::Warning,
+                    "VolumeResizeFailed",
+                    format!("resize volume \"{pv_name}\" by resizer \"{driver}\" failed: {error}"),
+                )
+                .await;
+            return Err(error);
+        }
+    };
+    let new_size = if answer.capacity_bytes > 0 {
+        answer.capacity_bytes
+    } else {
+        requested
+    };
+    let patch = json!({ "spec": { "capacity": { "storage": quantity(new_size) } } });
+    Api::<PersistentVolume>::all(ctx.client.clone())
+        .patch(&pv_name, &PatchParams::default(), &Patch::Merge(&patch))
+        .await
+        .map_err(|e| {
+            Error::kube(
+                format!("updating the capacity of PersistentVolume {pv_name}"),
+                e,
+            )
+        })?;
+    if answer.node_expansion_required {
+        set_conditions(&ctx.client, &pvc, Some(FS_RESIZE_PENDING)).await?;
+        ctx.recorder
+            .publish(
+                &*pvc,
+                EventType::Normal,
+                "FileSystemResizeRequired",
+                "Require file system resize of volume on node",
+            )
+            .await;
+    } else {
+        let patch = json!({ "status": {
+            "capacity": { "storage": quantity(new_size) },
+            "conditions": [],
+        }});
+        Api::<PersistentVolumeClaim>::namespaced(
+            ctx.client.clone(),
+            &pvc.namespace().unwrap_or_default(),
+        )
+        .patch_status(
+            &pvc.name_any(),
+            &PatchParams::default(),
+            &Patch::Merge(&patch),
+        )
+        .await
+        .map_err(|e| Error::kube(format!("updating the status of claim {key}"), e))?;
+        ctx.recorder
+            .publish(
+                &*pvc,
+                EventType::Normal,
+                "VolumeResizeSuccessful",
+                format!("resize volume \"{pv_name}\" by resizer \"{driver}\" succeeded"),
+            )
+            .await;
+    }
+    ctx.backoff.succeeded(&key);
+    tracing::info!(claim = %key, size = %quantity(new_size), node_expansion = answer.node_expansion_required, "expanded");
+    Ok(Action::await_change())
+}
+
+/// Replaces the claim's resize conditions with `condition` (or none).
+async fn set_conditions(
+    client: &Client,
+    pvc: &PersistentVolumeClaim,
+    condition: Option<&str>,
+) -> Result<()> {
+    let now = k8s_openapi::jiff::Timestamp::now().to_string();
+    let mut conditions: Vec<serde_json::Value> = pvc
+        .status
+        .iter()
+        .flat_map(|s| s.conditions.iter().flatten())
+        .filter(|c| c.type_ != RESIZING && c.type_ != FS_RESIZE_PENDING)
+        .map(|c| serde_json::to_value(c).unwrap_or_default())
+        .collect();
+    if let Some(kind) = condition {
+        conditions.push(json!({ "type": kind, "status": "True", "lastProbeTime": null, "lastTransitionTime": now }));
+    }
+    let patch = json!({ "status": { "conditions": conditions } });
+    Api::<PersistentVolumeClaim>::namespaced(client.clone(), &pvc.namespace().unwrap_or_default())
+        .patch_status(
+            &pvc.name_any(),
+            &PatchParams::default(),
+            &Patch::Merge(&patch),
+        )
+        .await
+        .map_err(|e| {
+            Error::kube(
+                format!("updating the conditions of claim {}", claim_key(pvc)),
+                e,
+            )
+        })?;
+    Ok(())
+}
+
+async fn secrets(
+    client: &Client,
+    reference: Option<&SecretReference>,
+) -> Result<HashMap<String, String>> {
+    let Some(reference) = reference else {
+        return Ok(HashMap::new());
+    };
+    let resolved = SecretRef {
+        name: reference.name.clone().unwrap_or_default(),
+        namespace: reference
+            .namespace
+            .clone()
+            .unwrap_or_else(|| "default".into()),
+    };
+    Ok(read_secret(client, &resolved).await?.into_map())
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+    use super::*;
+
+    #[test]
+    fn quantities_round_trip_with_binary_suffixes() {
+        assert_eq!(quantity(3 << 30), "3Gi");
+        assert_eq!(quantity(1536 << 20), "1536Mi");
+        assert_eq!(quantity(1000), "1000");
+        assert_eq!(bytes("3Gi").unwrap(), 3 << 30);
+        assert!(bytes("lots").unwrap_err().to_string().contains("lots"));
+    }
+}

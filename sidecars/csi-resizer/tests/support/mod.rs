@@ -1,0 +1,351 @@
+//! The resizer's test bed: the fake cloud, the real `manila-csi-plugin` (controller only)
+//! on a unix socket, and resizers in-process.
+//!
+//! Finding the driver binary: it is another package's `[[bin]]`, which cargo does not build
+//! for this package's tests (only `cargo nextest run --workspace` does). So it is looked for
+//! next to the test executable (`target/<profile>/`) and, when missing or older than its
+//! crate's sources, built once with `cargo build -p manila-csi-plugin` for that profile
+//! (the approach of `suites/tests/support`).
+#![allow(clippy::unwrap_used, clippy::expect_used, dead_code)]
+
+use std::collections::BTreeMap;
+use std::future::Future;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant, SystemTime};
+
+use csi_resizer::{Config, Resizer};
+use fakes::{CloudConfig, FakeCloud, SecretKind};
+use k8s_openapi::ByteString;
+use k8s_openapi::api::core::v1::{Event, Namespace, PersistentVolumeClaim, Secret};
+use k8s_openapi::api::storage::v1::StorageClass;
+use kube::Client;
+use kube::api::{Api, ListParams, ObjectMeta, PostParams};
+
+pub const DRIVER: &str = "manila.csi.openstack.org";
+
+/// Polls `check` until it yields a value; panics after `timeout` with what was last seen.
+pub async fn wait_for<T, F, Fut>(what: &str, timeout: Duration, mut check: F) -> T
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Result<Option<T>, String>>,
+{
+    let start = Instant::now();
+    let mut pause = Duration::from_millis(20);
+    loop {
+        let last_seen = match check().await {
+            Ok(Some(value)) => return value,
+            Ok(None) => "not yet".to_string(),
+            Err(e) => e,
+        };
+        assert!(
+            start.elapsed() < timeout,
+            "timed out after {timeout:?} waiting for {what}; last seen: {last_seen}"
+        );
+        tokio::time::sleep(pause).await;
+        pause = (pause * 2).min(Duration::from_millis(250));
+    }
+}
+
+fn newest(paths: &[PathBuf]) -> SystemTime {
+    let mut newest = SystemTime::UNIX_EPOCH;
+    let mut stack: Vec<PathBuf> = paths.to_vec();
+    while let Some(path) = stack.pop() {
+        let Ok(meta) = std::fs::metadata(&path) else {
+            continue;
+        };
+        if meta.is_dir() {
+            for entry in std::fs::read_dir(&path).into_iter().flatten().flatten() {
+                stack.push(entry.path());
+            }
+        } else if let Ok(modified) = meta.modified() {
+            newest = newest.max(modified);
+        }
+    }
+    newest
+}
+
+/// The `manila-csi-plugin` binary, built if missing or stale.
+pub fn manila_binary() -> PathBuf {
+    let name = "manila-csi-plugin";
+    let exe = std::env::current_exe().unwrap();
+    // target/<profile>/deps/<test> → target/<profile>
+    let profile_dir = exe.parent().and_then(Path::parent).unwrap().to_path_buf();
+    let binary = profile_dir.join(name);
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let sources = [
+        root.join("drivers").join(name).join("src"),
+        root.join("drivers").join(name).join("Cargo.toml"),
+        root.join("drivers/csi-proto/src"),
+        root.join("drivers/csi-proto/proto"),
+    ];
+    let built = std::fs::metadata(&binary).and_then(|m| m.modified()).ok();
+    if built.is_none_or(|built| built < newest(&sources)) {
+        let profile = match profile_dir.file_name().and_then(|n| n.to_str()) {
+            Some("debug") | None => "dev".to_owned(),
+            Some(other) => other.to_owned(),
+        };
+        let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+        eprintln!("building {name} ({profile} profile) for the resizer tests");
+        let status = Command::new(&cargo)
+            .args(["build", "--profile", &profile, "-p", name, "--bin", name])
+            .arg("--target-dir")
+            .arg(profile_dir.parent().unwrap())
+            .current_dir(&root)
+            .status()
+            .unwrap_or_else(|e| panic!("cannot run {cargo} to build {name}: {e}"));
+        assert!(
+            status.success(),
+            "`cargo build -p {name}` failed ({status})"
+        );
+    }
+    assert!(
+        binary.is_file(),
+        "{} is missing: build it with `cargo build -p {name}`",
+        binary.display()
+    );
+    binary
+}
+
+/// The driver process (controller only, with topology); killed on drop.
+pub struct ManilaDriver {
+    child: Child,
+    pub socket: PathBuf,
+    log: PathBuf,
+}
+
+impl ManilaDriver {
+    pub fn start(dir: &Path, driver_name: &str) -> ManilaDriver {
+        let socket = dir.join(format!("{driver_name}.sock"));
+        let log = dir.join(format!("{driver_name}.log"));
+        let child = Command::new(manila_binary())
+            .arg(format!("--endpoint=unix://{}", socket.display()))
+            .arg(format!("--drivername={driver_name}"))
+            .args([
+                "--share-protocol-selector=NFS",
+                "--provide-node-service=false",
+                "--with-topology",
+            ])
+            .env("RUST_LOG", "info")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(std::fs::File::create(&log).unwrap())
+            .spawn()
+            .unwrap();
+        ManilaDriver { child, socket, log }
+    }
+
+    pub fn log(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+}
+
+impl Drop for ManilaDriver {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// A resizer for the driver at `socket`, running until [`Running::stop`].
+pub async fn resizer(client: Client, socket: &Path) -> Running {
+    let config = <Config as clap::Parser>::try_parse_from([
+        "csi-resizer".to_string(),
+        format!("--csi-address={}", socket.display()),
+        "--timeout=60s".into(),
+        "--retry-interval-start=100ms".into(),
+        "--retry-interval-max=1s".into(),
+    ])
+    .unwrap();
+    let resizer = Resizer::new(config, client).await.unwrap();
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let task = tokio::spawn(resizer.run(async {
+        let _ = stopped.await;
+    }));
+    Running { stop, task }
+}
+
+/// A running resizer.
+pub struct Running {
+    stop: tokio::sync::oneshot::Sender<()>,
+    task: tokio::task::JoinHandle<sidecar_common::Result<()>>,
+}
+
+impl Running {
+    pub async fn stop(self) -> sidecar_common::Result<()> {
+        let _ = self.stop.send(());
+        tokio::time::timeout(Duration::from_secs(30), self.task)
+            .await
+            .expect("the resizer stops within 30 s")
+            .unwrap()
+    }
+}
+
+/// The fake cloud with two zones.
+pub async fn fake_cloud() -> FakeCloud {
+    let mut config = CloudConfig::default();
+    config.manila.availability_zones = vec!["nova".into(), "zone-b".into()];
+    FakeCloud::start(config).await.unwrap()
+}
+
+pub async fn namespace(client: &Client, name: &str) {
+    let namespaces: Api<Namespace> = Api::all(client.clone());
+    let ns = Namespace {
+        metadata: ObjectMeta {
+            name: Some(name.into()),
+            ..Default::default()
+        },
+        ..Default::default()
+    };
+    namespaces
+        .create(&PostParams::default(), &ns)
+        .await
+        .unwrap();
+}
+
+/// A Secret holding the fake cloud's `os-*` credentials.
+pub async fn credentials_secret(client: &Client, cloud: &FakeCloud, namespace: &str, name: &str) {
+    let data: BTreeMap<String, ByteString> = cloud
+        .secret(SecretKind::Password)
+        .into_iter()
+        .map(|(k, v)| (k, ByteString(v.into_bytes())))
+        .collect();
+    let secret = Secret {
+        metadata: ObjectMeta {
+            name: Some(name.into()),
+            namespace: Some(namespace.into()),
+            ..Default::default()
+        },
+        data: Some(data),
+        ..Default::default()
+    };
+    Api::<Secret>::namespaced(client.clone(), namespace)
+        .create(&PostParams::default(), &secret)
+        .await
+        .unwrap();
+}
+
+/// A StorageClass for `provisioner` with `parameters`.
+pub async fn storage_class(
+    client: &Client,
+    name: &str,
+    provisioner: &str,
+    parameters: &[(&str, &str)],
+    binding_mode: &str,
+) -> StorageClass {
+    let class = StorageClass {
+        metadata: ObjectMeta {
+            name: Some(name.into()),
+            ..Default::default()
+        },
+        provisioner: provisioner.into(),
+        parameters: Some(
+            parameters
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect(),
+        ),
+        reclaim_policy: Some("Delete".into()),
+        volume_binding_mode: Some(binding_mode.into()),
+        mount_options: Some(vec!["nfsvers=4.1".into()]),
+        ..Default::default()
+    };
+    Api::<StorageClass>::all(client.clone())
+        .create(&PostParams::default(), &class)
+        .await
+        .unwrap()
+}
+
+/// The secret parameters pointing at `name` in `namespace` for every operation.
+pub fn secret_parameters<'a>(name: &'a str, namespace: &'a str) -> Vec<(&'static str, &'a str)> {
+    vec![
+        ("csi.storage.k8s.io/provisioner-secret-name", name),
+        ("csi.storage.k8s.io/provisioner-secret-namespace", namespace),
+        ("csi.storage.k8s.io/node-stage-secret-name", name),
+        ("csi.storage.k8s.io/node-stage-secret-namespace", namespace),
+        ("csi.storage.k8s.io/node-publish-secret-name", name),
+        (
+            "csi.storage.k8s.io/node-publish-secret-namespace",
+            namespace,
+        ),
+        ("csi.storage.k8s.io/controller-expand-secret-name", name),
+        (
+            "csi.storage.k8s.io/controller-expand-secret-namespace",
+            namespace,
+        ),
+    ]
+}
+
+/// Creates an RWX claim of `size` in `class`.
+pub async fn claim(
+    client: &Client,
+    namespace: &str,
+    name: &str,
+    class: &str,
+    size: &str,
+    annotations: &[(&str, &str)],
+) -> PersistentVolumeClaim {
+    let claim: PersistentVolumeClaim = serde_json::from_value(serde_json::json!({
+        "metadata": {
+            "name": name,
+            "namespace": namespace,
+            "annotations": annotations.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect::<BTreeMap<_, _>>(),
+        },
+        "spec": {
+            "accessModes": ["ReadWriteMany"],
+            "storageClassName": class,
+            "resources": { "requests": { "storage": size } },
+        }
+    }))
+    .unwrap();
+    Api::<PersistentVolumeClaim>::namespaced(client.clone(), namespace)
+        .create(&PostParams::default(), &claim)
+        .await
+        .unwrap()
+}
+
+/// Waits for the claim to be Bound and returns it.
+pub async fn bound(
+    client: &Client,
+    namespace: &str,
+    name: &str,
+    timeout: Duration,
+) -> PersistentVolumeClaim {
+    let claims: Api<PersistentVolumeClaim> = Api::namespaced(client.clone(), namespace);
+    wait_for(
+        &format!("claim {namespace}/{name} Bound"),
+        timeout,
+        || async {
+            let claim = claims.get(name).await.map_err(|e| e.to_string())?;
+            let phase = claim.status.as_ref().and_then(|s| s.phase.clone());
+            if phase.as_deref() == Some("Bound") {
+                Ok(Some(claim))
+            } else {
+                Err(format!(
+                    "phase {phase:?}, annotations {:?}",
+                    claim.metadata.annotations
+                ))
+            }
+        },
+    )
+    .await
+}
+
+/// Events about the object `name` in `namespace` as `reason: message` lines.
+pub async fn events(client: &Client, namespace: &str, name: &str) -> Vec<(String, String, String)> {
+    let events: Api<Event> = Api::namespaced(client.clone(), namespace);
+    events
+        .list(&ListParams::default().fields(&format!("involvedObject.name={name}")))
+        .await
+        .unwrap()
+        .items
+        .into_iter()
+        .map(|e| {
+            (
+                e.type_.unwrap_or_default(),
+                e.reason.unwrap_or_default(),
+                e.message.unwrap_or_default(),
+            )
+        })
+        .collect()
+}
