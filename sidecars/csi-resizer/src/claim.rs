@@ -4,7 +4,8 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use csi_proto::v1::controller_client::ControllerClient;
-use csi_proto::v1::{CapacityRange, ControllerExpandVolumeRequest};
+use csi_proto::v1::controller_service_capability::rpc;
+use csi_proto::v1::{CapacityRange, ControllerExpandVolumeRequest, ControllerExpandVolumeResponse};
 use k8s_openapi::api::core::v1::{PersistentVolume, PersistentVolumeClaim, SecretReference};
 use kube::api::{Api, Patch, PatchParams};
 use kube::runtime::controller::Action;
@@ -130,14 +131,21 @@ pub async fn reconcile(pvc: Arc<PersistentVolumeClaim>, ctx: Arc<Context>) -> Re
         secrets: secrets(&ctx.client, source.controller_expand_secret_ref.as_ref()).await?,
         volume_capability: csi_attacher::volume::volume_capability(spec).ok(),
     };
-    tracing::info!(claim = %key, volume = %request.volume_id, requested, "ControllerExpandVolume");
-    let answer = ctx
-        .call("ControllerExpandVolume", async {
+    let answer = if ctx.driver.info.has_controller_rpc(rpc::Type::ExpandVolume) {
+        tracing::info!(claim = %key, volume = %request.volume_id, requested, "ControllerExpandVolume");
+        ctx.call("ControllerExpandVolume", async {
             ControllerClient::new(ctx.driver.channel.clone())
                 .controller_expand_volume(request)
                 .await
         })
-        .await;
+        .await
+    } else {
+        // As upstream's trivial resizer: without EXPAND_VOLUME only the node can grow it.
+        Ok(ControllerExpandVolumeResponse {
+            capacity_bytes: requested,
+            node_expansion_required: true,
+        })
+    };
     let answer = match answer {
         Ok(answer) => answer,
         Err(error) => {

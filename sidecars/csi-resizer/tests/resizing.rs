@@ -9,8 +9,19 @@ use std::collections::HashMap;
 use std::time::Duration;
 
 use csi_proto::v1::controller_client::ControllerClient;
+use csi_proto::v1::controller_server::{Controller, ControllerServer};
+use csi_proto::v1::identity_server::{Identity, IdentityServer};
+use csi_proto::v1::plugin_capability::{self, service};
 use csi_proto::v1::volume_capability::{AccessMode, AccessType, MountVolume, access_mode::Mode};
 use csi_proto::v1::{CapacityRange, CreateVolumeRequest, DeleteVolumeRequest, VolumeCapability};
+use csi_proto::v1::{
+    ControllerExpandVolumeRequest, ControllerExpandVolumeResponse,
+    ControllerGetCapabilitiesRequest, ControllerGetCapabilitiesResponse,
+    ControllerServiceCapability, GetPluginCapabilitiesRequest, GetPluginCapabilitiesResponse,
+    GetPluginInfoRequest, GetPluginInfoResponse, PluginCapability, ProbeRequest, ProbeResponse,
+    controller_service_capability,
+};
+use csi_proto::{Endpoint, Listener};
 use fakes::{FaultAction, FaultRule, Operation, SecretKind, Times};
 use harness::control_plane::ControlPlane;
 use k8s_openapi::api::core::v1::{PersistentVolume, PersistentVolumeClaim};
@@ -18,6 +29,7 @@ use k8s_openapi::api::storage::v1::StorageClass;
 use kube::Client;
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
 use support::*;
+use tonic::{Request, Response, Status};
 
 const WAIT: Duration = Duration::from_secs(60);
 const GIB: i64 = 1 << 30;
@@ -258,5 +270,161 @@ async fn resizer_on_a_real_control_plane() {
         }
     })
     .await;
+    node_expansion_leaves_the_claim_pending(&client, dir.path()).await;
     cp.shutdown().await.unwrap();
+}
+
+/// An in-test driver whose ControllerExpandVolume asks for node expansion.
+#[derive(Clone)]
+struct NodeExpandDriver;
+
+#[tonic::async_trait]
+impl Identity for NodeExpandDriver {
+    async fn get_plugin_info(
+        &self,
+        _: Request<GetPluginInfoRequest>,
+    ) -> Result<Response<GetPluginInfoResponse>, Status> {
+        Ok(Response::new(GetPluginInfoResponse {
+            name: NODE_EXPAND_DRIVER.into(),
+            vendor_version: "test".into(),
+            manifest: Default::default(),
+        }))
+    }
+    async fn get_plugin_capabilities(
+        &self,
+        _: Request<GetPluginCapabilitiesRequest>,
+    ) -> Result<Response<GetPluginCapabilitiesResponse>, Status> {
+        Ok(Response::new(GetPluginCapabilitiesResponse {
+            capabilities: vec![PluginCapability {
+                r#type: Some(plugin_capability::Type::Service(
+                    plugin_capability::Service {
+                        r#type: service::Type::ControllerService as i32,
+                    },
+                )),
+            }],
+        }))
+    }
+    async fn probe(&self, _: Request<ProbeRequest>) -> Result<Response<ProbeResponse>, Status> {
+        Ok(Response::new(ProbeResponse { ready: Some(true) }))
+    }
+}
+
+#[tonic::async_trait]
+impl Controller for NodeExpandDriver {
+    async fn controller_get_capabilities(
+        &self,
+        _: Request<ControllerGetCapabilitiesRequest>,
+    ) -> Result<Response<ControllerGetCapabilitiesResponse>, Status> {
+        Ok(Response::new(ControllerGetCapabilitiesResponse {
+            capabilities: vec![ControllerServiceCapability {
+                r#type: Some(controller_service_capability::Type::Rpc(
+                    controller_service_capability::Rpc {
+                        r#type: controller_service_capability::rpc::Type::ExpandVolume as i32,
+                    },
+                )),
+            }],
+        }))
+    }
+    async fn controller_expand_volume(
+        &self,
+        request: Request<ControllerExpandVolumeRequest>,
+    ) -> Result<Response<ControllerExpandVolumeResponse>, Status> {
+        let required = request
+            .into_inner()
+            .capacity_range
+            .map_or(0, |r| r.required_bytes);
+        Ok(Response::new(ControllerExpandVolumeResponse {
+            capacity_bytes: required,
+            node_expansion_required: true,
+        }))
+    }
+}
+
+const NODE_EXPAND_DRIVER: &str = "nodeexpand.csi.example.org";
+
+async fn node_expansion_leaves_the_claim_pending(client: &Client, dir: &std::path::Path) {
+    let socket = dir.join("nodeexpand.sock");
+    let listener = Listener::bind(&Endpoint::Unix(socket.clone()))
+        .await
+        .unwrap();
+    let router = tonic::transport::Server::builder()
+        .add_service(IdentityServer::new(NodeExpandDriver))
+        .add_service(ControllerServer::new(NodeExpandDriver));
+    tokio::spawn(csi_proto::serve(router, listener, std::future::pending()));
+    let resizer = resizer(client.clone(), &socket).await;
+    let ns = "node-expand";
+    namespace(client, ns).await;
+    let class: StorageClass = serde_json::from_value(serde_json::json!({
+        "metadata": { "name": "node-expand" },
+        "provisioner": NODE_EXPAND_DRIVER,
+        "allowVolumeExpansion": true,
+    }))
+    .unwrap();
+    Api::<StorageClass>::all(client.clone())
+        .create(&PostParams::default(), &class)
+        .await
+        .unwrap();
+    let pv: PersistentVolume = serde_json::from_value(serde_json::json!({
+        "metadata": { "name": "pv-node-expand" },
+        "spec": {
+            "capacity": { "storage": "1Gi" },
+            "accessModes": ["ReadWriteOnce"],
+            "persistentVolumeReclaimPolicy": "Retain",
+            "storageClassName": "node-expand",
+            "claimRef": { "namespace": ns, "name": "block" },
+            "csi": { "driver": NODE_EXPAND_DRIVER, "volumeHandle": "vol-1" },
+        }
+    }))
+    .unwrap();
+    Api::<PersistentVolume>::all(client.clone())
+        .create(&PostParams::default(), &pv)
+        .await
+        .unwrap();
+    let claim: PersistentVolumeClaim = serde_json::from_value(serde_json::json!({
+        "metadata": { "name": "block", "namespace": ns },
+        "spec": {
+            "accessModes": ["ReadWriteOnce"], "storageClassName": "node-expand",
+            "volumeName": "pv-node-expand",
+            "resources": { "requests": { "storage": "1Gi" } },
+        }
+    }))
+    .unwrap();
+    let claims: Api<PersistentVolumeClaim> = Api::namespaced(client.clone(), ns);
+    claims.create(&PostParams::default(), &claim).await.unwrap();
+    bound(client, ns, "block", WAIT).await;
+    request_size(client, ns, "block", "2Gi").await;
+    let pvs: Api<PersistentVolume> = Api::all(client.clone());
+    wait_for(
+        "FileSystemResizePending with the PV at 2Gi",
+        WAIT,
+        || async {
+            let claim = claims.get("block").await.map_err(|e| e.to_string())?;
+            let pv = pvs.get("pv-node-expand").await.map_err(|e| e.to_string())?;
+            let status = claim.status.unwrap_or_default();
+            let conditions: Vec<String> = status
+                .conditions
+                .iter()
+                .flatten()
+                .map(|c| c.type_.clone())
+                .collect();
+            let claim_size = status
+                .capacity
+                .and_then(|c| c.get("storage").map(|q| q.0.clone()));
+            let pv_size = pv
+                .spec
+                .and_then(|s| s.capacity)
+                .and_then(|c| c.get("storage").map(|q| q.0.clone()));
+            if conditions == ["FileSystemResizePending"] && pv_size.as_deref() == Some("2Gi") {
+                // The node finishes the resize: the claim's capacity stays until then.
+                assert_eq!(claim_size.as_deref(), Some("1Gi"));
+                Ok(Some(()))
+            } else {
+                Err(format!(
+                    "conditions {conditions:?}, claim {claim_size:?}, PV {pv_size:?}"
+                ))
+            }
+        },
+    )
+    .await;
+    resizer.stop().await.unwrap();
 }
