@@ -86,7 +86,7 @@ async fn attach(va: &VolumeAttachment, ctx: &Context, finalizer: &str) -> Result
         .info
         .has_controller_rpc(rpc::Type::PublishUnpublishVolume)
     {
-        let spec = volume_spec(va, ctx).await?;
+        let spec = volume_spec(va, ctx, true).await?;
         let source = csi_source(&spec, &ctx.driver.info.name).ok_or_else(|| {
             Error::Invalid(format!(
                 "the volume of {name} is not a CSI volume of this driver"
@@ -133,7 +133,7 @@ async fn detach(va: &VolumeAttachment, ctx: &Context, finalizer: &str) -> Result
         .info
         .has_controller_rpc(rpc::Type::PublishUnpublishVolume)
     {
-        let spec = volume_spec(va, ctx).await?;
+        let spec = volume_spec(va, ctx, false).await?;
         let source = csi_source(&spec, &ctx.driver.info.name).ok_or_else(|| {
             Error::Invalid(format!(
                 "the volume of {name} is not a CSI volume of this driver"
@@ -177,13 +177,22 @@ async fn detach(va: &VolumeAttachment, ctx: &Context, finalizer: &str) -> Result
     Ok(())
 }
 
-/// The PV spec the attachment is about: the named PV, or the inline spec.
-async fn volume_spec(va: &VolumeAttachment, ctx: &Context) -> Result<PersistentVolumeSpec> {
+/// The PV spec the attachment is about: the named PV (given the attacher's finalizer when
+/// `attaching`), or the inline spec.
+async fn volume_spec(
+    va: &VolumeAttachment,
+    ctx: &Context,
+    attaching: bool,
+) -> Result<PersistentVolumeSpec> {
     if let Some(pv_name) = &va.spec.source.persistent_volume_name {
         let pv = Api::<PersistentVolume>::all(ctx.client.clone())
             .get(pv_name)
             .await
             .map_err(|e| Error::kube(format!("reading PersistentVolume {pv_name}"), e))?;
+        if attaching {
+            crate::persistent_volume::add_finalizer(&ctx.client, &pv, &ctx.driver.info.name)
+                .await?;
+        }
         return pv
             .spec
             .ok_or_else(|| Error::Invalid(format!("PersistentVolume {pv_name} has no spec")));

@@ -27,12 +27,14 @@
 pub mod attachment;
 pub mod config;
 pub mod error;
+pub mod persistent_volume;
 pub mod volume;
 
 use std::sync::Arc;
 use std::time::Instant;
 
 use futures::StreamExt;
+use k8s_openapi::api::core::v1::PersistentVolume;
 use k8s_openapi::api::storage::v1::VolumeAttachment;
 use kube::api::Api;
 use kube::runtime::controller::{self, Action, Controller};
@@ -200,19 +202,44 @@ async fn stopped(mut stop: tokio::sync::watch::Receiver<bool>) {
 
 async fn run_controller(ctx: Arc<Context>, stop: tokio::sync::watch::Receiver<bool>) {
     tracing::info!(driver = %ctx.driver.info.name, "attaching");
-    Controller::new(
+    let settings = controller::Config::default().concurrency(ctx.config.worker_threads);
+    let attachments = Controller::new(
         Api::<VolumeAttachment>::all(ctx.client.clone()),
         watcher::Config::default(),
     )
-    .with_config(controller::Config::default().concurrency(ctx.config.worker_threads))
-    .graceful_shutdown_on(stopped(stop))
+    .with_config(settings.clone())
+    .graceful_shutdown_on(stopped(stop.clone()))
     .run(attachment::reconcile, attachment_error, ctx.clone())
     .for_each(|outcome| async move {
         if let Err(error) = outcome {
             tracing::debug!(%error, "attachment reconcile");
         }
-    })
-    .await;
+    });
+    // PVs are revisited when an attachment naming them changes (e.g. is deleted).
+    let volumes = Controller::new(
+        Api::<PersistentVolume>::all(ctx.client.clone()),
+        watcher::Config::default(),
+    )
+    .watches(
+        Api::<VolumeAttachment>::all(ctx.client.clone()),
+        watcher::Config::default(),
+        |va| {
+            va.spec
+                .source
+                .persistent_volume_name
+                .as_deref()
+                .map(kube::runtime::reflector::ObjectRef::<PersistentVolume>::new)
+        },
+    )
+    .with_config(settings)
+    .graceful_shutdown_on(stopped(stop))
+    .run(persistent_volume::reconcile, volume_error, ctx.clone())
+    .for_each(|outcome| async move {
+        if let Err(error) = outcome {
+            tracing::debug!(%error, "volume reconcile");
+        }
+    });
+    tokio::join!(attachments, volumes);
     tracing::info!("controller stopped");
 }
 
@@ -220,5 +247,12 @@ fn attachment_error(va: Arc<VolumeAttachment>, error: &Error, ctx: Arc<Context>)
     let name = va.name_any();
     let delay = ctx.backoff.failed(&name);
     tracing::warn!(attachment = %name, %error, retry_in = ?delay, "attach/detach failed");
+    Action::requeue(delay)
+}
+
+fn volume_error(pv: Arc<PersistentVolume>, error: &Error, ctx: Arc<Context>) -> Action {
+    let name = format!("pv/{}", pv.name_any());
+    let delay = ctx.backoff.failed(&name);
+    tracing::warn!(volume = %name, %error, retry_in = ?delay, "removing the PV finalizer failed");
     Action::requeue(delay)
 }

@@ -335,6 +335,19 @@ async fn with_publish_capability_the_driver_is_called(client: &Client, dir: &Pat
         Some([("devicePath".to_string(), "/dev/test-0".to_string())].into())
     );
     assert_eq!(va.finalizers(), [format!("external-attacher/{DRIVER}")]);
+    // The PV got the attacher's finalizer: deleting it now leaves it in place until no
+    // attachment refers to it.
+    let pvs: Api<PersistentVolume> = Api::all(client.clone());
+    let pv = pvs.get("pv-publish").await.unwrap();
+    assert!(
+        pv.finalizers()
+            .contains(&format!("external-attacher/{DRIVER}")),
+        "{:?}",
+        pv.finalizers()
+    );
+    pvs.delete("pv-publish", &DeleteParams::default())
+        .await
+        .unwrap();
     let publish = calls.lock().unwrap().iter().find_map(|c| match c {
         Call::Publish(p) if p.volume_id == "vol-1" => Some(p.clone()),
         _ => None,
@@ -427,7 +440,16 @@ async fn with_publish_capability_the_driver_is_called(client: &Client, dir: &Pat
         |c| matches!(c, Call::Unpublish(u) if u.volume_id == "vol-1" && u.node_id == "node-p-id"),
     );
     assert!(unpublished, "{:?}", calls.lock().unwrap());
+    let pv = pvs.get("pv-publish").await.unwrap();
+    assert!(pv.metadata.deletion_timestamp.is_some(), "{pv:?}");
     delete_and_wait_gone(client, "va-fail").await;
     delete_and_wait_gone(client, "va-noid").await;
+    wait_for("PV pv-publish gone once no attachment uses it", || async {
+        match pvs.get_opt("pv-publish").await.map_err(|e| e.to_string())? {
+            None => Ok(Some(())),
+            Some(pv) => Err(format!("finalizers {:?}", pv.metadata.finalizers)),
+        }
+    })
+    .await;
     task.abort();
 }
