@@ -45,6 +45,7 @@ use sidecar_common::driver::Driver;
 use sidecar_common::events::EventRecorder;
 use sidecar_common::http::Metrics;
 use sidecar_common::leader::{LeaderElection, lease_name};
+use sidecar_common::run::stopped;
 
 pub use config::Config;
 pub use error::{Error, Result};
@@ -154,50 +155,18 @@ impl Attacher {
         self,
         shutdown: impl Future<Output = ()> + Send + 'static,
     ) -> sidecar_common::Result<()> {
-        let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
-        tokio::spawn(async move {
-            shutdown.await;
-            let _ = stop_tx.send(true);
-        });
-        let http = match &self.ctx.config.common.http_endpoint {
-            Some(address) => Some(
-                sidecar_common::http::serve(
-                    address,
-                    self.ctx.metrics.clone(),
-                    Some(self.ctx.driver.channel.clone()),
-                    stopped(stop_rx.clone()),
-                )
-                .await?,
-            ),
-            None => None,
-        };
-        let result = match &self.election {
-            Some(election) => election
-                .run(
-                    self.ctx.client.clone(),
-                    async {
-                        run_controller(self.ctx.clone(), stop_rx.clone()).await;
-                        Ok(())
-                    },
-                    stopped(stop_rx.clone()),
-                )
-                .await
-                .map(|_| ()),
-            None => {
-                run_controller(self.ctx.clone(), stop_rx.clone()).await;
-                Ok(())
-            }
-        };
-        if let Some((_, task)) = http {
-            task.abort();
-        }
-        result
+        let ctx = self.ctx;
+        sidecar_common::run::run_sidecar(
+            ctx.client.clone(),
+            self.election.as_ref(),
+            ctx.config.common.http_endpoint.as_deref(),
+            ctx.metrics.clone(),
+            ctx.driver.channel.clone(),
+            shutdown,
+            |stop| run_controller(ctx.clone(), stop),
+        )
+        .await
     }
-}
-
-/// Resolves once the stop flag is set (or its sender is gone).
-async fn stopped(mut stop: tokio::sync::watch::Receiver<bool>) {
-    let _ = stop.wait_for(|stop| *stop).await;
 }
 
 async fn run_controller(ctx: Arc<Context>, stop: tokio::sync::watch::Receiver<bool>) {

@@ -12,6 +12,7 @@
 //! - [`secrets`]: the `csi.storage.k8s.io/*-secret-name/namespace` StorageClass parameters,
 //!   their `${pvc.name}`-style templates, and reading a Secret's data;
 //! - [`http`]: `/healthz` and `/metrics` on `--http-endpoint`;
+//! - [`run`]: a controller sidecar's run wiring (stop flag, HTTP endpoint, leader election);
 //! - [`telemetry`] (tracing set-up) and [`shutdown`] (SIGTERM/SIGINT).
 //!
 //! ```no_run
@@ -41,6 +42,7 @@ pub mod flags;
 pub mod http;
 pub mod kube_client;
 pub mod leader;
+pub mod run;
 pub mod secrets;
 pub mod shutdown;
 pub mod telemetry;

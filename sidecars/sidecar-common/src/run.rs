@@ -1,0 +1,70 @@
+//! The run wiring every controller sidecar shares: a stop flag set when `shutdown`
+//! resolves, `/healthz` and `/metrics` on `--http-endpoint`, and the sidecar's work run
+//! under leader election (`--leader-election`) or directly.
+
+use std::sync::Arc;
+
+use kube::Client;
+use tokio::sync::watch;
+use tonic::transport::Channel;
+
+use crate::error::Result;
+use crate::http::Metrics;
+use crate::leader::LeaderElection;
+
+/// Runs `work` until `shutdown` resolves. `work` gets the stop flag (see [`stopped`]);
+/// with `election` it only runs while this replica holds the Lease, and losing the Lease
+/// is an error. With `http_endpoint`, `/healthz` (probing `driver`) and `/metrics` are
+/// served meanwhile and stopped when this returns.
+pub async fn run_sidecar<W, F>(
+    client: Client,
+    election: Option<&LeaderElection>,
+    http_endpoint: Option<&str>,
+    metrics: Arc<Metrics>,
+    driver: Channel,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+    work: W,
+) -> Result<()>
+where
+    W: FnOnce(watch::Receiver<bool>) -> F,
+    F: Future<Output = ()>,
+{
+    let (stop_tx, stop_rx) = watch::channel(false);
+    tokio::spawn(async move {
+        shutdown.await;
+        let _ = stop_tx.send(true);
+    });
+    let http = match http_endpoint {
+        Some(address) => Some(
+            crate::http::serve(address, metrics, Some(driver), stopped(stop_rx.clone())).await?,
+        ),
+        None => None,
+    };
+    let work = work(stop_rx.clone());
+    let result = match election {
+        Some(election) => election
+            .run(
+                client,
+                async {
+                    work.await;
+                    Ok(())
+                },
+                stopped(stop_rx),
+            )
+            .await
+            .map(|_| ()),
+        None => {
+            work.await;
+            Ok(())
+        }
+    };
+    if let Some((_, task)) = http {
+        task.abort();
+    }
+    result
+}
+
+/// Resolves once the stop flag is set (or its sender is gone).
+pub async fn stopped(mut stop: watch::Receiver<bool>) {
+    let _ = stop.wait_for(|stop| *stop).await;
+}
