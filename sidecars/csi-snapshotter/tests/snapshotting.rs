@@ -380,17 +380,19 @@ async fn pre_provisioned_snapshot_binds_and_is_deleted(
 
     let foreign = contents.get("foreign-content").await.unwrap();
     assert_eq!(foreign.status, None, "another driver's content is not ours");
-    // Nobody releases it but the test.
+    // Nobody releases it but the test. Delete first, then drop the finalizers: once the
+    // deletion timestamp is set the snapshot controller can no longer add its finalizer
+    // back, which it may do between a finalizer removal and a later delete.
+    contents
+        .delete("foreign-content", &DeleteParams::default())
+        .await
+        .unwrap();
     contents
         .patch(
             "foreign-content",
             &PatchParams::default(),
             &Patch::Merge(&serde_json::json!({"metadata": {"finalizers": null}})),
         )
-        .await
-        .unwrap();
-    contents
-        .delete("foreign-content", &DeleteParams::default())
         .await
         .unwrap();
     wait_deleted(&contents, "foreign-content", WAIT)
@@ -448,13 +450,25 @@ async fn creation_errors_are_reported(client: &Client) {
         message.starts_with("Failed to create snapshot"),
         "{message}"
     );
-    let events = events(client, "default", &content_name).await;
-    assert!(
-        events.iter().any(|(type_, reason, msg)| type_ == "Warning"
-            && reason == "SnapshotCreationFailed"
-            && msg.contains("missing-creds")),
-        "{events:?}"
-    );
+    // The sidecar writes the status before it records the event: wait for the event.
+    wait_until(
+        "a SnapshotCreationFailed event naming the secret",
+        WAIT,
+        || async {
+            let events = events(client, "default", &content_name).await;
+            if events.iter().any(|(type_, reason, msg)| {
+                type_ == "Warning"
+                    && reason == "SnapshotCreationFailed"
+                    && msg.contains("missing-creds")
+            }) {
+                Ok(Some(()))
+            } else {
+                Err(format!("{events:?}"))
+            }
+        },
+    )
+    .await
+    .unwrap();
     wait_for_described(
         &snapshots,
         "snap-bad",
