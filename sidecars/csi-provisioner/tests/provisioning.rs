@@ -126,10 +126,27 @@ async fn immediate_claim_binds_and_deletion_removes_the_share(
         "no share named {pv_name} in the fake: {shares:?}"
     );
 
-    let pv = Api::<PersistentVolume>::all(client.clone())
-        .get(&pv_name)
-        .await
-        .unwrap();
+    // The controller-manager adds its pv-protection finalizer and marks the PV Bound
+    // asynchronously: wait for both so the snapshot below sees a settled object.
+    let pvs = Api::<PersistentVolume>::all(client.clone());
+    let pv = wait_for(
+        "the PV Bound with its pv-protection finalizer",
+        Duration::from_secs(60),
+        || async {
+            let pv = pvs.get(&pv_name).await.map_err(|e| e.to_string())?;
+            let phase = pv.status.as_ref().and_then(|s| s.phase.clone());
+            let protected = pv
+                .finalizers()
+                .iter()
+                .any(|f| f == "kubernetes.io/pv-protection");
+            if protected && phase.as_deref() == Some("Bound") {
+                Ok(Some(pv))
+            } else {
+                Err(format!("phase {phase:?}, finalizers {:?}", pv.finalizers()))
+            }
+        },
+    )
+    .await;
     let share_id = share.unwrap().id.clone();
     let csi = pv.spec.as_ref().unwrap().csi.as_ref().unwrap();
     assert_eq!(csi.volume_handle, share_id);
