@@ -20,7 +20,8 @@ use sidecar_common::secrets::{SecretRef, read_secret};
 
 use crate::Context;
 use crate::error::{Error, Result};
-use crate::volume::{csi_source, node_id, volume_capability};
+use crate::volume::node_id;
+use sidecar_common::volume::{csi_source, volume_capability};
 
 /// Upstream's finalizer on attachments: `external-attacher/<driver, '/' → '-'>`.
 pub fn finalizer(driver: &str) -> String {

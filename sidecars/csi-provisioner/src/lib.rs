@@ -27,7 +27,6 @@ pub mod config;
 pub mod data_source;
 pub mod deleter;
 pub mod error;
-pub mod quantity;
 pub mod request;
 pub mod topology;
 pub mod volume;

@@ -11,7 +11,7 @@ use k8s_openapi::api::core::v1::PersistentVolumeClaim;
 use sidecar_common::secrets::is_reserved_parameter;
 
 use crate::error::{Error, Result};
-use crate::quantity::parse_bytes;
+use sidecar_common::quantity::parse_bytes;
 
 /// StorageClass parameter naming the filesystem type.
 pub const FSTYPE_PARAMETER: &str = "csi.storage.k8s.io/fstype";

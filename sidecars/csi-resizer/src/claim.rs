@@ -12,6 +12,7 @@ use kube::runtime::controller::Action;
 use kube::{Client, ResourceExt};
 use serde_json::json;
 use sidecar_common::events::EventType;
+use sidecar_common::quantity::format_bytes;
 use sidecar_common::secrets::{SecretRef, read_secret};
 
 use crate::Context;
@@ -33,18 +34,7 @@ pub fn claim_key(claim: &PersistentVolumeClaim) -> String {
 
 /// Bytes of a storage quantity.
 pub fn bytes(quantity: &str) -> Result<i64> {
-    csi_provisioner::quantity::parse_bytes(quantity).map_err(|e| Error::Invalid(e.to_string()))
-}
-
-/// A byte count as the quantity upstream writes: binary suffix when exact (`3Gi`).
-pub fn quantity(bytes: i64) -> String {
-    for (suffix, shift) in [("Ti", 40), ("Gi", 30), ("Mi", 20), ("Ki", 10)] {
-        let unit = 1i64 << shift;
-        if bytes != 0 && bytes % unit == 0 {
-            return format!("{}{suffix}", bytes / unit);
-        }
-    }
-    bytes.to_string()
+    Ok(sidecar_common::quantity::parse_bytes(quantity)?)
 }
 
 fn storage(
@@ -129,7 +119,7 @@ pub async fn reconcile(pvc: Arc<PersistentVolumeClaim>, ctx: Arc<Context>) -> Re
             limit_bytes: 0,
         }),
         secrets: secrets(&ctx.client, source.controller_expand_secret_ref.as_ref()).await?,
-        volume_capability: csi_attacher::volume::volume_capability(spec).ok(),
+        volume_capability: sidecar_common::volume::volume_capability(spec).ok(),
     };
     let answer = if ctx.driver.info.has_controller_rpc(rpc::Type::ExpandVolume) {
         tracing::info!(claim = %key, volume = %request.volume_id, requested, "ControllerExpandVolume");
@@ -165,7 +155,7 @@ pub async fn reconcile(pvc: Arc<PersistentVolumeClaim>, ctx: Arc<Context>) -> Re
     } else {
         requested
     };
-    let patch = json!({ "spec": { "capacity": { "storage": quantity(new_size) } } });
+    let patch = json!({ "spec": { "capacity": { "storage": format_bytes(new_size) } } });
     Api::<PersistentVolume>::all(ctx.client.clone())
         .patch(&pv_name, &PatchParams::default(), &Patch::Merge(&patch))
         .await
@@ -187,7 +177,7 @@ pub async fn reconcile(pvc: Arc<PersistentVolumeClaim>, ctx: Arc<Context>) -> Re
             .await;
     } else {
         let patch = json!({ "status": {
-            "capacity": { "storage": quantity(new_size) },
+            "capacity": { "storage": format_bytes(new_size) },
             "conditions": [],
         }});
         Api::<PersistentVolumeClaim>::namespaced(
@@ -211,7 +201,7 @@ pub async fn reconcile(pvc: Arc<PersistentVolumeClaim>, ctx: Arc<Context>) -> Re
             .await;
     }
     ctx.backoff.succeeded(&key);
-    tracing::info!(claim = %key, size = %quantity(new_size), node_expansion = answer.node_expansion_required, "expanded");
+    tracing::info!(claim = %key, size = %format_bytes(new_size), node_expansion = answer.node_expansion_required, "expanded");
     Ok(Action::await_change())
 }
 
@@ -273,9 +263,6 @@ mod tests {
 
     #[test]
     fn quantities_round_trip_with_binary_suffixes() {
-        assert_eq!(quantity(3 << 30), "3Gi");
-        assert_eq!(quantity(1536 << 20), "1536Mi");
-        assert_eq!(quantity(1000), "1000");
         assert_eq!(bytes("3Gi").unwrap(), 3 << 30);
         assert!(bytes("lots").unwrap_err().to_string().contains("lots"));
     }

@@ -61,6 +61,17 @@ pub enum Error {
     /// A secret reference in StorageClass parameters is invalid or cannot be resolved.
     #[error("{0}")]
     SecretReference(String),
+    /// A storage quantity (`1Gi`, `500M`) could not be read as bytes.
+    #[error("invalid storage quantity {text:?}: {reason}")]
+    Quantity {
+        /// The quantity as given.
+        text: String,
+        /// Why.
+        reason: String,
+    },
+    /// A PersistentVolume has none of the access modes CSI can express.
+    #[error("the PersistentVolume has no supported access mode (has {0:?})")]
+    UnsupportedAccessModes(Vec<String>),
     /// The HTTP endpoint could not be served.
     #[error("HTTP endpoint {address}")]
     Http {

@@ -12,6 +12,8 @@
 //! - [`secrets`]: the `csi.storage.k8s.io/*-secret-name/namespace` StorageClass parameters,
 //!   their `${pvc.name}`-style templates, and reading a Secret's data;
 //! - [`http`]: `/healthz` and `/metrics` on `--http-endpoint`;
+//! - [`quantity`]: storage quantities (`1Gi`, `500M`) as bytes and back;
+//! - [`volume`]: a PersistentVolume's CSI source and volume capability;
 //! - [`run`]: a controller sidecar's run wiring (stop flag, HTTP endpoint, leader election);
 //! - [`telemetry`] (tracing set-up) and [`shutdown`] (SIGTERM/SIGINT).
 //!
@@ -42,9 +44,11 @@ pub mod flags;
 pub mod http;
 pub mod kube_client;
 pub mod leader;
+pub mod quantity;
 pub mod run;
 pub mod secrets;
 pub mod shutdown;
 pub mod telemetry;
+pub mod volume;
 
 pub use error::{Error, Result};

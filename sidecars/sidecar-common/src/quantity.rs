@@ -23,7 +23,10 @@ const DECIMAL: [(&str, i32); 7] = [
 
 /// Bytes in `text`, rounded up to a whole byte.
 pub fn parse_bytes(text: &str) -> Result<i64> {
-    let bad = |why: &str| Error::Invalid(format!("invalid storage quantity {text:?}: {why}"));
+    let bad = |why: &str| Error::Quantity {
+        text: text.to_owned(),
+        reason: why.to_owned(),
+    };
     let text = text.trim();
     let number_end = text
         .find(|c: char| !(c.is_ascii_digit() || c == '.' || c == '+' || c == '-'))
