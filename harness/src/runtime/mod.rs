@@ -90,6 +90,7 @@
 
 mod container;
 mod error;
+pub mod host_mounts;
 mod image;
 pub mod layout;
 mod lifeline;
