@@ -4,10 +4,12 @@
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
+use harness::runtime::host_mounts::{is_mount_point, make_shared, unmount_all_under};
 use harness::runtime::{
-    ContainerSpec, Error, ExitStatus, Lifeline, Mount, Runtime, RuntimeConfig, Sandbox,
-    SandboxSpec, User,
+    ContainerSpec, Error, ExitStatus, ImageMap, Lifeline, Mount, Propagation, Runtime,
+    RuntimeConfig, Sandbox, SandboxSpec, User,
 };
+use nix::mount::MsFlags;
 
 const WAIT: Duration = Duration::from_secs(20);
 
@@ -467,4 +469,270 @@ async fn a_taken_sandbox_id_is_refused() {
         .unwrap_err();
     assert!(err.to_string().contains("uid-13"), "{err}");
     runtime.teardown().await.unwrap();
+}
+
+// Mount propagation. These tests mount on the "host", so each first moves its thread (and so
+// the sandboxes it creates) into a mount namespace of its own: the real host's mount table
+// never changes, whatever runs in parallel. Inside, a scratch directory is a private mount
+// point, so the outcome does not depend on the host's propagation either.
+
+/// A private mount point in a mount namespace of the test thread's own; unmounts everything
+/// below it when dropped (before the directory is removed).
+struct Scratch(tempfile::TempDir);
+
+impl Scratch {
+    fn new() -> Self {
+        nix::sched::unshare(nix::sched::CloneFlags::CLONE_NEWNS).unwrap();
+        mount_flags("/", MsFlags::MS_REC | MsFlags::MS_PRIVATE);
+        let dir = tempfile::tempdir().unwrap();
+        bind(dir.path(), dir.path());
+        mount_flags(dir.path(), MsFlags::MS_PRIVATE);
+        Scratch(dir)
+    }
+
+    /// A new directory `name` in the scratch directory.
+    fn dir(&self, name: &str) -> PathBuf {
+        let path = self.0.path().join(name);
+        std::fs::create_dir_all(&path).unwrap();
+        path
+    }
+}
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        let _ = unmount_all_under(self.0.path());
+    }
+}
+
+fn mount_flags(target: impl AsRef<Path>, flags: MsFlags) {
+    nix::mount::mount(
+        None::<&str>,
+        target.as_ref(),
+        None::<&str>,
+        flags,
+        None::<&str>,
+    )
+    .unwrap();
+}
+
+fn bind(source: &Path, target: &Path) {
+    nix::mount::mount(
+        Some(source),
+        target,
+        None::<&str>,
+        MsFlags::MS_BIND,
+        None::<&str>,
+    )
+    .unwrap();
+}
+
+/// A directory holding one file, `hello`.
+fn disk(scratch: &Scratch, name: &str) -> PathBuf {
+    let dir = scratch.dir(name);
+    std::fs::write(dir.join("hello"), format!("from {name}")).unwrap();
+    dir
+}
+
+#[tokio::test]
+async fn bidirectional_mounts_made_in_a_container_reach_the_host_and_later_pods() {
+    let scratch = Scratch::new();
+    let kubelet = scratch.dir("kubelet");
+    make_shared(&kubelet).unwrap();
+    let share = disk(&scratch, "share");
+    let run = scratch.dir("run");
+    let runtime = runtime(&run);
+    let plugin = runtime
+        .create_sandbox(SandboxSpec::new("csi-node", "csi-node"))
+        .await
+        .unwrap();
+    let mut spec = sleeper("plugin");
+    spec.mounts.push(
+        Mount::bind(&kubelet, "/var/lib/kubelet").with_propagation(Propagation::Bidirectional),
+    );
+    spec.mounts.push(Mount::bind(&share, "/export"));
+    plugin.run_container(spec).await.unwrap();
+
+    exec_ok(
+        &plugin,
+        "plugin",
+        &[
+            "sh",
+            "-c",
+            "mkdir -p /var/lib/kubelet/pods/vol && mount --bind /export /var/lib/kubelet/pods/vol",
+        ],
+    )
+    .await;
+    let published = kubelet.join("pods/vol");
+    assert!(
+        is_mount_point(&published).unwrap(),
+        "{}",
+        mountinfo_of_thread()
+    );
+    assert_eq!(
+        std::fs::read_to_string(published.join("hello")).unwrap(),
+        "from share"
+    );
+
+    // A pod created afterwards with a plain (private) mount of the published path sees it.
+    let mut consumer_spec = SandboxSpec::new("consumer", "consumer");
+    consumer_spec.mounts.push(Mount::bind(&published, "/data"));
+    let consumer = runtime.create_sandbox(consumer_spec).await.unwrap();
+    consumer.run_container(sleeper("app")).await.unwrap();
+    assert_eq!(
+        exec_ok(&consumer, "app", &["cat", "/data/hello"]).await,
+        "from share"
+    );
+
+    exec_ok(&plugin, "plugin", &["umount", "/var/lib/kubelet/pods/vol"]).await;
+    assert!(!is_mount_point(&published).unwrap());
+    assert!(!published.join("hello").exists());
+    runtime.teardown().await.unwrap();
+}
+
+#[tokio::test]
+async fn host_to_container_mounts_receive_later_host_mounts_but_never_send() {
+    let scratch = Scratch::new();
+    let kubelet = scratch.dir("kubelet");
+    make_shared(&kubelet).unwrap();
+    let share = disk(&scratch, "share");
+    let run = scratch.dir("run");
+    let runtime = runtime(&run);
+    let sandbox = runtime
+        .create_sandbox(SandboxSpec::new("uid-h2c", "watcher"))
+        .await
+        .unwrap();
+    let mut spec = sleeper("app");
+    spec.mounts
+        .push(Mount::bind(&kubelet, "/host").with_propagation(Propagation::HostToContainer));
+    spec.mounts.push(Mount::bind(&share, "/export"));
+    sandbox.run_container(spec).await.unwrap();
+
+    let late = scratch.dir("kubelet/late");
+    bind(&share, &late);
+    assert_eq!(
+        exec_ok(&sandbox, "app", &["cat", "/host/late/hello"]).await,
+        "from share"
+    );
+
+    let own = scratch.dir("kubelet/own");
+    exec_ok(
+        &sandbox,
+        "app",
+        &["mount", "--bind", "/export", "/host/own"],
+    )
+    .await;
+    assert_eq!(
+        exec_ok(&sandbox, "app", &["cat", "/host/own/hello"]).await,
+        "from share"
+    );
+    assert!(
+        !is_mount_point(&own).unwrap(),
+        "the container's mount reached the host"
+    );
+    runtime.teardown().await.unwrap();
+}
+
+#[tokio::test]
+async fn private_container_mounts_of_a_shared_source_stay_private_both_ways() {
+    let scratch = Scratch::new();
+    let kubelet = scratch.dir("kubelet");
+    make_shared(&kubelet).unwrap();
+    let share = disk(&scratch, "share");
+    let run = scratch.dir("run");
+    let runtime = runtime(&run);
+    let sandbox = runtime
+        .create_sandbox(SandboxSpec::new("uid-private", "private"))
+        .await
+        .unwrap();
+    let mut spec = sleeper("app");
+    spec.mounts.push(Mount::bind(&kubelet, "/host"));
+    spec.mounts.push(Mount::bind(&share, "/export"));
+    sandbox.run_container(spec).await.unwrap();
+
+    let own = scratch.dir("kubelet/own");
+    exec_ok(
+        &sandbox,
+        "app",
+        &["mount", "--bind", "/export", "/host/own"],
+    )
+    .await;
+    assert!(
+        !is_mount_point(&own).unwrap(),
+        "the container's mount reached the host"
+    );
+    assert!(!own.join("hello").exists());
+
+    let late = scratch.dir("kubelet/late");
+    bind(&share, &late);
+    assert_eq!(
+        exec_ok(&sandbox, "app", &["sh", "-c", "ls -A /host/late | wc -l"]).await,
+        "0\n",
+        "a later host mount reached the container"
+    );
+    runtime.teardown().await.unwrap();
+}
+
+#[tokio::test]
+async fn bidirectional_mount_of_a_non_shared_source_fails_naming_it() {
+    let scratch = Scratch::new();
+    let private = scratch.dir("private");
+    let run = scratch.dir("run");
+    let runtime = runtime(&run);
+    let sandbox = runtime
+        .create_sandbox(SandboxSpec::new("uid-noshare", "noshare"))
+        .await
+        .unwrap();
+    let mut spec = sleeper("plugin");
+    spec.mounts.push(
+        Mount::bind(&private, "/var/lib/kubelet").with_propagation(Propagation::Bidirectional),
+    );
+    let err = sandbox.run_container(spec).await.unwrap_err().to_string();
+    assert!(
+        err.contains(&private.display().to_string()) && err.contains("must be a shared mount"),
+        "{err}"
+    );
+    assert!(sandbox.run_container(sleeper("other")).await.is_ok());
+    runtime.teardown().await.unwrap();
+}
+
+#[tokio::test]
+async fn an_image_binary_under_the_host_s_tmp_runs_as_a_container() {
+    // The sandbox's /tmp is private: only the binary's own mount makes it visible.
+    let workspace = tempfile::Builder::new()
+        .prefix("clone-")
+        .tempdir_in("/tmp")
+        .unwrap();
+    let binary = workspace.path().join("target/debug/greeter");
+    std::fs::create_dir_all(binary.parent().unwrap()).unwrap();
+    std::fs::copy("/bin/echo", &binary).unwrap();
+    let mut images = ImageMap::new();
+    images.insert("example.org/greeter", &binary);
+    let image = "example.org/greeter:v1";
+    let argv = images
+        .resolve("app", image, &[], &argv(&["hello"]))
+        .unwrap();
+    let run = tempfile::tempdir().unwrap();
+    let runtime = runtime(run.path());
+    let sandbox = runtime
+        .create_sandbox(SandboxSpec::new("uid-image", "image"))
+        .await
+        .unwrap();
+
+    let err = sandbox
+        .run_container(ContainerSpec::new("unmounted", argv.clone()))
+        .await
+        .unwrap_err();
+    assert!(matches!(err, Error::CannotExecute { .. }), "{err:?}");
+
+    let mut spec = ContainerSpec::new("app", argv.clone());
+    spec.mounts.extend(images.binary_mount(image, &argv));
+    assert_eq!(spec.mounts.len(), 1);
+    let app = sandbox.run_container(spec).await.unwrap();
+    assert!(app.wait().await.unwrap().success());
+    assert_eq!(app.logs().unwrap(), "hello\n");
+    runtime.teardown().await.unwrap();
+}
+
+fn mountinfo_of_thread() -> String {
+    std::fs::read_to_string("/proc/thread-self/mountinfo").unwrap()
 }

@@ -4,8 +4,9 @@
 //! everything under a directory before it is removed recursively (so a leftover bind mount of a
 //! share never gets its data deleted).
 //!
-//! Everything is read from `/proc/self/mountinfo`; paths are compared after resolving symbolic
-//! links, as mountinfo lists resolved paths (relative to the process's root).
+//! Everything is read from `/proc/thread-self/mountinfo` (the calling thread's mount namespace:
+//! the process's, unless a thread unshared its own, as tests do); paths are compared after
+//! resolving symbolic links, as mountinfo lists resolved paths (relative to the process's root).
 
 use std::ffi::OsStr;
 use std::os::unix::ffi::OsStrExt;
@@ -15,7 +16,7 @@ use nix::mount::{MntFlags, MsFlags};
 
 use super::error::{Error, Result};
 
-const MOUNTINFO: &str = "/proc/self/mountinfo";
+const MOUNTINFO: &str = "/proc/thread-self/mountinfo";
 
 /// One line of `/proc/self/mountinfo`: where the mount is and whether it is shared.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -242,11 +243,20 @@ mod tests {
         );
     }
 
-    // The tests below mount in the test process's mount namespace (they need root), inside a
-    // scratch directory made a private mount point first, so nothing propagates elsewhere
-    // whatever the host's propagation; each unmounts what it mounted with unmount_all_under.
+    // The tests below mount (they need root) in a mount namespace of the test thread's own
+    // (so the host's mount table never changes, whatever runs in parallel), inside a scratch
+    // directory made a private mount point; each unmounts what it mounted.
 
     fn private_scratch() -> tempfile::TempDir {
+        nix::sched::unshare(nix::sched::CloneFlags::CLONE_NEWNS).unwrap();
+        nix::mount::mount(
+            None::<&str>,
+            "/",
+            None::<&str>,
+            MsFlags::MS_REC | MsFlags::MS_PRIVATE,
+            None::<&str>,
+        )
+        .unwrap();
         let dir = tempfile::tempdir().unwrap();
         bind(dir.path(), dir.path());
         nix::mount::mount(
@@ -291,6 +301,7 @@ mod tests {
 
     #[test]
     fn a_missing_path_is_no_mount_point_and_has_nothing_to_unmount() {
+        let _scratch = private_scratch();
         assert!(!is_mount_point(Path::new("/does/not/exist")).unwrap());
         assert_eq!(unmount_all_under(Path::new("/does/not/exist")).unwrap(), 0);
         let err = make_shared(Path::new("/does/not/exist")).unwrap_err();

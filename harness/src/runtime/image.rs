@@ -5,6 +5,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use super::error::{Error, Result};
+use super::spec::Mount;
 
 /// Images whose default command is a shell: with no command given, they run `sh`.
 const SHELL_IMAGES: &[&str] = &["busybox", "alpine", "debian", "ubuntu", "fedora", "centos"];
@@ -76,6 +77,17 @@ impl ImageMap {
         };
         argv.extend(args.iter().cloned());
         Ok(argv)
+    }
+
+    /// When `argv` (from [`ImageMap::resolve`]) runs `image`'s binary, a read-only bind mount of
+    /// that binary at its own path: a binary under the host's `/tmp` or `/run` (a workspace
+    /// cloned there) is otherwise invisible in the sandbox, whose `/tmp` and `/run` are private.
+    /// `None` for any other program.
+    pub fn binary_mount(&self, image: &str, argv: &[String]) -> Option<Mount> {
+        let binary = self.binary(image)?;
+        let program = argv.first()?;
+        (Path::new(program) == binary && binary.is_absolute())
+            .then(|| Mount::read_only(binary, binary))
     }
 }
 
@@ -179,6 +191,25 @@ mod tests {
             err.contains("localhost:5000/nginx:1.25") && err.contains("web"),
             "{err}"
         );
+    }
+
+    #[test]
+    fn only_the_mapped_binary_gets_a_read_only_mount_at_its_path() {
+        let m = map();
+        let image = "example.org/csi/manila-csi-plugin:v1";
+        let argv = m.resolve("c", image, &[], &[]).unwrap();
+        assert_eq!(
+            m.binary_mount(image, &argv),
+            Some(Mount::read_only(
+                "/build/manila-csi-plugin",
+                "/build/manila-csi-plugin"
+            ))
+        );
+        let shell = m
+            .resolve("c", image, &strings(&["sh", "-c", "true"]), &[])
+            .unwrap();
+        assert_eq!(m.binary_mount(image, &shell), None);
+        assert_eq!(m.binary_mount("busybox", &strings(&["sh"])), None);
     }
 
     #[test]

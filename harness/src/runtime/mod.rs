@@ -107,7 +107,7 @@ pub use image::ImageMap;
 pub use lifeline::{LIFELINE_FD_ENV, Lifeline, LifelineHolder};
 pub use process::{ExitStatus, ProcessId};
 pub use sandbox::Sandbox;
-pub use spec::{ContainerSpec, DEFAULT_PATH, Mount, SandboxSpec, User};
+pub use spec::{ContainerSpec, DEFAULT_PATH, Mount, Propagation, SandboxSpec, User};
 
 use layout::{SandboxDir, sandboxes_dir};
 

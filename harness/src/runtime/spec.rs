@@ -29,6 +29,29 @@ pub struct Mount {
     pub target: PathBuf,
     /// Whether the mount is read-only inside the sandbox.
     pub read_only: bool,
+    /// Whether mounts made later below it propagate, and which way (container mounts only).
+    #[serde(default)]
+    pub propagation: Propagation,
+}
+
+/// Mount propagation of a container's bind mount (Kubernetes' `mountPropagation`).
+///
+/// Non-private propagation needs the host side of the mount to be a shared mount (see
+/// [`host_mounts::make_shared`](super::host_mounts::make_shared)): the container's mount is a
+/// clone of the host's in the host's peer group.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Propagation {
+    /// Nothing propagates either way (`None`): later mounts on the host stay invisible, the
+    /// container's mounts never reach the host.
+    #[default]
+    Private,
+    /// Mounts the host makes below the source later appear in the container (`rslave`); the
+    /// container's own mounts never reach the host.
+    HostToContainer,
+    /// Mounts propagate both ways (`rshared`): what the container mounts below the target
+    /// appears on the host below the source (and in every later pod that mounts it). The
+    /// source must be on a shared mount, or the container fails to start.
+    Bidirectional,
 }
 
 /// The user a container's processes run as (`runAsUser`/`runAsGroup`).
@@ -142,6 +165,16 @@ impl SandboxSpec {
         }
         for mount in &self.mounts {
             mount.validate(&what)?;
+            if mount.propagation != Propagation::Private {
+                return Err(Error::invalid(
+                    format!("mount {:?} of {what}", mount.target),
+                    format!(
+                        "{:?} propagation is only supported for container mounts (sandbox \
+                         mounts are private)",
+                        mount.propagation
+                    ),
+                ));
+            }
         }
         Ok(())
     }
@@ -154,6 +187,7 @@ impl Mount {
             source: source.into(),
             target: target.into(),
             read_only: false,
+            propagation: Propagation::Private,
         }
     }
 
@@ -162,6 +196,14 @@ impl Mount {
         Mount {
             read_only: true,
             ..Mount::bind(source, target)
+        }
+    }
+
+    /// The same mount with the given propagation.
+    pub fn with_propagation(self, propagation: Propagation) -> Self {
+        Mount {
+            propagation,
+            ..self
         }
     }
 
@@ -253,6 +295,26 @@ mod tests {
         spec.mounts.push(Mount::bind("/does/not/exist", "/data"));
         let err = spec.validate().unwrap_err().to_string();
         assert!(err.contains("/does/not/exist"), "{err}");
+    }
+
+    #[test]
+    fn propagation_defaults_to_private_in_old_state_files() {
+        let old = r#"{"source":"/a","target":"/b","read_only":true}"#;
+        let mount: Mount = serde_json::from_str(old).unwrap();
+        assert_eq!(mount, Mount::read_only("/a", "/b"));
+        assert_eq!(mount.propagation, Propagation::Private);
+    }
+
+    #[test]
+    fn sandbox_mounts_with_propagation_are_rejected_naming_them() {
+        let mut spec = SandboxSpec::new("pod-1", "web-0");
+        spec.mounts
+            .push(Mount::bind("/tmp", "/data").with_propagation(Propagation::Bidirectional));
+        let err = spec.validate().unwrap_err().to_string();
+        assert!(
+            err.contains("/data") && err.contains("Bidirectional"),
+            "{err}"
+        );
     }
 
     #[test]

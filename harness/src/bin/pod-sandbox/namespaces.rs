@@ -155,9 +155,11 @@ fn start(dir: &ContainerDir) -> Outcome<(ContainerState, Child)> {
     if !sandbox.pause.is_alive() {
         return Err(HelperOutcome::NotRunning);
     }
+    // Still in the host's mount namespace: clone the sources of propagating mounts here.
+    let clones = rootfs::clone_propagating_sources(&target.spec.mounts).map_err(failed)?;
     enter_namespaces(sandbox.pause).map_err(|_| HelperOutcome::NotRunning)?;
     if !target.spec.mounts.is_empty() {
-        container_mounts(&target).map_err(failed)?;
+        container_mounts(&target, clones).map_err(failed)?;
     }
     let log = std::fs::OpenOptions::new()
         .create(true)
@@ -188,8 +190,10 @@ fn start(dir: &ContainerDir) -> Outcome<(ContainerState, Child)> {
     Ok((state, child))
 }
 
-/// A mount namespace of the container's own (a copy of the sandbox's) with its mounts.
-fn container_mounts(target: &Target) -> anyhow::Result<()> {
+/// A mount namespace of the container's own (a copy of the sandbox's) with its mounts;
+/// `clones` holds the host clones of the propagating ones (see
+/// [`rootfs::clone_propagating_sources`]).
+fn container_mounts(target: &Target, clones: Vec<Option<OwnedFd>>) -> anyhow::Result<()> {
     unshare(CloneFlags::CLONE_NEWNS).context("creating the container's mount namespace")?;
     mount(
         None::<&str>,
@@ -199,8 +203,12 @@ fn container_mounts(target: &Target) -> anyhow::Result<()> {
         None::<&str>,
     )
     .context("making the container's mounts private")?;
-    for m in &target.spec.mounts {
-        rootfs::bind_into_root(&target.sandbox.rootfs(), m)?;
+    let root = target.sandbox.rootfs();
+    for (m, clone) in target.spec.mounts.iter().zip(clones) {
+        match clone {
+            Some(clone) => rootfs::attach_into_root(&root, m, clone)?,
+            None => rootfs::bind_into_root(&root, m)?,
+        }
     }
     Ok(())
 }

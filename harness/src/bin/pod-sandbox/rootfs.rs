@@ -1,14 +1,19 @@
 //! The sandbox root: a tmpfs with the host's top-level directories as overlays (host = lower
 //! layer, upper layer in a tmpfs of the sandbox), special file systems, the pod's identity
-//! files and its bind mounts. Runs inside the sandbox's private mount namespace only.
+//! files and its bind mounts. Runs inside the sandbox's private mount namespace only, except
+//! [`clone_propagating_sources`], which runs in the host's.
 
 use std::fs::OpenOptions;
+use std::os::fd::OwnedFd;
 use std::path::{Component, Path, PathBuf};
 
 use anyhow::{Context, bail};
+use harness::runtime::host_mounts;
 use harness::runtime::layout::SandboxDir;
-use harness::runtime::{Mount, SandboxSpec};
+use harness::runtime::{Mount, Propagation, SandboxSpec};
 use nix::mount::{MsFlags, mount};
+use rustix::fs::CWD;
+use rustix::mount::{MoveMountFlags, OpenTreeFlags, move_mount, open_tree};
 
 /// Host top-level entries the sandbox gets fresh or private versions of instead of overlays.
 const NOT_OVERLAID: &[&str] = &["proc", "sys", "dev", "tmp", "run"];
@@ -58,6 +63,13 @@ pub fn build(dir: &SandboxDir, spec: &SandboxSpec) -> anyhow::Result<()> {
 
 /// Bind-mounts `m.source` at `m.target` inside `root`, creating the mount point when missing.
 pub fn bind_into_root(root: &Path, m: &Mount) -> anyhow::Result<()> {
+    let target = mount_point_in_root(root, m)?;
+    bind(&m.source, &target, m.read_only)
+        .with_context(|| format!("mounting {:?} at {:?}", m.source, m.target))
+}
+
+/// Where `m` goes inside `root`, created (like its source: directory or file) when missing.
+fn mount_point_in_root(root: &Path, m: &Mount) -> anyhow::Result<PathBuf> {
     let target = resolve_in_root(root, &m.target)?;
     let is_dir = std::fs::metadata(&m.source)
         .with_context(|| format!("inspecting mount source {:?}", m.source))?
@@ -65,7 +77,9 @@ pub fn bind_into_root(root: &Path, m: &Mount) -> anyhow::Result<()> {
     if is_dir {
         std::fs::create_dir_all(&target)
             .with_context(|| format!("creating mount point {:?}", m.target))?;
-    } else {
+    } else if !target.exists() {
+        // An existing file is left alone: opening it for writing would copy it up into the
+        // overlay's upper layer (a whole binary, for an image's entrypoint).
         if let Some(parent) = target.parent() {
             std::fs::create_dir_all(parent)
                 .with_context(|| format!("creating the directory of mount point {:?}", m.target))?;
@@ -76,8 +90,73 @@ pub fn bind_into_root(root: &Path, m: &Mount) -> anyhow::Result<()> {
             .open(&target)
             .with_context(|| format!("creating mount point {:?}", m.target))?;
     }
-    bind(&m.source, &target, m.read_only)
-        .with_context(|| format!("mounting {:?} at {:?}", m.source, m.target))
+    Ok(target)
+}
+
+/// For each mount, a detached recursive clone of its source when it propagates (`None` for
+/// private ones), made in the calling process's mount namespace, which must be the host's:
+/// the clone of a shared mount stays in the host mount's peer group wherever it is attached.
+/// A `Bidirectional` mount of a source that is not on a shared mount is refused, as it could
+/// never propagate.
+pub fn clone_propagating_sources(mounts: &[Mount]) -> anyhow::Result<Vec<Option<OwnedFd>>> {
+    mounts
+        .iter()
+        .map(|m| {
+            if m.propagation == Propagation::Private {
+                return Ok(None);
+            }
+            if m.propagation == Propagation::Bidirectional
+                && !host_mounts::is_shared_mount(&m.source)
+                    .with_context(|| format!("inspecting mount source {:?}", m.source))?
+            {
+                bail!(
+                    "mount source {:?} (at {:?}) must be a shared mount for Bidirectional \
+                     propagation, but its host mount is not shared (make it one, e.g. with \
+                     harness::runtime::host_mounts::make_shared or `mount --make-shared`)",
+                    m.source,
+                    m.target
+                );
+            }
+            let clone = open_tree(
+                CWD,
+                &m.source,
+                OpenTreeFlags::OPEN_TREE_CLONE
+                    | OpenTreeFlags::OPEN_TREE_CLOEXEC
+                    | OpenTreeFlags::AT_RECURSIVE,
+            )
+            .with_context(|| format!("cloning the mount tree of {:?}", m.source))?;
+            Ok(Some(clone))
+        })
+        .collect()
+}
+
+/// Attaches `clone` (from [`clone_propagating_sources`]) at `m.target` inside `root`, in the
+/// container's own (private) mount namespace; `HostToContainer` makes it a slave (receives,
+/// never sends); `read_only` applies to the top mount as in [`bind`].
+pub fn attach_into_root(root: &Path, m: &Mount, clone: OwnedFd) -> anyhow::Result<()> {
+    let target = mount_point_in_root(root, m)?;
+    move_mount(
+        &clone,
+        "",
+        CWD,
+        &target,
+        MoveMountFlags::MOVE_MOUNT_F_EMPTY_PATH,
+    )
+    .with_context(|| format!("attaching the clone of {:?} at {:?}", m.source, m.target))?;
+    if m.propagation == Propagation::HostToContainer {
+        mount(
+            None::<&str>,
+            &target,
+            None::<&str>,
+            MsFlags::MS_SLAVE | MsFlags::MS_REC,
+            None::<&str>,
+        )
+        .with_context(|| format!("making {:?} a slave mount", m.target))?;
+    }
+    if m.read_only {
+        remount_read_only(&target)?;
+    }
+    Ok(())
 }
 
 /// Where `path` (absolute, inside the sandbox) lives under `root`, following symbolic links as
@@ -211,14 +290,19 @@ pub fn bind(source: &Path, target: &Path, read_only: bool) -> anyhow::Result<()>
     )
     .with_context(|| format!("bind-mounting {source:?} at {target:?}"))?;
     if read_only {
-        mount(
-            None::<&str>,
-            target,
-            None::<&str>,
-            MsFlags::MS_BIND | MsFlags::MS_REMOUNT | MsFlags::MS_RDONLY,
-            None::<&str>,
-        )
-        .with_context(|| format!("making {target:?} read-only"))?;
+        remount_read_only(target)?;
     }
     Ok(())
+}
+
+/// Makes the mount at `target` read-only (the top mount only).
+fn remount_read_only(target: &Path) -> anyhow::Result<()> {
+    mount(
+        None::<&str>,
+        target,
+        None::<&str>,
+        MsFlags::MS_BIND | MsFlags::MS_REMOUNT | MsFlags::MS_RDONLY,
+        None::<&str>,
+    )
+    .with_context(|| format!("making {target:?} read-only"))
 }

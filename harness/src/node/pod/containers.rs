@@ -16,7 +16,7 @@ use super::worker::{Worker, WorkerEvent};
 use crate::node::error::{Error, Result};
 use crate::node::error_chain;
 use crate::node::events::EventType;
-use crate::runtime::{Container, ContainerSpec, ExitStatus, Mount, User};
+use crate::runtime::{Container, ContainerSpec, ExitStatus, Mount, Propagation, User};
 
 /// Which list a container is in.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -448,12 +448,18 @@ impl Worker {
                 })?,
                 None => source.to_path_buf(),
             };
+            let propagation = propagation(spec, mount.mount_propagation.as_deref())
+                .map_err(|reason| Error::container(&spec.name, reason))?;
             run.mounts.push(Mount {
                 source,
                 target: PathBuf::from(&mount.mount_path),
                 read_only: forced_read_only || mount.read_only == Some(true),
+                propagation,
             });
         }
+        // Last, so no volume hides it.
+        run.mounts
+            .extend(self.ctx.config.images.binary_mount(&image, &run.argv));
         run.env = env;
         Ok(run)
     }
@@ -476,6 +482,28 @@ impl Worker {
             uid: u32::try_from(uid).ok()?,
             gid: u32::try_from(gid).ok()?,
         })
+    }
+}
+
+/// A volume mount's `mountPropagation` as the runtime's, checked as kubelet does:
+/// `Bidirectional` only in privileged containers.
+fn propagation(
+    container: &PodContainer,
+    value: Option<&str>,
+) -> std::result::Result<Propagation, String> {
+    let privileged = container
+        .security_context
+        .as_ref()
+        .and_then(|c| c.privileged)
+        .unwrap_or(false);
+    match value {
+        None | Some("None") => Ok(Propagation::Private),
+        Some("HostToContainer") => Ok(Propagation::HostToContainer),
+        Some("Bidirectional") if privileged => Ok(Propagation::Bidirectional),
+        Some("Bidirectional") => {
+            Err("Bidirectional mount propagation is available only to privileged containers".into())
+        }
+        Some(other) => Err(format!("invalid mount propagation mode {other:?}")),
     }
 }
 
