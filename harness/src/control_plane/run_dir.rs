@@ -52,7 +52,7 @@ impl RunDir {
         match Self::lock_new(&path) {
             Ok(run_dir) => Ok(run_dir),
             Err(e) => {
-                let _ = std::fs::remove_dir_all(&path);
+                let _ = remove_tree(&path);
                 Err(e)
             }
         }
@@ -108,8 +108,20 @@ impl RunDir {
 
     /// Removes the directory and releases it.
     pub fn remove(self) -> Result<()> {
-        std::fs::remove_dir_all(&self.path).map_err(Error::io("removing", &self.path))
+        remove_tree(&self.path)
     }
+}
+
+/// Removes `path` recursively after lazily unmounting every mount point below it (e.g. a
+/// volume a node's CSI plugin published with `Bidirectional` propagation and nobody
+/// unpublished), so no mounted data is ever deleted.
+fn remove_tree(path: &Path) -> Result<()> {
+    let unmounted = crate::runtime::host_mounts::unmount_all_under(path)
+        .map_err(|e| Error::io("unmounting the mounts below", path)(std::io::Error::other(e)))?;
+    if unmounted > 0 {
+        tracing::info!(dir = %path.display(), unmounted, "unmounted leftover mounts before removing");
+    }
+    std::fs::remove_dir_all(path).map_err(Error::io("removing", path))
 }
 
 /// Cleans every stale run directory directly under `base` (see the module docs); directories
@@ -159,10 +171,10 @@ fn clean_one(path: &Path) -> Result<Option<StaleRun>> {
     };
     let killed = kill_recorded_processes(path)?;
     tracing::info!(run_dir = %path.display(), ?killed, "cleaning a stale run directory");
-    match std::fs::remove_dir_all(path) {
-        Ok(()) => {}
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-        Err(e) => return Err(Error::io("removing stale run directory", path)(e)),
+    match remove_tree(path) {
+        // Removed meanwhile by another cleaner.
+        Err(Error::Io { source, .. }) if source.kind() == std::io::ErrorKind::NotFound => {}
+        result => result?,
     }
     Ok(Some(StaleRun {
         path: path.to_path_buf(),
@@ -227,4 +239,36 @@ pub(crate) fn process_start_time(pid: i32) -> Option<u64> {
         return None;
     }
     fields.nth(22 - 4)?.parse().ok()
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+    use super::*;
+    use nix::mount::MsFlags;
+
+    #[test]
+    fn removing_a_run_dir_unmounts_a_leftover_bind_mount_and_keeps_its_data() {
+        // A mount namespace of this test thread's own: the host's mount table never changes.
+        nix::sched::unshare(nix::sched::CloneFlags::CLONE_NEWNS).unwrap();
+        let private = MsFlags::MS_REC | MsFlags::MS_PRIVATE;
+        nix::mount::mount(None::<&str>, "/", None::<&str>, private, None::<&str>).unwrap();
+        let base = tempfile::tempdir().unwrap();
+        let share = base.path().join("share");
+        std::fs::create_dir(&share).unwrap();
+        std::fs::write(share.join("data"), "published").unwrap();
+        let run = RunDir::create_in(base.path(), "run-").unwrap();
+        let target = run.path().join("node-a/pods/volume");
+        std::fs::create_dir_all(&target).unwrap();
+        let bind = MsFlags::MS_BIND;
+        nix::mount::mount(Some(&share), &target, None::<&str>, bind, None::<&str>).unwrap();
+        let path = run.path().to_path_buf();
+
+        run.remove().unwrap();
+        assert!(!path.exists());
+        assert_eq!(
+            std::fs::read_to_string(share.join("data")).unwrap(),
+            "published"
+        );
+    }
 }

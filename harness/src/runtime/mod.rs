@@ -13,10 +13,13 @@
 //! - A **container** ([`Container`]) is a process started inside the sandbox's namespaces
 //!   (chrooted into its root) with its command, environment, working directory and user; its
 //!   stdout and stderr go to one log file; its exit status (code or signal) is awaited from
-//!   tokio. Containers may add mounts of their own (a mount namespace per container).
-//!   [`Container::exec`] runs a command the same way and returns its output and exit code.
+//!   tokio. Containers may add mounts of their own (a mount namespace per container), with
+//!   Kubernetes' mount propagation ([`Propagation`]). [`Container::exec`] runs a command the
+//!   same way and returns its output and exit code.
 //! - [`ImageMap`] turns an image + command + args into the argv to run: the project's images
-//!   run the binaries cargo built, generic images (busybox-like) use the host's tools.
+//!   run the binaries cargo built (bind-mounted read-only at their host path:
+//!   [`ImageMap::binary_mount`], as the sandbox's `/tmp` and `/run` are private), generic
+//!   images (busybox-like) use the host's tools.
 //!
 //! # How it works
 //!
@@ -26,13 +29,31 @@
 //! `pod-sandbox init` unshares the namespaces, makes every mount private (so nothing propagates
 //! to the host), builds the root and starts PID 1; `pod-sandbox run` (the container's
 //! *monitor*) enters the sandbox's namespaces, starts the process, records its pid and, when it
-//! ends, its exit status; `pod-sandbox exec` does the same for a one-off command. All mounts
-//! exist only inside the sandbox's mount namespace and vanish with it; the host's mount table
-//! never changes. The chroot is an isolation of convenience for tests, not a security boundary.
+//! ends, its exit status; `pod-sandbox exec` does the same for a one-off command. Mounts exist
+//! only inside the sandbox's (or container's) mount namespace and vanish with it, so the
+//! host's mount table does not change, with one exception by design: see *Mount propagation*.
+//! The chroot is an isolation of convenience for tests, not a security boundary.
 //!
 //! Everything lives under one run directory (layout in [`layout`]); volume sources are host
 //! paths that must be ready (mounted) when the sandbox is created, as kubelet mounts volumes
-//! before it creates the pod sandbox: later mounts on the host do not propagate into it.
+//! before it creates the pod sandbox: later mounts on the host do not propagate into it, unless
+//! a container mounts them with propagation.
+//!
+//! # Mount propagation
+//!
+//! A CSI node plugin runs as a pod and publishes volumes by mounting them at kubelet's target
+//! paths, which the node agent and later pods must see: Kubernetes' `mountPropagation`. A
+//! container [`Mount`] with [`Propagation::Bidirectional`] or [`Propagation::HostToContainer`]
+//! is not a plain bind mount: the monitor, still in the host's mount namespace, clones the
+//! source's mount tree (`open_tree(OPEN_TREE_CLONE | AT_RECURSIVE)`), and attaches the clone
+//! (`move_mount`) at the target once in the container's private namespace. The clone of a
+//! shared mount stays in its peer group, so mounts made below the target in the container
+//! appear on the host below the source, and the other way round; `HostToContainer` makes the
+//! clone a slave (receives, never sends). So a `Bidirectional` mount **may change the host's
+//! mount table**, by design; the source must be on a shared mount
+//! ([`host_mounts::make_shared`]) or the container fails to start. Before removing a directory
+//! that may hold such mounts, call [`host_mounts::unmount_all_under`]. Sandbox-level mounts
+//! are always private.
 //!
 //! # Lifetime: surviving the node agent, not the run
 //!

@@ -184,9 +184,12 @@ impl Sandbox {
         }
     }
 
-    /// Stops the sandbox and deletes its directory (logs included).
+    /// Stops the sandbox and deletes its directory (logs included), after unmounting anything
+    /// the host has mounted below it (nothing, normally: the sandbox's mounts live in its own
+    /// namespace), so no mounted data is ever deleted.
     pub async fn remove(&self) -> Result<()> {
         self.stop().await?;
+        super::host_mounts::unmount_all_under(&self.dir.0)?;
         std::fs::remove_dir_all(&self.dir.0).map_err(|e| Error::io("removing", &self.dir.0, e))
     }
 

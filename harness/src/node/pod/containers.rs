@@ -522,3 +522,59 @@ fn sub_path(volume: &Path, sub: &str) -> std::result::Result<PathBuf, String> {
     }
     Ok(path)
 }
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+    use k8s_openapi::api::core::v1::SecurityContext;
+
+    use super::*;
+
+    fn container(privileged: Option<bool>) -> PodContainer {
+        PodContainer {
+            name: "plugin".into(),
+            security_context: Some(SecurityContext {
+                privileged,
+                ..Default::default()
+            }),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn mount_propagation_maps_to_the_runtime_s() {
+        let plain = container(None);
+        assert_eq!(propagation(&plain, None), Ok(Propagation::Private));
+        assert_eq!(propagation(&plain, Some("None")), Ok(Propagation::Private));
+        assert_eq!(
+            propagation(&plain, Some("HostToContainer")),
+            Ok(Propagation::HostToContainer)
+        );
+        assert_eq!(
+            propagation(&container(Some(true)), Some("Bidirectional")),
+            Ok(Propagation::Bidirectional)
+        );
+        assert!(
+            propagation(&plain, Some("Sideways"))
+                .unwrap_err()
+                .contains("Sideways")
+        );
+    }
+
+    #[test]
+    fn bidirectional_needs_a_privileged_container() {
+        for c in [
+            container(None),
+            container(Some(false)),
+            PodContainer::default(),
+        ] {
+            assert_eq!(
+                propagation(&c, Some("Bidirectional")),
+                Err(
+                    "Bidirectional mount propagation is available only to privileged containers"
+                        .to_string()
+                )
+            );
+        }
+    }
+}
