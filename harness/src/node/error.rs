@@ -42,6 +42,14 @@ pub enum Error {
         /// Why.
         reason: String,
     },
+    /// A CSI volume could not be mounted (kubelet's message, reported as `FailedMount`).
+    #[error("{message}")]
+    VolumeMount {
+        /// The message, naming the volume, claim or driver at fault.
+        message: String,
+        /// The volume is not attached yet (retried about every second).
+        not_attached: bool,
+    },
     /// A container's configuration could not be resolved (env references, command).
     #[error("container {container:?}: {reason}")]
     ContainerConfig {

@@ -26,6 +26,28 @@
 //! - **CSI plugins** ([`csi`]): kubelet's plugin watcher on `<run_dir>/plugins_registry`
 //!   (node-driver-registrar sockets): NodeGetInfo → the node's CSINode entry, topology
 //!   labels and the `csi.volume.kubernetes.io/nodeid` annotation.
+//! - **CSI volumes** ([`csi::VolumeManager`]): `persistentVolumeClaim` volumes bound to CSI
+//!   PVs (inline `csi` volumes are refused with a FailedMount): the claim must be Bound and
+//!   the driver registered; the volume (`kubernetes.io/csi/<driver>^<handle>`) goes into
+//!   the Node's `status.volumesInUse` (the whole sorted list, patched on change; the
+//!   heartbeat leaves it alone); with attachment required (CSIDriver `attachRequired`, true
+//!   without a CSIDriver) the pod waits, retried every second, until the Node's
+//!   `volumesAttached` lists it, and the VolumeAttachment's `attachmentMetadata` is the
+//!   publish context; NodeStageVolume once per node (refcounted across pods) with the
+//!   `STAGE_UNSTAGE_VOLUME` capability, then NodePublishVolume at kubelet's paths
+//!   (`/var/lib/kubelet/…`, the run directory on this machine, `vol_data.json` next to
+//!   them; pod info in the volume context with `podInfoOnMount`; secrets from the PV's
+//!   secret refs); containers bind-mount the target. Errors are `FailedMount` events with
+//!   kubelet's messages, retried with back-off. On pod deletion, after the sandbox is gone:
+//!   NodeUnpublishVolume, NodeUnstageVolume when no pod uses the volume any more, then out
+//!   of `volumesInUse`; a directory still holding a mount point is never removed (the
+//!   unmount is retried). After a restart, published volumes (their `vol_data.json` and a
+//!   mount point at the target) are reconstructed, not published again; orphaned pods'
+//!   volumes are unpublished before their directories go. Claims with the
+//!   `FileSystemResizePending` condition get NodeExpandVolume (drivers with
+//!   `EXPAND_VOLUME`) and their status capacity. `<run_dir>/pods` and `<run_dir>/plugins`
+//!   are shared mount points, so node plugin pods' Bidirectional mounts reach the host;
+//!   hostPath volumes under `/var/lib/kubelet` are mapped into the run directory.
 //! - **In-cluster access**: containers get `KUBERNETES_SERVICE_HOST/PORT` pointing at the
 //!   real API server (there is no service proxy) and, through the volume the ServiceAccount
 //!   admission plugin adds (the legacy token Secret in 1.20, the projected `kube-api-access`
@@ -78,6 +100,7 @@ mod error;
 pub mod events;
 mod inspect;
 pub mod lease;
+mod mounts;
 mod pod;
 pub mod registration;
 
@@ -94,6 +117,9 @@ pub use pod::{BackOff, phase};
 
 pub use crate::runtime::ExecOutput;
 use crate::runtime::{Runtime, RuntimeConfig};
+
+/// How often mounted volumes are checked for a pending file-system resize.
+const EXPAND_INTERVAL: std::time::Duration = std::time::Duration::from_secs(3);
 
 /// The node agent (see the module docs).
 #[derive(Debug)]
@@ -127,12 +153,32 @@ impl NodeAgent {
                 source: Box::new(e),
             })?;
         let nodes: Api<Node> = Api::all(client.clone());
+        // Registered CSI drivers, for the volume manager to find.
+        let csi_drivers = csi::CsiDrivers::default();
+        let plugin_paths = csi::PluginPaths::new(&config.run_dir);
+        let pods_dir = config.run_dir.join("pods");
+        for dir in [&plugin_paths.registry, &plugin_paths.plugins, &pods_dir] {
+            std::fs::create_dir_all(dir).map_err(Error::io("creating", dir))?;
+        }
+        // Shared, so mounts a node plugin pod makes below them (Bidirectional propagation)
+        // reach the host and the other pods.
+        for dir in [&pods_dir, &plugin_paths.plugins] {
+            mounts::make_shared(dir).map_err(Error::io("making a shared mount point of", dir))?;
+        }
+        let volumes = Arc::new(csi::VolumeManager::new(
+            client.clone(),
+            &config.node_name,
+            plugin_paths.clone(),
+            csi_drivers.clone(),
+        ));
+        volumes.reconstruct();
         let ctx = Arc::new(pod::Context {
             client: client.clone(),
             config: config.clone(),
             runtime,
             recorder: events::Recorder::new(client.clone(), &config.node_name),
             http,
+            csi: volumes.clone(),
         });
         tokio::pin!(shutdown);
         let node = tokio::select! {
@@ -141,12 +187,6 @@ impl NodeAgent {
         };
         tracing::info!(node = %config.node_name, adopted = adopted.len(), "node agent running");
         let status = node.status.clone();
-        // Registered CSI drivers, for the volume manager to find.
-        let csi_drivers = csi::CsiDrivers::default();
-        let plugin_paths = csi::PluginPaths::new(&config.run_dir);
-        for dir in [&plugin_paths.registry, &plugin_paths.plugins] {
-            std::fs::create_dir_all(dir).map_err(Error::io("creating", dir))?;
-        }
         let plugin_watcher = csi::watch(
             client.clone(),
             config.node_name.clone(),
@@ -157,6 +197,8 @@ impl NodeAgent {
             () = plugin_watcher => {}
             () = registration::heartbeat(nodes, config.clone(), status) => {}
             () = lease::renew_forever(client, config.clone(), node) => {}
+            () = volumes.report_in_use() => {}
+            () = volumes.expand_forever(EXPAND_INTERVAL) => {}
             () = pod::run(ctx, adopted) => {}
             () = &mut shutdown => {}
         }

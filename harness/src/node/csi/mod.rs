@@ -32,11 +32,12 @@
 //! removed from the CSINode and the annotation (the topology labels stay, as with kubelet).
 //!
 //! Registered drivers are kept in [`CsiDrivers`] (driver name → endpoint and gRPC channel)
-//! for the volume manager (the mount flow) to find.
+//! for the volume manager ([`VolumeManager`]: the mount flow) to find.
 
 mod csinode;
 mod error;
 mod plugin;
+mod volumes;
 mod watcher;
 
 use std::collections::BTreeMap;
@@ -47,6 +48,10 @@ use tonic::transport::Channel;
 
 pub use csinode::{DriverNodeInfo, NODE_ID_ANNOTATION, csinode_driver};
 pub use error::{Error, Result};
+pub use volumes::{
+    CSI_PLUGIN_NAME, FS_RESIZE_PENDING, MountError, VOL_DATA_FILE, VolumeManager, attachment_name,
+    publish_path, staging_path, unique_volume_name,
+};
 pub use watcher::{RETRY_INTERVAL, SCAN_INTERVAL, watch};
 
 /// kubelet's root directory, which [`PluginPaths::host_path`] maps to the run directory.

@@ -14,7 +14,7 @@ mod status;
 mod volumes;
 mod worker;
 
-use std::collections::{HashMap, HashSet};
+use std::collections::{BTreeSet, HashMap, HashSet};
 use std::sync::Arc;
 
 use futures::StreamExt;
@@ -27,9 +27,11 @@ use tokio::sync::watch;
 use tokio::task::JoinSet;
 
 use super::config::NodeAgentConfig;
+use super::csi::VolumeManager;
 use super::error_chain;
 use super::events::Recorder;
 use super::inspect;
+use super::mounts;
 use crate::runtime::{Runtime, Sandbox};
 
 pub use backoff::BackOff;
@@ -47,6 +49,17 @@ pub struct Context {
     pub recorder: Recorder,
     /// Runs HTTP probes (certificates not verified, as kubelet does).
     pub http: reqwest::Client,
+    /// Mounts and unmounts the pods' CSI volumes.
+    pub csi: Arc<VolumeManager>,
+}
+
+/// A quantity (`1Gi`, `500M`) in bytes, rounded up.
+pub(crate) fn quantity_bytes(text: &str) -> std::result::Result<i64, String> {
+    let value = downward::parse_quantity(text)?.ceil();
+    if !(0.0..=9.2e18).contains(&value) {
+        return Err(format!("quantity {text:?} is out of range"));
+    }
+    Ok(value as i64)
 }
 
 struct WorkerHandle {
@@ -70,8 +83,18 @@ pub async fn run(ctx: Arc<Context>, adopted: Vec<Sandbox>) {
     let mut workers: HashMap<String, WorkerHandle> = HashMap::new();
     let mut finished: HashSet<String> = HashSet::new();
     let mut tasks: JoinSet<String> = JoinSet::new();
+    // Orphaned pods whose CSI volumes are still to be unmounted (retried until done).
+    let mut orphans: BTreeSet<String> = BTreeSet::new();
+    let mut orphans_retry: Option<std::time::Instant> = None;
     loop {
         tokio::select! {
+            () = sleep_until(orphans_retry) => {
+                orphans_retry = None;
+                retry_orphans(&ctx, &mut orphans).await;
+                if !orphans.is_empty() {
+                    orphans_retry = Some(std::time::Instant::now() + ctx.config.timings.retry_interval);
+                }
+            }
             event = stream.next() => {
                 let Some(event) = event else { return };
                 match event {
@@ -85,7 +108,10 @@ pub async fn run(ctx: Arc<Context>, adopted: Vec<Sandbox>) {
                         known = std::mem::take(&mut listing);
                         if !synced {
                             synced = true;
-                            clean_orphans(&ctx, &known, &mut adoptable).await;
+                            orphans = clean_orphans(&ctx, &known, &mut adoptable).await;
+                            if !orphans.is_empty() {
+                                orphans_retry = Some(std::time::Instant::now());
+                            }
                         }
                     }
                     Ok(Event::Apply(pod)) => {
@@ -151,11 +177,12 @@ pub async fn run(ctx: Arc<Context>, adopted: Vec<Sandbox>) {
 }
 
 /// Removes sandboxes (running or not) and pod directories of pods that no longer exist.
+/// Returns the pods whose CSI volumes must be unmounted first (see [`retry_orphans`]).
 async fn clean_orphans(
     ctx: &Context,
     known: &HashMap<String, Arc<Pod>>,
     adoptable: &mut HashMap<String, Sandbox>,
-) {
+) -> BTreeSet<String> {
     adoptable.retain(|uid, _| known.contains_key(uid));
     match ctx.runtime.sandboxes() {
         Ok(sandboxes) => {
@@ -171,11 +198,44 @@ async fn clean_orphans(
         }
         Err(e) => tracing::warn!(error = %error_chain(&e), "listing sandboxes failed"),
     }
+    let mut orphans = BTreeSet::new();
     for (uid, dir) in inspect::pod_dirs(&ctx.config.run_dir) {
-        if !known.contains_key(&uid)
-            && let Err(e) = std::fs::remove_dir_all(&dir)
-        {
+        if known.contains_key(&uid) {
+            continue;
+        }
+        let kubelet_style = dir
+            .file_name()
+            .is_some_and(|n| !n.to_string_lossy().contains('_'));
+        if kubelet_style {
+            // `<run_dir>/pods/<uid>`: CSI volumes, unpublished before anything goes.
+            orphans.insert(uid);
+        } else if let Err(e) = mounts::remove_unmounted_dir(&dir) {
             tracing::warn!(path = %dir.display(), error = %e, "removing an orphaned pod directory failed");
         }
+    }
+    orphans
+}
+
+/// Unmounts the CSI volumes of orphaned pods (their `vol_data.json` names driver and volume),
+/// then removes their directories; those that fail stay in `orphans`.
+async fn retry_orphans(ctx: &Context, orphans: &mut BTreeSet<String>) {
+    let mut done = Vec::new();
+    for uid in orphans.iter() {
+        match ctx.csi.unmount_pod(uid).await {
+            Ok(()) => done.push(uid.clone()),
+            Err(e) => {
+                tracing::warn!(pod = %uid, error = %e, "unmounting the volumes of an orphaned pod failed; retrying");
+            }
+        }
+    }
+    for uid in done {
+        orphans.remove(&uid);
+    }
+}
+
+async fn sleep_until(deadline: Option<std::time::Instant>) {
+    match deadline {
+        Some(at) => tokio::time::sleep_until(at.into()).await,
+        None => std::future::pending().await,
     }
 }

@@ -18,6 +18,7 @@ use kube::api::{Api, PostParams};
 use super::downward::{NodeFacts, field_value, resource_value};
 use super::sources::Sources;
 use crate::node::config::NodeAgentConfig;
+use crate::node::csi::{MountError, PluginPaths, VolumeManager};
 use crate::node::error::{Error, Result};
 
 /// The default file mode of configMap, secret, downwardAPI and projected volumes.
@@ -44,16 +45,32 @@ struct File {
     mode: i32,
 }
 
-/// Sets up every volume of `pod` under `pod_dir/volumes/`.
+/// Sets up every volume of `pod` under `pod_dir/volumes/`; `persistentVolumeClaim` volumes
+/// (and inline `csi` ones, refused) through the CSI volume manager.
 pub async fn prepare(
     client: &Client,
     config: &NodeAgentConfig,
+    csi: &VolumeManager,
     sources: &mut Sources,
     pod: &Pod,
     pod_dir: &Path,
 ) -> Result<Volumes> {
     let mut volumes = Volumes::default();
     for volume in pod.spec.iter().flat_map(|s| s.volumes.iter().flatten()) {
+        if volume.persistent_volume_claim.is_some() || volume.csi.is_some() {
+            let (path, read_only) = csi.mount(pod, volume).await.map_err(|e| match e {
+                MountError::NotAttached(message) => Error::VolumeMount {
+                    message,
+                    not_attached: true,
+                },
+                MountError::Failed(message) => Error::VolumeMount {
+                    message,
+                    not_attached: false,
+                },
+            })?;
+            volumes.0.insert(volume.name.clone(), (path, read_only));
+            continue;
+        }
         let dir = pod_dir.join("volumes").join(&volume.name);
         let path = prepare_one(client, config, sources, pod, volume, &dir).await?;
         let read_only = volume.host_path.is_none() && volume.empty_dir.is_none();
@@ -73,7 +90,7 @@ async fn prepare_one(
     let name = &volume.name;
     let fail = |reason: String| Error::volume(name, reason);
     if let Some(host) = &volume.host_path {
-        return host_path(name, host);
+        return host_path(name, host, &PluginPaths::new(&config.run_dir));
     }
     std::fs::create_dir_all(dir).map_err(Error::io("creating", dir))?;
     if volume.empty_dir.is_some() {
@@ -159,7 +176,7 @@ async fn prepare_one(
         files
     } else {
         return Err(fail(
-            "volume type not supported by the node agent (supported: emptyDir, hostPath, configMap, secret, downwardAPI, projected)"
+            "volume type not supported by the node agent (supported: emptyDir, hostPath, configMap, secret, downwardAPI, projected, persistentVolumeClaim of CSI volumes)"
                 .into(),
         ));
     };
@@ -167,8 +184,10 @@ async fn prepare_one(
     Ok(dir.to_path_buf())
 }
 
-fn host_path(name: &str, host: &HostPathVolumeSource) -> Result<PathBuf> {
-    let path = PathBuf::from(&host.path);
+/// A hostPath volume's directory or file; kubelet's own `/var/lib/kubelet/…` is this node's
+/// run directory (several nodes share the machine).
+fn host_path(name: &str, host: &HostPathVolumeSource, paths: &PluginPaths) -> Result<PathBuf> {
+    let path = paths.host_path(Path::new(&host.path));
     let fail = |reason: String| Error::volume(name, format!("hostPath {:?}: {reason}", host.path));
     if !path.is_absolute() {
         return Err(fail("must be absolute".into()));

@@ -23,6 +23,7 @@ use crate::node::error::{Error, Result};
 use crate::node::error_chain;
 use crate::node::events::EventType;
 use crate::node::inspect;
+use crate::node::mounts;
 use crate::runtime::{ExitStatus, Sandbox, SandboxSpec};
 
 /// kubelet never gives containers less than this to stop.
@@ -76,6 +77,8 @@ pub struct Worker {
     pub(super) retry_at: Option<Instant>,
     retries: u32,
     last_problem: Option<String>,
+    /// When unmounting the volumes of a terminating pod is tried again.
+    unmount_retry: Option<Instant>,
     /// Terminated and cleaned up: the worker ends.
     terminated_all: bool,
 }
@@ -152,6 +155,7 @@ impl Worker {
             retry_at: None,
             retries: 0,
             last_problem: None,
+            unmount_retry: None,
             terminated_all: false,
         }
     }
@@ -218,8 +222,11 @@ impl Worker {
     /// One sync: returns when it wants to run again at the latest.
     async fn sync(&mut self) -> Option<Instant> {
         if self.gone || self.pod.metadata.deletion_timestamp.is_some() {
+            if let Some(at) = self.unmount_retry.filter(|at| *at > Instant::now()) {
+                return Some(at);
+            }
             self.terminate().await;
-            return None;
+            return self.unmount_retry;
         }
         if self.terminal {
             return None;
@@ -259,6 +266,7 @@ impl Worker {
             let prepared = volumes::prepare(
                 &self.ctx.client,
                 &self.ctx.config,
+                &self.ctx.csi,
                 &mut sources,
                 &self.pod,
                 &pod_dir,
@@ -274,9 +282,18 @@ impl Worker {
                         Error::Volume { volume, reason } => {
                             format!("MountVolume.SetUp failed for volume {volume:?} : {reason}")
                         }
+                        Error::VolumeMount { message, .. } => message.clone(),
                         other => format!("MountVolume.SetUp failed: {}", error_chain(other)),
                     };
                     self.problem(None, "FailedMount", message);
+                    if let Error::VolumeMount {
+                        not_attached: true, ..
+                    } = e
+                    {
+                        // Waiting for the attach/detach controller: look again every second.
+                        let soon = Instant::now() + Duration::from_secs(1);
+                        self.retry_at = self.retry_at.map(|at| at.min(soon)).or(Some(soon));
+                    }
                     return false;
                 }
             }
@@ -398,12 +415,19 @@ impl Worker {
         {
             tracing::warn!(pod = %self.name(), error = %error_chain(&e), "removing the sandbox failed");
         }
-        let pod_dir = self.pod_dir();
-        if let Err(e) = std::fs::remove_dir_all(&pod_dir)
-            && e.kind() != std::io::ErrorKind::NotFound
-        {
-            tracing::warn!(path = %pod_dir.display(), error = %e, "removing the pod directory failed");
+        // CSI volumes: unpublished (and unstaged when no other pod uses them) before any
+        // directory goes; a directory still holding a mount point is never removed.
+        let unmounted = match self.ctx.csi.unmount_pod(&self.uid).await {
+            Ok(()) => mounts::remove_unmounted_dir(&self.pod_dir())
+                .map_err(|e| format!("removing the pod directory: {e}")),
+            Err(message) => Err(message),
+        };
+        if let Err(message) = unmounted {
+            self.problem(None, "FailedUnmount", message);
+            self.unmount_retry = self.retry_at;
+            return;
         }
+        self.unmount_retry = None;
         self.terminated_all = true;
         if !self.gone {
             if !self.status_from_api {
