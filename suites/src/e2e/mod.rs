@@ -1,0 +1,32 @@
+//! The storage e2e suite's environment: the Manila CSI driver deployed from the plain
+//! manifests of `fixtures/manila-csi/` on a dedicated embedded cluster, against the fake
+//! cloud running in-process (see [`ManilaCsiEnvironment`]).
+//!
+//! - [`binaries`]: the workspace binaries the upstream images map to, built when missing;
+//! - [`manifests`]: `${VAR}` substitution and server-side apply of the fixtures;
+//! - [`cloud`]: reading shares and snapshots from the fake cloud's Manila API;
+//! - [`workload`], [`snapshots`]: claims, pods, events and VolumeSnapshots for the tests.
+//!
+//! ```no_run
+//! # async fn demo() -> suites::e2e::Result<()> {
+//! use suites::e2e::{EnvironmentOptions, ManilaCsiEnvironment};
+//! let env = ManilaCsiEnvironment::start(EnvironmentOptions::default()).await?;
+//! // … create claims and pods in a namespace of env.cluster() …
+//! env.teardown().await?; // no PV, VolumeSnapshotContent, share or snapshot may be left
+//! # Ok(()) }
+//! ```
+
+pub mod binaries;
+pub mod cloud;
+mod environment;
+mod error;
+pub mod manifests;
+pub mod snapshots;
+pub mod workload;
+
+pub use environment::{
+    CONTROLLER_SELECTOR, DEFAULT_STORAGE_CLASS, DRIVER_NAME, EXPANDABLE_STORAGE_CLASS,
+    EnvironmentOptions, ManilaCsiEnvironment, NODE_PLUGIN_SELECTOR, SNAPSHOT_CLASS,
+    SNAPSHOT_CONTROLLER_SELECTOR, StartTimings, TOPOLOGY_KEY, WFFC_STORAGE_CLASS,
+};
+pub use error::{Error, Result};
