@@ -6,8 +6,11 @@
 //!   processes in their own namespaces.
 //! - [`node`]: the node agent, a kubelet simulation running pods through [`runtime`].
 //! - [`cluster`]: the `Cluster` abstraction the suites use, with the embedded backend.
+//! - [`workspace`]: this workspace's binaries (drivers, sidecars), built when missing, for
+//!   tests, suites and benches.
 
 pub mod cluster;
 pub mod control_plane;
 pub mod node;
 pub mod runtime;
+pub mod workspace;

@@ -6,7 +6,7 @@
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant, SystemTime};
+use std::time::{Duration, Instant};
 
 use clap::Parser;
 use csi_proto::v1::identity_server::{Identity, IdentityServer};
@@ -159,57 +159,7 @@ async fn real_manila_driver_is_healthy_until_killed() {
     assert!(body.contains("Unavailable"), "{body}");
 }
 
-fn newest(paths: &[PathBuf]) -> SystemTime {
-    let mut newest = SystemTime::UNIX_EPOCH;
-    let mut stack: Vec<PathBuf> = paths.to_vec();
-    while let Some(path) = stack.pop() {
-        let Ok(meta) = std::fs::metadata(&path) else {
-            continue;
-        };
-        if meta.is_dir() {
-            for entry in std::fs::read_dir(&path).into_iter().flatten().flatten() {
-                stack.push(entry.path());
-            }
-        } else if let Ok(modified) = meta.modified() {
-            newest = newest.max(modified);
-        }
-    }
-    newest
-}
-
-/// The `manila-csi-plugin` binary next to the test executable, built when missing or stale
-/// (cargo builds another package's binary only for `--workspace` runs).
+/// The `manila-csi-plugin` binary, built if missing or stale.
 fn manila_binary() -> PathBuf {
-    let name = "manila-csi-plugin";
-    let exe = std::env::current_exe().unwrap();
-    let profile_dir = exe.parent().and_then(Path::parent).unwrap().to_path_buf();
-    let binary = profile_dir.join(name);
-    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
-    let sources = [
-        root.join("drivers").join(name).join("src"),
-        root.join("drivers").join(name).join("Cargo.toml"),
-        root.join("drivers/csi-proto/src"),
-        root.join("drivers/csi-proto/proto"),
-    ];
-    let built = std::fs::metadata(&binary).and_then(|m| m.modified()).ok();
-    if built.is_none_or(|built| built < newest(&sources)) {
-        let profile = match profile_dir.file_name().and_then(|n| n.to_str()) {
-            Some("debug") | None => "dev".to_owned(),
-            Some(other) => other.to_owned(),
-        };
-        let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
-        let status = Command::new(&cargo)
-            .args(["build", "--profile", &profile, "-p", name, "--bin", name])
-            .arg("--target-dir")
-            .arg(profile_dir.parent().unwrap())
-            .current_dir(&root)
-            .status()
-            .unwrap_or_else(|e| panic!("cannot run {cargo} to build {name}: {e}"));
-        assert!(
-            status.success(),
-            "`cargo build -p {name}` failed ({status})"
-        );
-    }
-    assert!(binary.is_file(), "{} is missing", binary.display());
-    binary
+    harness::workspace::binary("manila-csi-plugin", "manila-csi-plugin").unwrap()
 }

@@ -1,18 +1,14 @@
 //! The provisioner's test bed: a real control plane, the fake cloud, the real
 //! `manila-csi-plugin` (controller only) on a unix socket, and provisioners in-process.
 //!
-//! Finding the driver binary: it is another package's `[[bin]]`, which cargo does not build
-//! for this package's tests (only `cargo nextest run --workspace` does). So it is looked for
-//! next to the test executable (`target/<profile>/`) and, when missing or older than its
-//! crate's sources, built once with `cargo build -p manila-csi-plugin` for that profile
-//! (the approach of `suites/tests/support`).
+//! The driver binary comes from `harness::workspace::binary` (built when missing or stale).
 #![allow(clippy::unwrap_used, clippy::expect_used, dead_code)]
 
 use std::collections::BTreeMap;
 use std::future::Future;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant, SystemTime};
+use std::time::{Duration, Instant};
 
 use csi_provisioner::{Config, Provisioner};
 use fakes::{CloudConfig, FakeCloud, SecretKind};
@@ -47,64 +43,9 @@ where
     }
 }
 
-fn newest(paths: &[PathBuf]) -> SystemTime {
-    let mut newest = SystemTime::UNIX_EPOCH;
-    let mut stack: Vec<PathBuf> = paths.to_vec();
-    while let Some(path) = stack.pop() {
-        let Ok(meta) = std::fs::metadata(&path) else {
-            continue;
-        };
-        if meta.is_dir() {
-            for entry in std::fs::read_dir(&path).into_iter().flatten().flatten() {
-                stack.push(entry.path());
-            }
-        } else if let Ok(modified) = meta.modified() {
-            newest = newest.max(modified);
-        }
-    }
-    newest
-}
-
 /// The `manila-csi-plugin` binary, built if missing or stale.
 pub fn manila_binary() -> PathBuf {
-    let name = "manila-csi-plugin";
-    let exe = std::env::current_exe().unwrap();
-    // target/<profile>/deps/<test> → target/<profile>
-    let profile_dir = exe.parent().and_then(Path::parent).unwrap().to_path_buf();
-    let binary = profile_dir.join(name);
-    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
-    let sources = [
-        root.join("drivers").join(name).join("src"),
-        root.join("drivers").join(name).join("Cargo.toml"),
-        root.join("drivers/csi-proto/src"),
-        root.join("drivers/csi-proto/proto"),
-    ];
-    let built = std::fs::metadata(&binary).and_then(|m| m.modified()).ok();
-    if built.is_none_or(|built| built < newest(&sources)) {
-        let profile = match profile_dir.file_name().and_then(|n| n.to_str()) {
-            Some("debug") | None => "dev".to_owned(),
-            Some(other) => other.to_owned(),
-        };
-        let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
-        eprintln!("building {name} ({profile} profile) for the provisioner tests");
-        let status = Command::new(&cargo)
-            .args(["build", "--profile", &profile, "-p", name, "--bin", name])
-            .arg("--target-dir")
-            .arg(profile_dir.parent().unwrap())
-            .current_dir(&root)
-            .status()
-            .unwrap_or_else(|e| panic!("cannot run {cargo} to build {name}: {e}"));
-        assert!(
-            status.success(),
-            "`cargo build -p {name}` failed ({status})"
-        );
-    }
-    assert!(
-        binary.is_file(),
-        "{} is missing: build it with `cargo build -p {name}`",
-        binary.display()
-    );
-    binary
+    harness::workspace::binary("manila-csi-plugin", "manila-csi-plugin").unwrap()
 }
 
 /// The driver process (controller only, with topology); killed on drop.
