@@ -1,0 +1,664 @@
+//! The node agent's CSI volume manager with an in-test driver that stages and expands (the
+//! NFS plugin does neither), registered through the real `node-driver-registrar`: one
+//! NodeStageVolume for two pods, what NodeStage/NodePublish are asked (kubelet paths,
+//! capability, secrets, pod info), NodeUnstageVolume after the last pod, and
+//! NodeExpandVolume for a claim with `FileSystemResizePending` (claim status updated).
+//!
+//! The driver runs in the test process (the host's mount namespace) and maps kubelet's
+//! `/var/lib/kubelet` paths into the agent's run directory itself: it stages by
+//! bind-mounting a backing directory at the staging path and publishes by bind-mounting the
+//! staging path at the target.
+#![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
+
+mod control_plane_support;
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use control_plane_support::wait_for;
+use csi_proto::v1::identity_server::{Identity, IdentityServer};
+use csi_proto::v1::node_server::{Node as CsiNode, NodeServer};
+use csi_proto::v1::node_service_capability::rpc::Type as CapabilityType;
+use csi_proto::v1::volume_capability::AccessType;
+use csi_proto::v1::volume_capability::access_mode::Mode;
+use csi_proto::v1::*;
+use csi_proto::{Endpoint, Listener};
+use harness::control_plane::{ClientIdentity, ControlPlane};
+use harness::node::csi::PluginPaths;
+use harness::node::{NodeAgent, NodeAgentConfig, Timings};
+use harness::runtime::Lifeline;
+use k8s_openapi::api::core::v1::{
+    Node, PersistentVolume, PersistentVolumeClaim, Pod, Secret, ServiceAccount,
+};
+use k8s_openapi::api::storage::v1::{CSIDriver, CSINode};
+use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
+use nix::mount::{MntFlags, MsFlags};
+use serde_json::json;
+use tokio::process::Command;
+use tonic::{Request, Response, Status};
+
+const NS: &str = "default";
+const NODE: &str = "csi-stage-node";
+const DRIVER: &str = "stage.csi.test";
+const WAIT: Duration = Duration::from_secs(90);
+
+/// One call the driver received (secrets by key only).
+#[derive(Debug, Clone)]
+struct Call {
+    method: &'static str,
+    target: String,
+    staging: String,
+    context: HashMap<String, String>,
+    secret_keys: Vec<String>,
+    capability: Option<VolumeCapability>,
+    required_bytes: i64,
+}
+
+#[derive(Clone)]
+struct StagingDriver {
+    paths: PluginPaths,
+    backing: PathBuf,
+    calls: Arc<Mutex<Vec<Call>>>,
+}
+
+impl StagingDriver {
+    fn record(&self, call: Call) {
+        self.calls.lock().unwrap().push(call);
+    }
+
+    fn calls(&self, method: &str) -> Vec<Call> {
+        self.calls
+            .lock()
+            .unwrap()
+            .iter()
+            .filter(|c| c.method == method)
+            .cloned()
+            .collect()
+    }
+
+    fn host(&self, kubelet_path: &str) -> PathBuf {
+        self.paths.host_path(Path::new(kubelet_path))
+    }
+}
+
+fn call(method: &'static str) -> Call {
+    Call {
+        method,
+        target: String::new(),
+        staging: String::new(),
+        context: HashMap::new(),
+        secret_keys: Vec::new(),
+        capability: None,
+        required_bytes: 0,
+    }
+}
+
+fn bind(source: &Path, target: &Path) -> Result<(), Status> {
+    nix::mount::mount(
+        Some(source),
+        target,
+        None::<&str>,
+        MsFlags::MS_BIND,
+        None::<&str>,
+    )
+    .map_err(|e| Status::internal(format!("bind {source:?} at {target:?}: {e}")))
+}
+
+fn unmount(target: &Path) -> Result<(), Status> {
+    match nix::mount::umount2(target, MntFlags::empty()) {
+        Ok(()) | Err(nix::errno::Errno::EINVAL | nix::errno::Errno::ENOENT) => Ok(()),
+        Err(e) => Err(Status::internal(format!("umount {target:?}: {e}"))),
+    }
+}
+
+#[tonic::async_trait]
+impl Identity for StagingDriver {
+    async fn get_plugin_info(
+        &self,
+        _: Request<GetPluginInfoRequest>,
+    ) -> Result<Response<GetPluginInfoResponse>, Status> {
+        Ok(Response::new(GetPluginInfoResponse {
+            name: DRIVER.into(),
+            vendor_version: "0.0.1".into(),
+            manifest: Default::default(),
+        }))
+    }
+    async fn get_plugin_capabilities(
+        &self,
+        _: Request<GetPluginCapabilitiesRequest>,
+    ) -> Result<Response<GetPluginCapabilitiesResponse>, Status> {
+        Ok(Response::new(GetPluginCapabilitiesResponse::default()))
+    }
+    async fn probe(&self, _: Request<ProbeRequest>) -> Result<Response<ProbeResponse>, Status> {
+        Ok(Response::new(ProbeResponse { ready: Some(true) }))
+    }
+}
+
+#[tonic::async_trait]
+impl CsiNode for StagingDriver {
+    async fn node_get_info(
+        &self,
+        _: Request<NodeGetInfoRequest>,
+    ) -> Result<Response<NodeGetInfoResponse>, Status> {
+        Ok(Response::new(NodeGetInfoResponse {
+            node_id: NODE.into(),
+            max_volumes_per_node: 0,
+            accessible_topology: None,
+        }))
+    }
+
+    async fn node_get_capabilities(
+        &self,
+        _: Request<NodeGetCapabilitiesRequest>,
+    ) -> Result<Response<NodeGetCapabilitiesResponse>, Status> {
+        let capability = |t: CapabilityType| NodeServiceCapability {
+            r#type: Some(node_service_capability::Type::Rpc(
+                node_service_capability::Rpc { r#type: t.into() },
+            )),
+        };
+        Ok(Response::new(NodeGetCapabilitiesResponse {
+            capabilities: vec![
+                capability(CapabilityType::StageUnstageVolume),
+                capability(CapabilityType::ExpandVolume),
+            ],
+        }))
+    }
+
+    async fn node_stage_volume(
+        &self,
+        request: Request<NodeStageVolumeRequest>,
+    ) -> Result<Response<NodeStageVolumeResponse>, Status> {
+        let r = request.into_inner();
+        let staging = self.host(&r.staging_target_path);
+        if !staging.is_dir() {
+            return Err(Status::failed_precondition(format!(
+                "staging path {staging:?} does not exist"
+            )));
+        }
+        bind(&self.backing, &staging)?;
+        self.record(Call {
+            staging: r.staging_target_path,
+            context: r.volume_context,
+            secret_keys: r.secrets.into_keys().collect(),
+            capability: r.volume_capability,
+            ..call("NodeStageVolume")
+        });
+        Ok(Response::new(NodeStageVolumeResponse {}))
+    }
+
+    async fn node_unstage_volume(
+        &self,
+        request: Request<NodeUnstageVolumeRequest>,
+    ) -> Result<Response<NodeUnstageVolumeResponse>, Status> {
+        let r = request.into_inner();
+        unmount(&self.host(&r.staging_target_path))?;
+        self.record(Call {
+            staging: r.staging_target_path,
+            ..call("NodeUnstageVolume")
+        });
+        Ok(Response::new(NodeUnstageVolumeResponse {}))
+    }
+
+    async fn node_publish_volume(
+        &self,
+        request: Request<NodePublishVolumeRequest>,
+    ) -> Result<Response<NodePublishVolumeResponse>, Status> {
+        let r = request.into_inner();
+        let target = self.host(&r.target_path);
+        std::fs::create_dir_all(&target).map_err(|e| Status::internal(e.to_string()))?;
+        bind(&self.host(&r.staging_target_path), &target)?;
+        self.record(Call {
+            target: r.target_path,
+            staging: r.staging_target_path,
+            context: r.volume_context,
+            secret_keys: r.secrets.into_keys().collect(),
+            capability: r.volume_capability,
+            ..call("NodePublishVolume")
+        });
+        Ok(Response::new(NodePublishVolumeResponse {}))
+    }
+
+    async fn node_unpublish_volume(
+        &self,
+        request: Request<NodeUnpublishVolumeRequest>,
+    ) -> Result<Response<NodeUnpublishVolumeResponse>, Status> {
+        let r = request.into_inner();
+        let target = self.host(&r.target_path);
+        unmount(&target)?;
+        let _ = std::fs::remove_dir(&target);
+        self.record(Call {
+            target: r.target_path,
+            ..call("NodeUnpublishVolume")
+        });
+        Ok(Response::new(NodeUnpublishVolumeResponse {}))
+    }
+
+    async fn node_expand_volume(
+        &self,
+        request: Request<NodeExpandVolumeRequest>,
+    ) -> Result<Response<NodeExpandVolumeResponse>, Status> {
+        let r = request.into_inner();
+        let required = r.capacity_range.map_or(0, |c| c.required_bytes);
+        self.record(Call {
+            target: r.volume_path,
+            staging: r.staging_target_path,
+            capability: r.volume_capability,
+            required_bytes: required,
+            ..call("NodeExpandVolume")
+        });
+        Ok(Response::new(NodeExpandVolumeResponse {
+            capacity_bytes: required,
+        }))
+    }
+}
+
+fn is_mount_point(path: &Path) -> bool {
+    let wanted = path.to_string_lossy().into_owned();
+    std::fs::read_to_string("/proc/self/mountinfo")
+        .unwrap()
+        .lines()
+        .filter_map(|l| l.split(' ').nth(4))
+        .any(|m| m == wanted)
+}
+
+fn registrar_binary() -> PathBuf {
+    let exe = std::env::current_exe().unwrap();
+    let profile_dir = exe.parent().and_then(Path::parent).unwrap().to_path_buf();
+    let profile = match profile_dir.file_name().and_then(|n| n.to_str()) {
+        Some("debug") | None => "dev".to_owned(),
+        Some(other) => other.to_owned(),
+    };
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap();
+    let status = std::process::Command::new(&cargo)
+        .args([
+            "build",
+            "--profile",
+            &profile,
+            "-p",
+            "node-driver-registrar",
+        ])
+        .args(["--bin", "node-driver-registrar", "--target-dir"])
+        .arg(profile_dir.parent().unwrap())
+        .current_dir(root)
+        .status()
+        .unwrap_or_else(|e| panic!("cannot run {cargo}: {e}"));
+    assert!(status.success(), "building node-driver-registrar failed");
+    profile_dir.join("node-driver-registrar")
+}
+
+fn pod(name: &str, script: &str) -> Pod {
+    serde_json::from_value(json!({
+        "metadata": {"name": name},
+        "spec": {
+            "nodeName": NODE,
+            "restartPolicy": "Never",
+            "automountServiceAccountToken": false,
+            "terminationGracePeriodSeconds": 2,
+            "containers": [{
+                "name": "main", "image": "busybox",
+                "command": ["sh", "-c", script],
+                "volumeMounts": [{"name": "data", "mountPath": "/data"}]
+            }],
+            "volumes": [{"name": "data", "persistentVolumeClaim": {"claimName": "staged"}}]
+        }
+    }))
+    .unwrap()
+}
+
+async fn wait_running(pods: &Api<Pod>, name: &str) -> Pod {
+    wait_for(&format!("pod {name} Running"), WAIT, || async {
+        let pod = pods.get(name).await.map_err(|e| e.to_string())?;
+        let phase = pod.status.as_ref().and_then(|s| s.phase.clone());
+        if phase.as_deref() == Some("Running") {
+            Ok(Some(pod))
+        } else {
+            Err(format!("{:?}", pod.status))
+        }
+    })
+    .await
+}
+
+async fn delete_and_wait_gone(pods: &Api<Pod>, name: &str) {
+    pods.delete(name, &DeleteParams::default()).await.unwrap();
+    wait_for(&format!("pod {name} gone"), WAIT, || async {
+        Ok(pods
+            .get_opt(name)
+            .await
+            .map_err(|e| e.to_string())?
+            .is_none()
+            .then_some(()))
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn staged_volumes_are_shared_by_pods_unstaged_after_the_last_and_expanded() {
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter("harness=info")
+        .with_test_writer()
+        .try_init();
+    let registrar = registrar_binary();
+    let cp = ControlPlane::builder()
+        .start()
+        .await
+        .expect("control plane starts");
+    let client = cp.client();
+    let dir = tempfile::tempdir().unwrap();
+    let kubeconfig = dir.path().join("kubeconfig");
+    cp.write_kubeconfig(
+        &kubeconfig,
+        &ClientIdentity {
+            user: format!("system:node:{NODE}"),
+            group: Some("system:nodes".into()),
+        },
+    )
+    .unwrap();
+    let run_dir = dir.path().join("node");
+    let mut config = NodeAgentConfig::new(
+        NODE,
+        kubeconfig,
+        &run_dir,
+        cp.ports().apiserver,
+        cp.ca_file(),
+    );
+    config.sandbox_helper = Some(PathBuf::from(env!("CARGO_BIN_EXE_pod-sandbox")));
+    config.lifeline = Some(Lifeline::this_process().unwrap());
+    config.timings = Timings {
+        retry_interval: Duration::from_millis(500),
+        ..Timings::default()
+    };
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let agent = tokio::spawn(NodeAgent::run(config, async move {
+        let _ = stopped.await;
+    }));
+
+    // The driver and its registrar.
+    let backing = dir.path().join("backing");
+    std::fs::create_dir_all(&backing).unwrap();
+    let driver = StagingDriver {
+        paths: PluginPaths::new(&run_dir),
+        backing: backing.clone(),
+        calls: Arc::default(),
+    };
+    let socket = run_dir.join("plugins").join(DRIVER).join("csi.sock");
+    std::fs::create_dir_all(socket.parent().unwrap()).unwrap();
+    let listener = Listener::bind(&Endpoint::Unix(socket.clone()))
+        .await
+        .unwrap();
+    let router = tonic::transport::Server::builder()
+        .add_service(IdentityServer::new(driver.clone()))
+        .add_service(NodeServer::new(driver.clone()));
+    tokio::spawn(csi_proto::serve(router, listener, std::future::pending()));
+    std::fs::create_dir_all(run_dir.join("plugins_registry")).unwrap();
+    let _registrar = Command::new(&registrar)
+        .arg(format!("--csi-address={}", socket.display()))
+        .arg(format!(
+            "--kubelet-registration-path=/var/lib/kubelet/plugins/{DRIVER}/csi.sock"
+        ))
+        .arg(format!(
+            "--plugin-registration-path={}",
+            run_dir.join("plugins_registry").display()
+        ))
+        .stderr(Stdio::null())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    let csinodes: Api<CSINode> = Api::all(client.clone());
+    wait_for("the driver in the CSINode", WAIT, || async {
+        let csinode = csinodes.get_opt(NODE).await.map_err(|e| e.to_string())?;
+        Ok(csinode.filter(|c| c.spec.drivers.iter().any(|d| d.name == DRIVER)))
+    })
+    .await;
+
+    let post = PostParams::default();
+    let accounts: Api<ServiceAccount> = Api::namespaced(client.clone(), NS);
+    wait_for("the default ServiceAccount", WAIT, || async {
+        accounts.get_opt("default").await.map_err(|e| e.to_string())
+    })
+    .await;
+    let drivers: Api<CSIDriver> = Api::all(client.clone());
+    drivers
+        .create(
+            &post,
+            &serde_json::from_value(json!({
+                "metadata": {"name": DRIVER},
+                "spec": {"attachRequired": false, "podInfoOnMount": true}
+            }))
+            .unwrap(),
+        )
+        .await
+        .unwrap();
+    let secrets: Api<Secret> = Api::namespaced(client.clone(), NS);
+    secrets
+        .create(
+            &post,
+            &serde_json::from_value(json!({
+                "metadata": {"name": "node-secret"},
+                "stringData": {"password": "not-logged"}
+            }))
+            .unwrap(),
+        )
+        .await
+        .unwrap();
+    let pvs: Api<PersistentVolume> = Api::all(client.clone());
+    pvs.create(
+        &post,
+        &serde_json::from_value(json!({
+            "metadata": {"name": "pv-staged"},
+            "spec": {
+                "capacity": {"storage": "1Gi"},
+                "accessModes": ["ReadWriteOnce"],
+                "storageClassName": "",
+                "mountOptions": ["noatime"],
+                "claimRef": {"namespace": NS, "name": "staged"},
+                "csi": {
+                    "driver": DRIVER,
+                    "volumeHandle": "vol-staged",
+                    "fsType": "ext4",
+                    "volumeAttributes": {"color": "blue"},
+                    "nodeStageSecretRef": {"name": "node-secret", "namespace": NS},
+                    "nodePublishSecretRef": {"name": "node-secret", "namespace": NS}
+                }
+            }
+        }))
+        .unwrap(),
+    )
+    .await
+    .unwrap();
+    let claims: Api<PersistentVolumeClaim> = Api::namespaced(client.clone(), NS);
+    claims
+        .create(
+            &post,
+            &serde_json::from_value(json!({
+                "metadata": {"name": "staged"},
+                "spec": {
+                    "accessModes": ["ReadWriteOnce"],
+                    "storageClassName": "",
+                    "volumeName": "pv-staged",
+                    "resources": {"requests": {"storage": "1Gi"}}
+                }
+            }))
+            .unwrap(),
+        )
+        .await
+        .unwrap();
+    wait_for("the claim Bound", WAIT, || async {
+        let pvc = claims.get("staged").await.map_err(|e| e.to_string())?;
+        Ok((pvc.status.and_then(|s| s.phase).as_deref() == Some("Bound")).then_some(()))
+    })
+    .await;
+
+    // Two pods: one stage, two publishes.
+    let pods: Api<Pod> = Api::namespaced(client.clone(), NS);
+    pods.create(&post, &pod("first", "echo one > /data/one && sleep 3600"))
+        .await
+        .unwrap();
+    let first = wait_running(&pods, "first").await;
+    pods.create(
+        &post,
+        &pod("second", "cat /data/one > /data/two && sleep 3600"),
+    )
+    .await
+    .unwrap();
+    let second = wait_running(&pods, "second").await;
+    wait_for(
+        "the second pod's copy in the backing directory",
+        WAIT,
+        || async {
+            Ok(std::fs::read_to_string(backing.join("two"))
+                .ok()
+                .filter(|t| t == "one\n"))
+        },
+    )
+    .await;
+    let staging = "/var/lib/kubelet/plugins/kubernetes.io/csi/pv/pv-staged/globalmount";
+    let stages = driver.calls("NodeStageVolume");
+    assert_eq!(stages.len(), 1, "{stages:?}");
+    assert_eq!(stages[0].staging, staging);
+    assert_eq!(stages[0].secret_keys, ["password"]);
+    assert_eq!(
+        stages[0].context.get("color").map(String::as_str),
+        Some("blue")
+    );
+    let capability = stages[0].capability.clone().unwrap();
+    assert_eq!(
+        capability.access_mode.unwrap().mode,
+        i32::from(Mode::SingleNodeWriter)
+    );
+    match capability.access_type {
+        Some(AccessType::Mount(m)) => {
+            assert_eq!(
+                (m.fs_type.as_str(), m.mount_flags),
+                ("ext4", vec!["noatime".to_string()])
+            );
+        }
+        other => panic!("{other:?}"),
+    }
+    assert!(
+        std::fs::read_to_string(
+            run_dir.join("plugins/kubernetes.io/csi/pv/pv-staged/vol_data.json")
+        )
+        .unwrap()
+        .contains("vol-staged")
+    );
+    let publishes = driver.calls("NodePublishVolume");
+    assert_eq!(publishes.len(), 2, "{publishes:?}");
+    for (publish, pod) in publishes.iter().zip([&first, &second]) {
+        let uid = pod.metadata.uid.clone().unwrap();
+        assert_eq!(
+            publish.target,
+            format!("/var/lib/kubelet/pods/{uid}/volumes/kubernetes.io~csi/pv-staged/mount")
+        );
+        assert_eq!(publish.staging, staging);
+        assert_eq!(publish.secret_keys, ["password"]);
+        let context = &publish.context;
+        assert_eq!(context["color"], "blue");
+        assert_eq!(
+            context["csi.storage.k8s.io/pod.name"],
+            pod.metadata.name.clone().unwrap()
+        );
+        assert_eq!(context["csi.storage.k8s.io/pod.namespace"], NS);
+        assert_eq!(context["csi.storage.k8s.io/pod.uid"], uid);
+        assert_eq!(context["csi.storage.k8s.io/serviceAccount.name"], "default");
+        assert_eq!(context["csi.storage.k8s.io/ephemeral"], "false");
+    }
+
+    // Expansion: the resizer's part (PV capacity, the claim's condition) done by hand.
+    pvs.patch(
+        "pv-staged",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"spec": {"capacity": {"storage": "2Gi"}}})),
+    )
+    .await
+    .unwrap();
+    claims
+        .patch_status(
+            "staged",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"status": {"conditions": [{
+                "type": "FileSystemResizePending", "status": "True",
+                "message": "Waiting for user to (re-)start a pod to finish file system resize of volume on node."
+            }]}})),
+        )
+        .await
+        .unwrap();
+    let resized = wait_for(
+        "the claim's capacity after node expansion",
+        WAIT,
+        || async {
+            let pvc = claims.get("staged").await.map_err(|e| e.to_string())?;
+            let status = pvc.status.clone().unwrap_or_default();
+            let capacity = status
+                .capacity
+                .as_ref()
+                .and_then(|c| c.get("storage"))
+                .map(|q| q.0.clone());
+            let pending = status
+                .conditions
+                .iter()
+                .flatten()
+                .any(|c| c.type_ == "FileSystemResizePending");
+            if capacity.as_deref() == Some("2Gi") && !pending {
+                Ok(Some(pvc))
+            } else {
+                Err(format!(
+                    "capacity {capacity:?}, conditions {:?}",
+                    status.conditions
+                ))
+            }
+        },
+    )
+    .await;
+    assert!(resized.status.is_some());
+    let expands = driver.calls("NodeExpandVolume");
+    assert_eq!(expands.len(), 1, "{expands:?}");
+    assert_eq!(expands[0].required_bytes, 2 * 1024 * 1024 * 1024);
+    assert_eq!(expands[0].staging, staging);
+    assert!(publishes.iter().any(|p| p.target == expands[0].target));
+
+    // The first pod goes: unpublished, still staged; the second: unstaged too.
+    let host_staging = run_dir.join("plugins/kubernetes.io/csi/pv/pv-staged/globalmount");
+    delete_and_wait_gone(&pods, "first").await;
+    assert_eq!(driver.calls("NodeUnpublishVolume").len(), 1);
+    assert!(driver.calls("NodeUnstageVolume").is_empty());
+    assert!(is_mount_point(&host_staging));
+    delete_and_wait_gone(&pods, "second").await;
+    assert_eq!(driver.calls("NodeUnpublishVolume").len(), 2);
+    let unstages = driver.calls("NodeUnstageVolume");
+    assert_eq!(unstages.len(), 1);
+    assert_eq!(unstages[0].staging, staging);
+    assert!(!is_mount_point(&host_staging));
+    assert!(
+        !run_dir
+            .join("plugins/kubernetes.io/csi/pv/pv-staged")
+            .exists()
+    );
+    assert_eq!(
+        std::fs::read_to_string(backing.join("one")).unwrap(),
+        "one\n"
+    );
+    let nodes: Api<Node> = Api::all(client.clone());
+    wait_for("volumesInUse empty", WAIT, || async {
+        let node = nodes.get(NODE).await.map_err(|e| e.to_string())?;
+        let in_use = node
+            .status
+            .and_then(|s| s.volumes_in_use)
+            .unwrap_or_default();
+        if in_use.is_empty() {
+            Ok(Some(()))
+        } else {
+            Err(format!("{in_use:?}"))
+        }
+    })
+    .await;
+
+    stop.send(()).unwrap();
+    agent.await.unwrap().expect("the agent stops cleanly");
+    for sub in ["pods", "plugins"] {
+        let _ = nix::mount::umount2(&run_dir.join(sub), MntFlags::MNT_DETACH);
+    }
+}
