@@ -5,7 +5,8 @@
 //! builds those only for `cargo nextest run --workspace`, as CI runs it). [`binary`] therefore
 //! looks next to the running executable (`target/<profile>/`) and, when the binary is missing
 //! or older than the sources of its package and the workspace packages it depends on, builds
-//! it once with `cargo build -p <package> --bin <name>` for that profile. Concurrent callers
+//! it once with `cargo build -p <package> --bins` for that profile ([`binaries`] builds all
+//! the stale ones of a set with one cargo call). Concurrent callers
 //! are safe: cargo serialises builds in one target directory.
 
 use std::path::{Path, PathBuf};
@@ -30,12 +31,10 @@ pub enum Error {
         root: PathBuf,
     },
     /// `cargo build` could not run or failed.
-    #[error("`cargo build -p {package} --bin {name}` failed: {reason}")]
+    #[error("`cargo build -p {packages} --bins` failed: {reason}")]
     Build {
-        /// The package.
-        package: String,
-        /// The binary.
-        name: String,
+        /// The packages built.
+        packages: String,
         /// cargo's exit status or why it could not start.
         reason: String,
     },
@@ -59,25 +58,49 @@ pub fn root() -> PathBuf {
 /// The binary `name` of workspace package `package`, built when missing or stale (see the
 /// module docs).
 pub fn binary(package: &str, name: &str) -> Result<PathBuf, Error> {
+    let mut paths = binaries(&[(package, name)])?;
+    paths.pop().ok_or_else(|| Error::UnknownPackage {
+        package: package.into(),
+        root: root(),
+    })
+}
+
+/// Binaries as `(package, binary name)` pairs, in the same order; those missing or stale are
+/// built with one `cargo build -p … --bins` (see the module docs).
+pub fn binaries(wanted: &[(&str, &str)]) -> Result<Vec<PathBuf>, Error> {
     let exe = std::env::current_exe().unwrap_or_default();
     let profile_dir = profile_dir(&exe).ok_or_else(|| Error::NoTargetDir { exe: exe.clone() })?;
-    let path = profile_dir.join(name);
     let root = root();
-    let package_dir = package_dir(&root, package).ok_or_else(|| Error::UnknownPackage {
-        package: package.into(),
-        root: root.clone(),
-    })?;
-    let built = std::fs::metadata(&path).and_then(|m| m.modified()).ok();
-    if built.is_none_or(|built| built < newest_source(&package_dir)) {
-        build(&root, &profile_dir, package, name)?;
-    }
-    if !path.is_file() {
-        return Err(Error::Missing {
+    let mut stale: Vec<(&str, &str)> = Vec::new();
+    for &(package, name) in wanted {
+        let package_dir = package_dir(&root, package).ok_or_else(|| Error::UnknownPackage {
             package: package.into(),
-            path,
-        });
+            root: root.clone(),
+        })?;
+        let built = std::fs::metadata(profile_dir.join(name))
+            .and_then(|m| m.modified())
+            .ok();
+        if built.is_none_or(|built| built < newest_source(&package_dir)) {
+            stale.push((package, name));
+        }
     }
-    Ok(path)
+    if !stale.is_empty() {
+        build(&root, &profile_dir, &stale)?;
+    }
+    wanted
+        .iter()
+        .map(|&(package, name)| {
+            let path = profile_dir.join(name);
+            if path.is_file() {
+                Ok(path)
+            } else {
+                Err(Error::Missing {
+                    package: package.into(),
+                    path,
+                })
+            }
+        })
+        .collect()
 }
 
 /// `target/<profile>` from an executable in it or in its `deps/` (test executables) or
@@ -91,21 +114,33 @@ fn profile_dir(exe: &Path) -> Option<PathBuf> {
     Some(dir.to_path_buf())
 }
 
-fn build(root: &Path, profile_dir: &Path, package: &str, name: &str) -> Result<(), Error> {
+fn build(root: &Path, profile_dir: &Path, stale: &[(&str, &str)]) -> Result<(), Error> {
     let profile = match profile_dir.file_name().and_then(|n| n.to_str()) {
         Some("debug") | None => "dev".to_owned(),
         Some(other) => other.to_owned(),
     };
     let target_dir = profile_dir.parent().unwrap_or(profile_dir);
+    let mut packages: Vec<&str> = stale.iter().map(|(package, _)| *package).collect();
+    packages.sort_unstable();
+    packages.dedup();
+    let names: Vec<&str> = stale.iter().map(|(_, name)| *name).collect();
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
-    eprintln!("building {name} (package {package}, {profile} profile)");
+    eprintln!(
+        "building {} (packages {}, {profile} profile)",
+        names.join(", "),
+        packages.join(", ")
+    );
     let fail = |reason: String| Error::Build {
-        package: package.into(),
-        name: name.into(),
+        packages: packages.join(" -p "),
         reason,
     };
-    let status = Command::new(&cargo)
-        .args(["build", "--profile", &profile, "-p", package, "--bin", name])
+    let mut command = Command::new(&cargo);
+    command.args(["build", "--profile", &profile]);
+    for package in &packages {
+        command.args(["-p", package]);
+    }
+    let status = command
+        .arg("--bins")
         .arg("--target-dir")
         .arg(target_dir)
         .current_dir(root)

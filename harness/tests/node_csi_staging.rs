@@ -264,30 +264,9 @@ fn is_mount_point(path: &Path) -> bool {
         .any(|m| m == wanted)
 }
 
+/// The registrar binary, built if missing or stale.
 fn registrar_binary() -> PathBuf {
-    let exe = std::env::current_exe().unwrap();
-    let profile_dir = exe.parent().and_then(Path::parent).unwrap().to_path_buf();
-    let profile = match profile_dir.file_name().and_then(|n| n.to_str()) {
-        Some("debug") | None => "dev".to_owned(),
-        Some(other) => other.to_owned(),
-    };
-    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
-    let root = Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap();
-    let status = std::process::Command::new(&cargo)
-        .args([
-            "build",
-            "--profile",
-            &profile,
-            "-p",
-            "node-driver-registrar",
-        ])
-        .args(["--bin", "node-driver-registrar", "--target-dir"])
-        .arg(profile_dir.parent().unwrap())
-        .current_dir(root)
-        .status()
-        .unwrap_or_else(|e| panic!("cannot run {cargo}: {e}"));
-    assert!(status.success(), "building node-driver-registrar failed");
-    profile_dir.join("node-driver-registrar")
+    harness::workspace::binary("node-driver-registrar", "node-driver-registrar").unwrap()
 }
 
 fn pod(name: &str, script: &str) -> Pod {

@@ -68,31 +68,12 @@ impl RunningAgent {
     }
 }
 
-/// Builds the binaries of `packages` if needed (`cargo nextest run --workspace` has built
-/// them) and returns the target profile directory.
+/// The directory of the binaries of `packages` (one binary each, named after it), built if
+/// missing or stale.
 fn build_binaries(packages: &[&str]) -> PathBuf {
-    let exe = std::env::current_exe().unwrap();
-    // target/<profile>/deps/<test> → target/<profile>
-    let profile_dir = exe.parent().and_then(Path::parent).unwrap().to_path_buf();
-    let profile = match profile_dir.file_name().and_then(|n| n.to_str()) {
-        Some("debug") | None => "dev".to_owned(),
-        Some(other) => other.to_owned(),
-    };
-    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
-    let root = Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap();
-    let mut command = std::process::Command::new(&cargo);
-    command.args(["build", "--profile", &profile]);
-    for package in packages {
-        command.args(["-p", package, "--bin", package]);
-    }
-    let status = command
-        .arg("--target-dir")
-        .arg(profile_dir.parent().unwrap())
-        .current_dir(root)
-        .status()
-        .unwrap_or_else(|e| panic!("cannot run {cargo}: {e}"));
-    assert!(status.success(), "building {packages:?} failed");
-    profile_dir
+    let wanted: Vec<(&str, &str)> = packages.iter().map(|p| (*p, *p)).collect();
+    let paths = harness::workspace::binaries(&wanted).unwrap();
+    paths[0].parent().unwrap().to_path_buf()
 }
 
 /// The NFS plugin for `driver`, in a mount namespace of its own where `run_dir` is
