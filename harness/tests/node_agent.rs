@@ -183,7 +183,7 @@ async fn node_agent_runs_pods_like_a_kubelet() {
         .await
         .expect("control plane starts");
     let client = cp.client();
-    let dir = tempfile::tempdir().unwrap();
+    let dir = harness::runtime::host_mounts::ScratchDir::new().unwrap();
     let config = agent_config(&cp, dir.path());
     let agent = start_agent(config.clone());
 

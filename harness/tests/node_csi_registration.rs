@@ -155,7 +155,7 @@ async fn registrar_sockets_become_csinode_entries_and_node_labels() {
         .await
         .expect("control plane starts");
     let client = cp.client();
-    let dir = tempfile::tempdir().unwrap();
+    let dir = harness::runtime::host_mounts::ScratchDir::new().unwrap();
     let kubeconfig = dir.path().join("kubeconfig");
     cp.write_kubeconfig(
         &kubeconfig,

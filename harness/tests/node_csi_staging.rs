@@ -326,7 +326,7 @@ async fn staged_volumes_are_shared_by_pods_unstaged_after_the_last_and_expanded(
         .await
         .expect("control plane starts");
     let client = cp.client();
-    let dir = tempfile::tempdir().unwrap();
+    let dir = harness::runtime::host_mounts::ScratchDir::new().unwrap();
     let kubeconfig = dir.path().join("kubeconfig");
     cp.write_kubeconfig(
         &kubeconfig,

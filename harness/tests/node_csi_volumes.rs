@@ -293,7 +293,7 @@ async fn claims_of_csi_volumes_are_mounted_into_pods_and_unmounted() {
         .await
         .expect("control plane starts");
     let client = cp.client();
-    let dir = tempfile::tempdir().unwrap();
+    let dir = harness::runtime::host_mounts::ScratchDir::new().unwrap();
     let kubeconfig = dir.path().join("kubeconfig");
     cp.write_kubeconfig(
         &kubeconfig,

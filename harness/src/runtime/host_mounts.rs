@@ -202,6 +202,36 @@ pub fn unmount_all_under(dir: &Path) -> Result<usize> {
     Ok(done)
 }
 
+/// A temporary directory that, when dropped, unmounts everything mounted below it before it
+/// is removed: the run directory of a node agent in tests and benches (the agent makes its
+/// `pods` and `plugins` shared mount points, which a plain temporary directory would leave
+/// behind, mounted, in the host's table).
+#[derive(Debug)]
+pub struct ScratchDir(tempfile::TempDir);
+
+impl ScratchDir {
+    /// A new empty directory under the system's temporary directory.
+    pub fn new() -> Result<Self> {
+        let dir = std::env::temp_dir();
+        tempfile::tempdir()
+            .map(ScratchDir)
+            .map_err(|e| Error::io("creating a temporary directory in", dir, e))
+    }
+
+    /// Its path.
+    pub fn path(&self) -> &Path {
+        self.0.path()
+    }
+}
+
+impl Drop for ScratchDir {
+    fn drop(&mut self) {
+        if let Err(e) = unmount_all_under(self.0.path()) {
+            tracing::warn!(path = %self.0.path().display(), error = %e, "unmounting below a scratch directory failed");
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     #![allow(clippy::unwrap_used, clippy::expect_used)]
