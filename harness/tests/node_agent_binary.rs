@@ -160,7 +160,7 @@ async fn node_agent_binary_runs_workloads_and_survives_restarts() {
         .await
         .expect("control plane starts");
     let client = cp.client();
-    let dir = tempfile::tempdir().unwrap();
+    let dir = harness::runtime::host_mounts::ScratchDir::new().unwrap();
     cp.write_kubeconfig(
         &dir.path().join("kubeconfig"),
         &ClientIdentity {
