@@ -219,9 +219,19 @@ impl Applier {
     }
 
     /// Deletes everything applied, newest first (foreground for workloads, so their pods go
-    /// too), then waits until each object is gone.
+    /// too), then waits until each object is gone. CustomResourceDefinitions go last, once
+    /// every other object is gone: a custom object whose type vanished could no longer be
+    /// watched (the API answers 404 for its whole resource).
     pub async fn delete_all(&mut self, timeout: Duration) -> Result<()> {
         let applied = std::mem::take(&mut self.applied);
+        let (definitions, objects): (Vec<AppliedObject>, Vec<AppliedObject>) = applied
+            .into_iter()
+            .partition(|o| o.resource.kind == "CustomResourceDefinition");
+        self.delete_and_wait(&objects, timeout).await?;
+        self.delete_and_wait(&definitions, timeout).await
+    }
+
+    async fn delete_and_wait(&self, applied: &[AppliedObject], timeout: Duration) -> Result<()> {
         let params = DeleteParams::foreground();
         for object in applied.iter().rev() {
             match object.api(&self.client).delete(&object.name, &params).await {
