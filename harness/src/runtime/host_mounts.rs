@@ -163,6 +163,15 @@ fn mounts_under(dir: &Path) -> Result<Vec<PathBuf>> {
         .collect())
 }
 
+/// The mount points at or below `dir` (symbolic links resolved), in mountinfo order; a missing
+/// `dir` has none.
+pub fn mount_points_under(dir: &Path) -> Result<Vec<PathBuf>> {
+    match canonical(dir)? {
+        Some(resolved) => mounts_under(&resolved),
+        None => Ok(Vec::new()),
+    }
+}
+
 /// Lazily unmounts (`MNT_DETACH`) every mount at or below `dir`, deepest first, stacked mounts
 /// one by one; returns how many unmounts were done (mounts that vanished meanwhile, e.g. by
 /// propagation, are not counted). A missing `dir` has none. Call it before removing a
