@@ -1,18 +1,13 @@
 //! Real plugin processes for the sanity tests: the `nfs-csi-plugin` in a private mount
 //! namespace and the `manila-csi-plugin` forwarding to it, over unix sockets in a temp dir.
 //!
-//! Finding the binaries: they are other packages' `[[bin]]`s, which cargo does not build
-//! for this package's tests (only `cargo nextest run --workspace`, as CI runs it, builds
-//! them). So the tests look next to their own executable (`target/<profile>/`), and when a
-//! binary is missing or older than its crate's sources they run `cargo build -p <crate>`
-//! for that profile once, then fail with a clear message if it is still not there.
+//! The binaries come from `harness::workspace::binary` (built when missing or stale).
 #![allow(clippy::unwrap_used, clippy::expect_used, dead_code)]
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::sync::Mutex;
-use std::time::{Duration, Instant, SystemTime};
+use std::time::{Duration, Instant};
 
 use csi_proto::Endpoint;
 use csi_proto::v1::ProbeRequest;
@@ -23,77 +18,9 @@ use tempfile::TempDir;
 const START_TIMEOUT: Duration = Duration::from_secs(30);
 const POLL: Duration = Duration::from_millis(20);
 
-/// The workspace root (this crate's parent).
-fn workspace() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .parent()
-        .unwrap()
-        .to_path_buf()
-}
-
-/// Newest modification time of the files under `paths`.
-fn newest(paths: &[PathBuf]) -> SystemTime {
-    let mut newest = SystemTime::UNIX_EPOCH;
-    let mut stack: Vec<PathBuf> = paths.to_vec();
-    while let Some(path) = stack.pop() {
-        let Ok(meta) = std::fs::metadata(&path) else {
-            continue;
-        };
-        if meta.is_dir() {
-            for entry in std::fs::read_dir(&path).into_iter().flatten().flatten() {
-                stack.push(entry.path());
-            }
-        } else if let Ok(modified) = meta.modified() {
-            newest = newest.max(modified);
-        }
-    }
-    newest
-}
-
-static BUILD: Mutex<()> = Mutex::new(());
-
-/// The path of the workspace binary `name` (crate `drivers/<name>`), built if needed.
+/// The path of the workspace binary `name` (package of the same name), built if needed.
 pub fn driver_binary(name: &str) -> PathBuf {
-    let _serial = BUILD.lock().unwrap_or_else(|e| e.into_inner());
-    let exe = std::env::current_exe().unwrap();
-    // target/<profile>/deps/<test> → target/<profile>
-    let profile_dir = exe.parent().and_then(Path::parent).unwrap().to_path_buf();
-    let binary = profile_dir.join(name);
-    let root = workspace();
-    let sources = [
-        root.join("drivers").join(name).join("src"),
-        root.join("drivers").join(name).join("Cargo.toml"),
-        root.join("drivers/csi-proto/src"),
-        root.join("drivers/csi-proto/proto"),
-    ];
-    let built = std::fs::metadata(&binary).and_then(|m| m.modified()).ok();
-    if built.is_none_or(|built| built < newest(&sources)) {
-        let profile = match profile_dir.file_name().and_then(|n| n.to_str()) {
-            Some("debug") | None => "dev".to_owned(),
-            Some(other) => other.to_owned(),
-        };
-        let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
-        let target_dir = profile_dir.parent().unwrap();
-        eprintln!("building {name} ({profile} profile) for the sanity tests");
-        let status = Command::new(&cargo)
-            .args(["build", "--profile", &profile, "-p", name, "--bin", name])
-            .arg("--target-dir")
-            .arg(target_dir)
-            .current_dir(&root)
-            .status()
-            .unwrap_or_else(|e| panic!("cannot run {cargo} to build {name}: {e}"));
-        assert!(
-            status.success(),
-            "`cargo build -p {name}` failed ({status})"
-        );
-    }
-    assert!(
-        binary.is_file(),
-        "{} is missing: build it with `cargo build -p {name}` (or run the tests with \
-         `cargo nextest run --workspace`)",
-        binary.display()
-    );
-    binary
+    harness::workspace::binary(name, name).unwrap()
 }
 
 /// A plugin process; killed on drop.
