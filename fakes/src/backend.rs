@@ -1,5 +1,10 @@
 //! The share backend: one real directory per share (and per snapshot) under a root, so that
 //! a node plugin can mount the bytes an export location names.
+//!
+//! A temporary root ([`TemporaryRoot`]) belongs to the [`crate::FakeCloud`], not to the
+//! [`Backend`]: the backend lives in the cloud's state, which the server's thread may still
+//! hold for a moment after the cloud is dropped (and forever if the process exits first),
+//! whereas the cloud's own fields are dropped, and the directory removed, right away.
 
 use std::path::{Path, PathBuf};
 
@@ -9,34 +14,70 @@ use crate::error::{Error, Result};
 #[derive(Debug)]
 pub(crate) struct Backend {
     root: PathBuf,
-    /// Keeps a temporary root alive (and removes it) when the cloud owns it.
-    _temp: Option<tempfile::TempDir>,
+}
+
+/// A fresh `$TMPDIR/fake-manila-XXXXXX`, removed with everything in it when dropped, even
+/// directories a workload made read-only (which stop the removal of a non-root user).
+#[derive(Debug)]
+pub(crate) struct TemporaryRoot(PathBuf);
+
+impl TemporaryRoot {
+    pub(crate) fn new() -> Result<Self> {
+        let dir = tempfile::Builder::new()
+            .prefix("fake-manila-")
+            .tempdir()
+            .map_err(|source| Error::Backend {
+                path: std::env::temp_dir(),
+                source,
+            })?;
+        // Removed by our Drop, which also copes with read-only directories.
+        Ok(Self(dir.keep()))
+    }
+
+    pub(crate) fn path(&self) -> &Path {
+        &self.0
+    }
+}
+
+impl Drop for TemporaryRoot {
+    fn drop(&mut self) {
+        if std::fs::remove_dir_all(&self.0).is_ok() {
+            return;
+        }
+        make_owner_writable(&self.0);
+        if let Err(e) = std::fs::remove_dir_all(&self.0) {
+            tracing::warn!(path = %self.0.display(), error = %e, "cannot remove the temporary backend");
+        }
+    }
+}
+
+/// Gives the owner full access to every directory below `dir` (symlinks not followed).
+fn make_owner_writable(dir: &Path) {
+    use std::os::unix::fs::PermissionsExt;
+    let Ok(metadata) = std::fs::symlink_metadata(dir) else {
+        return;
+    };
+    if !metadata.is_dir() {
+        return;
+    }
+    let mode = metadata.permissions().mode() | 0o700;
+    let _ = std::fs::set_permissions(dir, std::fs::Permissions::from_mode(mode));
+    for entry in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+        make_owner_writable(&entry.path());
+    }
 }
 
 impl Backend {
-    /// Uses `root` (created if missing), or a fresh temporary directory.
-    pub(crate) fn new(root: Option<&Path>) -> Result<Self> {
-        let (root, temp) = match root {
-            Some(root) => (root.to_path_buf(), None),
-            None => {
-                let temp = tempfile::Builder::new()
-                    .prefix("fake-manila-")
-                    .tempdir()
-                    .map_err(|source| Error::Backend {
-                        path: std::env::temp_dir(),
-                        source,
-                    })?;
-                (temp.path().to_path_buf(), Some(temp))
-            }
-        };
+    /// Uses `root` (created if missing).
+    pub(crate) fn new(root: &Path) -> Result<Self> {
         for dir in [root.join("shares"), root.join("snapshots")] {
             std::fs::create_dir_all(&dir).map_err(|source| Error::Backend { path: dir, source })?;
         }
         let root = root.canonicalize().map_err(|source| Error::Backend {
-            path: root.clone(),
+            path: root.to_path_buf(),
             source,
         })?;
-        Ok(Self { root, _temp: temp })
+        Ok(Self { root })
     }
 
     pub(crate) fn root(&self) -> &Path {
@@ -85,11 +126,16 @@ impl Backend {
     }
 }
 
+/// Creates `dir` in an existing parent: a request served while the cloud is being dropped
+/// must not bring back a removed root.
 fn create_dir(dir: &Path) -> Result<()> {
-    std::fs::create_dir_all(dir).map_err(|source| Error::Backend {
-        path: dir.into(),
-        source,
-    })
+    match std::fs::create_dir(dir) {
+        Err(e) if e.kind() != std::io::ErrorKind::AlreadyExists => Err(Error::Backend {
+            path: dir.into(),
+            source: e,
+        }),
+        _ => Ok(()),
+    }
 }
 
 fn remove_tree(dir: &Path) -> Result<()> {
@@ -149,7 +195,8 @@ mod tests {
 
     #[test]
     fn snapshot_then_restore_copies_bytes() {
-        let b = Backend::new(None).unwrap();
+        let root = TemporaryRoot::new().unwrap();
+        let b = Backend::new(root.path()).unwrap();
         let dir = b.create_share("a", None).unwrap();
         std::fs::create_dir(dir.join("sub")).unwrap();
         std::fs::write(dir.join("sub/f"), b"hello").unwrap();

@@ -5,6 +5,7 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
+use crate::catalog::auth_url;
 use crate::config::Account;
 
 /// Which credential the flat secret carries.
@@ -16,11 +17,6 @@ pub enum SecretKind {
     Password,
     /// Application credential id and secret.
     ApplicationCredential,
-}
-
-/// The Keystone URL clients are given (`…/identity/v3`).
-pub(crate) fn auth_url(base_url: &str) -> String {
-    format!("{base_url}{}/v3", crate::keystone::PREFIX)
 }
 
 /// A `clouds.yaml` document with one cloud named `cloud`, using the password.

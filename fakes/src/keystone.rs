@@ -1,18 +1,17 @@
 //! Keystone v3: version documents, password and application-credential authentication,
-//! token validation and revocation, the service catalog.
+//! token validation and revocation. The catalog a token carries is built by
+//! [`crate::catalog`], so that Keystone does not depend on the services it lists.
 
 use chrono::{Duration as ChronoDuration, SecondsFormat, Utc};
 use serde_json::{Value, json};
 use wiremock::Request;
 use wiremock::http::{HeaderMap, Method};
 
+use crate::catalog::{KEYSTONE_PREFIX as PREFIX, catalog, stable_id};
 use crate::config::Account;
 use crate::faults::{FaultAction, Operation};
 use crate::reply::Reply;
 use crate::state::{CloudState, Token};
-
-/// Where Keystone is mounted.
-pub const PREFIX: &str = "/identity";
 
 /// Keystone's error body: `{"error":{"code","title","message"}}`.
 pub(crate) fn error(status: u16, message: &str) -> Reply {
@@ -284,53 +283,4 @@ fn token_body(state: &CloudState, token: &Token) -> Value {
             json!({"id": cred.id, "name": cred.name, "restricted": true});
     }
     json!({"token": body})
-}
-
-/// A 32-hex-digit id derived from a name (FNV-1a, 128 bit), so that role and endpoint ids
-/// are the same in every token.
-fn stable_id(name: &str) -> String {
-    let hash = name
-        .bytes()
-        .fold(0x6c62_272e_07bb_0142_62b8_2175_6295_c58du128, |h, b| {
-            (h ^ u128::from(b)).wrapping_mul(0x0000_0000_0100_0000_0000_0000_0000_013b)
-        });
-    format!("{hash:032x}")
-}
-
-fn endpoints(state: &CloudState, service: &str, url: &str) -> Value {
-    let region = &state.config.region;
-    ["public", "internal", "admin"]
-        .iter()
-        .map(|interface| {
-            json!({
-                "id": stable_id(&format!("{service}/{interface}")),
-                "interface": interface,
-                "region": region,
-                "region_id": region,
-                "url": url,
-            })
-        })
-        .collect()
-}
-
-/// The catalog: Keystone, and Manila (under `shared-file-system` and `sharev2`) when present.
-fn catalog(state: &CloudState) -> Value {
-    let base = &state.base_url;
-    let mut services = vec![json!({
-        "type": "identity", "name": "keystone", "id": "5e1b2d4c6a8f4e0b9d7c3a1f2e4b6d8a",
-        "endpoints": endpoints(state, "identity", &format!("{base}{PREFIX}")),
-    })];
-    if state.config.manila.present {
-        let url = format!("{base}{}/v2", crate::manila::PREFIX);
-        for (kind, id) in [
-            ("shared-file-system", "8c2d4e6f0a1b4c3d9e8f7a6b5c4d3e2f"),
-            ("sharev2", "1a2b3c4d5e6f4a7b8c9d0e1f2a3b4c5d"),
-        ] {
-            services.push(json!({
-                "type": kind, "name": "manilav2", "id": id,
-                "endpoints": endpoints(state, kind, &url),
-            }));
-        }
-    }
-    Value::Array(services)
 }

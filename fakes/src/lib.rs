@@ -22,6 +22,7 @@
 //! ```
 
 mod backend;
+mod catalog;
 pub mod config;
 mod control;
 mod credentials;
@@ -49,15 +50,15 @@ pub use faults::{ActiveFault, FaultAction, FaultRule, Operation, Times};
 pub use journal::{JournalEntry, Leftover, Leftovers, Service};
 pub use manila::microversion::Microversion;
 
-use backend::Backend;
+use backend::{Backend, TemporaryRoot};
 use router::{Router, lock};
 use state::CloudState;
 
 /// Path prefixes of the three APIs on the fake's single port.
 pub mod paths {
+    pub use crate::catalog::KEYSTONE_PREFIX as KEYSTONE;
+    pub use crate::catalog::MANILA_PREFIX as MANILA;
     pub use crate::control::PREFIX as CONTROL;
-    pub use crate::keystone::PREFIX as KEYSTONE;
-    pub use crate::manila::PREFIX as MANILA;
 }
 
 /// How to start a [`FakeCloud`]: where to listen and where the share directories live.
@@ -93,7 +94,14 @@ impl FakeCloudBuilder {
             addr: self.listen.to_string(),
             source,
         })?;
-        let backend = Backend::new(self.backend_root.as_deref())?;
+        let (root, temporary_root) = match self.backend_root {
+            Some(root) => (root, None),
+            None => {
+                let temporary = TemporaryRoot::new()?;
+                (temporary.path().to_path_buf(), Some(temporary))
+            }
+        };
+        let backend = Backend::new(&root)?;
         let host = if addr.ip().is_unspecified() {
             "127.0.0.1".to_owned()
         } else if addr.is_ipv6() {
@@ -120,6 +128,7 @@ impl FakeCloudBuilder {
             .await;
         Ok(FakeCloud {
             _server: server,
+            _temporary_root: temporary_root,
             state,
             base_url,
             addr,
@@ -127,9 +136,14 @@ impl FakeCloudBuilder {
     }
 }
 
-/// A running fake cloud. Dropping it stops the server (and removes a temporary backend).
+/// A running fake cloud. Dropping it stops the server and removes a temporary backend
+/// directory (one the caller chose with [`FakeCloudBuilder::backend_root`] stays).
 pub struct FakeCloud {
+    // Dropped first: asks the server to shut down.
     _server: MockServer,
+    // Dropped next, here rather than with the state, which the server's thread may hold
+    // until after this process has exited.
+    _temporary_root: Option<TemporaryRoot>,
     state: Arc<Mutex<CloudState>>,
     base_url: String,
     addr: SocketAddr,
@@ -172,11 +186,11 @@ impl FakeCloud {
     }
     /// Keystone's URL as clients are given it (`…/identity/v3`).
     pub fn auth_url(&self) -> String {
-        credentials::auth_url(&self.base_url)
+        catalog::auth_url(&self.base_url)
     }
     /// Manila's catalog URL (`…/share/v2`).
     pub fn manila_url(&self) -> String {
-        format!("{}{}/v2", self.base_url, paths::MANILA)
+        catalog::manila_url(&self.base_url)
     }
     /// The control API's root (`…/_fake`).
     pub fn control_url(&self) -> String {

@@ -104,9 +104,19 @@ fn seed(args: &Args) -> anyhow::Result<CloudConfig> {
     Ok(config)
 }
 
+/// Writes `text` to `path`, creating its parent directories.
 fn write_file(path: &Path, text: &str) -> anyhow::Result<()> {
     use std::io::Write;
     use std::os::unix::fs::OpenOptionsExt;
+    if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
+        std::fs::create_dir_all(parent).with_context(|| {
+            format!(
+                "cannot create {} (the directory of {})",
+                parent.display(),
+                path.display()
+            )
+        })?;
+    }
     // Credentials: readable by the owner only.
     let mut file = std::fs::OpenOptions::new()
         .write(true)

@@ -6,6 +6,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use chrono::{SecondsFormat, Utc};
 use wiremock::{Request, Respond, ResponseTemplate};
 
+use crate::catalog::{KEYSTONE_PREFIX, MANILA_PREFIX};
 use crate::journal::{JournalEntry, Service};
 use crate::manila::microversion;
 use crate::reply::Reply;
@@ -38,9 +39,9 @@ impl Respond for Router {
         if let Some(rest) = below(path, control::PREFIX) {
             return control::handle(&mut state, req, rest).into_template();
         }
-        let (service, reply) = if let Some(rest) = below(path, keystone::PREFIX) {
+        let (service, reply) = if let Some(rest) = below(path, KEYSTONE_PREFIX) {
             (Service::Keystone, keystone::handle(&mut state, req, rest))
-        } else if let Some(rest) = below(path, manila::PREFIX) {
+        } else if let Some(rest) = below(path, MANILA_PREFIX) {
             (Service::Manila, manila::handle(&mut state, req, rest))
         } else {
             (

@@ -16,11 +16,17 @@ const EXE: &str = env!("CARGO_BIN_EXE_fake-openstack");
 /// Starts the binary on an ephemeral port; returns it and the auth URL read back from the
 /// clouds.yaml it writes, once its control API answers.
 fn start(dir: &Path, extra: &[&str]) -> (Child, String) {
+    start_in(dir, extra, &std::env::temp_dir())
+}
+
+/// [`start`] with `$TMPDIR` set to `tmpdir` (where a temporary backend goes).
+fn start_in(dir: &Path, extra: &[&str], tmpdir: &Path) -> (Child, String) {
     let clouds = dir.join("clouds.yaml");
     let mut child = Command::new(EXE)
         .args(["--port", "0", "--write-clouds-yaml"])
         .arg(&clouds)
         .args(extra)
+        .env("TMPDIR", tmpdir)
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
         .spawn()
@@ -83,7 +89,8 @@ fn stop(mut child: Child, signal: Signal) -> String {
     stderr
 }
 
-async fn auth(auth_url: &str) -> Value {
+/// A scoped token: its id and body.
+async fn token(auth_url: &str) -> (String, Value) {
     let r = reqwest::Client::new()
         .post(format!("{auth_url}/auth/tokens"))
         .json(&json!({"auth": {
@@ -94,7 +101,36 @@ async fn auth(auth_url: &str) -> Value {
         .await
         .unwrap();
     assert_eq!(r.status(), 201);
-    r.json().await.unwrap()
+    let id = r.headers()["x-subject-token"].to_str().unwrap().to_owned();
+    (id, r.json().await.unwrap())
+}
+
+async fn auth(auth_url: &str) -> Value {
+    token(auth_url).await.1
+}
+
+/// Creates a share through Manila; its id.
+async fn create_share(auth_url: &str) -> String {
+    let (token, _) = token(auth_url).await;
+    let manila = auth_url.replace("/identity/v3", "/share/v2");
+    let r = reqwest::Client::new()
+        .post(format!("{manila}/shares"))
+        .header("X-Auth-Token", token)
+        .json(&json!({"share": {"name": "left", "size": 1, "share_proto": "NFS"}}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200);
+    let body: Value = r.json().await.unwrap();
+    body["share"]["id"].as_str().unwrap().to_owned()
+}
+
+/// The entries of a directory, by name.
+fn entries(dir: &Path) -> Vec<String> {
+    std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect()
 }
 
 #[rstest]
@@ -177,4 +213,53 @@ fn bad_seed_fails_with_the_culprit_named() {
         stderr.contains("share_typez") && stderr.contains("seed.yaml"),
         "{stderr}"
     );
+}
+
+#[rstest]
+#[case::sigint(Signal::SIGINT)]
+#[case::sigterm(Signal::SIGTERM)]
+fn a_signal_removes_the_temporary_backend_with_its_shares(#[case] signal: Signal) {
+    let dir = tempfile::tempdir().unwrap();
+    let tmpdir = tempfile::tempdir().unwrap();
+    let (child, auth_url) = start_in(dir.path(), &[], tmpdir.path());
+    let share = tokio::runtime::Runtime::new()
+        .unwrap()
+        .block_on(create_share(&auth_url));
+    let backends = entries(tmpdir.path());
+    assert!(
+        matches!(&backends[..], [one] if one.starts_with("fake-manila-")),
+        "{backends:?}"
+    );
+    let share_dir = tmpdir.path().join(&backends[0]).join("shares").join(share);
+    std::fs::write(share_dir.join("data"), b"written by a workload").unwrap();
+
+    stop(child, signal);
+    assert_eq!(entries(tmpdir.path()), Vec::<String>::new());
+}
+
+#[test]
+fn written_files_get_their_parent_directories() {
+    let dir = tempfile::tempdir().unwrap();
+    let nested = dir.path().join("a/b");
+    let secret = nested.join("secret.yaml");
+    let (child, _) = start(&nested, &["--write-secret", secret.to_str().unwrap()]);
+    stop(child, Signal::SIGTERM);
+    assert!(nested.join("clouds.yaml").is_file());
+    assert!(secret.is_file());
+}
+
+#[test]
+fn an_unwritable_path_is_named() {
+    let dir = tempfile::tempdir().unwrap();
+    let blocker = dir.path().join("a-file");
+    std::fs::write(&blocker, "").unwrap();
+    let target = blocker.join("clouds.yaml");
+    let out = Command::new(EXE)
+        .args(["--port", "0", "--write-clouds-yaml"])
+        .arg(&target)
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains(target.to_str().unwrap()), "{stderr}");
 }

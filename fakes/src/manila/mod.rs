@@ -21,14 +21,12 @@ use serde_json::{Value, json};
 use wiremock::Request;
 use wiremock::http::Method;
 
+use crate::catalog::MANILA_PREFIX as PREFIX;
 use crate::faults::{FaultAction, Operation};
 use crate::keystone;
 use crate::reply::Reply;
 use crate::state::CloudState;
 use microversion::{Microversion, VersionError};
-
-/// Where Manila is mounted.
-pub const PREFIX: &str = "/share";
 
 /// Manila's error body `{"<name>":{"code","message"}}`, with Manila's fault names.
 pub(crate) fn fault(status: u16, message: impl Into<String>) -> Reply {

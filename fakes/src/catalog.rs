@@ -1,0 +1,72 @@
+//! The service catalog: where each API is mounted on the fake's one port, the URLs clients
+//! are given, and the catalog a scoped token carries. Keystone serves the catalog and Manila
+//! is listed in it; both depend on this module, and Manila on Keystone (token validation)
+//! only, so neither service module needs the other to describe the cloud.
+
+use serde_json::{Value, json};
+
+use crate::state::CloudState;
+
+/// Where Keystone is mounted.
+pub const KEYSTONE_PREFIX: &str = "/identity";
+/// Where Manila is mounted.
+pub const MANILA_PREFIX: &str = "/share";
+
+/// Keystone's URL as clients are given it (`…/identity/v3`).
+pub(crate) fn auth_url(base_url: &str) -> String {
+    format!("{base_url}{KEYSTONE_PREFIX}/v3")
+}
+
+/// Manila's catalog URL (`…/share/v2`).
+pub(crate) fn manila_url(base_url: &str) -> String {
+    format!("{base_url}{MANILA_PREFIX}/v2")
+}
+
+/// The catalog: Keystone, and Manila (under `shared-file-system` and `sharev2`) when present.
+pub(crate) fn catalog(state: &CloudState) -> Value {
+    let base = &state.base_url;
+    let mut services = vec![json!({
+        "type": "identity", "name": "keystone", "id": "5e1b2d4c6a8f4e0b9d7c3a1f2e4b6d8a",
+        "endpoints": endpoints(state, "identity", &format!("{base}{KEYSTONE_PREFIX}")),
+    })];
+    if state.config.manila.present {
+        let url = manila_url(base);
+        for (kind, id) in [
+            ("shared-file-system", "8c2d4e6f0a1b4c3d9e8f7a6b5c4d3e2f"),
+            ("sharev2", "1a2b3c4d5e6f4a7b8c9d0e1f2a3b4c5d"),
+        ] {
+            services.push(json!({
+                "type": kind, "name": "manilav2", "id": id,
+                "endpoints": endpoints(state, kind, &url),
+            }));
+        }
+    }
+    Value::Array(services)
+}
+
+fn endpoints(state: &CloudState, service: &str, url: &str) -> Value {
+    let region = &state.config.region;
+    ["public", "internal", "admin"]
+        .iter()
+        .map(|interface| {
+            json!({
+                "id": stable_id(&format!("{service}/{interface}")),
+                "interface": interface,
+                "region": region,
+                "region_id": region,
+                "url": url,
+            })
+        })
+        .collect()
+}
+
+/// A 32-hex-digit id derived from a name (FNV-1a, 128 bit), so that endpoint (and role) ids
+/// are the same in every token.
+pub(crate) fn stable_id(name: &str) -> String {
+    let hash = name
+        .bytes()
+        .fold(0x6c62_272e_07bb_0142_62b8_2175_6295_c58du128, |h, b| {
+            (h ^ u128::from(b)).wrapping_mul(0x0000_0000_0100_0000_0000_0000_0000_013b)
+        });
+    format!("{hash:032x}")
+}
