@@ -6,27 +6,21 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use csi_proto::v1::controller_client::ControllerClient;
 use csi_proto::v1::controller_service_capability::rpc;
 use csi_proto::v1::{ControllerPublishVolumeRequest, ControllerUnpublishVolumeRequest};
-use k8s_openapi::api::core::v1::{PersistentVolume, PersistentVolumeSpec, SecretReference};
+use k8s_openapi::api::core::v1::{PersistentVolume, PersistentVolumeSpec};
 use k8s_openapi::api::storage::v1::VolumeAttachment;
 use kube::api::{Api, Patch, PatchParams};
 use kube::runtime::controller::Action;
 use kube::{Client, ResourceExt};
 use serde_json::json;
 use sidecar_common::events::EventType;
-use sidecar_common::secrets::{SecretRef, read_secret};
-
-use crate::Context;
-use crate::error::{Error, Result};
-use crate::volume::node_id;
+use sidecar_common::finalizers;
+use sidecar_common::secrets::pv_request_secrets;
 use sidecar_common::volume::{csi_source, volume_capability};
 
-/// Upstream's finalizer on attachments: `external-attacher/<driver, '/' → '-'>`.
-pub fn finalizer(driver: &str) -> String {
-    format!("external-attacher/{}", driver.replace('/', "-"))
-}
+use crate::volume::node_id;
+use crate::{Context, Error, Result, finalizer, persistent_volume};
 
 /// Handles one attachment (only `driver`'s; others are ignored).
 pub async fn reconcile(va: Arc<VolumeAttachment>, ctx: Arc<Context>) -> Result<Action> {
@@ -76,11 +70,7 @@ pub async fn reconcile(va: Arc<VolumeAttachment>, ctx: Arc<Context>) -> Result<A
 
 async fn attach(va: &VolumeAttachment, ctx: &Context, finalizer: &str) -> Result<()> {
     let name = va.name_any();
-    if !va.finalizers().iter().any(|f| f == finalizer) {
-        let mut finalizers = va.finalizers().to_vec();
-        finalizers.push(finalizer.to_string());
-        set_finalizers(&ctx.client, va, finalizers).await?;
-    }
+    finalizers::add(&attachments(&ctx.client), va, finalizer).await?;
     let mut metadata = HashMap::new();
     if ctx
         .driver
@@ -98,7 +88,8 @@ async fn attach(va: &VolumeAttachment, ctx: &Context, finalizer: &str) -> Result
             node_id: node_id(&ctx.client, &ctx.driver.info.name, &va.spec.node_name).await?,
             volume_capability: Some(volume_capability(&spec)?),
             readonly: source.read_only.unwrap_or(false),
-            secrets: secrets(&ctx.client, source.controller_publish_secret_ref.as_ref()).await?,
+            secrets: pv_request_secrets(&ctx.client, source.controller_publish_secret_ref.as_ref())
+                .await?,
             volume_context: source
                 .volume_attributes
                 .clone()
@@ -108,11 +99,10 @@ async fn attach(va: &VolumeAttachment, ctx: &Context, finalizer: &str) -> Result
         };
         tracing::info!(attachment = %name, volume = %request.volume_id, node = %request.node_id, "ControllerPublishVolume");
         let response = ctx
-            .call("ControllerPublishVolume", async {
-                ControllerClient::new(ctx.driver.channel.clone())
-                    .controller_publish_volume(request)
-                    .await
-            })
+            .call(
+                "ControllerPublishVolume",
+                ctx.controller().controller_publish_volume(request),
+            )
             .await?;
         metadata = response.publish_context;
     } else {
@@ -145,15 +135,17 @@ async fn detach(va: &VolumeAttachment, ctx: &Context, finalizer: &str) -> Result
                 let request = ControllerUnpublishVolumeRequest {
                     volume_id: source.volume_handle.clone(),
                     node_id,
-                    secrets: secrets(&ctx.client, source.controller_publish_secret_ref.as_ref())
-                        .await?,
+                    secrets: pv_request_secrets(
+                        &ctx.client,
+                        source.controller_publish_secret_ref.as_ref(),
+                    )
+                    .await?,
                 };
                 tracing::info!(attachment = %name, volume = %request.volume_id, node = %request.node_id, "ControllerUnpublishVolume");
-                ctx.call("ControllerUnpublishVolume", async {
-                    ControllerClient::new(ctx.driver.channel.clone())
-                        .controller_unpublish_volume(request)
-                        .await
-                })
+                ctx.call(
+                    "ControllerUnpublishVolume",
+                    ctx.controller().controller_unpublish_volume(request),
+                )
                 .await?;
             }
             // As upstream: a node without an id for the driver (gone, or never registered)
@@ -167,13 +159,7 @@ async fn detach(va: &VolumeAttachment, ctx: &Context, finalizer: &str) -> Result
     let patch =
         json!({ "status": { "attached": false, "attachmentMetadata": null, "detachError": null } });
     let va = patch_status(&ctx.client, &name, &patch).await?;
-    let finalizers: Vec<String> = va
-        .finalizers()
-        .iter()
-        .filter(|f| *f != finalizer)
-        .cloned()
-        .collect();
-    set_finalizers(&ctx.client, &va, finalizers).await?;
+    finalizers::remove(&attachments(&ctx.client), &va, &[finalizer]).await?;
     tracing::info!(attachment = %name, "detached");
     Ok(())
 }
@@ -191,8 +177,7 @@ async fn volume_spec(
             .await
             .map_err(|e| Error::kube(format!("reading PersistentVolume {pv_name}"), e))?;
         if attaching {
-            crate::persistent_volume::add_finalizer(&ctx.client, &pv, &ctx.driver.info.name)
-                .await?;
+            persistent_volume::add_finalizer(&ctx.client, &pv, &ctx.driver.info.name).await?;
         }
         return pv
             .spec
@@ -203,21 +188,8 @@ async fn volume_spec(
     })
 }
 
-async fn secrets(
-    client: &Client,
-    reference: Option<&SecretReference>,
-) -> Result<HashMap<String, String>> {
-    let Some(reference) = reference else {
-        return Ok(HashMap::new());
-    };
-    let resolved = SecretRef {
-        name: reference.name.clone().unwrap_or_default(),
-        namespace: reference
-            .namespace
-            .clone()
-            .unwrap_or_else(|| "default".into()),
-    };
-    Ok(read_secret(client, &resolved).await?.into_map())
+fn attachments(client: &Client) -> Api<VolumeAttachment> {
+    Api::all(client.clone())
 }
 
 async fn patch_status(
@@ -225,48 +197,8 @@ async fn patch_status(
     name: &str,
     patch: &serde_json::Value,
 ) -> Result<VolumeAttachment> {
-    Api::<VolumeAttachment>::all(client.clone())
+    attachments(client)
         .patch_status(name, &PatchParams::default(), &Patch::Merge(patch))
         .await
         .map_err(|e| Error::kube(format!("updating the status of VolumeAttachment {name}"), e))
-}
-
-/// Replaces the finalizer list, guarded by the resourceVersion we saw.
-async fn set_finalizers(
-    client: &Client,
-    va: &VolumeAttachment,
-    finalizers: Vec<String>,
-) -> Result<()> {
-    let name = va.name_any();
-    let patch = json!({ "metadata": {
-        "finalizers": finalizers,
-        "resourceVersion": va.resource_version(),
-    }});
-    Api::<VolumeAttachment>::all(client.clone())
-        .patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
-        .await
-        .map_err(|e| {
-            Error::kube(
-                format!("updating the finalizers of VolumeAttachment {name}"),
-                e,
-            )
-        })?;
-    Ok(())
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn finalizer_names_follow_upstream() {
-        assert_eq!(
-            finalizer("manila.csi.openstack.org"),
-            "external-attacher/manila.csi.openstack.org"
-        );
-        assert_eq!(
-            finalizer("example.com/x"),
-            "external-attacher/example.com-x"
-        );
-    }
 }

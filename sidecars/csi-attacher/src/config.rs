@@ -1,9 +1,8 @@
 //! The attacher's command line: the shared sidecar flags plus upstream's attacher flags.
 
-use std::time::Duration;
-
 use clap::Parser;
-use sidecar_common::flags::{CommonFlags, parse_duration};
+use sidecar_common::context::SidecarConfig;
+use sidecar_common::flags::{CommonFlags, RetryFlags};
 
 /// `csi-attacher` flags (names and defaults as upstream's external-attacher).
 #[derive(Clone, Debug, Parser)]
@@ -17,18 +16,26 @@ pub struct Config {
     #[arg(long = "worker-threads", default_value_t = 10)]
     pub worker_threads: u16,
 
-    /// First retry delay of a failed attachment; doubles per failure.
-    #[arg(long = "retry-interval-start", default_value = "1s", value_parser = parse_duration)]
-    pub retry_interval_start: Duration,
+    /// `--retry-interval-start` (1s) and `--retry-interval-max` (5m).
+    #[command(flatten)]
+    pub retry: RetryFlags,
+}
 
-    /// Longest retry delay.
-    #[arg(long = "retry-interval-max", default_value = "5m", value_parser = parse_duration)]
-    pub retry_interval_max: Duration,
+impl SidecarConfig for Config {
+    fn common(&self) -> &CommonFlags {
+        &self.common
+    }
+
+    fn retry(&self) -> &RetryFlags {
+        &self.retry
+    }
 }
 
 #[cfg(test)]
 mod tests {
     #![allow(clippy::unwrap_used, clippy::expect_used)]
+    use std::time::Duration;
+
     use super::*;
 
     #[test]
@@ -36,7 +43,7 @@ mod tests {
         let config =
             Config::try_parse_from(["csi-attacher", "--csi-address=/csi/csi.sock"]).unwrap();
         assert_eq!(config.worker_threads, 10);
-        assert_eq!(config.retry_interval_start, Duration::from_secs(1));
-        assert_eq!(config.retry_interval_max, Duration::from_secs(300));
+        assert_eq!(config.retry.retry_interval_start, Duration::from_secs(1));
+        assert_eq!(config.retry.retry_interval_max, Duration::from_secs(300));
     }
 }

@@ -5,24 +5,23 @@ use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::PersistentVolume;
 use k8s_openapi::api::storage::v1::VolumeAttachment;
-use kube::api::{Api, ListParams, Patch, PatchParams};
+use kube::api::{Api, ListParams};
 use kube::runtime::controller::Action;
 use kube::{Client, ResourceExt};
-use serde_json::json;
+use sidecar_common::finalizers;
 
-use crate::Context;
-use crate::attachment::finalizer;
-use crate::error::{Error, Result};
+use crate::{Context, Error, Result, finalizer};
+
+/// The back-off key of a PV (`pv/<name>`, apart from the attachments' keys).
+pub fn backoff_key(pv: &PersistentVolume) -> String {
+    format!("pv/{}", pv.name_any())
+}
 
 /// Adds the attacher's finalizer to `pv` if it lacks it.
 pub async fn add_finalizer(client: &Client, pv: &PersistentVolume, driver: &str) -> Result<()> {
-    let finalizer = finalizer(driver);
-    if pv.finalizers().contains(&finalizer) {
-        return Ok(());
-    }
-    let mut finalizers = pv.finalizers().to_vec();
-    finalizers.push(finalizer);
-    patch_finalizers(client, pv, finalizers).await
+    let volumes: Api<PersistentVolume> = Api::all(client.clone());
+    finalizers::add(&volumes, pv, &finalizer(driver)).await?;
+    Ok(())
 }
 
 /// Removes the finalizer from a PV being deleted once no attachment uses it.
@@ -44,33 +43,9 @@ pub async fn reconcile(pv: Arc<PersistentVolume>, ctx: Arc<Context>) -> Result<A
         tracing::debug!(volume = %name, attachment = %user.name_any(), "PV still attached");
         return Ok(Action::await_change());
     }
-    let finalizers = pv
-        .finalizers()
-        .iter()
-        .filter(|f| **f != finalizer)
-        .cloned()
-        .collect();
-    patch_finalizers(&ctx.client, &pv, finalizers).await?;
-    ctx.backoff.succeeded(&format!("pv/{name}"));
+    let volumes: Api<PersistentVolume> = Api::all(ctx.client.clone());
+    finalizers::remove(&volumes, &pv, &[&finalizer]).await?;
+    ctx.backoff.succeeded(&backoff_key(&pv));
     tracing::info!(volume = %name, "removed the attacher's finalizer from the PV");
     Ok(Action::await_change())
-}
-
-async fn patch_finalizers(
-    client: &Client,
-    pv: &PersistentVolume,
-    finalizers: Vec<String>,
-) -> Result<()> {
-    let name = pv.name_any();
-    let patch = json!({ "metadata": { "finalizers": finalizers, "resourceVersion": pv.resource_version() } });
-    Api::<PersistentVolume>::all(client.clone())
-        .patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
-        .await
-        .map_err(|e| {
-            Error::kube(
-                format!("updating the finalizers of PersistentVolume {name}"),
-                e,
-            )
-        })?;
-    Ok(())
 }

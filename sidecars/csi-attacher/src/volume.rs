@@ -8,7 +8,7 @@ use k8s_openapi::api::storage::v1::CSINode;
 use kube::Api;
 use kube::Client;
 
-use crate::error::{Error, Result};
+use crate::{Error, Result};
 
 /// The legacy Node annotation: a JSON map from driver name to node id.
 pub const NODE_ID_ANNOTATION: &str = "csi.volume.kubernetes.io/nodeid";

@@ -2,10 +2,8 @@
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
-use std::time::Instant;
 
 use csi_proto::v1::CreateVolumeRequest;
-use csi_proto::v1::controller_client::ControllerClient;
 use csi_proto::v1::controller_service_capability::rpc;
 use csi_proto::v1::plugin_capability::service;
 use k8s_openapi::api::core::v1::{PersistentVolume, PersistentVolumeClaim};
@@ -13,17 +11,18 @@ use k8s_openapi::api::storage::v1::StorageClass;
 use kube::ResourceExt;
 use kube::api::{Api, PostParams};
 use kube::runtime::controller::Action;
+use sidecar_common::CsiCallError;
+use sidecar_common::backoff::object_key;
 use sidecar_common::events::EventType;
 use sidecar_common::secrets::{
-    SecretKind, SecretRef, TemplateContext, read_secret, secret_reference,
+    SecretKind, SecretRef, TemplateContext, request_secrets, secret_reference,
 };
 
-use crate::Context;
 use crate::data_source::content_source;
-use crate::error::{Error, Result};
 use crate::request::{FSTYPE_PARAMETER, capacity, driver_parameters, volume_capabilities};
 use crate::topology;
 use crate::volume::{Provisioned, kind_key, persistent_volume};
+use crate::{Context, Error, Result};
 
 /// The PV controller's annotation naming the provisioner of a claim (Kubernetes ≤ 1.22).
 pub const ANN_STORAGE_PROVISIONER_BETA: &str = "volume.beta.kubernetes.io/storage-provisioner";
@@ -31,15 +30,6 @@ pub const ANN_STORAGE_PROVISIONER_BETA: &str = "volume.beta.kubernetes.io/storag
 pub const ANN_STORAGE_PROVISIONER: &str = "volume.kubernetes.io/storage-provisioner";
 /// The scheduler's choice of node for WaitForFirstConsumer.
 pub const ANN_SELECTED_NODE: &str = "volume.kubernetes.io/selected-node";
-
-/// `namespace/name`, the key for back-off and messages.
-pub fn claim_key(claim: &PersistentVolumeClaim) -> String {
-    format!(
-        "{}/{}",
-        claim.namespace().unwrap_or_default(),
-        claim.name_any()
-    )
-}
 
 /// Whether the claim is unbound, alive and annotated for `driver`.
 fn wants_provisioning(claim: &PersistentVolumeClaim, driver: &str) -> bool {
@@ -58,7 +48,7 @@ fn wants_provisioning(claim: &PersistentVolumeClaim, driver: &str) -> bool {
 /// Reconciles one claim: provisions its volume and PV when it is ours and has none yet.
 pub async fn reconcile(claim: Arc<PersistentVolumeClaim>, ctx: Arc<Context>) -> Result<Action> {
     let driver = ctx.driver.info.name.as_str();
-    let key = claim_key(&claim);
+    let key = object_key(claim.as_ref());
     if !wants_provisioning(&claim, driver) {
         return Ok(Action::await_change());
     }
@@ -171,10 +161,7 @@ async fn provision(
         }
     }
     let provisioner_secret = secrets.get(kind_key(SecretKind::Provisioner)).cloned();
-    let secret_data = match &provisioner_secret {
-        Some(reference) => read_secret(&ctx.client, reference).await?.into_map(),
-        None => Default::default(),
-    };
+    let secret_data = request_secrets(&ctx.client, provisioner_secret.as_ref()).await?;
     let fs_type = parameters
         .get(FSTYPE_PARAMETER)
         .cloned()
@@ -222,31 +209,17 @@ async fn provision(
         accessibility_requirements,
         mutable_parameters: Default::default(),
     };
-    let started = Instant::now();
-    let mut controller = ControllerClient::new(ctx.driver.channel.clone());
-    let answer =
-        tokio::time::timeout(ctx.config.common.timeout, controller.create_volume(request)).await;
-    let answer = match answer {
-        Ok(answer) => answer,
-        Err(_) => Err(tonic::Status::deadline_exceeded(format!(
-            "CreateVolume did not answer within {:?}",
-            ctx.config.common.timeout
-        ))),
-    };
-    let code = answer
-        .as_ref()
-        .map_or_else(tonic::Status::code, |_| tonic::Code::Ok);
-    ctx.metrics
-        .observe("/csi.v1.Controller/CreateVolume", code, started.elapsed());
-    let volume = answer
-        .map_err(Error::Csi)?
-        .into_inner()
+    let volume = ctx
+        .call("CreateVolume", ctx.controller().create_volume(request))
+        .await?
         .volume
         .ok_or_else(|| {
-            Error::Csi(tonic::Status::internal(
-                "CreateVolume answered without a volume",
-            ))
+            Error::Csi(CsiCallError {
+                call: "CreateVolume",
+                status: tonic::Status::internal("CreateVolume answered without a volume"),
+            })
         })?;
+    let identity = crate::identity(ctx);
     let pv = persistent_volume(
         claim,
         class,
@@ -258,7 +231,7 @@ async fn provision(
             fs_type: &fs_type,
             secrets: &secrets,
             provisioner_secret: provisioner_secret.as_ref(),
-            identity: &ctx.identity,
+            identity: &identity,
         },
     );
     let pvs: Api<PersistentVolume> = Api::all(ctx.client.clone());

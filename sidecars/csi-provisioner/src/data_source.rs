@@ -8,7 +8,7 @@ use k8s_openapi::api::core::v1::{PersistentVolume, PersistentVolumeClaim};
 use kube::Client;
 use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind};
 
-use crate::error::{Error, Result};
+use crate::{Error, Result};
 
 /// The API group of VolumeSnapshots.
 pub const SNAPSHOT_GROUP: &str = "snapshot.storage.k8s.io";

@@ -7,24 +7,22 @@
 //!   is deleted first; with Retain it is kept. Then the finalizer goes.
 
 use std::sync::Arc;
-use std::time::Instant;
 
 use csi_proto::v1::DeleteVolumeRequest;
-use csi_proto::v1::controller_client::ControllerClient;
 use k8s_openapi::api::core::v1::PersistentVolume;
 use kube::ResourceExt;
-use kube::api::{Api, DeleteParams, Patch, PatchParams};
+use kube::api::{Api, DeleteParams};
 use kube::runtime::controller::Action;
 use sidecar_common::events::EventType;
+use sidecar_common::finalizers;
 use sidecar_common::secrets::{
-    SecretKind, SecretRef, TemplateContext, read_secret, secret_reference,
+    SecretKind, SecretRef, TemplateContext, request_secrets, secret_reference,
 };
 
-use crate::Context;
-use crate::error::{Error, Result};
 use crate::volume::{
     ANN_DELETION_SECRET_NAME, ANN_DELETION_SECRET_NAMESPACE, ANN_PROVISIONED_BY, FINALIZER,
 };
+use crate::{Context, Error, Result};
 
 /// Reconciles one PV.
 pub async fn reconcile(pv: Arc<PersistentVolume>, ctx: Arc<Context>) -> Result<Action> {
@@ -41,7 +39,7 @@ pub async fn reconcile(pv: Arc<PersistentVolume>, ctx: Arc<Context>) -> Result<A
     let name = pv.name_any();
     let released = pv.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Released");
     let deleting = pv.metadata.deletion_timestamp.is_some();
-    let has_finalizer = pv.finalizers().iter().any(|f| f == FINALIZER);
+    let has_finalizer = finalizers::has(pv.as_ref(), FINALIZER);
     let policy_delete = spec.persistent_volume_reclaim_policy.as_deref() == Some("Delete");
     if !(released && policy_delete || deleting && has_finalizer) {
         return Ok(Action::await_change());
@@ -61,28 +59,7 @@ pub async fn reconcile(pv: Arc<PersistentVolume>, ctx: Arc<Context>) -> Result<A
         tracing::info!(volume = %name, handle = %csi.volume_handle, "volume deleted");
     }
     let pvs: Api<PersistentVolume> = Api::all(ctx.client.clone());
-    if has_finalizer {
-        // Optimistic concurrency: the resourceVersion makes a stale list a conflict.
-        let remaining: Vec<&String> = pv.finalizers().iter().filter(|f| *f != FINALIZER).collect();
-        let patch = serde_json::json!({
-            "metadata": { "finalizers": remaining, "resourceVersion": pv.resource_version() }
-        });
-        match pvs
-            .patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
-            .await
-        {
-            Ok(_) => {}
-            Err(kube::Error::Api(status)) if status.code == 404 => {
-                return Ok(Action::await_change());
-            }
-            Err(e) => {
-                return Err(Error::kube(
-                    format!("removing the finalizer of PersistentVolume {name}"),
-                    e,
-                ));
-            }
-        }
-    }
+    finalizers::remove(&pvs, &pv, &[FINALIZER]).await?;
     if !deleting {
         match pvs.delete(&name, &DeleteParams::default()).await {
             Ok(_) => {}
@@ -131,30 +108,12 @@ async fn deletion_secret(pv: &PersistentVolume, ctx: &Context) -> Result<Option<
 }
 
 async fn delete_volume(pv: &PersistentVolume, handle: &str, ctx: &Context) -> Result<()> {
-    let secrets = match deletion_secret(pv, ctx).await? {
-        Some(reference) => read_secret(&ctx.client, &reference).await?.into_map(),
-        None => Default::default(),
-    };
-    let started = Instant::now();
-    let mut controller = ControllerClient::new(ctx.driver.channel.clone());
+    let reference = deletion_secret(pv, ctx).await?;
     let request = DeleteVolumeRequest {
         volume_id: handle.to_string(),
-        secrets,
+        secrets: request_secrets(&ctx.client, reference.as_ref()).await?,
     };
-    let answer =
-        match tokio::time::timeout(ctx.config.common.timeout, controller.delete_volume(request))
-            .await
-        {
-            Ok(answer) => answer.map(|_| ()),
-            Err(_) => Err(tonic::Status::deadline_exceeded(format!(
-                "DeleteVolume did not answer within {:?}",
-                ctx.config.common.timeout
-            ))),
-        };
-    let code = answer
-        .as_ref()
-        .map_or_else(tonic::Status::code, |_| tonic::Code::Ok);
-    ctx.metrics
-        .observe("/csi.v1.Controller/DeleteVolume", code, started.elapsed());
-    answer.map_err(Error::Csi)
+    ctx.call("DeleteVolume", ctx.controller().delete_volume(request))
+        .await?;
+    Ok(())
 }

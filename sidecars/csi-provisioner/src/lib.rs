@@ -12,6 +12,10 @@
 //! - events on the claim (Provisioning, ProvisioningSucceeded, ProvisioningFailed), per-claim
 //!   exponential retry, leader election by Lease, `/healthz` and `/metrics`.
 //!
+//! The sidecar skeleton (start-up, leader election, HTTP endpoint, the shared context) is
+//! [`sidecar_common::sidecar`]; this crate is its two controllers: [`claim::reconcile`]
+//! and [`deleter::reconcile`].
+//!
 //! ```no_run
 //! # async fn demo() -> anyhow::Result<()> {
 //! use clap::Parser;
@@ -26,166 +30,78 @@ pub mod claim;
 pub mod config;
 pub mod data_source;
 pub mod deleter;
-pub mod error;
 pub mod request;
 pub mod topology;
 pub mod volume;
 
 use std::sync::Arc;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, UNIX_EPOCH};
 
-use futures::StreamExt;
 use k8s_openapi::api::core::v1::{PersistentVolume, PersistentVolumeClaim};
+use kube::ResourceExt;
 use kube::api::Api;
 use kube::runtime::controller::{self, Action, Controller};
 use kube::runtime::watcher;
-use kube::{Client, ResourceExt};
-use sidecar_common::backoff::KeyedBackoff;
-use sidecar_common::driver::Driver;
-use sidecar_common::events::EventRecorder;
-use sidecar_common::http::Metrics;
-use sidecar_common::leader::{LeaderElection, lease_name};
-use sidecar_common::run::stopped;
+use sidecar_common::backoff::object_key;
+use sidecar_common::context::SidecarContext;
+use sidecar_common::run::{drain, stopped};
+use sidecar_common::sidecar::{ControllerSidecar, Sidecar};
+use tokio::sync::watch;
 
 pub use config::Config;
-pub use error::{Error, Result};
+pub use sidecar_common::ReconcileError as Error;
+
+/// Result with [`Error`].
+pub type Result<T, E = Error> = std::result::Result<T, E>;
 
 /// Everything a reconcile needs.
-pub struct Context {
-    /// Kubernetes client.
-    pub client: Client,
-    /// The driver (channel, name, capabilities).
-    pub driver: Driver,
-    /// Flags.
-    pub config: Config,
-    /// Events on claims and volumes.
-    pub recorder: EventRecorder,
-    /// Retry delays per claim / volume.
-    pub backoff: KeyedBackoff,
-    /// CSI call metrics.
-    pub metrics: Arc<Metrics>,
-    /// `storage.kubernetes.io/csiProvisionerIdentity` of this instance.
-    pub identity: String,
-}
-
-impl std::fmt::Debug for Context {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Context")
-            .field("driver", &self.driver.info.name)
-            .field("identity", &self.identity)
-            .finish_non_exhaustive()
-    }
-}
+pub type Context = SidecarContext<Config>;
 
 /// A provisioner connected to its driver, ready to run.
+pub type Provisioner = Sidecar<ExternalProvisioner>;
+
+/// The provisioner as a controller sidecar: Lease `<driver>`, events from
+/// `<driver>_<host>`, a claim controller and a volume controller.
 #[derive(Debug)]
-pub struct Provisioner {
-    ctx: Arc<Context>,
-    election: Option<LeaderElection>,
-}
+pub struct ExternalProvisioner;
 
-impl Provisioner {
-    /// Connects to the driver (waiting for Probe up to `--timeout`) and reads its name and
-    /// capabilities.
-    pub async fn new(config: Config, client: Client) -> sidecar_common::Result<Provisioner> {
-        config.common.validate()?;
-        let driver = Driver::connect(&config.common.csi_address, config.common.timeout).await?;
-        let name = driver.info.name.clone();
-        let host = std::env::var("POD_NAME")
-            .ok()
-            .filter(|n| !n.is_empty())
-            .unwrap_or_else(|| {
-                std::fs::read_to_string("/proc/sys/kernel/hostname")
-                    .map(|h| h.trim().to_string())
-                    .unwrap_or_else(|_| "localhost".into())
-            });
-        let millis = SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .unwrap_or_default()
-            .as_millis();
-        let election = config
-            .common
-            .leader_election
-            .then(|| LeaderElection::from_flags(&config.common, lease_name("", &name)));
-        let ctx = Context {
-            recorder: EventRecorder::new(client.clone(), format!("{name}_{host}"), host),
-            backoff: KeyedBackoff::new(config.retry_interval_start, config.retry_interval_max),
-            metrics: Arc::new(Metrics::default()),
-            identity: format!("{millis}-{}-{name}", uuid_digits()),
-            client,
-            driver,
-            config,
-        };
-        Ok(Provisioner {
-            ctx: Arc::new(ctx),
-            election,
-        })
+impl ControllerSidecar for ExternalProvisioner {
+    type Config = Config;
+    const NAME: &'static str = "provisioner";
+    const LEASE_PREFIX: &'static str = "";
+
+    fn event_component(driver: &str, host: &str) -> String {
+        format!("{driver}_{host}")
     }
 
-    /// The driver's name.
-    pub fn driver_name(&self) -> &str {
-        &self.ctx.driver.info.name
-    }
-
-    /// The leader-election identity, with `--leader-election`.
-    pub fn leader_identity(&self) -> Option<&str> {
-        self.election.as_ref().map(|e| e.identity.as_str())
-    }
-
-    /// Runs until `shutdown` resolves (with `--leader-election`, only while leading; losing
-    /// the Lease is an error). Serves `--http-endpoint` meanwhile.
-    pub async fn run(
-        self,
-        shutdown: impl Future<Output = ()> + Send + 'static,
-    ) -> sidecar_common::Result<()> {
-        let ctx = self.ctx;
-        sidecar_common::run::run_sidecar(
-            ctx.client.clone(),
-            self.election.as_ref(),
-            ctx.config.common.http_endpoint.as_deref(),
-            ctx.metrics.clone(),
-            ctx.driver.channel.clone(),
-            shutdown,
-            |stop| run_controllers(ctx.clone(), stop),
+    /// The claim and volume controllers, until `stop`.
+    async fn run_controllers(ctx: Arc<Context>, stop: watch::Receiver<bool>) {
+        tracing::info!(driver = %ctx.driver_name(), "provisioning");
+        let settings = controller::Config::default().concurrency(ctx.config.worker_threads);
+        let claims = Controller::new(
+            Api::<PersistentVolumeClaim>::all(ctx.client.clone()),
+            watcher::Config::default(),
         )
-        .await
+        .with_config(settings.clone())
+        .graceful_shutdown_on(stopped(stop.clone()))
+        .run(claim::reconcile, claim_error, ctx.clone());
+        let volumes = Controller::new(
+            Api::<PersistentVolume>::all(ctx.client.clone()),
+            watcher::Config::default(),
+        )
+        .with_config(settings)
+        .graceful_shutdown_on(stopped(stop))
+        .run(deleter::reconcile, volume_error, ctx.clone());
+        tokio::join!(
+            drain(claims, "claim reconcile"),
+            drain(volumes, "volume reconcile")
+        );
+        tracing::info!("controllers stopped");
     }
-}
-
-/// The claim and volume controllers, until `stop`.
-async fn run_controllers(ctx: Arc<Context>, stop: tokio::sync::watch::Receiver<bool>) {
-    tracing::info!(driver = %ctx.driver.info.name, "provisioning");
-    let settings = controller::Config::default().concurrency(ctx.config.worker_threads);
-    let claims = Controller::new(
-        Api::<PersistentVolumeClaim>::all(ctx.client.clone()),
-        watcher::Config::default(),
-    )
-    .with_config(settings.clone())
-    .graceful_shutdown_on(stopped(stop.clone()))
-    .run(claim::reconcile, claim_error, ctx.clone())
-    .for_each(|outcome| async move {
-        if let Err(error) = outcome {
-            tracing::debug!(%error, "claim reconcile");
-        }
-    });
-    let volumes = Controller::new(
-        Api::<PersistentVolume>::all(ctx.client.clone()),
-        watcher::Config::default(),
-    )
-    .with_config(settings)
-    .graceful_shutdown_on(stopped(stop))
-    .run(deleter::reconcile, volume_error, ctx.clone())
-    .for_each(|outcome| async move {
-        if let Err(error) = outcome {
-            tracing::debug!(%error, "volume reconcile");
-        }
-    });
-    tokio::join!(claims, volumes);
-    tracing::info!("controllers stopped");
 }
 
 fn claim_error(claim: Arc<PersistentVolumeClaim>, error: &Error, ctx: Arc<Context>) -> Action {
-    let key = claim::claim_key(&claim);
+    let key = object_key(claim.as_ref());
     let delay = ctx.backoff.failed(&key);
     tracing::warn!(claim = %key, %error, retry_in = ?delay, "provisioning failed");
     Action::requeue(delay)
@@ -198,11 +114,13 @@ fn volume_error(pv: Arc<PersistentVolume>, error: &Error, ctx: Arc<Context>) -> 
     Action::requeue(delay)
 }
 
-/// Four pseudo-random digits, as upstream's identity has.
-fn uuid_digits() -> u32 {
-    let nanos = SystemTime::now()
+/// This instance's `storage.kubernetes.io/csiProvisionerIdentity`, as upstream's:
+/// `<start in Unix milliseconds>-<four pseudo-random digits>-<driver>`.
+pub fn identity(ctx: &Context) -> String {
+    let since_epoch = ctx
+        .started
         .duration_since(UNIX_EPOCH)
-        .unwrap_or(Duration::ZERO)
-        .subsec_nanos();
-    (nanos ^ std::process::id()) % 10_000
+        .unwrap_or(Duration::ZERO);
+    let digits = (since_epoch.subsec_nanos() ^ std::process::id()) % 10_000;
+    format!("{}-{digits}-{}", since_epoch.as_millis(), ctx.driver_name())
 }

@@ -10,7 +10,7 @@ use csi_proto::v1::{CapacityRange, VolumeCapability};
 use k8s_openapi::api::core::v1::PersistentVolumeClaim;
 use sidecar_common::secrets::is_reserved_parameter;
 
-use crate::error::{Error, Result};
+use crate::{Error, Result};
 use sidecar_common::quantity::parse_bytes;
 
 /// StorageClass parameter naming the filesystem type.

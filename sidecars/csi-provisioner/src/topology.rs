@@ -19,7 +19,7 @@ use k8s_openapi::api::storage::v1::CSINode;
 use kube::Client;
 use kube::api::{Api, ListParams};
 
-use crate::error::{Error, Result};
+use crate::{Error, Result};
 
 /// Topology keys → values of one node (or one allowed combination).
 pub type Segment = BTreeMap<String, String>;

@@ -1,36 +1,25 @@
 //! Reconciling one claim: expand its volume when the request exceeds the capacity.
 
-use std::collections::HashMap;
 use std::sync::Arc;
 
-use csi_proto::v1::controller_client::ControllerClient;
 use csi_proto::v1::controller_service_capability::rpc;
 use csi_proto::v1::{CapacityRange, ControllerExpandVolumeRequest, ControllerExpandVolumeResponse};
-use k8s_openapi::api::core::v1::{PersistentVolume, PersistentVolumeClaim, SecretReference};
+use k8s_openapi::api::core::v1::{PersistentVolume, PersistentVolumeClaim};
 use kube::api::{Api, Patch, PatchParams};
 use kube::runtime::controller::Action;
 use kube::{Client, ResourceExt};
 use serde_json::json;
+use sidecar_common::backoff::object_key;
 use sidecar_common::events::EventType;
 use sidecar_common::quantity::format_bytes;
-use sidecar_common::secrets::{SecretRef, read_secret};
+use sidecar_common::secrets::pv_request_secrets;
 
-use crate::Context;
-use crate::error::{Error, Result};
+use crate::{Context, Error, Result};
 
 /// Condition while the controller expands the volume.
 pub const RESIZING: &str = "Resizing";
 /// Condition once the controller is done and the node must grow the filesystem.
 pub const FS_RESIZE_PENDING: &str = "FileSystemResizePending";
-
-/// `namespace/name`.
-pub fn claim_key(claim: &PersistentVolumeClaim) -> String {
-    format!(
-        "{}/{}",
-        claim.namespace().unwrap_or_default(),
-        claim.name_any()
-    )
-}
 
 /// Bytes of a storage quantity.
 pub fn bytes(quantity: &str) -> Result<i64> {
@@ -50,7 +39,7 @@ fn storage(
 
 /// Handles one claim.
 pub async fn reconcile(pvc: Arc<PersistentVolumeClaim>, ctx: Arc<Context>) -> Result<Action> {
-    let key = claim_key(&pvc);
+    let key = object_key(pvc.as_ref());
     let status = pvc.status.clone().unwrap_or_default();
     let Some(pv_name) = pvc.spec.as_ref().and_then(|s| s.volume_name.clone()) else {
         return Ok(Action::await_change());
@@ -118,17 +107,18 @@ pub async fn reconcile(pvc: Arc<PersistentVolumeClaim>, ctx: Arc<Context>) -> Re
             required_bytes: requested,
             limit_bytes: 0,
         }),
-        secrets: secrets(&ctx.client, source.controller_expand_secret_ref.as_ref()).await?,
+        secrets: pv_request_secrets(&ctx.client, source.controller_expand_secret_ref.as_ref())
+            .await?,
         volume_capability: sidecar_common::volume::volume_capability(spec).ok(),
     };
     let answer = if ctx.driver.info.has_controller_rpc(rpc::Type::ExpandVolume) {
         tracing::info!(claim = %key, volume = %request.volume_id, requested, "ControllerExpandVolume");
-        ctx.call("ControllerExpandVolume", async {
-            ControllerClient::new(ctx.driver.channel.clone())
-                .controller_expand_volume(request)
-                .await
-        })
+        ctx.call(
+            "ControllerExpandVolume",
+            ctx.controller().controller_expand_volume(request),
+        )
         .await
+        .map_err(Error::from)
     } else {
         // As upstream's trivial resizer: without EXPAND_VOLUME only the node can grow it.
         Ok(ControllerExpandVolumeResponse {
@@ -232,28 +222,11 @@ async fn set_conditions(
         .await
         .map_err(|e| {
             Error::kube(
-                format!("updating the conditions of claim {}", claim_key(pvc)),
+                format!("updating the conditions of claim {}", object_key(pvc)),
                 e,
             )
         })?;
     Ok(())
-}
-
-async fn secrets(
-    client: &Client,
-    reference: Option<&SecretReference>,
-) -> Result<HashMap<String, String>> {
-    let Some(reference) = reference else {
-        return Ok(HashMap::new());
-    };
-    let resolved = SecretRef {
-        name: reference.name.clone().unwrap_or_default(),
-        namespace: reference
-            .namespace
-            .clone()
-            .unwrap_or_else(|| "default".into()),
-    };
-    Ok(read_secret(client, &resolved).await?.into_map())
 }
 
 #[cfg(test)]

@@ -1,9 +1,8 @@
 //! The snapshotter's command line: the shared sidecar flags plus upstream's snapshotter flags.
 
-use std::time::Duration;
-
 use clap::{ArgAction, Parser};
-use sidecar_common::flags::{CommonFlags, parse_duration};
+use sidecar_common::context::SidecarConfig;
+use sidecar_common::flags::{CommonFlags, RetryFlags, name_from_uid};
 
 /// `csi-snapshotter` flags (names and defaults as upstream's external-snapshotter sidecar).
 #[derive(Clone, Debug, Parser)]
@@ -35,29 +34,37 @@ pub struct Config {
     #[arg(long = "worker-threads", default_value_t = 10)]
     pub worker_threads: u16,
 
-    /// First retry delay of a failed or not yet ready content; doubles per attempt.
-    #[arg(long = "retry-interval-start", default_value = "1s", value_parser = parse_duration)]
-    pub retry_interval_start: Duration,
-
-    /// Longest retry delay.
-    #[arg(long = "retry-interval-max", default_value = "5m", value_parser = parse_duration)]
-    pub retry_interval_max: Duration,
+    /// `--retry-interval-start` (1s) and `--retry-interval-max` (5m).
+    #[command(flatten)]
+    pub retry: RetryFlags,
 }
 
 impl Config {
     /// The CSI snapshot name for a VolumeSnapshot uid.
     pub fn snapshot_name(&self, uid: &str) -> String {
-        let uid = match usize::try_from(self.snapshot_name_uuid_length) {
-            Ok(length) => &uid[..length.min(uid.len())],
-            Err(_) => uid,
-        };
-        format!("{}-{uid}", self.snapshot_name_prefix)
+        name_from_uid(
+            &self.snapshot_name_prefix,
+            self.snapshot_name_uuid_length,
+            uid,
+        )
+    }
+}
+
+impl SidecarConfig for Config {
+    fn common(&self) -> &CommonFlags {
+        &self.common
+    }
+
+    fn retry(&self) -> &RetryFlags {
+        &self.retry
     }
 }
 
 #[cfg(test)]
 mod tests {
     #![allow(clippy::unwrap_used, clippy::expect_used)]
+    use std::time::Duration;
+
     use super::*;
 
     fn parse(args: &[&str]) -> Config {
@@ -82,8 +89,8 @@ mod tests {
         assert!(config.extra_create_metadata);
         assert!(!config.common.leader_election);
         assert_eq!(config.worker_threads, 10);
-        assert_eq!(config.retry_interval_start, Duration::from_secs(1));
-        assert_eq!(config.retry_interval_max, Duration::from_secs(300));
+        assert_eq!(config.retry.retry_interval_start, Duration::from_secs(1));
+        assert_eq!(config.retry.retry_interval_max, Duration::from_secs(300));
         assert!(!parse(&["--extra-create-metadata=false"]).extra_create_metadata);
     }
 }

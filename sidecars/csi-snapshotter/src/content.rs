@@ -75,7 +75,7 @@ pub async fn reconcile(content: Arc<VolumeSnapshotContent>, ctx: Arc<Context>) -
             .await
             .map(|_| true),
         (None, Some(volume)) => create::create_or_check(&content, volume, &ctx).await,
-        (None, None) => Err(Error::Invalid(format!(
+        (None, None) => Err(Error::invalid(format!(
             "VolumeSnapshotContent {name} has neither spec.source.volumeHandle nor spec.source.snapshotHandle"
         ))),
     };

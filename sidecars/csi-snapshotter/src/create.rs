@@ -3,10 +3,7 @@
 //! `ready_to_use: false` while the Manila snapshot is `creating`), each answer written to the
 //! content's status.
 
-use std::time::Instant;
-
 use csi_proto::v1::CreateSnapshotRequest;
-use csi_proto::v1::controller_client::ControllerClient;
 use kube::ResourceExt;
 use snapshot_controller::VolumeSnapshotContent;
 use tonic::Code;
@@ -29,7 +26,7 @@ pub async fn create_or_check(
         .as_deref()
         .filter(|uid| !uid.is_empty())
         .ok_or_else(|| {
-            Error::Invalid(format!(
+            Error::invalid(format!(
                 "VolumeSnapshotContent {name} has no spec.volumeSnapshotRef.uid to name the snapshot after"
             ))
         })?;
@@ -46,37 +43,24 @@ pub async fn create_or_check(
         parameters,
     };
     tracing::debug!(content = %name, snapshot = %request.name, volume = volume_id, "CreateSnapshot");
-    let mut controller = ControllerClient::new(ctx.driver.channel.clone());
-    let started = Instant::now();
-    let answer = sidecar_common::driver::with_timeout(
-        "CreateSnapshot",
-        ctx.config.common.timeout,
-        controller.create_snapshot(request),
-    )
-    .await
-    .map_err(Error::csi);
-    let code = match &answer {
-        Ok(_) => Code::Ok,
-        Err(Error::Csi { status, .. }) => status.code(),
-        Err(_) => Code::Unknown,
-    };
-    ctx.metrics
-        .observe("/csi.v1.Controller/CreateSnapshot", code, started.elapsed());
+    let answer = ctx
+        .call("CreateSnapshot", ctx.controller().create_snapshot(request))
+        .await;
     let snapshot = match answer {
-        Ok(answer) => answer.snapshot.ok_or_else(|| {
-            Error::Invalid("the driver's CreateSnapshot answer has no snapshot".into())
-        })?,
+        Ok(answer) => answer
+            .snapshot
+            .ok_or_else(|| Error::invalid("the driver's CreateSnapshot answer has no snapshot"))?,
         Err(error) => {
-            if is_final(code) {
+            if is_final(error.status.code()) {
                 // The driver gave a definite answer: no snapshot is being made.
                 status::mark_being_created(&ctx.client, content, false).await?;
             }
-            return Err(error);
+            return Err(error.into());
         }
     };
     if snapshot.snapshot_id.is_empty() {
-        return Err(Error::Invalid(
-            "the driver's CreateSnapshot answer has an empty snapshot_id".into(),
+        return Err(Error::invalid(
+            "the driver's CreateSnapshot answer has an empty snapshot_id",
         ));
     }
     let updated = status::write(&ctx.client, &name, status::from_snapshot(&snapshot)).await?;

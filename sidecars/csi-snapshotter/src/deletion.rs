@@ -3,15 +3,12 @@
 //! (`snapshot.storage.kubernetes.io/volumesnapshotcontent-bound-protection`, added by the
 //! snapshot controller) is then removed so the object goes.
 
-use std::time::Instant;
-
 use csi_proto::v1::DeleteSnapshotRequest;
-use csi_proto::v1::controller_client::ControllerClient;
 use kube::api::Api;
 use kube::{Client, Resource, ResourceExt};
+use sidecar_common::finalizers;
 use snapshot_controller::api::{BEING_DELETED_ANNOTATION, VOLUME_SNAPSHOT_CONTENT_FINALIZER};
 use snapshot_controller::{DeletionPolicy, VolumeSnapshot, VolumeSnapshotContent};
-use tonic::Code;
 
 use crate::{Context, Error, Result, request, status};
 
@@ -66,11 +63,7 @@ pub fn snapshot_handle(content: &VolumeSnapshotContent) -> Option<&str> {
 
 /// Applies the deletion policy: DeleteSnapshot with `Delete`, then the finalizer goes.
 pub async fn apply_policy(content: &VolumeSnapshotContent, ctx: &Context) -> Result<()> {
-    if !content
-        .finalizers()
-        .iter()
-        .any(|f| f == VOLUME_SNAPSHOT_CONTENT_FINALIZER)
-    {
+    if !finalizers::has(content, VOLUME_SNAPSHOT_CONTENT_FINALIZER) {
         return Ok(());
     }
     if content.spec.deletion_policy == DeletionPolicy::Delete
@@ -78,7 +71,8 @@ pub async fn apply_policy(content: &VolumeSnapshotContent, ctx: &Context) -> Res
     {
         delete_snapshot(content, handle, ctx).await?;
     }
-    status::remove_finalizer(&ctx.client, content, VOLUME_SNAPSHOT_CONTENT_FINALIZER).await?;
+    let contents: Api<VolumeSnapshotContent> = Api::all(ctx.client.clone());
+    finalizers::remove(&contents, content, &[VOLUME_SNAPSHOT_CONTENT_FINALIZER]).await?;
     tracing::info!(content = %content.name_any(), policy = ?content.spec.deletion_policy,
         "released VolumeSnapshotContent");
     Ok(())
@@ -93,26 +87,12 @@ async fn delete_snapshot(
     let class = request::class_of(&ctx.client, content, false).await?;
     let reference = request::secret_reference(content, class.as_ref())?;
     let secrets = request::secrets(&ctx.client, reference.as_ref()).await?;
-    let mut controller = ControllerClient::new(ctx.driver.channel.clone());
-    let started = Instant::now();
-    let answer = sidecar_common::driver::with_timeout(
-        "DeleteSnapshot",
-        ctx.config.common.timeout,
-        controller.delete_snapshot(DeleteSnapshotRequest {
-            snapshot_id: handle.to_owned(),
-            secrets,
-        }),
-    )
-    .await
-    .map_err(Error::csi);
-    let code = match &answer {
-        Ok(_) => Code::Ok,
-        Err(Error::Csi { status, .. }) => status.code(),
-        Err(_) => Code::Unknown,
+    let request = DeleteSnapshotRequest {
+        snapshot_id: handle.to_owned(),
+        secrets,
     };
-    ctx.metrics
-        .observe("/csi.v1.Controller/DeleteSnapshot", code, started.elapsed());
-    answer?;
+    ctx.call("DeleteSnapshot", ctx.controller().delete_snapshot(request))
+        .await?;
     tracing::info!(content = %content.name_any(), snapshot = handle, "deleted the snapshot");
     Ok(())
 }

@@ -11,7 +11,7 @@ use std::collections::{BTreeMap, HashMap};
 
 use kube::api::Api;
 use kube::{Client, ResourceExt};
-use sidecar_common::secrets::{SecretRef, read_secret};
+use sidecar_common::secrets::{SecretRef, request_secrets};
 use snapshot_controller::api::{
     CSI_PARAMETER_PREFIX, DELETION_SECRET_NAME_ANNOTATION, DELETION_SECRET_NAMESPACE_ANNOTATION,
 };
@@ -43,7 +43,7 @@ pub async fn class_of(
         .await
         .map_err(|e| Error::kube(format!("reading VolumeSnapshotClass {name}"), e))?;
     match class {
-        None if required => Err(Error::Invalid(format!(
+        None if required => Err(Error::invalid(format!(
             "the VolumeSnapshotClass {name} of VolumeSnapshotContent {} does not exist",
             content.name_any()
         ))),
@@ -100,7 +100,7 @@ pub fn secret_reference(
         }
         (None, None) => {}
         _ => {
-            return Err(Error::Invalid(format!(
+            return Err(Error::invalid(format!(
                 "VolumeSnapshotContent {}: annotations {DELETION_SECRET_NAME_ANNOTATION} and {DELETION_SECRET_NAMESPACE_ANNOTATION} must both be set and non-empty",
                 content.name_any()
             )));
@@ -117,7 +117,7 @@ pub fn secret_reference(
         snapshot_namespace: reference.namespace.as_deref().unwrap_or_default(),
     };
     let reference =
-        snapshotter_secret(class, &values).map_err(|e| Error::Invalid(e.to_string()))?;
+        snapshotter_secret(class, &values).map_err(|e| Error::invalid(e.to_string()))?;
     Ok(reference.map(|r| SecretRef {
         name: r.name,
         namespace: r.namespace,
@@ -129,10 +129,7 @@ pub async fn secrets(
     client: &Client,
     reference: Option<&SecretRef>,
 ) -> Result<HashMap<String, String>> {
-    match reference {
-        Some(reference) => Ok(read_secret(client, reference).await?.into_map()),
-        None => Ok(HashMap::new()),
-    }
+    Ok(request_secrets(client, reference).await?)
 }
 
 #[cfg(test)]

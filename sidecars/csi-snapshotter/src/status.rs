@@ -1,5 +1,5 @@
 //! Writes to a VolumeSnapshotContent: its status (from a CSI snapshot, a pre-provisioned
-//! handle or an error), the being-created annotation and the content finalizer.
+//! handle or an error) and the being-created annotation.
 
 use csi_proto::v1::Snapshot;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
@@ -86,39 +86,6 @@ pub async fn mark_being_created(
         .await
         .map_err(|e| Error::kube(format!("annotating VolumeSnapshotContent {name}"), e))?;
     Ok(())
-}
-
-/// Removes `finalizer` from the content (guarded by its resourceVersion, so a stale view
-/// fails with a conflict and is retried).
-pub async fn remove_finalizer(
-    client: &Client,
-    content: &VolumeSnapshotContent,
-    finalizer: &str,
-) -> Result<()> {
-    if !content.finalizers().iter().any(|f| f == finalizer) {
-        return Ok(());
-    }
-    let name = content.name_any();
-    let kept: Vec<&String> = content
-        .finalizers()
-        .iter()
-        .filter(|f| *f != finalizer)
-        .collect();
-    let patch = json!({"metadata": {
-        "resourceVersion": content.resource_version(),
-        "finalizers": kept,
-    }});
-    match Api::<VolumeSnapshotContent>::all(client.clone())
-        .patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
-        .await
-    {
-        Ok(_) => Ok(()),
-        Err(kube::Error::Api(status)) if status.code == 404 => Ok(()),
-        Err(e) => Err(Error::kube(
-            format!("removing finalizer {finalizer} from VolumeSnapshotContent {name}"),
-            e,
-        )),
-    }
 }
 
 #[cfg(test)]

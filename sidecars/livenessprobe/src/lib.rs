@@ -26,6 +26,7 @@ use clap::Parser;
 use csi_proto::Endpoint;
 use csi_proto::v1::ProbeRequest;
 use csi_proto::v1::identity_client::IdentityClient;
+use sidecar_common::CsiCallError;
 use sidecar_common::flags::parse_duration;
 use tonic::transport::Channel;
 
@@ -148,11 +149,11 @@ pub async fn probe(channel: Channel, timeout: Duration) -> std::result::Result<(
     match tokio::time::timeout(timeout, identity.probe(ProbeRequest {})).await {
         Ok(Ok(answer)) if answer.get_ref().ready.unwrap_or(true) => Ok(()),
         Ok(Ok(_)) => Err("driver responded but is not ready".into()),
-        Ok(Err(status)) => Err(format!(
-            "rpc error: code = {:?} desc = {}",
-            status.code(),
-            status.message()
-        )),
+        Ok(Err(status)) => Err(CsiCallError {
+            call: "Probe",
+            status,
+        }
+        .to_string()),
         Err(_) => Err(format!("driver did not answer Probe within {timeout:?}")),
     }
 }

@@ -23,6 +23,7 @@ use csi_proto::Endpoint;
 use csi_proto::registration::v1::registration_server::RegistrationServer;
 use csi_proto::v1::GetPluginInfoRequest;
 use csi_proto::v1::identity_client::IdentityClient;
+use sidecar_common::run::stopped;
 use tonic::transport::Channel;
 
 use crate::config::{Config, Mode};
@@ -83,26 +84,20 @@ async fn register(
     tracing::info!(socket = %socket.display(), "serving the registration socket");
 
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
-    let stopped = {
-        let mut stop_rx = stop_rx.clone();
-        async move {
-            let _ = stop_rx.wait_for(|stop| *stop).await;
-        }
-    };
     let health = match &config.http_endpoint {
-        Some(address) => {
-            let mut stop_rx = stop_rx.clone();
-            Some(
-                health::serve(address, socket.clone(), verdict.clone(), async move {
-                    let _ = stop_rx.wait_for(|stop| *stop).await;
-                })
-                .await?,
+        Some(address) => Some(
+            health::serve(
+                address,
+                socket.clone(),
+                verdict.clone(),
+                stopped(stop_rx.clone()),
             )
-        }
+            .await?,
+        ),
         None => None,
     };
     let router = tonic::transport::Server::builder().add_service(RegistrationServer::new(service));
-    let server = tokio::spawn(csi_proto::serve(router, listener, stopped));
+    let server = tokio::spawn(csi_proto::serve(router, listener, stopped(stop_rx)));
 
     tokio::pin!(shutdown);
     let outcome = loop {

@@ -2,11 +2,23 @@
 //! `ItemExponentialFailureRateLimiter`: the n-th consecutive failure of a key waits
 //! `base × 2^(n-1)`, capped at `max`; a success forgets the key.
 //!
-//! Use it from a kube-runtime `Controller`'s `error_policy` to pick the requeue delay.
+//! Use it from a kube-runtime `Controller`'s `error_policy` to pick the requeue delay,
+//! keyed by [`object_key`].
 
 use std::collections::HashMap;
 use std::sync::Mutex;
 use std::time::Duration;
+
+use kube::{Resource, ResourceExt};
+
+/// `namespace/name` of a namespaced object, `name` of a cluster-scoped one: the back-off
+/// key and the name in messages.
+pub fn object_key<K: Resource>(obj: &K) -> String {
+    match obj.namespace() {
+        Some(namespace) => format!("{namespace}/{}", obj.name_any()),
+        None => obj.name_any(),
+    }
+}
 
 /// Failure counts per key.
 #[derive(Debug)]
@@ -71,6 +83,18 @@ mod tests {
         backoff.succeeded("a");
         assert_eq!(backoff.failures("a"), 0);
         assert_eq!(backoff.failed("a"), Duration::from_secs(1));
+    }
+
+    #[test]
+    fn keys_are_namespace_and_name_or_just_the_name() {
+        use k8s_openapi::api::core::v1::{PersistentVolume, PersistentVolumeClaim};
+        let mut claim = PersistentVolumeClaim::default();
+        claim.metadata.name = Some("data".into());
+        claim.metadata.namespace = Some("apps".into());
+        assert_eq!(object_key(&claim), "apps/data");
+        let mut pv = PersistentVolume::default();
+        pv.metadata.name = Some("pvc-1".into());
+        assert_eq!(object_key(&pv), "pvc-1");
     }
 
     #[test]

@@ -14,7 +14,7 @@ use csi_proto::v1::{
 };
 use tonic::transport::Channel;
 
-use crate::error::{Error, Result};
+use crate::error::{CsiCallError, Error, Result};
 
 /// First pause between Probe attempts; doubles up to [`PROBE_MAX_PAUSE`].
 const PROBE_FIRST_PAUSE: Duration = Duration::from_millis(20);
@@ -167,10 +167,21 @@ pub async fn with_timeout<T>(
     timeout: Duration,
     future: impl Future<Output = std::result::Result<tonic::Response<T>, tonic::Status>>,
 ) -> Result<T> {
+    Ok(timed(call, timeout, future).await?)
+}
+
+/// Runs one CSI call with a deadline: the answer, the driver's error, or DeadlineExceeded
+/// when it did not answer within `timeout`. The one place CSI calls are timed; see
+/// [`crate::context::SidecarContext::call`] for the metered version reconciles use.
+pub async fn timed<T>(
+    call: &'static str,
+    timeout: Duration,
+    future: impl Future<Output = std::result::Result<tonic::Response<T>, tonic::Status>>,
+) -> std::result::Result<T, CsiCallError> {
     match tokio::time::timeout(timeout, future).await {
         Ok(Ok(response)) => Ok(response.into_inner()),
-        Ok(Err(status)) => Err(Error::Csi { call, status }),
-        Err(_) => Err(Error::Csi {
+        Ok(Err(status)) => Err(CsiCallError { call, status }),
+        Err(_) => Err(CsiCallError {
             call,
             status: tonic::Status::deadline_exceeded(format!("no answer within {timeout:?}")),
         }),

@@ -1,4 +1,6 @@
-//! The crate's error type.
+//! The crate's errors: [`Error`] for the shared plumbing (start-up, flags, secrets,
+//! quantities), [`CsiCallError`] for one CSI call, and [`ReconcileError`], the error shape
+//! every controller sidecar's reconcile returns.
 
 use std::time::Duration;
 
@@ -85,3 +87,77 @@ pub enum Error {
 
 /// Result with [`Error`].
 pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+impl From<CsiCallError> for Error {
+    fn from(error: CsiCallError) -> Self {
+        Error::Csi {
+            call: error.call,
+            status: error.status,
+        }
+    }
+}
+
+/// A CSI call that failed, or did not answer within `--timeout` (then its status is
+/// DeadlineExceeded). Printed as upstream prints gRPC errors.
+#[derive(Debug, thiserror::Error)]
+#[error("rpc error: code = {code:?} desc = {message}", code = .status.code(), message = .status.message())]
+pub struct CsiCallError {
+    /// The RPC, e.g. `CreateVolume`.
+    pub call: &'static str,
+    /// The driver's answer.
+    pub status: tonic::Status,
+}
+
+/// Why one reconcile of a controller sidecar failed (this attempt; it is retried with
+/// back-off). The `Display` is what the sidecars write into events and status fields
+/// (`attachError`, ProvisioningFailed, …): one line that includes its cause, as upstream
+/// prints errors there, and never a secret value.
+#[derive(Debug, thiserror::Error)]
+pub enum ReconcileError {
+    /// The driver refused or failed a call.
+    #[error(transparent)]
+    Csi(#[from] CsiCallError),
+    /// A Kubernetes API call failed.
+    #[error("{what}: {error}")]
+    Kube {
+        /// What we were doing.
+        what: String,
+        /// The client's error (printed in the message, so not a `source`).
+        error: kube::Error,
+    },
+    /// A secret reference, quantity or access mode of the object is unusable, or a Secret
+    /// could not be read.
+    #[error(transparent)]
+    Common(#[from] Error),
+    /// The object (or what it refers to) asks for something that cannot be done.
+    #[error("{0}")]
+    Invalid(String),
+    /// Something the object depends on is not ready yet (a snapshot, a node's topology).
+    #[error("{0}")]
+    NotReady(String),
+}
+
+impl ReconcileError {
+    /// A Kubernetes error with what we were doing.
+    pub fn kube(what: impl Into<String>, error: kube::Error) -> Self {
+        ReconcileError::Kube {
+            what: what.into(),
+            error,
+        }
+    }
+
+    /// Whether this is an optimistic-concurrency conflict (a stale view: retried, and not
+    /// worth reporting).
+    pub fn is_conflict(&self) -> bool {
+        matches!(self, ReconcileError::Kube { error: kube::Error::Api(status), .. } if status.code == 409)
+    }
+}
+
+impl From<crate::finalizers::FinalizerError> for ReconcileError {
+    fn from(error: crate::finalizers::FinalizerError) -> Self {
+        ReconcileError::Kube {
+            what: error.what,
+            error: error.source,
+        }
+    }
+}

@@ -1,7 +1,9 @@
 //! Events as the upstream sidecars record them: core/v1 Events whose `source.component`
 //! is the sidecar (e.g. `manila.csi.openstack.org_csi-provisioner_<host>`), about an
 //! `involvedObject`, with a reason, a message and a type. Recording never fails the
-//! caller: errors are logged.
+//! caller: errors are logged. kubelet-style events are the same with the component
+//! `kubelet` and the node as host (`EventRecorder::new(client, "kubelet", node)`), recorded
+//! without waiting by [`EventRecorder::publish_in_background`].
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -68,6 +70,36 @@ impl EventRecorder {
     ) {
         self.publish_for(object.object_ref(&()), type_, reason, message)
             .await;
+    }
+
+    /// [`EventRecorder::publish_for`] in a spawned task, for callers that must not wait for
+    /// the API server (kubelet-style: a pod's worker records and goes on). Needs a Tokio
+    /// runtime.
+    pub fn publish_in_background(
+        &self,
+        involved: ObjectReference,
+        type_: EventType,
+        reason: &str,
+        message: impl Into<String>,
+    ) {
+        let recorder = self.clone();
+        let reason = reason.to_string();
+        let message = message.into();
+        tokio::spawn(async move {
+            recorder
+                .publish_for(involved, type_, &reason, message)
+                .await;
+        });
+    }
+
+    /// The `source.component` (and `reportingComponent`) of the events.
+    pub fn component(&self) -> &str {
+        &self.component
+    }
+
+    /// The `source.host` (and `reportingInstance`) of the events.
+    pub fn host(&self) -> &str {
+        &self.host
     }
 
     /// Records an event about the object `involved` refers to; cluster-scoped objects get

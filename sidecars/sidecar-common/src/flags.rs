@@ -1,6 +1,7 @@
 //! The flags the upstream CSI sidecars share, with their names and defaults.
 //!
-//! Flatten [`CommonFlags`] into a sidecar's own clap struct. Booleans accept Go style
+//! Flatten [`CommonFlags`] into a sidecar's own clap struct, and [`RetryFlags`] into the
+//! controller sidecars' (provisioner, attacher, resizer, snapshotter). Booleans accept Go style
 //! (`--leader-election`, `--leader-election=false`); durations accept Go's syntax
 //! (`15s`, `1m30s`, `500ms`).
 
@@ -9,6 +10,7 @@ use std::time::Duration;
 
 use clap::{ArgAction, Args};
 
+use crate::backoff::KeyedBackoff;
 use crate::error::{Error, Result};
 
 /// Flags shared by every sidecar.
@@ -82,6 +84,37 @@ impl CommonFlags {
     }
 }
 
+/// The retry flags of the controller sidecars: a failed object is retried after
+/// `--retry-interval-start`, doubling per consecutive failure up to `--retry-interval-max`.
+#[derive(Clone, Debug, Args)]
+pub struct RetryFlags {
+    /// First retry delay of a failed object; doubles per consecutive failure.
+    #[arg(long = "retry-interval-start", default_value = "1s", value_parser = parse_duration)]
+    pub retry_interval_start: Duration,
+
+    /// Longest retry delay.
+    #[arg(long = "retry-interval-max", default_value = "5m", value_parser = parse_duration)]
+    pub retry_interval_max: Duration,
+}
+
+impl RetryFlags {
+    /// The per-object back-off these flags describe.
+    pub fn backoff(&self) -> KeyedBackoff {
+        KeyedBackoff::new(self.retry_interval_start, self.retry_interval_max)
+    }
+}
+
+/// A name made from an object's uid as upstream's `--volume-name-prefix` /
+/// `--volume-name-uuid-length` (and the snapshotter's `--snapshot-name-*`) make it:
+/// `<prefix>-<uid>`, the uid cut to `uuid_length` characters when that is not negative.
+pub fn name_from_uid(prefix: &str, uuid_length: i32, uid: &str) -> String {
+    let uid = match usize::try_from(uuid_length) {
+        Ok(length) => uid.get(..length.min(uid.len())).unwrap_or(uid),
+        Err(_) => uid,
+    };
+    format!("{prefix}-{uid}")
+}
+
 /// Parses a Go duration: a sequence of `<number><unit>` with units `ns`, `us`, `µs`, `ms`,
 /// `s`, `m`, `h` (`1m30s`, `1.5s`), or `0`.
 pub fn parse_duration(text: &str) -> std::result::Result<Duration, String> {
@@ -138,11 +171,16 @@ mod tests {
     struct Cli {
         #[command(flatten)]
         common: CommonFlags,
+        #[command(flatten)]
+        retry: RetryFlags,
+    }
+
+    fn parse_all(args: &[&str]) -> std::result::Result<Cli, clap::Error> {
+        Cli::try_parse_from(std::iter::once("sidecar").chain(args.iter().copied()))
     }
 
     fn parse(args: &[&str]) -> std::result::Result<CommonFlags, clap::Error> {
-        Cli::try_parse_from(std::iter::once("sidecar").chain(args.iter().copied()))
-            .map(|c| c.common)
+        parse_all(args).map(|c| c.common)
     }
 
     #[rstest]
@@ -175,6 +213,27 @@ mod tests {
         assert_eq!(flags.renew_deadline, Duration::from_secs(10));
         assert_eq!(flags.retry_period, Duration::from_secs(5));
         flags.validate().unwrap();
+    }
+
+    #[test]
+    fn retry_flags_default_as_upstream_and_make_the_backoff() {
+        let retry = parse_all(&[]).unwrap().retry;
+        assert_eq!(retry.retry_interval_start, Duration::from_secs(1));
+        assert_eq!(retry.retry_interval_max, Duration::from_secs(300));
+        let retry = parse_all(&["--retry-interval-start=100ms", "--retry-interval-max=1s"])
+            .unwrap()
+            .retry;
+        let backoff = retry.backoff();
+        let delays: Vec<u128> = (0..5).map(|_| backoff.failed("k").as_millis()).collect();
+        assert_eq!(delays, [100, 200, 400, 800, 1000]);
+    }
+
+    #[test]
+    fn names_from_uids_are_prefixed_and_optionally_cut() {
+        let uid = "0b0e7a4c-9d5e-4f7a-8a53-3b2f8f1b7f10";
+        assert_eq!(name_from_uid("pvc", -1, uid), format!("pvc-{uid}"));
+        assert_eq!(name_from_uid("manila", 8, uid), "manila-0b0e7a4c");
+        assert_eq!(name_from_uid("x", 100, "short"), "x-short");
     }
 
     #[test]

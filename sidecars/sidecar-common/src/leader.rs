@@ -31,16 +31,9 @@ pub struct LeaderElection {
 
 impl LeaderElection {
     /// The election `flags` describe for the Lease `lease_name` (see [`lease_name`]); the
-    /// identity is `$POD_NAME` or the host name, plus a random suffix.
+    /// identity is this replica's name ([`crate::instance::name`]) plus a random suffix.
     pub fn from_flags(flags: &CommonFlags, lease_name: String) -> LeaderElection {
-        let host = std::env::var("POD_NAME")
-            .ok()
-            .filter(|n| !n.is_empty())
-            .unwrap_or_else(|| {
-                std::fs::read_to_string("/proc/sys/kernel/hostname")
-                    .map(|h| h.trim().to_string())
-                    .unwrap_or_else(|_| "sidecar".into())
-            });
+        let host = crate::instance::name("sidecar");
         LeaderElection {
             lease_name,
             namespace: flags

@@ -1,20 +1,32 @@
-//! What every Rust CSI sidecar of this workspace needs, each piece small:
+//! What every Rust CSI sidecar of this workspace needs, each piece small.
+//!
+//! The controller sidecars (provisioner, attacher, resizer, snapshotter) share one
+//! skeleton, [`sidecar`]: each implements [`sidecar::ControllerSidecar`] (flags, Lease
+//! prefix, event component, its kube-runtime controllers) and gets start-up, leader
+//! election, `/healthz` + `/metrics` and shutdown from [`sidecar::Sidecar`], and its whole
+//! `main` from [`sidecar::main`]. Their reconciles get a [`context::SidecarContext`]
+//! (client, driver, flags, event recorder, back-off, metrics, and the one timed and
+//! metered CSI call, [`context::SidecarContext::call`]) and return a [`ReconcileError`].
+//!
+//! The pieces:
 //!
 //! - [`flags::CommonFlags`]: the flags the upstream sidecars share (`--csi-address`,
 //!   `--timeout`, `--kubeconfig`, leader election, `--http-endpoint`, `-v`), to
-//!   `#[command(flatten)]` into a sidecar's own clap struct;
-//! - [`driver`]: connecting to the CSI driver with a wait-for-ready Probe loop, and reading
-//!   GetPluginInfo and the plugin/controller capabilities;
+//!   `#[command(flatten)]` into a sidecar's own clap struct, and [`flags::RetryFlags`];
+//! - [`driver`]: connecting to the CSI driver with a wait-for-ready Probe loop, reading
+//!   GetPluginInfo and the plugin/controller capabilities, and timing one CSI call;
 //! - [`kube_client`]: a Kubernetes client from `--kubeconfig` or the in-cluster/default config;
+//! - [`instance`]: this replica's name (`$POD_NAME` or the host name);
 //! - [`leader`]: leader election by a `coordination.k8s.io/v1` Lease;
 //! - [`events`]: a core/v1 Event recorder;
 //! - [`backoff`]: per-key exponential, capped back-off for failed work items;
+//! - [`finalizers`]: adding and removing finalizers guarded by the resourceVersion;
 //! - [`secrets`]: the `csi.storage.k8s.io/*-secret-name/namespace` StorageClass parameters,
 //!   their `${pvc.name}`-style templates, and reading a Secret's data;
 //! - [`http`]: `/healthz` and `/metrics` on `--http-endpoint`;
 //! - [`quantity`]: storage quantities (`1Gi`, `500M`) as bytes and back;
 //! - [`volume`]: a PersistentVolume's CSI source and volume capability;
-//! - [`run`]: a controller sidecar's run wiring (stop flag, HTTP endpoint, leader election);
+//! - [`run`]: the run wiring (stop flag, HTTP endpoint, leader election, controller streams);
 //! - [`telemetry`] (tracing set-up) and [`shutdown`] (SIGTERM/SIGINT).
 //!
 //! ```no_run
@@ -37,18 +49,22 @@
 //! ```
 
 pub mod backoff;
+pub mod context;
 pub mod driver;
 pub mod error;
 pub mod events;
+pub mod finalizers;
 pub mod flags;
 pub mod http;
+pub mod instance;
 pub mod kube_client;
 pub mod leader;
 pub mod quantity;
 pub mod run;
 pub mod secrets;
 pub mod shutdown;
+pub mod sidecar;
 pub mod telemetry;
 pub mod volume;
 
-pub use error::{Error, Result};
+pub use error::{CsiCallError, Error, ReconcileError, Result};

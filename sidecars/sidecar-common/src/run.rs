@@ -1,9 +1,12 @@
 //! The run wiring every controller sidecar shares: a stop flag set when `shutdown`
-//! resolves, `/healthz` and `/metrics` on `--http-endpoint`, and the sidecar's work run
-//! under leader election (`--leader-election`) or directly.
+//! resolves, `/healthz` and `/metrics` on `--http-endpoint`, the sidecar's work run under
+//! leader election (`--leader-election`) or directly, and a controller's reconcile stream
+//! driven to its end.
 
+use std::fmt::Display;
 use std::sync::Arc;
 
+use futures::{Stream, StreamExt};
 use kube::Client;
 use tokio::sync::watch;
 use tonic::transport::Channel;
@@ -29,18 +32,14 @@ where
     W: FnOnce(watch::Receiver<bool>) -> F,
     F: Future<Output = ()>,
 {
-    let (stop_tx, stop_rx) = watch::channel(false);
-    tokio::spawn(async move {
-        shutdown.await;
-        let _ = stop_tx.send(true);
-    });
+    let stop = stop_flag(shutdown);
     let http = match http_endpoint {
-        Some(address) => Some(
-            crate::http::serve(address, metrics, Some(driver), stopped(stop_rx.clone())).await?,
-        ),
+        Some(address) => {
+            Some(crate::http::serve(address, metrics, Some(driver), stopped(stop.clone())).await?)
+        }
         None => None,
     };
-    let work = work(stop_rx.clone());
+    let work = work(stop.clone());
     let result = match election {
         Some(election) => election
             .run(
@@ -49,7 +48,7 @@ where
                     work.await;
                     Ok(())
                 },
-                stopped(stop_rx),
+                stopped(stop),
             )
             .await
             .map(|_| ()),
@@ -64,7 +63,31 @@ where
     result
 }
 
+/// A stop flag that is set once `shutdown` resolves: one signal for several controllers
+/// (hand each a clone and wait on it with [`stopped`]).
+pub fn stop_flag(shutdown: impl Future<Output = ()> + Send + 'static) -> watch::Receiver<bool> {
+    let (stop_tx, stop_rx) = watch::channel(false);
+    tokio::spawn(async move {
+        shutdown.await;
+        let _ = stop_tx.send(true);
+    });
+    stop_rx
+}
+
 /// Resolves once the stop flag is set (or its sender is gone).
 pub async fn stopped(mut stop: watch::Receiver<bool>) {
     let _ = stop.wait_for(|stop| *stop).await;
+}
+
+/// Drives a kube-runtime controller's output to its end (the controller's graceful
+/// shutdown). Failed reconciles are only logged at debug level, as `what`: the controller's
+/// `error_policy` has reported them already.
+pub async fn drain<T, E: Display>(outcomes: impl Stream<Item = Result<T, E>>, what: &'static str) {
+    outcomes
+        .for_each(|outcome| async move {
+            if let Err(error) = outcome {
+                tracing::debug!(%error, "{what}");
+            }
+        })
+        .await;
 }

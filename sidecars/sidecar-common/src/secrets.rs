@@ -13,7 +13,7 @@
 use std::collections::BTreeMap;
 use std::fmt;
 
-use k8s_openapi::api::core::v1::Secret;
+use k8s_openapi::api::core::v1::{Secret, SecretReference};
 use kube::Api;
 use kube::Client;
 
@@ -239,6 +239,42 @@ impl SecretData {
     }
 }
 
+impl SecretRef {
+    /// The reference a PV's `spec.csi.*SecretRef` holds (a missing namespace is `default`,
+    /// as upstream reads it).
+    pub fn from_pv(reference: &SecretReference) -> SecretRef {
+        SecretRef {
+            name: reference.name.clone().unwrap_or_default(),
+            namespace: reference
+                .namespace
+                .clone()
+                .unwrap_or_else(|| "default".into()),
+        }
+    }
+}
+
+/// The secrets of a CSI request: the data of the Secret `reference` names, or none without
+/// a reference.
+pub async fn request_secrets(
+    client: &Client,
+    reference: Option<&SecretRef>,
+) -> Result<std::collections::HashMap<String, String>> {
+    match reference {
+        Some(reference) => Ok(read_secret(client, reference).await?.into_map()),
+        None => Ok(Default::default()),
+    }
+}
+
+/// The secrets of a CSI request from a PV's `spec.csi.*SecretRef` (see
+/// [`SecretRef::from_pv`]), none without one.
+pub async fn pv_request_secrets(
+    client: &Client,
+    reference: Option<&SecretReference>,
+) -> Result<std::collections::HashMap<String, String>> {
+    let reference = reference.map(SecretRef::from_pv);
+    request_secrets(client, reference.as_ref()).await
+}
+
 /// Reads the Secret `reference` points to: `data` (decoded as UTF-8) and `stringData`.
 pub async fn read_secret(client: &Client, reference: &SecretRef) -> Result<SecretData> {
     let secrets: Api<Secret> = Api::namespaced(client.clone(), &reference.namespace);
@@ -383,6 +419,21 @@ mod tests {
         assert_eq!(
             secret_reference(SecretKind::NodePublish, &only_name, &context).unwrap(),
             None
+        );
+    }
+
+    #[test]
+    fn pv_secret_references_default_to_the_default_namespace() {
+        let reference = SecretReference {
+            name: Some("creds".into()),
+            namespace: None,
+        };
+        assert_eq!(
+            SecretRef::from_pv(&reference),
+            SecretRef {
+                name: "creds".into(),
+                namespace: "default".into()
+            }
         );
     }
 

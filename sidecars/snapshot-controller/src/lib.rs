@@ -188,5 +188,14 @@ impl Error {
     }
 }
 
+impl From<sidecar_common::finalizers::FinalizerError> for Error {
+    fn from(error: sidecar_common::finalizers::FinalizerError) -> Self {
+        Self::Kube {
+            action: error.what,
+            source: error.source,
+        }
+    }
+}
+
 /// This crate's result.
 pub type Result<T, E = Error> = std::result::Result<T, E>;

@@ -44,9 +44,7 @@ async fn main() -> anyhow::Result<()> {
         .await
         .context("installing the snapshot CRDs")?;
     }
-    let host = std::env::var("POD_NAME")
-        .or_else(|_| std::env::var("HOSTNAME"))
-        .unwrap_or_else(|_| controller::CONTROLLER_NAME.into());
+    let host = sidecar_common::instance::name(controller::CONTROLLER_NAME);
     tracing::info!("snapshot controller running");
     controller::run_with(
         Arc::new(Context::new(client, &host)),

@@ -8,7 +8,9 @@ use kube::api::Api;
 use kube::runtime::controller::Action;
 use kube::{Resource, ResourceExt};
 
-use super::{Context, backoff_key, deletion, finalizers};
+use sidecar_common::finalizers;
+
+use super::{Context, backoff_key, deletion};
 use crate::api::{
     DeletionPolicy, VOLUME_SNAPSHOT_CONTENT_FINALIZER, VolumeSnapshot, VolumeSnapshotContent,
 };

@@ -7,7 +7,9 @@ use kube::runtime::controller::Action;
 use kube::{Resource, ResourceExt};
 use serde_json::json;
 
-use super::{Context, finalizers};
+use sidecar_common::finalizers;
+
+use super::Context;
 use crate::api::{
     BEING_DELETED_ANNOTATION, DeletionPolicy, PVC_AS_SOURCE_FINALIZER,
     VOLUME_SNAPSHOT_AS_SOURCE_FINALIZER, VOLUME_SNAPSHOT_BOUND_FINALIZER, VolumeSnapshot,

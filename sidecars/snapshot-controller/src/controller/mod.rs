@@ -8,11 +8,12 @@
 //!
 //! A snapshot the controller cannot make progress on gets `status.error` and a Warning event
 //! naming the cause (see [`crate::Error`]), and is retried with exponential back-off.
+//! Finalizers are added and removed with [`sidecar_common::finalizers`], as in the CSI
+//! sidecars.
 
 pub mod class;
 pub mod content;
 pub mod deletion;
-pub mod finalizers;
 pub mod snapshot;
 pub mod status;
 
@@ -29,6 +30,7 @@ use kube::runtime::watcher;
 use kube::{Client, Resource, ResourceExt};
 use sidecar_common::backoff::KeyedBackoff;
 use sidecar_common::events::{EventRecorder, EventType};
+use sidecar_common::run::{stop_flag, stopped};
 
 use crate::Error;
 use crate::api::{VolumeSnapshot, VolumeSnapshotContent};
@@ -113,14 +115,7 @@ pub async fn run_with(
     let pvcs: Api<PersistentVolumeClaim> = Api::all(client.clone());
 
     // One shutdown signal for both controllers.
-    let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
-    tokio::spawn(async move {
-        shutdown.await;
-        let _ = stop_tx.send(true);
-    });
-    let stopped = |mut rx: tokio::sync::watch::Receiver<bool>| async move {
-        let _ = rx.wait_for(|stop| *stop).await;
-    };
+    let stop = stop_flag(shutdown);
 
     let snapshot_controller = Controller::new(snapshots, watcher::Config::default());
     let store = snapshot_controller.store();
@@ -137,7 +132,7 @@ pub async fn run_with(
         .watches(pvcs, watcher::Config::default(), move |pvc| {
             snapshots_concerning(&store.state(), &pvc)
         })
-        .graceful_shutdown_on(stopped(stop_rx.clone()))
+        .graceful_shutdown_on(stopped(stop.clone()))
         .run(
             |vs, ctx| async move { snapshot::reconcile(vs, ctx).await },
             error_policy,
@@ -146,7 +141,7 @@ pub async fn run_with(
         .for_each(|_| async {});
 
     let content_controller = Controller::new(contents, watcher::Config::default())
-        .graceful_shutdown_on(stopped(stop_rx))
+        .graceful_shutdown_on(stopped(stop))
         .run(
             |content, ctx| async move { content::reconcile(content, ctx).await },
             error_policy,

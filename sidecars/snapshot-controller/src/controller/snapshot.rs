@@ -15,7 +15,9 @@ use serde_json::json;
 use sidecar_common::events::EventType;
 
 use super::class::{self, TemplateValues};
-use super::{Context, backoff_key, deletion, finalizers, status};
+use sidecar_common::finalizers;
+
+use super::{Context, backoff_key, deletion, status};
 use crate::api::{
     API_VERSION, DELETION_SECRET_NAME_ANNOTATION, DELETION_SECRET_NAMESPACE_ANNOTATION,
     PVC_AS_SOURCE_FINALIZER, VOLUME_SNAPSHOT_AS_SOURCE_FINALIZER, VOLUME_SNAPSHOT_BOUND_FINALIZER,

@@ -3,6 +3,7 @@
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
+use sidecar_common::quantity::format_bytes;
 
 use crate::api::{VolumeSnapshotContent, VolumeSnapshotStatus};
 
@@ -24,18 +25,10 @@ pub fn time_from_unix_nanos(nanos: i64) -> Option<Time> {
     Timestamp::from_nanosecond(i128::from(nanos)).ok().map(Time)
 }
 
-/// A byte count as a binary-SI quantity: the largest exact Ki/Mi/Gi/Ti/Pi/Ei unit, else bytes.
+/// A byte count as a binary-SI quantity: the largest exact Ki/Mi/Gi/Ti/Pi/Ei unit, else bytes
+/// (as [`sidecar_common::quantity::format_bytes`] writes PV capacities).
 pub fn quantity_from_bytes(bytes: i64) -> Quantity {
-    const UNITS: [&str; 6] = ["Ei", "Pi", "Ti", "Gi", "Mi", "Ki"];
-    if bytes > 0 {
-        for (i, unit) in UNITS.iter().enumerate() {
-            let size = 1i64 << (10 * (UNITS.len() - i));
-            if bytes % size == 0 {
-                return Quantity(format!("{}{unit}", bytes / size));
-            }
-        }
-    }
-    Quantity(bytes.to_string())
+    Quantity(format_bytes(bytes))
 }
 
 #[cfg(test)]
