@@ -8,9 +8,11 @@
 //! - [`cluster`]: the `Cluster` abstraction the suites use, with the embedded backend.
 //! - [`workspace`]: this workspace's binaries (drivers, sidecars), built when missing, for
 //!   tests, suites and benches.
+//! - [`errors`]: an error with its causes as one line ([`errors::error_chain`]).
 
 pub mod cluster;
 pub mod control_plane;
+pub mod errors;
 pub mod node;
 pub mod runtime;
 pub mod workspace;

@@ -4,6 +4,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use super::wait::WaitError;
+use crate::errors::IoContext;
 
 /// A [`Result`](std::result::Result) with the cluster module's [`Error`].
 pub type Result<T, E = Error> = std::result::Result<T, E>;
@@ -30,6 +31,22 @@ pub enum Error {
         option: &'static str,
         /// Why it is refused.
         reason: String,
+    },
+
+    /// A unix socket of the cluster would have a longer path than a socket address holds
+    /// (see [`sockets`](super::embedded::sockets)); checked before anything starts.
+    #[error(
+        "the unix socket path {} would be {length} bytes, over the limit of {limit}: choose a shorter base or run directory (room is kept for CSI driver names of up to {} bytes)",
+        path.display(),
+        super::embedded::sockets::DRIVER_NAME_ROOM
+    )]
+    SocketPathTooLong {
+        /// The longest socket path the cluster would have.
+        path: PathBuf,
+        /// Its length in bytes.
+        length: usize,
+        /// The longest a socket path can be.
+        limit: usize,
     },
 
     /// A helper binary (`node-agent`, `conformance`) is not where it is looked for.
@@ -175,19 +192,17 @@ impl From<WaitError> for Error {
     }
 }
 
-impl Error {
-    pub(crate) fn io(
-        action: &'static str,
-        path: impl Into<PathBuf>,
-    ) -> impl FnOnce(std::io::Error) -> Self {
-        let path = path.into();
-        move |source| Error::Io {
+impl IoContext for Error {
+    fn from_io(action: &'static str, path: PathBuf, source: std::io::Error) -> Self {
+        Error::Io {
             action,
             path,
             source,
         }
     }
+}
 
+impl Error {
     pub(crate) fn kube(action: impl Into<String>) -> impl FnOnce(kube::Error) -> Self {
         let action = action.into();
         move |source| Error::Kube { action, source }

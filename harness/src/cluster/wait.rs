@@ -22,6 +22,8 @@ use kube::{Resource, ResourceExt};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
+use crate::errors::error_chain;
+
 /// How often [`wait_until`] re-runs its check.
 const POLL_INTERVAL: Duration = Duration::from_millis(100);
 /// Longest last-seen summary kept in a [`WaitError`].
@@ -77,7 +79,7 @@ where
                 Ok(None) => return None,
                 Err(e) => {
                     // The watcher recovers on the next poll (relist); keep the error as state.
-                    last_seen = format!("watch error: {e}");
+                    last_seen = format!("watch error: {}", error_chain(&e));
                     tokio::time::sleep(POLL_INTERVAL).await;
                     continue;
                 }

@@ -11,6 +11,7 @@ use super::process::ComponentProcess;
 use super::readiness::{HealthCheck, wait_ready};
 use super::run_dir::RunDir;
 use super::{Binaries, BootTimings, ControlPlaneBuilder, KubernetesVersion, kubeconfig};
+use crate::errors::IoContext;
 
 /// What [`prepare`] wrote.
 pub(super) struct Prepared {

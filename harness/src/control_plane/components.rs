@@ -162,20 +162,7 @@ pub(crate) fn controller_manager_args(
     cluster_name: &str,
     extra: &[String],
 ) -> Vec<OsString> {
-    let kubeconfig = path(&l.controller_manager_kubeconfig);
-    let mut args = vec![
-        flag("kubeconfig", kubeconfig),
-        flag("authentication-kubeconfig", kubeconfig),
-        flag("authorization-kubeconfig", kubeconfig),
-        flag("bind-address", "127.0.0.1"),
-        flag("secure-port", l.ports.controller_manager.to_string()),
-        flag("cert-dir", path(&l.cert_dir)),
-        flag("tls-cert-file", path(&l.controller_manager_serving.cert)),
-        flag(
-            "tls-private-key-file",
-            path(&l.controller_manager_serving.key),
-        ),
-        flag("client-ca-file", path(&l.ca_cert)),
+    let own = vec![
         flag("controllers", "*"),
         flag("root-ca-file", path(&l.ca_cert)),
         flag(
@@ -187,10 +174,55 @@ pub(crate) fn controller_manager_args(
         flag("cluster-signing-key-file", path(&l.ca_key)),
         flag("service-cluster-ip-range", SERVICE_CIDR),
         flag("cluster-name", cluster_name),
-        // One instance: no need to wait for a lease.
-        flag("leader-elect", "false"),
-        flag("profiling", "false"),
     ];
+    apiserver_client_args(
+        l,
+        &l.controller_manager_kubeconfig,
+        l.ports.controller_manager,
+        &l.controller_manager_serving,
+        own,
+        extra,
+    )
+}
+
+pub(crate) fn scheduler_args(l: &Layout, extra: &[String]) -> Vec<OsString> {
+    apiserver_client_args(
+        l,
+        &l.scheduler_kubeconfig,
+        l.ports.scheduler,
+        &l.scheduler_serving,
+        Vec::new(),
+        extra,
+    )
+}
+
+/// The command line shared by the controller-manager and the scheduler: the apiserver
+/// reached (and requests authenticated and authorised) through `kubeconfig`, a secure
+/// health port served with `serving`, one instance, then the component's `own` flags and
+/// the caller's `extra` ones.
+fn apiserver_client_args(
+    l: &Layout,
+    kubeconfig: &Path,
+    port: u16,
+    serving: &CertFiles,
+    own: Vec<OsString>,
+    extra: &[String],
+) -> Vec<OsString> {
+    let kubeconfig = path(kubeconfig);
+    let mut args = vec![
+        flag("kubeconfig", kubeconfig),
+        flag("authentication-kubeconfig", kubeconfig),
+        flag("authorization-kubeconfig", kubeconfig),
+        flag("bind-address", "127.0.0.1"),
+        flag("secure-port", port.to_string()),
+        flag("cert-dir", path(&l.cert_dir)),
+        flag("tls-cert-file", path(&serving.cert)),
+        flag("tls-private-key-file", path(&serving.key)),
+        flag("client-ca-file", path(&l.ca_cert)),
+    ];
+    args.extend(own);
+    // One instance: no need to wait for a lease.
+    args.extend([flag("leader-elect", "false"), flag("profiling", "false")]);
     if l.disable_insecure_port {
         args.push(flag("port", "0"));
     }
@@ -198,24 +230,80 @@ pub(crate) fn controller_manager_args(
     args
 }
 
-pub(crate) fn scheduler_args(l: &Layout, extra: &[String]) -> Vec<OsString> {
-    let kubeconfig = path(&l.scheduler_kubeconfig);
-    let mut args = vec![
-        flag("kubeconfig", kubeconfig),
-        flag("authentication-kubeconfig", kubeconfig),
-        flag("authorization-kubeconfig", kubeconfig),
-        flag("bind-address", "127.0.0.1"),
-        flag("secure-port", l.ports.scheduler.to_string()),
-        flag("cert-dir", path(&l.cert_dir)),
-        flag("tls-cert-file", path(&l.scheduler_serving.cert)),
-        flag("tls-private-key-file", path(&l.scheduler_serving.key)),
-        flag("client-ca-file", path(&l.ca_cert)),
-        flag("leader-elect", "false"),
-        flag("profiling", "false"),
-    ];
-    if l.disable_insecure_port {
-        args.push(flag("port", "0"));
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn layout(disable_insecure_port: bool) -> Layout {
+        let files = |name: &str| CertFiles {
+            cert: PathBuf::from(format!("/p/{name}.crt")),
+            key: PathBuf::from(format!("/p/{name}.key")),
+        };
+        Layout {
+            ports: Ports {
+                etcd_client: 1,
+                etcd_peer: 2,
+                apiserver: 3,
+                controller_manager: 4,
+                scheduler: 5,
+            },
+            etcd_data: "/p/etcd".into(),
+            ca_cert: "/p/ca.crt".into(),
+            ca_key: "/p/ca.key".into(),
+            apiserver_serving: files("apiserver"),
+            apiserver_kubelet_client: files("kubelet-client"),
+            front_proxy_ca_cert: "/p/front-proxy-ca.crt".into(),
+            front_proxy_client: files("front-proxy-client"),
+            controller_manager_serving: files("cm"),
+            scheduler_serving: files("scheduler"),
+            service_account_key: "/p/sa.key".into(),
+            service_account_pub: "/p/sa.pub".into(),
+            controller_manager_kubeconfig: "/p/cm.conf".into(),
+            scheduler_kubeconfig: "/p/scheduler.conf".into(),
+            cert_dir: "/p".into(),
+            disable_insecure_port,
+        }
     }
-    args.extend(extra.iter().map(OsString::from));
-    args
+
+    fn text(args: Vec<OsString>) -> Vec<String> {
+        args.into_iter()
+            .map(|a| a.to_string_lossy().into_owned())
+            .collect()
+    }
+
+    #[test]
+    fn scheduler_gets_its_own_kubeconfig_port_and_certificate() {
+        let args = text(scheduler_args(&layout(false), &["--v=2".into()]));
+        assert_eq!(
+            args,
+            [
+                "--kubeconfig=/p/scheduler.conf",
+                "--authentication-kubeconfig=/p/scheduler.conf",
+                "--authorization-kubeconfig=/p/scheduler.conf",
+                "--bind-address=127.0.0.1",
+                "--secure-port=5",
+                "--cert-dir=/p",
+                "--tls-cert-file=/p/scheduler.crt",
+                "--tls-private-key-file=/p/scheduler.key",
+                "--client-ca-file=/p/ca.crt",
+                "--leader-elect=false",
+                "--profiling=false",
+                "--v=2",
+            ]
+        );
+    }
+
+    #[test]
+    fn controller_manager_flags_sit_between_the_shared_ones() {
+        let args = text(controller_manager_args(&layout(true), "c", &[]));
+        assert_eq!(args[0], "--kubeconfig=/p/cm.conf");
+        assert_eq!(args[4], "--secure-port=4");
+        assert_eq!(args[6], "--tls-cert-file=/p/cm.crt");
+        assert_eq!(args[9], "--controllers=*");
+        assert_eq!(args[16], "--cluster-name=c");
+        assert_eq!(
+            args[17..],
+            ["--leader-elect=false", "--profiling=false", "--port=0"]
+        );
+    }
 }

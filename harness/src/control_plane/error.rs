@@ -3,6 +3,8 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
+use crate::errors::IoContext;
+
 /// What can go wrong while preparing, starting or stopping a control plane. Messages do not
 /// repeat the underlying error: it is the [`std::error::Error::source`] (print the chain,
 /// e.g. with `anyhow`'s `{:#}`).
@@ -121,20 +123,17 @@ pub enum Error {
 /// The control plane's result type.
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
-impl Error {
-    /// An [`Error::Io`] for `path`.
-    pub(crate) fn io(
-        action: &'static str,
-        path: impl Into<PathBuf>,
-    ) -> impl FnOnce(std::io::Error) -> Self {
-        let path = path.into();
-        move |source| Error::Io {
+impl IoContext for Error {
+    fn from_io(action: &'static str, path: PathBuf, source: std::io::Error) -> Self {
+        Error::Io {
             action,
             path,
             source,
         }
     }
+}
 
+impl Error {
     /// An [`Error::Certificate`] for `what`.
     pub(crate) fn cert(what: impl Into<String>) -> impl FnOnce(rcgen::Error) -> Self {
         let what = what.into();

@@ -73,7 +73,7 @@ pub struct ControlPlaneBuilder {
 impl Default for ControlPlaneBuilder {
     fn default() -> Self {
         Self {
-            base_dir: std::env::temp_dir().join("openstack-csi-conformance"),
+            base_dir: run_dir::default_base(),
             run_dir: None,
             binaries: None,
             cluster_name: "embedded".into(),
@@ -89,7 +89,7 @@ impl Default for ControlPlaneBuilder {
 
 impl ControlPlaneBuilder {
     /// The directory in which run directories are created (and stale ones cleaned).
-    /// Default: `$TMPDIR/openstack-csi-conformance`.
+    /// Default: `$TMPDIR/occ` ([`run_dir::default_base`]).
     pub fn base_dir(mut self, dir: impl Into<PathBuf>) -> Self {
         self.base_dir = dir.into();
         self

@@ -11,6 +11,7 @@ use rcgen::{
 };
 
 use super::error::{Error, Result};
+use crate::errors::IoContext;
 
 /// A certificate and its private key, both PEM.
 #[derive(Clone)]

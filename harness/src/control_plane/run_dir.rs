@@ -18,9 +18,23 @@ use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;
 
 use super::error::{Error, Result};
+use crate::errors::IoContext;
 
 const LOCK_FILE: &str = "run.lock";
 const PROCESSES_FILE: &str = "processes";
+
+/// The directory under `$TMPDIR` where run directories go by default: short (it abbreviates
+/// `openstack-csi-conformance`) because unix socket paths below a cluster's run directory
+/// must fit 107 bytes (see `cluster::embedded::sockets`).
+pub const DEFAULT_BASE_NAME: &str = "occ";
+
+/// How many random characters follow the prefix of a fresh run directory's name.
+pub const RANDOM_SUFFIX_LEN: usize = 6;
+
+/// The default base directory of run directories: `$TMPDIR/occ` ([`DEFAULT_BASE_NAME`]).
+pub fn default_base() -> PathBuf {
+    std::env::temp_dir().join(DEFAULT_BASE_NAME)
+}
 
 /// A run directory held by this process (see the module docs).
 #[derive(Debug)]
@@ -40,11 +54,13 @@ pub struct StaleRun {
 }
 
 impl RunDir {
-    /// Creates a fresh run directory `<base>/<prefix><random>` and takes its lock.
+    /// Creates a fresh run directory `<base>/<prefix><random>` ([`RANDOM_SUFFIX_LEN`]
+    /// random characters) and takes its lock.
     pub fn create_in(base: &Path, prefix: &str) -> Result<Self> {
         std::fs::create_dir_all(base).map_err(Error::io("creating", base))?;
         let dir = tempfile::Builder::new()
             .prefix(prefix)
+            .rand_bytes(RANDOM_SUFFIX_LEN)
             .tempdir_in(base)
             .map_err(Error::io("creating a run directory in", base))?;
         // From here on the directory is ours to keep (or clean on failure below).

@@ -42,14 +42,11 @@ pub enum Error {
         /// Why.
         reason: String,
     },
-    /// A CSI volume could not be mounted (kubelet's message, reported as `FailedMount`).
-    #[error("{message}")]
-    VolumeMount {
-        /// The message, naming the volume, claim or driver at fault.
-        message: String,
-        /// The volume is not attached yet (retried about every second).
-        not_attached: bool,
-    },
+    /// A CSI volume could not be mounted: its `Display` is kubelet's message (reported as
+    /// `FailedMount`); [`csi::Error::is_not_attached`](super::csi::Error::is_not_attached)
+    /// says whether it only waits for attachment (retried about every second).
+    #[error(transparent)]
+    CsiVolume(#[from] super::csi::Error),
     /// A container's configuration could not be resolved (env references, command).
     #[error("container {container:?}: {reason}")]
     ContainerConfig {
@@ -95,18 +92,6 @@ impl Error {
         move |source| Error::Api { action, source }
     }
 
-    pub(crate) fn io(
-        action: &'static str,
-        path: impl Into<PathBuf>,
-    ) -> impl FnOnce(std::io::Error) -> Self {
-        let path = path.into();
-        move |source| Error::Io {
-            action,
-            path,
-            source,
-        }
-    }
-
     pub(crate) fn volume(volume: impl Into<String>, reason: impl Into<String>) -> Self {
         Error::Volume {
             volume: volume.into(),
@@ -129,5 +114,15 @@ impl Error {
     /// Whether an API error is a 409 (already exists or conflict).
     pub(crate) fn is_conflict(e: &kube::Error) -> bool {
         matches!(e, kube::Error::Api(status) if status.code == 409)
+    }
+}
+
+impl crate::errors::IoContext for Error {
+    fn from_io(action: &'static str, path: PathBuf, source: std::io::Error) -> Self {
+        Error::Io {
+            action,
+            path,
+            source,
+        }
     }
 }

@@ -1,48 +1,29 @@
-//! Events about pods, recorded as kubelet records them (core/v1 Events with source
-//! `kubelet` on this host). Recording never blocks or fails the caller.
+//! Events about pods, recorded as kubelet records them: core/v1 Events with source
+//! `kubelet` on this host, built and posted by sidecar-common's [`EventRecorder`] (the one
+//! event recorder of the workspace). What is kubelet's own here: the reference to a pod or
+//! one of its containers (`spec.containers{name}`), and recording in the background, so it
+//! never blocks or fails the pod worker.
 
-use std::sync::atomic::{AtomicU64, Ordering};
-
-use k8s_openapi::api::core::v1::{Event, EventSource, ObjectReference, Pod};
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta, Time};
+use k8s_openapi::api::core::v1::{ObjectReference, Pod};
 use kube::Client;
-use kube::api::{Api, PostParams};
+use sidecar_common::events::EventRecorder;
+
+pub use sidecar_common::events::EventType;
 
 /// The component events are attributed to.
 pub const COMPONENT: &str = "kubelet";
 
-/// Whether an event reports something normal or a problem.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum EventType {
-    /// `Normal`.
-    Normal,
-    /// `Warning`.
-    Warning,
-}
-
 /// Records events for one node.
-#[derive(Clone)]
+#[derive(Debug, Clone)]
 pub struct Recorder {
-    client: Client,
-    node_name: String,
+    events: EventRecorder,
 }
-
-impl std::fmt::Debug for Recorder {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Recorder")
-            .field("node_name", &self.node_name)
-            .finish_non_exhaustive()
-    }
-}
-
-static SEQUENCE: AtomicU64 = AtomicU64::new(0);
 
 impl Recorder {
     /// A recorder for events reported by `node_name`'s kubelet.
     pub fn new(client: Client, node_name: impl Into<String>) -> Self {
         Recorder {
-            client,
-            node_name: node_name.into(),
+            events: EventRecorder::new(client, COMPONENT, node_name),
         }
     }
 
@@ -55,72 +36,27 @@ impl Recorder {
         reason: &str,
         message: impl Into<String>,
     ) {
-        let meta = &pod.metadata;
-        let namespace = meta.namespace.clone().unwrap_or_else(|| "default".into());
-        let pod_name = meta.name.clone().unwrap_or_default();
-        let involved = ObjectReference {
-            api_version: Some("v1".into()),
-            kind: Some("Pod".into()),
-            name: Some(pod_name.clone()),
-            namespace: Some(namespace.clone()),
-            uid: meta.uid.clone(),
-            resource_version: meta.resource_version.clone(),
-            field_path: container.map(|c| container_field_path(pod, c)),
-        };
-        self.record(namespace, pod_name, involved, type_, reason, message.into());
-    }
-
-    fn record(
-        &self,
-        namespace: String,
-        object_name: String,
-        involved: ObjectReference,
-        type_: EventType,
-        reason: &str,
-        message: String,
-    ) {
-        let now = k8s_openapi::jiff::Timestamp::now();
-        let seq = SEQUENCE.fetch_add(1, Ordering::Relaxed);
-        // kubelet names events `<object>.<hex nanoseconds>`; the sequence keeps names unique.
-        let name = format!(
-            "{object_name}.{:x}{seq:x}",
-            now.as_nanosecond().unsigned_abs()
-        );
-        let event = Event {
-            metadata: ObjectMeta {
-                name: Some(name),
-                namespace: Some(namespace.clone()),
-                ..ObjectMeta::default()
-            },
-            involved_object: involved,
-            reason: Some(reason.into()),
-            message: Some(message),
-            type_: Some(
-                match type_ {
-                    EventType::Normal => "Normal",
-                    EventType::Warning => "Warning",
-                }
-                .into(),
-            ),
-            source: Some(EventSource {
-                component: Some(COMPONENT.into()),
-                host: Some(self.node_name.clone()),
-            }),
-            first_timestamp: Some(Time(now)),
-            last_timestamp: Some(Time(now)),
-            event_time: None::<MicroTime>,
-            count: Some(1),
-            reporting_component: Some(COMPONENT.into()),
-            reporting_instance: Some(self.node_name.clone()),
-            ..Event::default()
-        };
-        let events: Api<Event> = Api::namespaced(self.client.clone(), &namespace);
-        tracing::debug!(reason, object = %object_name, "event");
+        let involved = pod_reference(pod, container);
+        let events = self.events.clone();
+        let reason = reason.to_string();
+        let message = message.into();
         tokio::spawn(async move {
-            if let Err(e) = events.create(&PostParams::default(), &event).await {
-                tracing::debug!(error = %e, "recording an event failed");
-            }
+            events.publish_for(involved, type_, &reason, message).await;
         });
+    }
+}
+
+/// The reference kubelet's events carry: the pod, with the container's field path.
+fn pod_reference(pod: &Pod, container: Option<&str>) -> ObjectReference {
+    let meta = &pod.metadata;
+    ObjectReference {
+        api_version: Some("v1".into()),
+        kind: Some("Pod".into()),
+        name: Some(meta.name.clone().unwrap_or_default()),
+        namespace: Some(meta.namespace.clone().unwrap_or_else(|| "default".into())),
+        uid: meta.uid.clone(),
+        resource_version: meta.resource_version.clone(),
+        field_path: container.map(|c| container_field_path(pod, c)),
     }
 }
 
@@ -135,5 +71,55 @@ fn container_field_path(pod: &Pod, container: &str) -> String {
         format!("spec.initContainers{{{container}}}")
     } else {
         format!("spec.containers{{{container}}}")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+    use k8s_openapi::api::core::v1::{Container, PodSpec};
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+
+    use super::*;
+
+    #[test]
+    fn events_name_the_pod_and_the_container_by_its_list() {
+        let container = |name: &str| Container {
+            name: name.into(),
+            ..Container::default()
+        };
+        let pod = Pod {
+            metadata: ObjectMeta {
+                name: Some("web".into()),
+                uid: Some("u-1".into()),
+                resource_version: Some("7".into()),
+                ..ObjectMeta::default()
+            },
+            spec: Some(PodSpec {
+                init_containers: Some(vec![container("setup")]),
+                containers: vec![container("main")],
+                ..PodSpec::default()
+            }),
+            ..Pod::default()
+        };
+        let reference = pod_reference(&pod, None);
+        assert_eq!(
+            (
+                reference.kind.as_deref(),
+                reference.namespace.as_deref(),
+                reference.name.as_deref(),
+                reference.uid.as_deref(),
+                reference.field_path
+            ),
+            (Some("Pod"), Some("default"), Some("web"), Some("u-1"), None)
+        );
+        assert_eq!(
+            pod_reference(&pod, Some("setup")).field_path.as_deref(),
+            Some("spec.initContainers{setup}")
+        );
+        assert_eq!(
+            pod_reference(&pod, Some("main")).field_path.as_deref(),
+            Some("spec.containers{main}")
+        );
     }
 }

@@ -1,49 +1,15 @@
 //! Reaching a node's pods from any process through its run directory: exec into a container
 //! and read its logs (what `kubectl exec` and `kubectl logs` do through a real kubelet).
 //!
-//! Each pod has a directory `<run_dir>/pods/<namespace>_<name>_<uid>/` (volumes live there);
-//! its sandbox is the runtime's sandbox with the pod UID as id.
+//! A pod is found by its directory (see [`layout`](super::layout)); its sandbox is the
+//! runtime's sandbox with the pod UID as id.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use crate::runtime::{Container, ExecOutput, Runtime, RuntimeConfig};
 
 use super::error::{Error, Result};
-
-/// The directory of a pod on a node.
-pub fn pod_dir(run_dir: &Path, namespace: &str, name: &str, uid: &str) -> PathBuf {
-    run_dir
-        .join("pods")
-        .join(format!("{namespace}_{name}_{uid}"))
-}
-
-/// Every pod directory of a node: (uid, path).
-pub fn pod_dirs(run_dir: &Path) -> Vec<(String, PathBuf)> {
-    let Ok(entries) = std::fs::read_dir(run_dir.join("pods")) else {
-        return Vec::new();
-    };
-    entries
-        .flatten()
-        .filter_map(|e| {
-            let name = e.file_name().to_string_lossy().into_owned();
-            // Namespaces and pod names cannot contain '_'.
-            let uid = name.rsplit('_').next()?.to_string();
-            Some((uid, e.path()))
-        })
-        .collect()
-}
-
-/// The UIDs of the pods `namespace/name` that ran on this node.
-fn pod_uids(run_dir: &Path, namespace: &str, name: &str) -> Vec<String> {
-    let prefix = format!("{namespace}_{name}_");
-    pod_dirs(run_dir)
-        .into_iter()
-        .filter_map(|(uid, path)| {
-            let file = path.file_name()?.to_string_lossy().into_owned();
-            file.starts_with(&prefix).then_some(uid)
-        })
-        .collect()
-}
+use super::layout::pod_uids;
 
 /// The attempts of `container` in pod `namespace/pod`, oldest first (of the running pod
 /// instance when a pod of that name ran several times).

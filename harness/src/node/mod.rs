@@ -47,7 +47,9 @@
 //!   `FileSystemResizePending` condition get NodeExpandVolume (drivers with
 //!   `EXPAND_VOLUME`) and their status capacity. `<run_dir>/pods` and `<run_dir>/plugins`
 //!   are shared mount points, so node plugin pods' Bidirectional mounts reach the host;
-//!   hostPath volumes under `/var/lib/kubelet` are mapped into the run directory.
+//!   hostPath volumes under `/var/lib/kubelet` are mapped into the run directory (see
+//!   [`layout`] for where everything lives). The volume manager's module
+//!   (`csi/volumes/`) lists its files in the order a volume goes through them.
 //! - **In-cluster access**: containers get `KUBERNETES_SERVICE_HOST/PORT` pointing at the
 //!   real API server (there is no service proxy) and, through the volume the ServiceAccount
 //!   admission plugin adds (the legacy token Secret in 1.20, the projected `kube-api-access`
@@ -99,11 +101,13 @@ pub mod csi;
 mod error;
 pub mod events;
 mod inspect;
+pub mod layout;
 pub mod lease;
 mod mounts;
 mod pod;
 pub mod registration;
 
+use crate::errors::IoContext;
 use std::future::Future;
 use std::sync::Arc;
 
@@ -112,7 +116,8 @@ use kube::api::Api;
 
 pub use config::{Capacity, NodeAgentConfig, Timings};
 pub use error::{Error, Result};
-pub use inspect::{exec, logs, pod_dir};
+pub use inspect::{exec, logs};
+pub use layout::pod_dir;
 pub use pod::{BackOff, phase};
 
 pub use crate::runtime::ExecOutput;
@@ -156,7 +161,7 @@ impl NodeAgent {
         // Registered CSI drivers, for the volume manager to find.
         let csi_drivers = csi::CsiDrivers::default();
         let plugin_paths = csi::PluginPaths::new(&config.run_dir);
-        let pods_dir = config.run_dir.join("pods");
+        let pods_dir = layout::pods_dir(&config.run_dir);
         for dir in [&plugin_paths.registry, &plugin_paths.plugins, &pods_dir] {
             std::fs::create_dir_all(dir).map_err(Error::io("creating", dir))?;
         }
@@ -222,27 +227,4 @@ async fn register_until_done(nodes: &Api<Node>, config: &NodeAgentConfig) -> Nod
     }
 }
 
-/// An error with its causes, `a: b: c` (API errors by their message, without the raw status).
-pub(crate) fn error_chain(e: &(dyn std::error::Error + 'static)) -> String {
-    let describe = |e: &(dyn std::error::Error + 'static)| match e.downcast_ref::<kube::Error>() {
-        Some(kube::Error::Api(status)) => format!("{} ({})", status.message, status.code),
-        _ => e.to_string(),
-    };
-    let mut text = describe(e);
-    let mut source = e.source();
-    while let Some(cause) = source {
-        let cause_text = describe(cause);
-        if !text.contains(&cause_text) {
-            text.push_str(": ");
-            text.push_str(&cause_text);
-        }
-        if matches!(
-            cause.downcast_ref::<kube::Error>(),
-            Some(kube::Error::Api(_))
-        ) {
-            break;
-        }
-        source = cause.source();
-    }
-    text
-}
+pub(crate) use crate::errors::error_chain;

@@ -76,7 +76,7 @@ impl ClusterArgs {
 
 #[derive(Debug, Args)]
 pub struct UpArgs {
-    /// The run directory; default a fresh one under $TMPDIR/openstack-csi-conformance.
+    /// The run directory; default a fresh one under $TMPDIR/occ.
     #[arg(long)]
     run_dir: Option<PathBuf>,
     #[command(flatten)]
@@ -91,7 +91,7 @@ pub struct UpArgs {
 
 #[derive(Debug, Args)]
 pub struct ServeArgs {
-    /// The run directory; default a fresh one under $TMPDIR/openstack-csi-conformance.
+    /// The run directory; default a fresh one under $TMPDIR/occ.
     #[arg(long)]
     run_dir: Option<PathBuf>,
     #[command(flatten)]
@@ -118,7 +118,7 @@ fn parse_image(s: &str) -> Result<(String, PathBuf), String> {
 }
 
 fn base_dir() -> PathBuf {
-    std::env::temp_dir().join("openstack-csi-conformance")
+    harness::control_plane::run_dir::default_base()
 }
 
 pub async fn run(command: ClusterCommand) -> anyhow::Result<()> {

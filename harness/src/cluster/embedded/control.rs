@@ -16,6 +16,7 @@ use tokio::task::JoinHandle;
 use super::super::error::{Error, Result};
 use super::NodeAgents;
 use super::description::CONTROL_SOCKET;
+use crate::errors::{IoContext, error_chain};
 
 const RESTART: &str = "restart-node-agent";
 
@@ -66,7 +67,7 @@ async fn serve(stream: UnixStream, agents: &Mutex<NodeAgents>) -> std::io::Resul
     let answer = match line.trim().split_once(' ') {
         Some((RESTART, node)) => match super::restart_node_agent(agents, node.trim()).await {
             Ok(()) => "ok".to_string(),
-            Err(e) => format!("error {e}"),
+            Err(e) => format!("error {}", error_chain(&e)),
         },
         _ => format!("error unknown request {:?}", line.trim()),
     };

@@ -23,6 +23,7 @@ use super::description::{CLUSTER_LOG, ClusterDescription};
 use super::node_agents::locate_binary;
 use super::{EmbeddedCluster, EmbeddedOptions};
 use crate::control_plane::process::log_tail;
+use crate::errors::IoContext;
 use crate::runtime::ProcessId;
 
 /// The environment variable naming the `conformance` binary (used by
@@ -97,7 +98,8 @@ pub async fn up(options: UpOptions, progress: &mut (dyn Write + Send)) -> Result
             std::fs::create_dir_all(&options.base_dir)
                 .map_err(Error::io("creating", &options.base_dir))?;
             let dir = tempfile::Builder::new()
-                .prefix("cluster-")
+                .prefix(super::RUN_DIR_PREFIX)
+                .rand_bytes(crate::control_plane::run_dir::RANDOM_SUFFIX_LEN)
                 .tempdir_in(&options.base_dir)
                 .map_err(Error::io("creating a run directory in", &options.base_dir))?;
             dir.keep()

@@ -18,6 +18,7 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 
 use super::super::error::{Error, Result};
+use crate::errors::IoContext;
 
 /// The description file's name in the run directory.
 pub const DESCRIPTION_FILE: &str = "cluster.json";

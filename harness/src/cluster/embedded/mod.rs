@@ -14,6 +14,7 @@ pub(crate) mod control;
 pub mod daemon;
 pub mod description;
 mod node_agents;
+pub mod sockets;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -26,12 +27,20 @@ use tokio::sync::Mutex;
 use super::Cluster;
 use super::error::{Error, Result};
 use crate::control_plane::{Binaries, ClientIdentity, ControlPlane, RunDir, run_dir};
+use crate::errors::{IoContext, error_chain};
 use crate::runtime::{Lifeline, LifelineHolder};
 
 pub use description::{ClusterDescription, NodeDescription};
 pub use node_agents::{NODE_AGENT_ENV, locate_node_agent};
 
 use node_agents::{NodeAgentLaunch, NodeAgentProcess};
+
+/// The prefix of a fresh run directory's name (`cluster-XXXXXX`).
+const RUN_DIR_PREFIX: &str = "cluster-";
+
+/// The directory of the nodes' run directories (kubelet's root of each) and logs, below the
+/// cluster's run directory.
+const NODES_DIR: &str = "nodes";
 
 /// How long a node agent may take to stop after SIGTERM.
 const AGENT_STOP_GRACE: Duration = Duration::from_secs(10);
@@ -47,8 +56,10 @@ pub struct EmbeddedOptions {
     pub region: String,
     /// The run directory; default a fresh `cluster-XXXXXX` under [`EmbeddedOptions::base_dir`].
     pub run_dir: Option<PathBuf>,
-    /// Where fresh run directories are created and stale ones cleaned (default
-    /// `$TMPDIR/openstack-csi-conformance`).
+    /// Where fresh run directories are created and stale ones cleaned (default `$TMPDIR/occ`,
+    /// [`run_dir::default_base`]). Every unix socket the cluster makes below its run
+    /// directory must fit 107 bytes ([`sockets`]): a base (or run directory) too long for
+    /// that is refused before anything starts.
     pub base_dir: PathBuf,
     /// Images mapped to host binaries (image reference, binary); other images are generic.
     pub images: Vec<(String, PathBuf)>,
@@ -69,7 +80,7 @@ impl Default for EmbeddedOptions {
             zones: vec!["zone-a".into(), "zone-b".into(), "zone-c".into()],
             region: "RegionOne".into(),
             run_dir: None,
-            base_dir: std::env::temp_dir().join("openstack-csi-conformance"),
+            base_dir: run_dir::default_base(),
             images: Vec::new(),
             node_agent: None,
             binaries: None,
@@ -96,7 +107,24 @@ impl EmbeddedOptions {
                 ),
             });
         }
-        Ok(())
+        let names: Vec<String> = self
+            .node_layout()
+            .into_iter()
+            .map(|(name, _)| name)
+            .collect();
+        sockets::check(&self.planned_run_dir(), &names)
+    }
+
+    /// The run directory as it will be: the given one, or a fresh one under the base (its
+    /// random part stood for by as many `X`).
+    fn planned_run_dir(&self) -> PathBuf {
+        match &self.run_dir {
+            Some(dir) => dir.clone(),
+            None => self.base_dir.join(format!(
+                "{RUN_DIR_PREFIX}{}",
+                "X".repeat(run_dir::RANDOM_SUFFIX_LEN)
+            )),
+        }
     }
 
     /// The node names and zones: `node-1`… with the zones in turn.
@@ -179,7 +207,7 @@ impl EmbeddedCluster {
 
         let (lifeline, holder) = Lifeline::pair()?;
         let (api_host, api_port) = host_port(control_plane.api_url());
-        let nodes_dir = root.join("nodes");
+        let nodes_dir = root.join(NODES_DIR);
         let mut agents = Vec::new();
         for (name, zone) in options.node_layout() {
             let node_dir = nodes_dir.join(&name);
@@ -396,7 +424,7 @@ fn open_run_dir(options: &EmbeddedOptions) -> Result<RunDir> {
             for stale in run_dir::clean_stale(&options.base_dir)? {
                 tracing::info!(path = %stale.path.display(), killed = ?stale.killed, "cleaned a stale run directory");
             }
-            Ok(RunDir::create_in(&options.base_dir, "cluster-")?)
+            Ok(RunDir::create_in(&options.base_dir, RUN_DIR_PREFIX)?)
         }
     }
 }
@@ -474,7 +502,7 @@ async fn wait_nodes_ready(
                     last_seen = "no Node registered yet".into();
                 }
             }
-            Err(e) => last_seen = format!("listing nodes: {e}"),
+            Err(e) => last_seen = format!("listing nodes: {}", error_chain(&e)),
         }
         if Instant::now() >= deadline {
             return Err(Error::NodesNotReady {
@@ -544,6 +572,27 @@ mod tests {
                 .to_string()
                 .contains("option zones")
         );
+    }
+
+    #[test]
+    fn a_base_dir_too_long_for_the_sockets_is_refused_before_it_is_created() {
+        let base = std::env::temp_dir().join("b".repeat(80));
+        let options = EmbeddedOptions {
+            base_dir: base.clone(),
+            ..Default::default()
+        };
+        let err = options.validate().unwrap_err();
+        assert!(
+            matches!(&err, Error::SocketPathTooLong { path, limit: 107, .. }
+                if path.to_string_lossy().contains("/plugins_registry/")),
+            "{err}"
+        );
+        assert!(!base.exists());
+    }
+
+    #[test]
+    fn the_default_base_dir_leaves_room_for_the_sockets() {
+        EmbeddedOptions::default().validate().unwrap();
     }
 
     #[test]

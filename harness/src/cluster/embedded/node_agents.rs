@@ -6,17 +6,15 @@
 
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
-use std::process::Stdio;
 use std::time::Duration;
 
-use nix::sys::signal::{Signal, kill};
-use nix::unistd::Pid;
-use tokio::process::{Child, Command};
+use tokio::process::Command;
 
 use super::super::error::{Error, Result};
 use super::description::NodeDescription;
 use crate::control_plane::RunDir;
-use crate::control_plane::process::{die_with_parent, log_tail};
+use crate::control_plane::process::{LoggedChild, log_tail};
+use crate::errors::IoContext;
 use crate::runtime::Lifeline;
 
 /// The environment variable naming the `node-agent` binary.
@@ -70,20 +68,12 @@ impl NodeAgentLaunch {
 #[derive(Debug)]
 pub(crate) struct NodeAgentProcess {
     launch: NodeAgentLaunch,
-    child: Child,
-    pid: u32,
+    process: LoggedChild,
 }
 
 impl NodeAgentProcess {
     /// Starts the agent and records it in the cluster's run directory.
     pub(crate) fn spawn(launch: NodeAgentLaunch, run_dir: &RunDir) -> Result<Self> {
-        let log = &launch.node.log;
-        let out = std::fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(log)
-            .map_err(Error::io("opening", log))?;
-        let err = out.try_clone().map_err(Error::io("duplicating", log))?;
         let (lifeline_var, lifeline_fd) = launch.lifeline.env();
         let mut command = Command::new(&launch.binary);
         command
@@ -93,21 +83,16 @@ impl NodeAgentProcess {
                 "RUST_LOG",
                 std::env::var("HARNESS_NODE_AGENT_LOG").unwrap_or_else(|_| "info".into()),
             )
-            .current_dir(&launch.node.run_dir)
-            .stdin(Stdio::null())
-            .stdout(out)
-            .stderr(err)
-            .kill_on_drop(true);
-        die_with_parent(&mut command);
-        let child = command
-            .spawn()
-            .map_err(Error::io("starting", &launch.binary))?;
-        let pid = child.id().unwrap_or_default();
-        run_dir
-            .record_process(&format!("node-agent {}", launch.node.name), pid)
-            .map_err(Error::ControlPlane)?;
-        tracing::info!(node = %launch.node.name, zone = %launch.node.zone, pid, "node agent started");
-        Ok(Self { launch, child, pid })
+            .current_dir(&launch.node.run_dir);
+        let process = LoggedChild::spawn(
+            format!("node-agent {}", launch.node.name),
+            command,
+            launch.node.log.clone(),
+            run_dir,
+            Error::io("starting", &launch.binary),
+        )?;
+        tracing::info!(node = %launch.node.name, zone = %launch.node.zone, pid = process.pid(), "node agent started");
+        Ok(Self { launch, process })
     }
 
     pub(crate) fn node(&self) -> &NodeDescription {
@@ -115,7 +100,7 @@ impl NodeAgentProcess {
     }
 
     pub(crate) fn pid(&self) -> u32 {
-        self.pid
+        self.process.pid()
     }
 
     pub(crate) fn launch(&self) -> &NodeAgentLaunch {
@@ -124,43 +109,23 @@ impl NodeAgentProcess {
 
     /// `Err(NodeAgentExited)` (with its log tail) if the agent has ended.
     pub(crate) fn check_running(&mut self) -> Result<()> {
-        match self.child.try_wait() {
-            Ok(None) => Ok(()),
-            Ok(Some(status)) => Err(self.exited(status.to_string())),
-            Err(e) => Err(self.exited(format!("unknown: {e}"))),
-        }
-    }
-
-    fn exited(&self, status: String) -> Error {
-        Error::NodeAgentExited {
-            node: self.launch.node.name.clone(),
-            status,
-            log: self.launch.node.log.clone(),
-            log_tail: log_tail(&self.launch.node.log),
+        match self.process.exit_status() {
+            None => Ok(()),
+            Some(status) => Err(Error::NodeAgentExited {
+                node: self.launch.node.name.clone(),
+                status,
+                log: self.launch.node.log.clone(),
+                log_tail: log_tail(&self.launch.node.log),
+            }),
         }
     }
 
     /// SIGTERM, then SIGKILL after `grace`. The agent's pods keep running.
     pub(crate) async fn stop(&mut self, grace: Duration) -> Result<()> {
-        if self.child.try_wait().ok().flatten().is_some() {
-            return Ok(());
-        }
-        match kill(Pid::from_raw(self.pid as i32), Signal::SIGTERM) {
-            Ok(()) | Err(nix::errno::Errno::ESRCH) => {}
-            Err(e) => {
-                return Err(Error::io("signalling node agent", &self.launch.node.log)(
-                    e.into(),
-                ));
-            }
-        }
-        if tokio::time::timeout(grace, self.child.wait()).await.is_ok() {
-            return Ok(());
-        }
-        tracing::warn!(node = %self.launch.node.name, ?grace, "node agent ignored SIGTERM; killing it");
-        self.child
-            .kill()
+        let log = self.launch.node.log.clone();
+        self.process
+            .stop(grace, |e| Error::io("signalling node agent", log)(e.into()))
             .await
-            .map_err(Error::io("killing node agent", &self.launch.node.log))
     }
 }
 

@@ -31,31 +31,33 @@
 //! When a socket disappears (or a new socket replaces it at the same path), the driver is
 //! removed from the CSINode and the annotation (the topology labels stay, as with kubelet).
 //!
-//! Registered drivers are kept in [`CsiDrivers`] (driver name → endpoint and gRPC channel)
-//! for the volume manager ([`VolumeManager`]: the mount flow) to find.
+//! Registered drivers are kept in [`CsiDrivers`] (driver name → endpoint, gRPC channel and,
+//! asked once per registration, node capabilities) for the volume manager
+//! ([`VolumeManager`]: the mount flow, see its module for the files to read in order) to
+//! find.
+//!
+//! Dependencies go one way: the pod workers (`node::pod`) use this module (the volume
+//! manager, its errors); nothing here uses `node::pod`.
 
 mod csinode;
+mod drivers;
 mod error;
 mod plugin;
 mod volumes;
 mod watcher;
 
-use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, RwLock};
-
-use tonic::transport::Channel;
 
 pub use csinode::{DriverNodeInfo, NODE_ID_ANNOTATION, csinode_driver};
+pub use drivers::{CsiDrivers, NodeCapabilities, RegisteredDriver};
 pub use error::{Error, Result};
 pub use volumes::{
-    CSI_PLUGIN_NAME, FS_RESIZE_PENDING, MountError, VOL_DATA_FILE, VolumeManager, attachment_name,
-    publish_path, staging_path, unique_volume_name,
+    CSI_PLUGIN_NAME, FS_RESIZE_PENDING, VOL_DATA_FILE, VolumeManager, attachment_name,
+    kubelet_volume_capability, publish_path, staging_path, unique_volume_name,
 };
 pub use watcher::{RETRY_INTERVAL, SCAN_INTERVAL, watch};
 
-/// kubelet's root directory, which [`PluginPaths::host_path`] maps to the run directory.
-pub const KUBELET_ROOT: &str = "/var/lib/kubelet";
+pub use crate::node::layout::KUBELET_ROOT;
 
 /// Where plugins register and live on one node.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -85,63 +87,9 @@ impl PluginPaths {
     }
 
     /// A path as kubelet sees it, on this node: `/var/lib/kubelet/x` → `<run_dir>/x`; other
-    /// paths unchanged.
+    /// paths unchanged (see [`layout::host_path`](crate::node::layout::host_path)).
     pub fn host_path(&self, path: &Path) -> PathBuf {
-        match path.strip_prefix(KUBELET_ROOT) {
-            Ok(rest) => self.run_dir.join(rest),
-            Err(_) => path.to_owned(),
-        }
-    }
-}
-
-/// A driver the watcher registered.
-#[derive(Debug, Clone)]
-pub struct RegisteredDriver {
-    /// The driver name (GetInfo's name).
-    pub name: String,
-    /// Its socket on this machine.
-    pub endpoint: PathBuf,
-    /// The highest CSI version both sides speak.
-    pub version: String,
-    /// NodeGetInfo's node id.
-    pub node_id: String,
-    /// A channel to the driver (connects lazily, reconnects after failures).
-    pub channel: Channel,
-}
-
-/// The drivers registered on a node, by name; cheap to clone and shared.
-#[derive(Debug, Clone, Default)]
-pub struct CsiDrivers {
-    drivers: Arc<RwLock<BTreeMap<String, RegisteredDriver>>>,
-}
-
-impl CsiDrivers {
-    /// The driver called `name`, if registered.
-    pub fn get(&self, name: &str) -> Option<RegisteredDriver> {
-        self.read().get(name).cloned()
-    }
-
-    /// The names of the registered drivers, sorted.
-    pub fn names(&self) -> Vec<String> {
-        self.read().keys().cloned().collect()
-    }
-
-    fn insert(&self, driver: RegisteredDriver) {
-        self.drivers
-            .write()
-            .unwrap_or_else(|e| e.into_inner())
-            .insert(driver.name.clone(), driver);
-    }
-
-    fn remove(&self, name: &str) {
-        self.drivers
-            .write()
-            .unwrap_or_else(|e| e.into_inner())
-            .remove(name);
-    }
-
-    fn read(&self) -> std::sync::RwLockReadGuard<'_, BTreeMap<String, RegisteredDriver>> {
-        self.drivers.read().unwrap_or_else(|e| e.into_inner())
+        crate::node::layout::host_path(&self.run_dir, path)
     }
 }
 

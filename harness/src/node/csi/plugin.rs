@@ -153,13 +153,13 @@ async fn install(
         max_volumes: node_info.max_volumes_per_node,
     };
     csinode::install(client, node_name, &driver_info).await?;
-    Ok(RegisteredDriver {
-        name: info.name.clone(),
-        endpoint: endpoint_path,
+    Ok(RegisteredDriver::new(
+        info.name.clone(),
+        endpoint_path,
         version,
-        node_id: node_info.node_id,
+        node_info.node_id,
         channel,
-    })
+    ))
 }
 
 async fn call<T>(

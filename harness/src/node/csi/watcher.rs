@@ -1,6 +1,7 @@
 //! Watching `plugins_registry`: a socket that appears is registered, one that disappears (or
 //! is replaced by a new one at the same path) is deregistered.
 
+use crate::errors::IoContext;
 use std::collections::BTreeMap;
 use std::os::unix::fs::{FileTypeExt, MetadataExt};
 use std::path::{Path, PathBuf};
@@ -65,13 +66,7 @@ pub async fn watch(client: Client, node_name: String, paths: PluginPaths, driver
 
 /// The sockets in `dir` (names starting with `.` are ignored, as kubelet does).
 fn scan(dir: &Path) -> Result<BTreeMap<PathBuf, SocketIdentity>> {
-    let io = |action| {
-        move |source| Error::Io {
-            action,
-            path: dir.to_owned(),
-            source,
-        }
-    };
+    let io = |action| Error::io(action, dir);
     let mut sockets = BTreeMap::new();
     for entry in std::fs::read_dir(dir).map_err(io("reading"))? {
         let entry = entry.map_err(io("reading"))?;

@@ -1,6 +1,14 @@
 //! Running the pods bound to the node: a watch on `spec.nodeName=<node>` feeds one worker
 //! task per pod (see [`worker`]); sandboxes found running at start are handed to their pods'
 //! workers, those of pods that no longer exist are removed.
+//!
+//! Dependencies go one way. Inside: [`worker`] (with its `impl Worker` parts in
+//! [`containers`] and [`adoption`]) uses [`probes`], [`record`], [`status`], [`volumes`],
+//! [`sources`], [`env`], [`downward`] and [`backoff`], none of which uses the worker (probe
+//! results reach it through any channel whose messages can be made from a
+//! [`probes::ProbeResult`]). Outside: this module uses [`csi`](super::csi) (the volume
+//! manager mounts `persistentVolumeClaim` volumes) and [`layout`](super::layout); neither
+//! uses it.
 
 mod adoption;
 mod backoff;
@@ -30,7 +38,7 @@ use super::config::NodeAgentConfig;
 use super::csi::VolumeManager;
 use super::error_chain;
 use super::events::Recorder;
-use super::inspect;
+use super::layout;
 use super::mounts;
 use crate::runtime::{Runtime, Sandbox};
 
@@ -51,15 +59,6 @@ pub struct Context {
     pub http: reqwest::Client,
     /// Mounts and unmounts the pods' CSI volumes.
     pub csi: Arc<VolumeManager>,
-}
-
-/// A quantity (`1Gi`, `500M`) in bytes, rounded up.
-pub(crate) fn quantity_bytes(text: &str) -> std::result::Result<i64, String> {
-    let value = downward::parse_quantity(text)?.ceil();
-    if !(0.0..=9.2e18).contains(&value) {
-        return Err(format!("quantity {text:?} is out of range"));
-    }
-    Ok(value as i64)
 }
 
 struct WorkerHandle {
@@ -199,18 +198,15 @@ async fn clean_orphans(
         Err(e) => tracing::warn!(error = %error_chain(&e), "listing sandboxes failed"),
     }
     let mut orphans = BTreeSet::new();
-    for (uid, dir) in inspect::pod_dirs(&ctx.config.run_dir) {
-        if known.contains_key(&uid) {
+    for dir in layout::pod_dirs(&ctx.config.run_dir) {
+        if known.contains_key(&dir.uid) {
             continue;
         }
-        let kubelet_style = dir
-            .file_name()
-            .is_some_and(|n| !n.to_string_lossy().contains('_'));
-        if kubelet_style {
-            // `<run_dir>/pods/<uid>`: CSI volumes, unpublished before anything goes.
-            orphans.insert(uid);
-        } else if let Err(e) = mounts::remove_unmounted_dir(&dir) {
-            tracing::warn!(path = %dir.display(), error = %e, "removing an orphaned pod directory failed");
+        if dir.kubelet_style {
+            // kubelet's `<run_dir>/pods/<uid>`: CSI volumes, unpublished before anything goes.
+            orphans.insert(dir.uid);
+        } else if let Err(e) = mounts::remove_unmounted_dir(&dir.path) {
+            tracing::warn!(path = %dir.path.display(), error = %e, "removing an orphaned pod directory failed");
         }
     }
     orphans
@@ -224,7 +220,7 @@ async fn retry_orphans(ctx: &Context, orphans: &mut BTreeSet<String>) {
         match ctx.csi.unmount_pod(uid).await {
             Ok(()) => done.push(uid.clone()),
             Err(e) => {
-                tracing::warn!(pod = %uid, error = %e, "unmounting the volumes of an orphaned pod failed; retrying");
+                tracing::warn!(pod = %uid, error = %error_chain(&e), "unmounting the volumes of an orphaned pod failed; retrying");
             }
         }
     }

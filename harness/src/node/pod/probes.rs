@@ -1,6 +1,9 @@
 //! Startup, readiness and liveness probes: exec (inside the container), httpGet and
 //! tcpSocket. Pods share the host's network, so a probe's port is a port on the node's
 //! address (the pod IP).
+//!
+//! Probes know nothing of the pod worker: [`run`] sends its [`ProbeResult`]s into any
+//! channel whose messages can be made from one (the worker's `WorkerEvent`).
 
 use std::net::IpAddr;
 use std::time::Duration;
@@ -9,7 +12,6 @@ use k8s_openapi::api::core::v1::{Container as ContainerSpec, Probe};
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use tokio::sync::mpsc;
 
-use super::worker::WorkerEvent;
 use crate::runtime::Container;
 
 /// Which probe.
@@ -81,16 +83,16 @@ impl ProbeCounter {
     }
 }
 
-/// Runs `kind` periodically against a container attempt, sending results to its worker until
-/// the task is aborted or the worker is gone.
-pub async fn run(
+/// Runs `kind` periodically against a container attempt, sending results to `events` until
+/// the task is aborted or the receiver is gone.
+pub async fn run<E: From<ProbeResult>>(
     kind: ProbeKind,
     probe: Probe,
     spec: ContainerSpec,
     container: Container,
     pod_ip: IpAddr,
     http: reqwest::Client,
-    events: mpsc::UnboundedSender<WorkerEvent>,
+    events: mpsc::UnboundedSender<E>,
 ) {
     let initial = Duration::from_secs(probe.initial_delay_seconds.unwrap_or(0).max(0) as u64);
     let period = Duration::from_secs(probe.period_seconds.unwrap_or(10).max(1) as u64);
@@ -113,7 +115,7 @@ pub async fn run(
             success: outcome.is_ok(),
             message: outcome.err().unwrap_or_default(),
         };
-        if events.send(WorkerEvent::Probe(result)).is_err() {
+        if events.send(result.into()).is_err() {
             return;
         }
     }

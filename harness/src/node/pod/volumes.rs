@@ -3,6 +3,7 @@
 //! TokenRequest, ConfigMaps, Secrets, downward API). Containers bind-mount them at their
 //! `volumeMounts`.
 
+use crate::errors::IoContext;
 use std::collections::BTreeMap;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Component, Path, PathBuf};
@@ -18,8 +19,9 @@ use kube::api::{Api, PostParams};
 use super::downward::{NodeFacts, field_value, resource_value};
 use super::sources::Sources;
 use crate::node::config::NodeAgentConfig;
-use crate::node::csi::{MountError, PluginPaths, VolumeManager};
+use crate::node::csi::VolumeManager;
 use crate::node::error::{Error, Result};
+use crate::node::layout;
 
 /// The default file mode of configMap, secret, downwardAPI and projected volumes.
 const DEFAULT_MODE: i32 = 0o644;
@@ -58,16 +60,7 @@ pub async fn prepare(
     let mut volumes = Volumes::default();
     for volume in pod.spec.iter().flat_map(|s| s.volumes.iter().flatten()) {
         if volume.persistent_volume_claim.is_some() || volume.csi.is_some() {
-            let (path, read_only) = csi.mount(pod, volume).await.map_err(|e| match e {
-                MountError::NotAttached(message) => Error::VolumeMount {
-                    message,
-                    not_attached: true,
-                },
-                MountError::Failed(message) => Error::VolumeMount {
-                    message,
-                    not_attached: false,
-                },
-            })?;
+            let (path, read_only) = csi.mount(pod, volume).await?;
             volumes.0.insert(volume.name.clone(), (path, read_only));
             continue;
         }
@@ -90,7 +83,7 @@ async fn prepare_one(
     let name = &volume.name;
     let fail = |reason: String| Error::volume(name, reason);
     if let Some(host) = &volume.host_path {
-        return host_path(name, host, &PluginPaths::new(&config.run_dir));
+        return host_path(name, host, &config.run_dir);
     }
     std::fs::create_dir_all(dir).map_err(Error::io("creating", dir))?;
     if volume.empty_dir.is_some() {
@@ -186,8 +179,8 @@ async fn prepare_one(
 
 /// A hostPath volume's directory or file; kubelet's own `/var/lib/kubelet/…` is this node's
 /// run directory (several nodes share the machine).
-fn host_path(name: &str, host: &HostPathVolumeSource, paths: &PluginPaths) -> Result<PathBuf> {
-    let path = paths.host_path(Path::new(&host.path));
+fn host_path(name: &str, host: &HostPathVolumeSource, run_dir: &Path) -> Result<PathBuf> {
+    let path = layout::host_path(run_dir, Path::new(&host.path));
     let fail = |reason: String| Error::volume(name, format!("hostPath {:?}: {reason}", host.path));
     if !path.is_absolute() {
         return Err(fail("must be absolute".into()));

@@ -22,7 +22,7 @@ use super::volumes::{self, Volumes};
 use crate::node::error::{Error, Result};
 use crate::node::error_chain;
 use crate::node::events::EventType;
-use crate::node::inspect;
+use crate::node::layout;
 use crate::node::mounts;
 use crate::runtime::{ExitStatus, Sandbox, SandboxSpec};
 
@@ -45,6 +45,12 @@ pub enum WorkerEvent {
     },
     /// A probe ran.
     Probe(ProbeResult),
+}
+
+impl From<ProbeResult> for WorkerEvent {
+    fn from(result: ProbeResult) -> Self {
+        WorkerEvent::Probe(result)
+    }
 }
 
 /// The state of one pod on this node.
@@ -282,13 +288,13 @@ impl Worker {
                         Error::Volume { volume, reason } => {
                             format!("MountVolume.SetUp failed for volume {volume:?} : {reason}")
                         }
-                        Error::VolumeMount { message, .. } => message.clone(),
+                        // kubelet's whole message.
+                        Error::CsiVolume(csi) => error_chain(csi),
                         other => format!("MountVolume.SetUp failed: {}", error_chain(other)),
                     };
                     self.problem(None, "FailedMount", message);
-                    if let Error::VolumeMount {
-                        not_attached: true, ..
-                    } = e
+                    if let Error::CsiVolume(csi) = &e
+                        && csi.is_not_attached()
                     {
                         // Waiting for the attach/detach controller: look again every second.
                         let soon = Instant::now() + Duration::from_secs(1);
@@ -345,7 +351,7 @@ impl Worker {
     }
 
     pub(super) fn pod_dir(&self) -> std::path::PathBuf {
-        inspect::pod_dir(
+        layout::pod_dir(
             &self.ctx.config.run_dir,
             &self.namespace(),
             &self.name(),
@@ -420,7 +426,7 @@ impl Worker {
         let unmounted = match self.ctx.csi.unmount_pod(&self.uid).await {
             Ok(()) => mounts::remove_unmounted_dir(&self.pod_dir())
                 .map_err(|e| format!("removing the pod directory: {e}")),
-            Err(message) => Err(message),
+            Err(e) => Err(error_chain(&e)),
         };
         if let Err(message) = unmounted {
             self.problem(None, "FailedUnmount", message);

@@ -1,0 +1,118 @@
+//! Phase 1 of a mount: a pod's `persistentVolumeClaim` volume to its CSI PV. The claim must
+//! exist and be Bound, the PV must exist, be bound to that claim (same UID) and have
+//! `spec.csi`. Inline `csi` volumes are refused.
+
+use k8s_openapi::api::core::v1::{
+    CSIPersistentVolumeSource, PersistentVolume, PersistentVolumeClaim, PersistentVolumeSpec, Pod,
+    Volume,
+};
+use kube::api::Api;
+
+use super::VolumeManager;
+use super::state::VolumeIdentity;
+use crate::node::csi::error::{Error, Result};
+
+/// A pod volume resolved to its CSI PV.
+#[derive(Debug, Clone)]
+pub(super) struct ResolvedVolume {
+    /// The pod's volume name.
+    pub volume_name: String,
+    /// The PV name.
+    pub pv_name: String,
+    /// The PV's spec.
+    pub spec: PersistentVolumeSpec,
+    /// The PV's CSI source.
+    pub csi: CSIPersistentVolumeSource,
+    /// Whether the pod's claim or the PV asks for a read-only mount.
+    pub read_only: bool,
+}
+
+impl ResolvedVolume {
+    /// Which volume.
+    pub fn identity(&self) -> VolumeIdentity {
+        VolumeIdentity {
+            driver: self.csi.driver.clone(),
+            handle: self.csi.volume_handle.clone(),
+            pv: self.pv_name.clone(),
+        }
+    }
+}
+
+impl VolumeManager {
+    /// Resolves `volume` of `pod` (a `persistentVolumeClaim` volume) to its PV, with
+    /// kubelet's messages when it cannot.
+    pub(super) async fn resolve(&self, pod: &Pod, volume: &Volume) -> Result<ResolvedVolume> {
+        if volume.csi.is_some() {
+            return Err(Error::SetUp {
+                volume: volume.name.clone(),
+                cause: Box::new(Error::InlineVolume),
+            });
+        }
+        let Some(claim) = &volume.persistent_volume_claim else {
+            return Err(Error::NotAClaim {
+                volume: volume.name.clone(),
+            });
+        };
+        let namespace = pod.metadata.namespace.as_deref().unwrap_or("default");
+        let claim_name = &claim.claim_name;
+        let process_claim = |cause: Error| Error::ProcessClaim {
+            volume: volume.name.clone(),
+            claim: format!("{namespace}/{claim_name}"),
+            cause: Box::new(cause),
+        };
+        let claims: Api<PersistentVolumeClaim> = Api::namespaced(self.client.clone(), namespace);
+        let pvc = claims
+            .get_opt(claim_name)
+            .await
+            .map_err(Error::api("failed to fetch PVC from API server"))
+            .and_then(|pvc| {
+                pvc.ok_or_else(|| Error::ClaimNotFound {
+                    claim: claim_name.clone(),
+                })
+            })
+            .map_err(process_claim)?;
+        let phase = pvc.status.as_ref().and_then(|s| s.phase.as_deref());
+        let pv_name = pvc
+            .spec
+            .as_ref()
+            .and_then(|s| s.volume_name.clone())
+            .unwrap_or_default();
+        if phase != Some("Bound") || pv_name.is_empty() {
+            return Err(process_claim(Error::ClaimNotBound));
+        }
+        let pvs: Api<PersistentVolume> = Api::all(self.client.clone());
+        let pv = pvs
+            .get_opt(&pv_name)
+            .await
+            .map_err(Error::api(format!(
+                "failed to fetch PV {pv_name:?} from API server"
+            )))
+            .and_then(|pv| {
+                pv.ok_or_else(|| Error::PvNotFound {
+                    pv: pv_name.clone(),
+                })
+            })
+            .map_err(process_claim)?;
+        let spec = pv.spec.unwrap_or_default();
+        let claim_ref_uid = spec.claim_ref.as_ref().and_then(|r| r.uid.clone());
+        if claim_ref_uid.is_some() && claim_ref_uid != pvc.metadata.uid {
+            return Err(process_claim(Error::ClaimRefMismatch { pv: pv_name }));
+        }
+        let Some(csi) = spec.csi.clone() else {
+            return Err(Error::SetUp {
+                volume: pv_name.clone(),
+                cause: Box::new(Error::NotCsi {
+                    pv: pv_name,
+                    claim: format!("{namespace}/{claim_name}"),
+                }),
+            });
+        };
+        Ok(ResolvedVolume {
+            volume_name: volume.name.clone(),
+            read_only: claim.read_only == Some(true) || csi.read_only == Some(true),
+            pv_name,
+            spec,
+            csi,
+        })
+    }
+}

@@ -1,0 +1,75 @@
+//! Phase 3 of a mount, for drivers with the node `STAGE_UNSTAGE_VOLUME` capability: staging
+//! the volume once per node (kubelet's MountDevice) at its global mount,
+//! `/var/lib/kubelet/plugins/kubernetes.io/csi/pv/<pv>/globalmount`, with `vol_data.json`
+//! (driver and handle) next to it. Every pod on the node then shares the staged volume; it
+//! is unstaged when no pod uses or wants it any more (see `teardown`).
+
+use crate::errors::IoContext;
+use std::collections::HashMap;
+use std::path::Path;
+
+use csi_proto::v1::{NodeStageVolumeRequest, VolumeCapability};
+
+use super::VolumeManager;
+use super::resolve::ResolvedVolume;
+use super::vol_data::{VOL_DATA_FILE, VolData};
+use crate::node::csi::RegisteredDriver;
+use crate::node::csi::drivers::node_call;
+use crate::node::csi::error::{Error, Result};
+
+impl VolumeManager {
+    /// NodeStageVolume of `resolved` at kubelet's `staging` path, then records it staged;
+    /// failures are kubelet's `MountVolume.MountDevice failed …`. The caller holds the
+    /// volume's lock and checked it is not staged yet.
+    pub(super) async fn stage(
+        &self,
+        driver: &RegisteredDriver,
+        resolved: &ResolvedVolume,
+        staging: &Path,
+        publish_context: &HashMap<String, String>,
+        capability: &VolumeCapability,
+    ) -> Result<()> {
+        let csi = &resolved.csi;
+        let device_failed = |cause: Error| Error::MountDevice {
+            volume: resolved.pv_name.clone(),
+            cause: Box::new(cause),
+        };
+        let host_staging = self.host(staging);
+        std::fs::create_dir_all(&host_staging)
+            .map_err(Error::io("creating", &host_staging))
+            .map_err(device_failed)?;
+        let data = VolData {
+            driver_name: csi.driver.clone(),
+            volume_handle: csi.volume_handle.clone(),
+            ..VolData::default()
+        };
+        if let Some(pv_dir) = host_staging.parent() {
+            data.write(&pv_dir.join(VOL_DATA_FILE))
+                .map_err(device_failed)?;
+        }
+        let secrets = self
+            .secrets(csi.node_stage_secret_ref.as_ref(), "NodeStageSecretRef")
+            .await
+            .map_err(device_failed)?;
+        let request = NodeStageVolumeRequest {
+            volume_id: csi.volume_handle.clone(),
+            publish_context: publish_context.clone(),
+            staging_target_path: staging.display().to_string(),
+            volume_capability: Some(capability.clone()),
+            secrets,
+            volume_context: csi
+                .volume_attributes
+                .clone()
+                .unwrap_or_default()
+                .into_iter()
+                .collect(),
+        };
+        node_call(driver.node_client().node_stage_volume(request))
+            .await
+            .map_err(device_failed)?;
+        let identity = resolved.identity();
+        tracing::info!(volume = %identity.unique_name(), pv = %resolved.pv_name, "volume staged");
+        self.state.mark_staged(&identity);
+        Ok(())
+    }
+}
