@@ -240,13 +240,17 @@ async fn main() -> anyhow::Result<()> {
         cluster.stop().await?;
     }
 
-    // The last boot also serves the pod latencies and the memory figure.
-    let run_dir = tempfile::Builder::new()
-        .prefix("cluster-bench-")
-        .tempdir_in(std::env::temp_dir())?;
-    let mut sampler = MemorySampler::start(run_dir.path().to_path_buf());
+    // The last boot also serves the pod latencies and the memory figure; its run directory is
+    // named here so that the sampler watches the boot too. It lies under the base directory:
+    // should the bench fail or be killed half-way, the next cluster start finds it stale and
+    // cleans it, unmounting the node agents' shared mount points (a directory elsewhere would
+    // keep them in the host's mount table).
+    let run_dir = options
+        .base_dir
+        .join(format!("cluster-bench-{}", std::process::id()));
+    let mut sampler = MemorySampler::start(run_dir.clone());
     let cluster = EmbeddedCluster::start(EmbeddedOptions {
-        run_dir: Some(run_dir.path().to_path_buf()),
+        run_dir: Some(run_dir),
         ..options
     })
     .await?;

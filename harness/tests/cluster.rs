@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 use harness::cluster::wait::{wait_deleted, wait_for, wait_until};
 use harness::cluster::{Cluster, TestNamespace};
 use k8s_openapi::api::apps::v1::{DaemonSet, Deployment};
-use k8s_openapi::api::batch::v1::Job;
+use k8s_openapi::api::batch::v1::{Job, JobStatus};
 use k8s_openapi::api::core::v1::{ConfigMap, Pod, Secret, ServiceAccount};
 use k8s_openapi::api::rbac::v1::{Role, RoleBinding};
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
@@ -79,6 +79,44 @@ fn is_running(pod: &Pod) -> bool {
         && pod.metadata.deletion_timestamp.is_none()
 }
 
+/// Creates the pod `manifest` and waits until it runs.
+async fn run_pod(pods: &Api<Pod>, manifest: serde_json::Value) -> Pod {
+    let name = manifest["metadata"]["name"].as_str().unwrap().to_string();
+    create(pods, manifest).await;
+    wait_for(pods, &name, is_pod_running(), WAIT)
+        .await
+        .unwrap()
+        .unwrap()
+}
+
+/// For a wait: the stdout of `argv` in the container `app` of `pod` once it exits 0 with
+/// some output; otherwise what went wrong.
+async fn output_of(
+    cluster: &Cluster,
+    ns: &TestNamespace,
+    pod: &str,
+    argv: &[&str],
+) -> Result<Option<String>, String> {
+    match cluster.exec(ns.name(), pod, "app", argv).await {
+        Ok(out) if out.code() == 0 && !out.stdout.is_empty() => {
+            Ok(Some(String::from_utf8_lossy(&out.stdout).into_owned()))
+        }
+        Ok(out) => Err(format!(
+            "exit {}: {}",
+            out.code(),
+            String::from_utf8_lossy(&out.stderr)
+        )),
+        Err(e) => Err(e.to_string()),
+    }
+}
+
+/// Waits until the Deployment `web` has rolled out `generation` to 3 ready replicas.
+async fn wait_rolled_out(deployments: &Api<Deployment>, generation: i64) {
+    wait_for(deployments, "web", deployment_complete(generation, 3), WAIT)
+        .await
+        .unwrap();
+}
+
 fn deployment_complete(generation: i64, replicas: i32) -> impl Fn(Option<&Deployment>) -> bool {
     move |d: Option<&Deployment>| {
         let Some(d) = d else { return false };
@@ -115,15 +153,7 @@ async fn deployment_of_three_replicas_runs_and_survives_a_rollout() {
         }),
     )
     .await;
-    let generation = created.metadata.generation.unwrap();
-    wait_for(
-        &deployments,
-        "web",
-        deployment_complete(generation, 3),
-        WAIT,
-    )
-    .await
-    .unwrap();
+    wait_rolled_out(&deployments, created.metadata.generation.unwrap()).await;
     let first: Vec<String> = pods_with(&ns, "app=web")
         .await
         .iter()
@@ -142,14 +172,7 @@ async fn deployment_of_three_replicas_runs_and_survives_a_rollout() {
         .unwrap();
     let generation = patched.metadata.generation.unwrap();
     assert!(generation > created.metadata.generation.unwrap());
-    wait_for(
-        &deployments,
-        "web",
-        deployment_complete(generation, 3),
-        WAIT,
-    )
-    .await
-    .unwrap();
+    wait_rolled_out(&deployments, generation).await;
     let pods = wait_until("only the 3 new pods left", WAIT, || {
         let ns = &ns;
         async move {
@@ -254,22 +277,14 @@ async fn job_completes_and_exit_codes_are_recorded() {
         )
         .await;
     }
-    wait_for(
-        &jobs,
-        "ok",
-        |j: Option<&Job>| j.and_then(|j| j.status.as_ref()).and_then(|s| s.succeeded) == Some(1),
-        WAIT,
-    )
-    .await
-    .unwrap();
-    wait_for(
-        &jobs,
-        "fails",
-        |j: Option<&Job>| j.and_then(|j| j.status.as_ref()).and_then(|s| s.failed) == Some(1),
-        WAIT,
-    )
-    .await
-    .unwrap();
+    let succeeded: fn(&JobStatus) -> Option<i32> = |s| s.succeeded;
+    let failed: fn(&JobStatus) -> Option<i32> = |s| s.failed;
+    for (job, pods_ended) in [("ok", succeeded), ("fails", failed)] {
+        let done = move |j: Option<&Job>| {
+            j.and_then(|j| j.status.as_ref()).and_then(pods_ended) == Some(1)
+        };
+        wait_for(&jobs, job, done, WAIT).await.unwrap();
+    }
     for (job, phase, code, output) in [
         ("ok", "Succeeded", 0, "done"),
         ("fails", "Failed", 3, "failing"),
@@ -359,20 +374,9 @@ async fn pod_deletion_is_graceful() {
         "trap 'echo TERM > /tmp/term; sleep 1; exit 0' TERM; echo up > /tmp/up; while true; do sleep 0.1; done",
     );
     pod["spec"]["terminationGracePeriodSeconds"] = json!(30);
-    create(&pods, pod).await;
-    wait_for(&pods, "polite", is_pod_running(), WAIT)
-        .await
-        .unwrap();
+    run_pod(&pods, pod).await;
     wait_until("the container's start marker", WAIT, || {
-        let cluster = &cluster;
-        let ns = ns.name();
-        async move {
-            match cluster.exec(ns, "polite", "app", &["cat", "/tmp/up"]).await {
-                Ok(out) if out.code() == 0 => Ok(Some(())),
-                Ok(out) => Err(format!("exit {}", out.code())),
-                Err(e) => Err(e.to_string()),
-            }
-        }
+        output_of(&cluster, &ns, "polite", &["cat", "/tmp/up"])
     })
     .await
     .unwrap();
@@ -383,20 +387,7 @@ async fn pod_deletion_is_graceful() {
         .unwrap();
     // While it terminates, the pod is still there with a deletion timestamp and the trap ran.
     let term = wait_until("the TERM trap to run", WAIT, || {
-        let cluster = &cluster;
-        let ns = ns.name();
-        async move {
-            match cluster
-                .exec(ns, "polite", "app", &["cat", "/tmp/term"])
-                .await
-            {
-                Ok(out) if out.code() == 0 => {
-                    Ok(Some(String::from_utf8_lossy(&out.stdout).into_owned()))
-                }
-                Ok(out) => Err(format!("exit {}", out.code())),
-                Err(e) => Err(e.to_string()),
-            }
-        }
+        output_of(&cluster, &ns, "polite", &["cat", "/tmp/term"])
     })
     .await;
     wait_deleted(&pods, "polite", WAIT).await.unwrap();
@@ -413,10 +404,7 @@ async fn pod_deletion_is_graceful() {
     // A pod ignoring SIGTERM is killed once its grace period is over.
     let mut stubborn = shell_pod("stubborn", "trap '' TERM; while true; do sleep 0.1; done");
     stubborn["spec"]["terminationGracePeriodSeconds"] = json!(2);
-    create(&pods, stubborn).await;
-    wait_for(&pods, "stubborn", is_pod_running(), WAIT)
-        .await
-        .unwrap();
+    run_pod(&pods, stubborn).await;
     let asked = Instant::now();
     pods.delete("stubborn", &DeleteParams::default())
         .await
@@ -433,23 +421,20 @@ async fn pod_deletion_is_graceful() {
 #[tokio::test]
 async fn config_map_and_secret_volumes_and_env_appear_inside_the_container() {
     let (cluster, ns) = setup("config").await;
-    let config_maps: Api<ConfigMap> = ns.api();
-    let secrets: Api<Secret> = ns.api();
-    let pods: Api<Pod> = ns.api();
     create(
-        &config_maps,
+        &ns.api::<ConfigMap>(),
         json!({ "apiVersion": "v1", "kind": "ConfigMap", "metadata": { "name": "settings" },
                 "data": { "greeting": "hello", "color": "blue" } }),
     )
     .await;
     create(
-        &secrets,
+        &ns.api::<Secret>(),
         json!({ "apiVersion": "v1", "kind": "Secret", "metadata": { "name": "creds" },
                 "stringData": { "password": "s3cr3t" } }),
     )
     .await;
-    create(
-        &pods,
+    run_pod(
+        &ns.api(),
         json!({
             "apiVersion": "v1", "kind": "Pod",
             "metadata": { "name": "consumer" },
@@ -475,9 +460,6 @@ async fn config_map_and_secret_volumes_and_env_appear_inside_the_container() {
         }),
     )
     .await;
-    wait_for(&pods, "consumer", is_pod_running(), WAIT)
-        .await
-        .unwrap();
     let exec = |argv: &'static [&'static str]| {
         let cluster = cluster.clone();
         let ns = ns.name().to_string();
@@ -506,24 +488,20 @@ async fn config_map_and_secret_volumes_and_env_appear_inside_the_container() {
 #[tokio::test]
 async fn in_cluster_client_is_allowed_what_its_role_grants_and_refused_the_rest() {
     let (cluster, ns) = setup("rbac").await;
-    let accounts: Api<ServiceAccount> = ns.api();
-    let roles: Api<Role> = ns.api();
-    let bindings: Api<RoleBinding> = ns.api();
-    let pods: Api<Pod> = ns.api();
     create(
-        &accounts,
+        &ns.api::<ServiceAccount>(),
         json!({ "apiVersion": "v1", "kind": "ServiceAccount", "metadata": { "name": "reader" } }),
     )
     .await;
     create(
-        &roles,
+        &ns.api::<Role>(),
         json!({ "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role",
                 "metadata": { "name": "pod-reader" },
                 "rules": [{ "apiGroups": [""], "resources": ["pods"], "verbs": ["get", "list"] }] }),
     )
     .await;
     create(
-        &bindings,
+        &ns.api::<RoleBinding>(),
         json!({ "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
                 "metadata": { "name": "reader-reads-pods" },
                 "roleRef": { "apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "pod-reader" },
@@ -533,33 +511,19 @@ async fn in_cluster_client_is_allowed_what_its_role_grants_and_refused_the_rest(
     ns.wait_service_account("reader").await.unwrap();
     let mut pod = shell_pod("client", "exec sleep 3600");
     pod["spec"]["serviceAccountName"] = json!("reader");
-    create(&pods, pod).await;
-    wait_for(&pods, "client", is_pod_running(), WAIT)
-        .await
-        .unwrap();
+    run_pod(&ns.api(), pod).await;
 
     // kubectl inside the pod is an unmodified in-cluster client (service-account token,
     // KUBERNETES_SERVICE_HOST/PORT, ca.crt).
-    let kubectl = |args: Vec<String>| {
-        let cluster = cluster.clone();
-        let ns = ns.name().to_string();
-        async move {
-            let mut argv = vec!["kubectl".to_string()];
-            argv.extend(args);
-            let argv: Vec<&str> = argv.iter().map(String::as_str).collect();
-            cluster.exec(&ns, "client", "app", &argv).await.unwrap()
-        }
+    let kubectl = async |args: &[&str]| {
+        let argv = [&["kubectl"][..], args].concat();
+        cluster
+            .exec(ns.name(), "client", "app", &argv)
+            .await
+            .unwrap()
     };
-    let ns_name = ns.name().to_string();
-    let allowed = kubectl(vec![
-        "get".into(),
-        "pods".into(),
-        "-n".into(),
-        ns_name.clone(),
-        "-o".into(),
-        "name".into(),
-    ])
-    .await;
+    let ns_name = ns.name();
+    let allowed = kubectl(&["get", "pods", "-n", ns_name, "-o", "name"]).await;
     assert_eq!(
         allowed.code(),
         0,
@@ -572,28 +536,11 @@ async fn in_cluster_client_is_allowed_what_its_role_grants_and_refused_the_rest(
     );
 
     for refused in [
-        vec![
-            "get".to_string(),
-            "secrets".into(),
-            "-n".into(),
-            ns_name.clone(),
-        ],
-        vec![
-            "get".into(),
-            "pods".into(),
-            "-n".into(),
-            "kube-system".into(),
-        ],
-        vec![
-            "delete".into(),
-            "pod".into(),
-            "client".into(),
-            "-n".into(),
-            ns_name.clone(),
-            "--dry-run=server".into(),
-        ],
+        &["get", "secrets", "-n", ns_name][..],
+        &["get", "pods", "-n", "kube-system"],
+        &["delete", "pod", "client", "-n", ns_name, "--dry-run=server"],
     ] {
-        let out = kubectl(refused.clone()).await;
+        let out = kubectl(refused).await;
         let stderr = String::from_utf8_lossy(&out.stderr);
         assert_ne!(out.code(), 0, "{refused:?} must be refused");
         assert!(
@@ -613,11 +560,7 @@ async fn node_agent_restart_keeps_pods_running() {
     // `$$$$`: Kubernetes turns `$$` in a command into `$`, so the shell sees `$$`.
     let mut pod = shell_pod("survivor", "echo $$$$ > /tmp/pid; exec sleep 3600");
     pod["spec"]["nodeName"] = json!(node);
-    create(&pods, pod).await;
-    let before = wait_for(&pods, "survivor", is_pod_running(), WAIT)
-        .await
-        .unwrap()
-        .unwrap();
+    let before = run_pod(&pods, pod).await;
     let container = |p: &Pod| {
         p.status
             .as_ref()
@@ -627,24 +570,7 @@ async fn node_agent_restart_keeps_pods_running() {
             .unwrap()[0]
             .clone()
     };
-    let read_pid = || {
-        let cluster = &cluster;
-        let ns = ns.name();
-        async move {
-            match cluster
-                .exec(ns, "survivor", "app", &["cat", "/tmp/pid"])
-                .await
-            {
-                Ok(out) if out.code() == 0 && !out.stdout.is_empty() => Ok(Some(out.stdout)),
-                Ok(out) => Err(format!(
-                    "exit {}: {}",
-                    out.code(),
-                    String::from_utf8_lossy(&out.stderr)
-                )),
-                Err(e) => Err(e.to_string()),
-            }
-        }
-    };
+    let read_pid = || output_of(&cluster, &ns, "survivor", &["cat", "/tmp/pid"]);
     let pid_before = wait_until("the container's pid file", WAIT, read_pid)
         .await
         .unwrap();
@@ -673,10 +599,7 @@ async fn node_agent_restart_keeps_pods_running() {
     // The new agent runs new pods and still manages the adopted one.
     let mut second = shell_pod("newcomer", "exec sleep 3600");
     second["spec"]["nodeName"] = json!(node);
-    create(&pods, second).await;
-    wait_for(&pods, "newcomer", is_pod_running(), WAIT)
-        .await
-        .unwrap();
+    run_pod(&pods, second).await;
     let after = pods.get("survivor").await.unwrap();
     assert!(is_running(&after), "{}", pod_state(&after));
     let (b, a) = (container(&before), container(&after));
@@ -703,11 +626,7 @@ async fn node_agent_restart_keeps_pods_running() {
 async fn kubectl_get_pods_all_namespaces_lists_them() {
     let (cluster, ns) = setup("kubectl").await;
     let pods: Api<Pod> = ns.api();
-    create(&pods, shell_pod("listed", "exec sleep 3600")).await;
-    let pod = wait_for(&pods, "listed", is_pod_running(), WAIT)
-        .await
-        .unwrap()
-        .unwrap();
+    let pod = run_pod(&pods, shell_pod("listed", "exec sleep 3600")).await;
     let node = pod.spec.unwrap().node_name.unwrap();
     let out = std::process::Command::new("kubectl")
         .arg("--kubeconfig")
@@ -736,10 +655,7 @@ async fn kubectl_get_pods_all_namespaces_lists_them() {
 async fn a_failed_wait_reports_the_last_seen_state_and_cleanup_reports_leftovers() {
     let (cluster, ns) = setup("reports").await;
     let pods: Api<Pod> = ns.api();
-    create(&pods, shell_pod("sleeper", "exec sleep 3600")).await;
-    wait_for(&pods, "sleeper", is_pod_running(), WAIT)
-        .await
-        .unwrap();
+    run_pod(&pods, shell_pod("sleeper", "exec sleep 3600")).await;
     let err = wait_for(
         &pods,
         "sleeper",

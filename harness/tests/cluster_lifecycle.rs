@@ -8,7 +8,7 @@ use std::process::{Command, Output};
 use std::time::Duration;
 
 use harness::cluster::wait::{wait_for, wait_until};
-use harness::cluster::{Cluster, EmbeddedCluster, EmbeddedOptions, Error};
+use harness::cluster::{Cluster, EmbeddedCluster, EmbeddedOptions, Error, TestNamespace};
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::PostParams;
 use kube::runtime::conditions::is_pod_running;
@@ -25,6 +25,14 @@ fn conformance(args: &[&str]) -> Output {
 
 fn text(bytes: &[u8]) -> String {
     String::from_utf8_lossy(bytes).into_owned()
+}
+
+/// Runs `conformance args`, which must fail saying `message` on stderr.
+fn conformance_fails(args: &[&str], message: &str) {
+    let out = conformance(args);
+    let stderr = text(&out.stderr);
+    assert!(!out.status.success(), "{args:?} succeeded: {stderr}");
+    assert!(stderr.contains(message), "{args:?}: {stderr}");
 }
 
 /// `cluster up` with one node; returns the run directory it printed.
@@ -56,6 +64,19 @@ fn processes_naming(dir: &Path) -> Vec<String> {
                 .then(|| format!("{} {cmdline}", e.file_name().to_string_lossy()))
         })
         .collect()
+}
+
+/// Runs a pod `name` whose container `c` is `sleep <seconds>` (a command line tests can look
+/// for) in `ns`, and waits until it runs.
+async fn run_sleeper(ns: &TestNamespace, name: &str, seconds: &str) {
+    let pods: kube::Api<Pod> = ns.api();
+    let pod: Pod = serde_json::from_value(serde_json::json!({
+        "apiVersion": "v1", "kind": "Pod", "metadata": { "name": name },
+        "spec": { "containers": [{ "name": "c", "image": "busybox", "command": ["sleep", seconds] }] }
+    }))
+    .unwrap();
+    pods.create(&PostParams::default(), &pod).await.unwrap();
+    wait_for(&pods, name, is_pod_running(), WAIT).await.unwrap();
 }
 
 async fn gone(dir: &Path) {
@@ -91,14 +112,7 @@ async fn cluster_process_serves_attaching_processes_and_stops_with_the_watched_p
     let cluster = EmbeddedCluster::connect(&dir).await.unwrap();
     assert_eq!(cluster.node_names(), ["node-1"]);
     let ns = cluster.namespace("life").await.unwrap();
-    let pods: kube::Api<Pod> = ns.api();
-    let pod: Pod = serde_json::from_value(serde_json::json!({
-        "apiVersion": "v1", "kind": "Pod", "metadata": { "name": "p" },
-        "spec": { "containers": [{ "name": "c", "image": "busybox", "command": ["sleep", "600"] }] }
-    }))
-    .unwrap();
-    pods.create(&PostParams::default(), &pod).await.unwrap();
-    wait_for(&pods, "p", is_pod_running(), WAIT).await.unwrap();
+    run_sleeper(&ns, "p", "600").await;
     let out = cluster
         .exec(ns.name(), "p", "c", &["hostname"])
         .await
@@ -129,12 +143,9 @@ async fn down_stops_the_cluster_and_a_live_run_directory_is_not_taken_twice() {
     let started = up(&["--run-dir", dir_arg]);
     assert_eq!(started, std::fs::canonicalize(&dir).unwrap());
 
-    let again = conformance(&["cluster", "up", "--nodes", "1", "--run-dir", dir_arg]);
-    assert!(!again.status.success());
-    assert!(
-        text(&again.stderr).contains("in use by the cluster process"),
-        "{}",
-        text(&again.stderr)
+    conformance_fails(
+        &["cluster", "up", "--nodes", "1", "--run-dir", dir_arg],
+        "in use by the cluster process",
     );
     // The refused start did not disturb the running cluster.
     let cluster = Cluster::connect(&started).await.unwrap();
@@ -150,12 +161,9 @@ async fn down_stops_the_cluster_and_a_live_run_directory_is_not_taken_twice() {
     assert!(down.status.success(), "down: {}", text(&down.stderr));
     gone(&started).await;
 
-    let status = conformance(&["cluster", "status", "--run-dir", dir_arg]);
-    assert!(!status.status.success());
-    assert!(
-        text(&status.stderr).contains("no cluster running"),
-        "{}",
-        text(&status.stderr)
+    conformance_fails(
+        &["cluster", "status", "--run-dir", dir_arg],
+        "no cluster running",
     );
     let err = Cluster::connect(&started).await.unwrap_err();
     assert!(matches!(err, Error::NotRunning { .. }), "{err}");
@@ -181,16 +189,7 @@ async fn a_killed_cluster_process_takes_everything_with_it_and_down_cleans_up() 
     let dir = up(&[]);
     let cluster = Cluster::connect(&dir).await.unwrap();
     let ns = cluster.namespace("killed").await.unwrap();
-    let pods: kube::Api<Pod> = ns.api();
-    let pod: Pod = serde_json::from_value(serde_json::json!({
-        "apiVersion": "v1", "kind": "Pod", "metadata": { "name": "orphan" },
-        "spec": { "containers": [{ "name": "c", "image": "busybox", "command": ["sleep", "601"] }] }
-    }))
-    .unwrap();
-    pods.create(&PostParams::default(), &pod).await.unwrap();
-    wait_for(&pods, "orphan", is_pod_running(), WAIT)
-        .await
-        .unwrap();
+    run_sleeper(&ns, "orphan", "601").await;
     drop(ns);
 
     let owner = cluster.description().pid;

@@ -4,16 +4,16 @@
 //! One control plane is booted for all of it (each boot costs seconds).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod control_plane_support;
-
 use std::time::Duration;
 
-use control_plane_support::{kubectl, wait_for};
 use harness::control_plane::ControlPlane;
 use k8s_openapi::api::authentication::v1::{TokenRequest, TokenRequestSpec};
-use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Pod, Secret, ServiceAccount};
+use k8s_openapi::api::core::v1::{ConfigMap, Pod, Secret, ServiceAccount};
 use k8s_openapi::api::rbac::v1::{PolicyRule, Role, RoleBinding, RoleRef, Subject};
 use kube::api::{Api, ListParams, ObjectMeta, PostParams};
+use testkit::objects::{namespace, wait_token_secret};
+use testkit::processes::kubectl;
+use testkit::wait_for;
 
 const NS: &str = "cp-test";
 const SA: &str = "reader";
@@ -39,18 +39,7 @@ async fn control_plane_behaves_as_a_real_cluster() {
     );
 
     // A namespace and a service account.
-    let namespaces: Api<Namespace> = Api::all(client.clone());
-    let ns = Namespace {
-        metadata: ObjectMeta {
-            name: Some(NS.into()),
-            ..Default::default()
-        },
-        ..Default::default()
-    };
-    namespaces
-        .create(&PostParams::default(), &ns)
-        .await
-        .expect("create namespace");
+    namespace(&client, NS).await;
     let sas: Api<ServiceAccount> = Api::namespaced(client.clone(), NS);
     let sa = ServiceAccount {
         metadata: ObjectMeta {
@@ -86,22 +75,7 @@ async fn control_plane_behaves_as_a_real_cluster() {
 
     // The token controller creates a legacy token secret for the account (1.20 behaviour),
     // signed with the controller-manager's service-account key.
-    let secrets: Api<Secret> = Api::namespaced(client.clone(), NS);
-    wait_for(
-        "a token secret for the service account",
-        Duration::from_secs(60),
-        || async {
-            let list = secrets
-                .list(&ListParams::default())
-                .await
-                .map_err(|e| e.to_string())?;
-            Ok(list
-                .items
-                .into_iter()
-                .find(|s| s.type_.as_deref() == Some("kubernetes.io/service-account-token")))
-        },
-    )
-    .await;
+    wait_token_secret(&client, NS, Duration::from_secs(60)).await;
 
     // TokenRequest issues a bound token.
     let request = TokenRequest {

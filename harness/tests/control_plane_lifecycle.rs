@@ -2,17 +2,16 @@
 //! this process and one in a helper process (this test binary, re-run in helper mode).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod control_plane_support;
-
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use control_plane_support::{is_alive, kubectl, processes_mentioning, wait_all_gone};
 use harness::control_plane::{ControlPlane, Error, client_from_kubeconfig, run_dir};
 use k8s_openapi::api::core::v1::Namespace;
-use kube::api::{Api, ObjectMeta, PostParams};
+use kube::api::Api;
 use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;
+use testkit::objects::namespace;
+use testkit::processes::{is_alive, kubectl, processes_mentioning, wait_all_gone};
 use tokio::io::{AsyncBufReadExt, BufReader};
 
 const HELPER_ENV: &str = "CONTROL_PLANE_HELPER_BASE_DIR";
@@ -85,17 +84,7 @@ async fn two_control_planes_run_side_by_side_and_leave_nothing_behind() {
     assert_ne!(cp.api_url(), other.api_url);
     assert_ne!(cp.run_dir(), other.run_dir);
     let other_client = client_from_kubeconfig(&other.kubeconfig).await.unwrap();
-    let ns = Namespace {
-        metadata: ObjectMeta {
-            name: Some("only-here".into()),
-            ..Default::default()
-        },
-        ..Default::default()
-    };
-    Api::<Namespace>::all(cp.client())
-        .create(&PostParams::default(), &ns)
-        .await
-        .unwrap();
+    namespace(&cp.client(), "only-here").await;
     assert!(
         Api::<Namespace>::all(other_client)
             .get_opt("only-here")

@@ -6,78 +6,38 @@
 //! steps (each boot costs seconds).
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
 
-mod control_plane_support;
-
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::time::{Duration, Instant};
 
-use control_plane_support::{is_alive, wait_for};
-use harness::control_plane::{ClientIdentity, ControlPlane};
-use harness::node::{NodeAgent, NodeAgentConfig, Timings};
-use harness::runtime::{Lifeline, Runtime, RuntimeConfig};
+use harness::node::NodeAgentConfig;
 use k8s_openapi::api::coordination::v1::Lease;
-use k8s_openapi::api::core::v1::{ConfigMap, Event, Namespace, Node, Pod, Secret};
+use k8s_openapi::api::core::v1::{ConfigMap, Node, Pod, Secret};
 use k8s_openapi::jiff::Timestamp;
-use kube::Client;
-use kube::api::{Api, DeleteParams, ListParams, PostParams};
+use kube::api::{Api, DeleteParams, PostParams};
 use serde_json::json;
-use tokio::sync::oneshot;
-use tokio::task::JoinHandle;
+use testkit::node::{NodeBed, RunningAgent, last_container_pid};
+use testkit::objects::{
+    container_status, delete_and_wait_gone, namespace, phase, wait_event_with_reason, wait_object,
+    wait_pod_phase, wait_token_secret,
+};
+use testkit::processes::is_alive;
+use testkit::wait_for;
 
 const NS: &str = "node-test";
 const NODE: &str = "node-a";
 const WAIT: Duration = Duration::from_secs(60);
+const SANDBOX_HELPER: &str = env!("CARGO_BIN_EXE_pod-sandbox");
 
-struct RunningAgent {
-    stop: oneshot::Sender<()>,
-    task: JoinHandle<harness::node::Result<()>>,
-}
-
-fn start_agent(config: NodeAgentConfig) -> RunningAgent {
-    let (stop, stopped) = oneshot::channel::<()>();
-    let task = tokio::spawn(NodeAgent::run(config, async move {
-        let _ = stopped.await;
-    }));
-    RunningAgent { stop, task }
-}
-
-impl RunningAgent {
-    async fn stop(self) {
-        self.stop.send(()).unwrap();
-        self.task.await.unwrap().expect("the agent stops cleanly");
-    }
-}
-
-fn agent_config(cp: &ControlPlane, dir: &Path) -> NodeAgentConfig {
-    let kubeconfig = dir.join("kubeconfig");
-    cp.write_kubeconfig(
-        &kubeconfig,
-        &ClientIdentity {
-            user: format!("system:node:{NODE}"),
-            group: Some("system:nodes".into()),
-        },
-    )
-    .unwrap();
-    let mut config = NodeAgentConfig::new(
-        NODE,
-        kubeconfig,
-        dir.join("node"),
-        cp.ports().apiserver,
-        cp.ca_file(),
-    );
+/// The agent of `node-a` in zone `zone-1`, region `region-1`, with quick lease renewals and
+/// crash-loop back-off (1 s, at most 4 s).
+fn agent_config(bed: &NodeBed) -> NodeAgentConfig {
+    let mut config = bed.agent_config(NODE, SANDBOX_HELPER);
     config.zone = Some("zone-1".into());
     config.region = Some("region-1".into());
-    config.sandbox_helper = Some(PathBuf::from(env!("CARGO_BIN_EXE_pod-sandbox")));
-    config.lifeline = Some(Lifeline::this_process().unwrap());
-    config.timings = Timings {
-        lease_renew_interval: Duration::from_secs(1),
-        node_status_interval: Duration::from_secs(2),
-        backoff_initial: Duration::from_secs(1),
-        backoff_max: Duration::from_secs(4),
-        retry_interval: Duration::from_millis(500),
-        ..Timings::default()
-    };
+    config.timings.lease_renew_interval = Duration::from_secs(1);
+    config.timings.backoff_initial = Duration::from_secs(1);
+    config.timings.backoff_max = Duration::from_secs(4);
     config
 }
 
@@ -85,44 +45,13 @@ fn pod(value: serde_json::Value) -> Pod {
     serde_json::from_value(value).unwrap()
 }
 
-async fn get_pod(pods: &Api<Pod>, name: &str) -> Result<Option<Pod>, String> {
-    pods.get_opt(name).await.map_err(|e| e.to_string())
-}
-
-fn summary(pod: &Pod) -> String {
-    let status = pod.status.clone().unwrap_or_default();
-    format!(
-        "phase={:?} containers={}",
-        status.phase,
-        serde_json::to_string(&status.container_statuses).unwrap()
-    )
-}
-
 /// Waits until the pod satisfies `check`, reporting the last seen status.
 async fn wait_pod(pods: &Api<Pod>, name: &str, what: &str, check: impl Fn(&Pod) -> bool) -> Pod {
-    wait_for(&format!("pod {name}: {what}"), WAIT, || async {
-        match get_pod(pods, name).await? {
-            Some(p) if check(&p) => Ok(Some(p)),
-            Some(p) => Err(summary(&p)),
-            None => Err("no such pod".into()),
-        }
-    })
-    .await
+    wait_object(pods, name, what, WAIT, |p| check(p).then_some(())).await
 }
 
-fn phase(p: &Pod) -> &str {
-    p.status
-        .as_ref()
-        .and_then(|s| s.phase.as_deref())
-        .unwrap_or("")
-}
-
-fn container_status(p: &Pod) -> k8s_openapi::api::core::v1::ContainerStatus {
-    p.status
-        .as_ref()
-        .and_then(|s| s.container_statuses.as_ref())
-        .and_then(|c| c.first().cloned())
-        .unwrap_or_default()
+fn waiting_reason(p: &Pod) -> Option<String> {
+    container_status(p).state?.waiting?.reason
 }
 
 fn condition(p: &Pod, type_: &str) -> Option<String> {
@@ -133,29 +62,6 @@ fn condition(p: &Pod, type_: &str) -> Option<String> {
         .iter()
         .find(|c| c.type_ == type_)
         .map(|c| c.status.clone())
-}
-
-async fn events_for(client: &Client, pod: &str) -> Vec<Event> {
-    let events: Api<Event> = Api::namespaced(client.clone(), NS);
-    events
-        .list(&ListParams::default().fields(&format!("involvedObject.name={pod}")))
-        .await
-        .unwrap()
-        .items
-}
-
-async fn wait_event(client: &Client, pod: &str, reason: &str) -> Event {
-    wait_for(&format!("event {reason} for {pod}"), WAIT, || async {
-        let events = events_for(client, pod).await;
-        match events.iter().find(|e| e.reason.as_deref() == Some(reason)) {
-            Some(e) => Ok(Some(e.clone())),
-            None => Err(format!(
-                "reasons seen: {:?}",
-                events.iter().map(|e| e.reason.clone()).collect::<Vec<_>>()
-            )),
-        }
-    })
-    .await
 }
 
 async fn exec(config: &NodeAgentConfig, pod: &str, argv: &[&str]) -> String {
@@ -174,18 +80,10 @@ async fn exec(config: &NodeAgentConfig, pod: &str, argv: &[&str]) -> String {
 
 #[tokio::test]
 async fn node_agent_runs_pods_like_a_kubelet() {
-    let _ = tracing_subscriber::fmt()
-        .with_env_filter("harness=info")
-        .with_test_writer()
-        .try_init();
-    let cp = ControlPlane::builder()
-        .start()
-        .await
-        .expect("control plane starts");
-    let client = cp.client();
-    let dir = harness::runtime::host_mounts::ScratchDir::new().unwrap();
-    let config = agent_config(&cp, dir.path());
-    let agent = start_agent(config.clone());
+    let bed = NodeBed::start().await;
+    let client = bed.client();
+    let config = agent_config(&bed);
+    let agent = RunningAgent::start(config.clone());
 
     // Registration: labels, annotation, capacity, addresses, nodeInfo, Ready.
     let nodes: Api<Node> = Api::all(client.clone());
@@ -245,26 +143,9 @@ async fn node_agent_runs_pods_like_a_kubelet() {
     .await;
 
     // A namespace whose default service account has its token (admission needs it in 1.20).
-    let namespaces: Api<Namespace> = Api::all(client.clone());
-    namespaces
-        .create(
-            &PostParams::default(),
-            &serde_json::from_value(json!({"metadata": {"name": NS}})).unwrap(),
-        )
-        .await
-        .unwrap();
+    namespace(&client, NS).await;
+    wait_token_secret(&client, NS, WAIT).await;
     let secrets: Api<Secret> = Api::namespaced(client.clone(), NS);
-    wait_for("the default token secret", WAIT, || async {
-        let list = secrets
-            .list(&ListParams::default())
-            .await
-            .map_err(|e| e.to_string())?;
-        Ok(list
-            .items
-            .into_iter()
-            .find(|s| s.type_.as_deref() == Some("kubernetes.io/service-account-token")))
-    })
-    .await;
     let pods: Api<Pod> = Api::namespaced(client.clone(), NS);
 
     // 1. A bare pod runs to completion.
@@ -283,7 +164,7 @@ async fn node_agent_runs_pods_like_a_kubelet() {
     )
     .await
     .unwrap();
-    let running = wait_pod(&pods, "hello", "Running", |p| phase(p) == "Running").await;
+    let running = wait_pod_phase(&pods, "hello", "Running", WAIT).await;
     let latency = created.elapsed();
     eprintln!("pod create -> Running observed after {latency:?}");
     let cs = container_status(&running);
@@ -293,7 +174,7 @@ async fn node_agent_runs_pods_like_a_kubelet() {
         Some("127.0.0.1")
     );
     assert_eq!(condition(&running, "Ready").as_deref(), Some("True"));
-    let done = wait_pod(&pods, "hello", "Succeeded", |p| phase(p) == "Succeeded").await;
+    let done = wait_pod_phase(&pods, "hello", "Succeeded", WAIT).await;
     let terminated = container_status(&done).state.unwrap().terminated.unwrap();
     assert_eq!(terminated.exit_code, 0);
     assert_eq!(terminated.reason.as_deref(), Some("Completed"));
@@ -301,7 +182,7 @@ async fn node_agent_runs_pods_like_a_kubelet() {
     let log = harness::node::logs(&config.run_dir, NS, "hello", "main", false).unwrap();
     assert_eq!(log, "hello from hello\n");
     for reason in ["Pulled", "Created", "Started"] {
-        let event = wait_event(&client, "hello", reason).await;
+        let event = wait_event_with_reason(&client, NS, "hello", reason, WAIT).await;
         assert_eq!(event.source.unwrap().component.as_deref(), Some("kubelet"));
     }
 
@@ -319,7 +200,7 @@ async fn node_agent_runs_pods_like_a_kubelet() {
     )
     .await
     .unwrap();
-    let failed = wait_pod(&pods, "missing", "Failed", |p| phase(p) == "Failed").await;
+    let failed = wait_pod_phase(&pods, "missing", "Failed", WAIT).await;
     let terminated = container_status(&failed).state.unwrap().terminated.unwrap();
     assert_eq!(terminated.exit_code, 128);
     assert_eq!(terminated.reason.as_deref(), Some("StartError"));
@@ -355,15 +236,10 @@ async fn node_agent_runs_pods_like_a_kubelet() {
     if let Some(waiting) = cs.state.unwrap().waiting {
         saw_backoff = waiting.reason.as_deref() == Some("CrashLoopBackOff");
     }
-    wait_event(&client, "crasher", "BackOff").await;
+    wait_event_with_reason(&client, NS, "crasher", "BackOff", WAIT).await;
     if !saw_backoff {
         wait_pod(&pods, "crasher", "waiting in CrashLoopBackOff", |p| {
-            container_status(p)
-                .state
-                .and_then(|s| s.waiting)
-                .and_then(|w| w.reason)
-                .as_deref()
-                == Some("CrashLoopBackOff")
+            waiting_reason(p).as_deref() == Some("CrashLoopBackOff")
         })
         .await;
     }
@@ -442,7 +318,7 @@ async fn node_agent_runs_pods_like_a_kubelet() {
     )
     .await
     .unwrap();
-    let running = wait_pod(&pods, "configured", "Running", |p| phase(p) == "Running").await;
+    let running = wait_pod_phase(&pods, "configured", "Running", WAIT).await;
     assert!(
         !container_status(&running).ready,
         "not ready before the probe passes"
@@ -484,7 +360,7 @@ async fn node_agent_runs_pods_like_a_kubelet() {
     assert_eq!(env["KUBERNETES_SERVICE_HOST"], "127.0.0.1");
     assert_eq!(
         env["KUBERNETES_SERVICE_PORT"],
-        cp.ports().apiserver.to_string()
+        bed.cp.ports().apiserver.to_string()
     );
     let sa = "/var/run/secrets/kubernetes.io/serviceaccount";
     assert_eq!(
@@ -494,7 +370,7 @@ async fn node_agent_runs_pods_like_a_kubelet() {
     let ca = exec(&config, "configured", &["cat", &format!("{sa}/ca.crt")]).await;
     assert_eq!(
         ca.trim(),
-        std::fs::read_to_string(cp.ca_file()).unwrap().trim()
+        std::fs::read_to_string(bed.cp.ca_file()).unwrap().trim()
     );
     assert!(
         !exec(&config, "configured", &["cat", &format!("{sa}/token")])
@@ -568,18 +444,14 @@ async fn node_agent_runs_pods_like_a_kubelet() {
         .await
         .unwrap();
     }
-    let mount_failure = wait_event(&client, "late-volume", "FailedMount").await;
+    let mount_failure =
+        wait_event_with_reason(&client, NS, "late-volume", "FailedMount", WAIT).await;
     assert!(mount_failure.message.unwrap().contains("\"later\""));
     wait_pod(&pods, "late-env", "CreateContainerConfigError", |p| {
-        container_status(p)
-            .state
-            .and_then(|s| s.waiting)
-            .and_then(|w| w.reason)
-            .as_deref()
-            == Some("CreateContainerConfigError")
+        waiting_reason(p).as_deref() == Some("CreateContainerConfigError")
     })
     .await;
-    wait_event(&client, "late-env", "Failed").await;
+    wait_event_with_reason(&client, NS, "late-env", "Failed", WAIT).await;
     config_maps
         .create(
             &PostParams::default(),
@@ -589,26 +461,18 @@ async fn node_agent_runs_pods_like_a_kubelet() {
         .await
         .unwrap();
     for name in ["late-volume", "late-env"] {
-        wait_pod(&pods, name, "Running", |p| phase(p) == "Running").await;
+        wait_pod_phase(&pods, name, "Running", WAIT).await;
         pods.delete(name, &DeleteParams::default()).await.unwrap();
     }
 
     // 4. Agent restart: the container keeps running (same pid), the status stays.
     let before = wait_pod(&pods, "configured", "ready", |p| container_status(p).ready).await;
     let uid = before.metadata.uid.clone().unwrap();
-    let runtime = Runtime::new(RuntimeConfig {
-        helper: PathBuf::from(env!("CARGO_BIN_EXE_pod-sandbox")),
-        ..RuntimeConfig::new(config.runtime_dir())
-    })
-    .unwrap();
-    let main_pid = || {
-        let sandbox = runtime.sandbox(&uid).unwrap().unwrap();
-        sandbox.containers().unwrap().last().unwrap().process().pid
-    };
+    let main_pid = || last_container_pid(&config.runtime_dir(), Path::new(SANDBOX_HELPER), &uid);
     let pid = main_pid();
     agent.stop().await;
-    assert!(is_alive(pid as u32), "the container survives the agent");
-    let agent = start_agent(config.clone());
+    assert!(is_alive(pid), "the container survives the agent");
+    let agent = RunningAgent::start(config.clone());
     // The new agent re-adopts it: the pod is still managed (exec works, probe keeps it ready),
     // and nothing restarted.
     let restarted_at = Timestamp::now();
@@ -663,18 +527,9 @@ async fn node_agent_runs_pods_like_a_kubelet() {
     )
     .await
     .unwrap();
-    wait_pod(&pods, "graceful", "Running", |p| phase(p) == "Running").await;
+    wait_pod_phase(&pods, "graceful", "Running", WAIT).await;
     let deleted = Instant::now();
-    pods.delete("graceful", &DeleteParams::default())
-        .await
-        .unwrap();
-    wait_for("the graceful pod to disappear", WAIT, || async {
-        match get_pod(&pods, "graceful").await? {
-            None => Ok(Some(())),
-            Some(p) => Err(summary(&p)),
-        }
-    })
-    .await;
+    delete_and_wait_gone(&pods, "graceful", WAIT).await;
     let took = deleted.elapsed();
     assert_eq!(
         std::fs::read_to_string(marker_dir.path().join("signal")).unwrap(),
@@ -684,21 +539,12 @@ async fn node_agent_runs_pods_like_a_kubelet() {
         took < Duration::from_secs(20),
         "deletion waited for the grace period: {took:?}"
     );
-    wait_event(&client, "graceful", "Killing").await;
+    wait_event_with_reason(&client, NS, "graceful", "Killing", WAIT).await;
 
     // The re-adopted pod is deleted too (the new agent manages it).
-    pods.delete("configured", &DeleteParams::default())
-        .await
-        .unwrap();
-    wait_for("the configured pod to disappear", WAIT, || async {
-        match get_pod(&pods, "configured").await? {
-            None => Ok(Some(())),
-            Some(p) => Err(summary(&p)),
-        }
-    })
-    .await;
-    assert!(!is_alive(pid as u32), "the container ended with its pod");
+    delete_and_wait_gone(&pods, "configured", WAIT).await;
+    assert!(!is_alive(pid), "the container ended with its pod");
 
     agent.stop().await;
-    cp.shutdown().await.unwrap();
+    bed.shutdown().await;
 }

@@ -5,26 +5,29 @@
 //! One control plane serves all the steps (each boot costs seconds).
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
 
-mod control_plane_support;
-
 use std::net::TcpListener;
 use std::path::Path;
 use std::process::Stdio;
 use std::time::Duration;
 
-use control_plane_support::{is_alive, kubectl_path, wait_for};
-use harness::control_plane::{ClientIdentity, ControlPlane};
+use harness::control_plane::ControlPlane;
 use harness::runtime::Lifeline;
-use k8s_openapi::api::core::v1::{ContainerStatus, Event, Namespace, Pod, Secret};
+use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::api::rbac::v1::{Role, RoleBinding};
-use kube::Client;
-use kube::api::{Api, DeleteParams, ListParams, PostParams};
+use kube::api::{Api, PostParams};
 use serde_json::json;
+use testkit::node::{NodeBed, last_container_pid, write_node_kubeconfig};
+use testkit::objects::{
+    container_status, delete_and_wait_gone, namespace, wait_event, wait_object, wait_pod_phase,
+    wait_token_secret,
+};
+use testkit::processes::{is_alive, kubectl_path};
 use tokio::process::{Child, Command};
 
 const NS: &str = "agent-bin";
 const NODE: &str = "node-b";
 const WAIT: Duration = Duration::from_secs(60);
+const SANDBOX_HELPER: &str = env!("CARGO_BIN_EXE_pod-sandbox");
 
 fn start_agent(cp: &ControlPlane, dir: &Path) -> Child {
     let (var, fd) = Lifeline::this_process().unwrap().env();
@@ -46,7 +49,7 @@ fn start_agent(cp: &ControlPlane, dir: &Path) -> Child {
         .arg("--backoff-max-seconds")
         .arg("2")
         .arg("--sandbox-helper")
-        .arg(env!("CARGO_BIN_EXE_pod-sandbox"))
+        .arg(SANDBOX_HELPER)
         .env(var, fd)
         .env("RUST_LOG", "harness=info")
         .stdin(Stdio::null())
@@ -69,80 +72,9 @@ fn pod(value: serde_json::Value) -> Pod {
     serde_json::from_value(value).unwrap()
 }
 
-fn summary(pod: &Pod) -> String {
-    let status = pod.status.clone().unwrap_or_default();
-    format!(
-        "phase={:?} init={} containers={}",
-        status.phase,
-        serde_json::to_string(&status.init_container_statuses).unwrap(),
-        serde_json::to_string(&status.container_statuses).unwrap()
-    )
-}
-
+/// Waits until the pod satisfies `check`, reporting the last seen status.
 async fn wait_pod(pods: &Api<Pod>, name: &str, what: &str, check: impl Fn(&Pod) -> bool) -> Pod {
-    wait_for(&format!("pod {name}: {what}"), WAIT, || async {
-        match pods.get_opt(name).await.map_err(|e| e.to_string())? {
-            Some(p) if check(&p) => Ok(Some(p)),
-            Some(p) => Err(summary(&p)),
-            None => Err("no such pod".into()),
-        }
-    })
-    .await
-}
-
-async fn wait_gone(pods: &Api<Pod>, name: &str) {
-    wait_for(&format!("pod {name} to disappear"), WAIT, || async {
-        match pods.get_opt(name).await.map_err(|e| e.to_string())? {
-            None => Ok(Some(())),
-            Some(p) => Err(summary(&p)),
-        }
-    })
-    .await
-}
-
-fn phase(p: &Pod) -> &str {
-    p.status
-        .as_ref()
-        .and_then(|s| s.phase.as_deref())
-        .unwrap_or("")
-}
-
-fn main_status(p: &Pod) -> ContainerStatus {
-    p.status
-        .as_ref()
-        .and_then(|s| s.container_statuses.as_ref())
-        .and_then(|c| c.first().cloned())
-        .unwrap_or_default()
-}
-
-async fn wait_event_message(client: &Client, pod: &str, reason: &str, needle: &str) {
-    let events: Api<Event> = Api::namespaced(client.clone(), NS);
-    wait_for(
-        &format!("event {reason} ({needle}) for {pod}"),
-        WAIT,
-        || async {
-            let list = events
-                .list(&ListParams::default().fields(&format!("involvedObject.name={pod}")))
-                .await
-                .map_err(|e| e.to_string())?;
-            let found = list.items.iter().any(|e| {
-                e.reason.as_deref() == Some(reason)
-                    && e.message.as_deref().is_some_and(|m| m.contains(needle))
-            });
-            if found {
-                Ok(Some(()))
-            } else {
-                Err(format!(
-                    "seen: {:?}",
-                    list.items
-                        .iter()
-                        .map(|e| (e.reason.clone(), e.message.clone()))
-                        .collect::<Vec<_>>()
-                ))
-            }
-        },
-    )
-    .await
+    wait_object(pods, name, what, WAIT, |p| check(p).then_some(())).await
 }
 
 fn free_port() -> u16 {
@@ -155,42 +87,14 @@ fn free_port() -> u16 {
 
 #[tokio::test]
 async fn node_agent_binary_runs_workloads_and_survives_restarts() {
-    let cp = ControlPlane::builder()
-        .start()
-        .await
-        .expect("control plane starts");
-    let client = cp.client();
-    let dir = harness::runtime::host_mounts::ScratchDir::new().unwrap();
-    cp.write_kubeconfig(
-        &dir.path().join("kubeconfig"),
-        &ClientIdentity {
-            user: format!("system:node:{NODE}"),
-            group: Some("system:nodes".into()),
-        },
-    )
-    .unwrap();
-    let agent = start_agent(&cp, dir.path());
+    let bed = NodeBed::start().await;
+    let client = bed.client();
+    let dir = bed.dir();
+    write_node_kubeconfig(&bed.cp, &dir.join("kubeconfig"), NODE);
+    let agent = start_agent(&bed.cp, dir);
 
-    let namespaces: Api<Namespace> = Api::all(client.clone());
-    namespaces
-        .create(
-            &PostParams::default(),
-            &serde_json::from_value(json!({"metadata": {"name": NS}})).unwrap(),
-        )
-        .await
-        .unwrap();
-    let secrets: Api<Secret> = Api::namespaced(client.clone(), NS);
-    wait_for("the default token secret", WAIT, || async {
-        let list = secrets
-            .list(&ListParams::default())
-            .await
-            .map_err(|e| e.to_string())?;
-        Ok(list
-            .items
-            .into_iter()
-            .find(|s| s.type_.as_deref() == Some("kubernetes.io/service-account-token")))
-    })
-    .await;
+    namespace(&client, NS).await;
+    wait_token_secret(&client, NS, WAIT).await;
     let pods: Api<Pod> = Api::namespaced(client.clone(), NS);
 
     // Init containers run in order before the main one; OnFailure restarts a failure.
@@ -216,7 +120,7 @@ async fn node_agent_binary_runs_workloads_and_survives_restarts() {
     )
     .await
     .unwrap();
-    let staged = wait_pod(&pods, "staged", "Succeeded", |p| phase(p) == "Succeeded").await;
+    let staged = wait_pod_phase(&pods, "staged", "Succeeded", WAIT).await;
     let init = staged
         .status
         .as_ref()
@@ -234,8 +138,8 @@ async fn node_agent_binary_runs_workloads_and_survives_restarts() {
             status.name
         );
     }
-    assert_eq!(main_status(&staged).restart_count, 1);
-    let log = harness::node::logs(&dir.path().join("node"), NS, "staged", "main", false).unwrap();
+    assert_eq!(container_status(&staged).restart_count, 1);
+    let log = harness::node::logs(&dir.join("node"), NS, "staged", "main", false).unwrap();
     assert_eq!(log, "one\ntwo\n");
 
     // Probes: httpGet readiness and tcpSocket liveness against the pod's (host) port; an exec
@@ -258,7 +162,7 @@ async fn node_agent_binary_runs_workloads_and_survives_restarts() {
     )
     .await
     .unwrap();
-    wait_pod(&pods, "web", "ready", |p| main_status(p).ready).await;
+    wait_pod(&pods, "web", "ready", |p| container_status(p).ready).await;
     pods.create(
         &PostParams::default(),
         &pod(json!({
@@ -276,11 +180,27 @@ async fn node_agent_binary_runs_workloads_and_survives_restarts() {
     .await
     .unwrap();
     wait_pod(&pods, "unhealthy", "restarted", |p| {
-        main_status(p).restart_count >= 1
+        container_status(p).restart_count >= 1
     })
     .await;
-    wait_event_message(&client, "unhealthy", "Killing", "failed liveness probe").await;
-    wait_event_message(&client, "unhealthy", "Unhealthy", "Liveness probe failed").await;
+    wait_event(
+        &client,
+        NS,
+        "unhealthy",
+        "Killing",
+        "failed liveness probe",
+        WAIT,
+    )
+    .await;
+    wait_event(
+        &client,
+        NS,
+        "unhealthy",
+        "Unhealthy",
+        "Liveness probe failed",
+        WAIT,
+    )
+    .await;
 
     // An in-cluster client (kubectl without kubeconfig) gets exactly what its Role grants.
     let roles: Api<Role> = Api::namespaced(client.clone(), NS);
@@ -326,8 +246,8 @@ async fn node_agent_binary_runs_workloads_and_survives_restarts() {
     )
     .await
     .unwrap();
-    wait_pod(&pods, "client", "Succeeded", |p| phase(p) == "Succeeded").await;
-    let log = harness::node::logs(&dir.path().join("node"), NS, "client", "main", false).unwrap();
+    wait_pod_phase(&pods, "client", "Succeeded", WAIT).await;
+    let log = harness::node::logs(&dir.join("node"), NS, "client", "main", false).unwrap();
     assert!(
         log.contains("pod/client") && log.contains("pods=0"),
         "{log}"
@@ -339,30 +259,22 @@ async fn node_agent_binary_runs_workloads_and_survives_restarts() {
 
     // SIGTERM: the agent exits cleanly, the pods keep running; the next agent adopts them.
     let web = pods.get("web").await.unwrap();
-    let before = main_status(&web);
-    let web_pid = {
-        let runtime = harness::runtime::Runtime::new(harness::runtime::RuntimeConfig {
-            helper: env!("CARGO_BIN_EXE_pod-sandbox").into(),
-            ..harness::runtime::RuntimeConfig::new(dir.path().join("node/runtime"))
-        })
-        .unwrap();
-        let sandbox = runtime
-            .sandbox(web.metadata.uid.as_deref().unwrap())
-            .unwrap()
-            .unwrap();
-        sandbox.containers().unwrap().last().unwrap().process().pid as u32
-    };
+    let before = container_status(&web);
+    let web_pid = last_container_pid(
+        &dir.join("node/runtime"),
+        Path::new(SANDBOX_HELPER),
+        web.metadata.uid.as_deref().unwrap(),
+    );
     stop_agent(agent).await;
     assert!(is_alive(web_pid), "the web server survives the agent");
-    let agent = start_agent(&cp, dir.path());
+    let agent = start_agent(&bed.cp, dir);
     // The new agent manages it: deleting the pod stops it.
-    let after = wait_pod(&pods, "web", "still ready", |p| main_status(p).ready).await;
-    assert_eq!(main_status(&after).container_id, before.container_id);
-    assert_eq!(main_status(&after).restart_count, before.restart_count);
-    pods.delete("web", &DeleteParams::default()).await.unwrap();
-    wait_gone(&pods, "web").await;
+    let after = wait_pod(&pods, "web", "still ready", |p| container_status(p).ready).await;
+    assert_eq!(container_status(&after).container_id, before.container_id);
+    assert_eq!(container_status(&after).restart_count, before.restart_count);
+    delete_and_wait_gone(&pods, "web", WAIT).await;
     assert!(!is_alive(web_pid), "the web server ended with its pod");
 
     stop_agent(agent).await;
-    cp.shutdown().await.unwrap();
+    bed.shutdown().await;
 }

@@ -5,31 +5,19 @@
 //! registrar stops.
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
 
-mod control_plane_support;
-
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
-use std::process::Stdio;
 use std::time::Duration;
 
-use control_plane_support::wait_for;
-use csi_proto::v1::identity_server::{Identity, IdentityServer};
 use csi_proto::v1::node_server::{Node as CsiNode, NodeServer};
-use csi_proto::v1::{
-    GetPluginCapabilitiesRequest, GetPluginCapabilitiesResponse, GetPluginInfoRequest,
-    GetPluginInfoResponse, NodeGetInfoRequest, NodeGetInfoResponse, ProbeRequest, ProbeResponse,
-    Topology,
-};
-use csi_proto::{Endpoint, Listener};
-use harness::control_plane::{ClientIdentity, ControlPlane};
+use csi_proto::v1::{NodeGetInfoRequest, NodeGetInfoResponse, Topology};
 use harness::node::csi::NODE_ID_ANNOTATION;
-use harness::node::{NodeAgent, NodeAgentConfig};
-use harness::runtime::Lifeline;
 use k8s_openapi::api::core::v1::Node;
 use k8s_openapi::api::storage::v1::CSINode;
 use kube::api::Api;
-use tokio::io::AsyncReadExt;
-use tokio::process::{Child, Command};
+use testkit::drivers::{TestIdentity, serve_on_socket, start_registrar};
+use testkit::node::{NodeBed, RunningAgent, wait_csi_drivers};
+use testkit::wait_for;
 use tonic::{Request, Response, Status};
 
 const NODE: &str = "csi-node-a";
@@ -37,36 +25,13 @@ const DRIVER: &str = "registration-test.csi.example.com";
 const TOPOLOGY_KEY: &str = "topology.registration-test.csi.example.com/zone";
 const WAIT: Duration = Duration::from_secs(60);
 
-/// A CSI plugin answering Identity and NodeGetInfo only.
+/// A CSI Node service answering NodeGetInfo only.
 #[derive(Clone)]
 struct TestPlugin {
     name: String,
     node_id: String,
     topology: HashMap<String, String>,
     max_volumes: i64,
-}
-
-#[tonic::async_trait]
-impl Identity for TestPlugin {
-    async fn get_plugin_info(
-        &self,
-        _: Request<GetPluginInfoRequest>,
-    ) -> Result<Response<GetPluginInfoResponse>, Status> {
-        Ok(Response::new(GetPluginInfoResponse {
-            name: self.name.clone(),
-            vendor_version: "0.0.1".into(),
-            manifest: Default::default(),
-        }))
-    }
-    async fn get_plugin_capabilities(
-        &self,
-        _: Request<GetPluginCapabilitiesRequest>,
-    ) -> Result<Response<GetPluginCapabilitiesResponse>, Status> {
-        Ok(Response::new(GetPluginCapabilitiesResponse::default()))
-    }
-    async fn probe(&self, _: Request<ProbeRequest>) -> Result<Response<ProbeResponse>, Status> {
-        Ok(Response::new(ProbeResponse { ready: Some(true) }))
-    }
 }
 
 #[tonic::async_trait]
@@ -85,49 +50,15 @@ impl CsiNode for TestPlugin {
     }
 }
 
-/// Serves `plugin` on `<run_dir>/plugins/<name>/csi.sock`, where kubelet's
-/// `/var/lib/kubelet/plugins/<name>/csi.sock` is on this node.
+/// Serves `plugin` (with a node-only Identity) on `<run_dir>/plugins/<name>/csi.sock`,
+/// where kubelet's `/var/lib/kubelet/plugins/<name>/csi.sock` is on this node.
 async fn serve_plugin(run_dir: &Path, plugin: TestPlugin) -> PathBuf {
-    let dir = run_dir.join("plugins").join(&plugin.name);
-    std::fs::create_dir_all(&dir).unwrap();
-    let socket = dir.join("csi.sock");
-    let listener = Listener::bind(&Endpoint::Unix(socket.clone()))
-        .await
-        .unwrap();
+    let socket = run_dir.join("plugins").join(&plugin.name).join("csi.sock");
     let router = tonic::transport::Server::builder()
-        .add_service(IdentityServer::new(plugin.clone()))
+        .add_service(TestIdentity::node_only(&plugin.name).service())
         .add_service(NodeServer::new(plugin));
-    tokio::spawn(csi_proto::serve(router, listener, std::future::pending()));
+    serve_on_socket(router, &socket).await;
     socket
-}
-
-/// The registrar binary, built if missing or stale.
-fn registrar_binary() -> PathBuf {
-    harness::workspace::binary("node-driver-registrar", "node-driver-registrar").unwrap()
-}
-
-fn start_registrar(binary: &Path, driver_socket: &Path, run_dir: &Path, driver: &str) -> Child {
-    Command::new(binary)
-        .arg(format!("--csi-address={}", driver_socket.display()))
-        .arg(format!(
-            "--kubelet-registration-path=/var/lib/kubelet/plugins/{driver}/csi.sock"
-        ))
-        .arg(format!(
-            "--plugin-registration-path={}",
-            run_dir.join("plugins_registry").display()
-        ))
-        .stderr(Stdio::piped())
-        .kill_on_drop(true)
-        .spawn()
-        .unwrap()
-}
-
-async fn stderr_of(child: &mut Child) -> String {
-    let mut text = String::new();
-    if let Some(mut stderr) = child.stderr.take() {
-        stderr.read_to_string(&mut text).await.unwrap();
-    }
-    text
 }
 
 fn annotation_ids(node: &Node) -> Option<BTreeMap<String, String>> {
@@ -145,41 +76,13 @@ fn drivers_of(csinode: &CSINode) -> String {
 
 #[tokio::test]
 async fn registrar_sockets_become_csinode_entries_and_node_labels() {
-    let _ = tracing_subscriber::fmt()
-        .with_env_filter("harness=info")
-        .with_test_writer()
-        .try_init();
-    let registrar = registrar_binary();
-    let cp = ControlPlane::builder()
-        .start()
-        .await
-        .expect("control plane starts");
-    let client = cp.client();
-    let dir = harness::runtime::host_mounts::ScratchDir::new().unwrap();
-    let kubeconfig = dir.path().join("kubeconfig");
-    cp.write_kubeconfig(
-        &kubeconfig,
-        &ClientIdentity {
-            user: format!("system:node:{NODE}"),
-            group: Some("system:nodes".into()),
-        },
-    )
-    .unwrap();
-    let run_dir = dir.path().join("node");
-    let mut config = NodeAgentConfig::new(
-        NODE,
-        kubeconfig,
-        &run_dir,
-        cp.ports().apiserver,
-        cp.ca_file(),
-    );
+    let bed = NodeBed::start().await;
+    let client = bed.client();
+    let dir = bed.dir();
+    let mut config = bed.agent_config(NODE, env!("CARGO_BIN_EXE_pod-sandbox"));
     config.zone = Some("zone-1".into());
-    config.sandbox_helper = Some(PathBuf::from(env!("CARGO_BIN_EXE_pod-sandbox")));
-    config.lifeline = Some(Lifeline::this_process().unwrap());
-    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-    let agent = tokio::spawn(NodeAgent::run(config, async move {
-        let _ = stopped.await;
-    }));
+    let run_dir = config.run_dir.clone();
+    let agent = RunningAgent::start(config);
 
     let nodes: Api<Node> = Api::all(client.clone());
     let csinodes: Api<CSINode> = Api::all(client.clone());
@@ -210,17 +113,15 @@ async fn registrar_sockets_become_csinode_entries_and_node_labels() {
         },
     )
     .await;
-    let mut child = start_registrar(&registrar, &driver_socket, &run_dir, DRIVER);
-    let entry = wait_for("the driver in the CSINode", WAIT, || async {
-        let csinode = csinodes.get(NODE).await.map_err(|e| e.to_string())?;
-        Ok(csinode
-            .spec
-            .drivers
-            .iter()
-            .find(|d| d.name == DRIVER)
-            .cloned())
-    })
-    .await;
+    let mut registrar =
+        start_registrar(&driver_socket, &run_dir, DRIVER, &dir.join("registrar.log"));
+    let csinode = wait_csi_drivers(&client, NODE, &[DRIVER], WAIT).await;
+    let entry = csinode
+        .spec
+        .drivers
+        .into_iter()
+        .find(|d| d.name == DRIVER)
+        .unwrap();
     assert_eq!(entry.node_id, "storage-node-7");
     assert_eq!(entry.topology_keys, Some(vec![TOPOLOGY_KEY.to_string()]));
     assert_eq!(entry.allocatable.and_then(|a| a.count), Some(12));
@@ -238,7 +139,11 @@ async fn registrar_sockets_become_csinode_entries_and_node_labels() {
             "storage-node-7".to_string()
         )]))
     );
-    assert!(child.try_wait().unwrap().is_none(), "the registrar exited");
+    assert!(
+        registrar.child().try_wait().unwrap().is_none(),
+        "the registrar exited: {}",
+        registrar.log()
+    );
 
     // A driver whose topology contradicts the Node's zone label is refused, and the
     // registrar exits with the agent's reason, as upstream's does.
@@ -253,12 +158,17 @@ async fn registrar_sockets_become_csinode_entries_and_node_labels() {
         },
     )
     .await;
-    let mut refused = start_registrar(&registrar, &colliding_socket, &run_dir, colliding);
-    let status = tokio::time::timeout(WAIT, refused.wait())
+    let mut refused = start_registrar(
+        &colliding_socket,
+        &run_dir,
+        colliding,
+        &dir.join("refused-registrar.log"),
+    );
+    let status = tokio::time::timeout(WAIT, refused.child().wait())
         .await
         .expect("the refused registrar exits")
         .unwrap();
-    let log = stderr_of(&mut refused).await;
+    let log = refused.log();
     assert_eq!(status.code(), Some(1), "{log}");
     assert!(log.contains("topology value collision"), "{log}");
     let csinode = csinodes.get(NODE).await.unwrap();
@@ -270,13 +180,13 @@ async fn registrar_sockets_become_csinode_entries_and_node_labels() {
 
     // Stopping the registrar removes its socket: the driver leaves the CSINode and the
     // annotation (the topology label stays, as with kubelet).
-    let pid = nix::unistd::Pid::from_raw(i32::try_from(child.id().unwrap()).unwrap());
+    let pid = nix::unistd::Pid::from_raw(i32::try_from(registrar.id().unwrap()).unwrap());
     nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTERM).unwrap();
-    let status = tokio::time::timeout(WAIT, child.wait())
+    let status = tokio::time::timeout(WAIT, registrar.child().wait())
         .await
         .unwrap()
         .unwrap();
-    assert!(status.success(), "{}", stderr_of(&mut child).await);
+    assert!(status.success(), "{}", registrar.log());
     wait_for(
         "the driver to leave the CSINode and the Node",
         WAIT,
@@ -296,7 +206,6 @@ async fn registrar_sockets_become_csinode_entries_and_node_labels() {
     )
     .await;
 
-    stop.send(()).unwrap();
-    agent.await.unwrap().expect("the agent stops cleanly");
-    cp.shutdown().await.unwrap();
+    agent.stop().await;
+    bed.shutdown().await;
 }

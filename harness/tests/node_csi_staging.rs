@@ -10,34 +10,29 @@
 //! staging path at the target.
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
 
-mod control_plane_support;
-
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
-use std::process::Stdio;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use control_plane_support::wait_for;
-use csi_proto::v1::identity_server::{Identity, IdentityServer};
 use csi_proto::v1::node_server::{Node as CsiNode, NodeServer};
 use csi_proto::v1::node_service_capability::rpc::Type as CapabilityType;
 use csi_proto::v1::volume_capability::AccessType;
 use csi_proto::v1::volume_capability::access_mode::Mode;
 use csi_proto::v1::*;
-use csi_proto::{Endpoint, Listener};
-use harness::control_plane::{ClientIdentity, ControlPlane};
 use harness::node::csi::PluginPaths;
-use harness::node::{NodeAgent, NodeAgentConfig, Timings};
-use harness::runtime::Lifeline;
-use k8s_openapi::api::core::v1::{
-    Node, PersistentVolume, PersistentVolumeClaim, Pod, Secret, ServiceAccount,
-};
-use k8s_openapi::api::storage::v1::{CSIDriver, CSINode};
-use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
+use harness::runtime::host_mounts::is_mount_point;
+use k8s_openapi::api::core::v1::{PersistentVolume, PersistentVolumeClaim, Pod, Secret};
+use kube::api::{Api, Patch, PatchParams, PostParams};
 use nix::mount::{MntFlags, MsFlags};
 use serde_json::json;
-use tokio::process::Command;
+use testkit::drivers::{TestIdentity, serve_on_socket, start_registrar};
+use testkit::node::{NodeBed, RunningAgent, wait_csi_drivers, wait_volumes_in_use};
+use testkit::objects::{
+    bound, csi_driver_without_attach, delete_and_wait_gone, pod_using_claim, wait_pod_phase,
+    wait_service_account,
+};
+use testkit::wait_for;
 use tonic::{Request, Response, Status};
 
 const NS: &str = "default";
@@ -111,29 +106,6 @@ fn unmount(target: &Path) -> Result<(), Status> {
     match nix::mount::umount2(target, MntFlags::empty()) {
         Ok(()) | Err(nix::errno::Errno::EINVAL | nix::errno::Errno::ENOENT) => Ok(()),
         Err(e) => Err(Status::internal(format!("umount {target:?}: {e}"))),
-    }
-}
-
-#[tonic::async_trait]
-impl Identity for StagingDriver {
-    async fn get_plugin_info(
-        &self,
-        _: Request<GetPluginInfoRequest>,
-    ) -> Result<Response<GetPluginInfoResponse>, Status> {
-        Ok(Response::new(GetPluginInfoResponse {
-            name: DRIVER.into(),
-            vendor_version: "0.0.1".into(),
-            manifest: Default::default(),
-        }))
-    }
-    async fn get_plugin_capabilities(
-        &self,
-        _: Request<GetPluginCapabilitiesRequest>,
-    ) -> Result<Response<GetPluginCapabilitiesResponse>, Status> {
-        Ok(Response::new(GetPluginCapabilitiesResponse::default()))
-    }
-    async fn probe(&self, _: Request<ProbeRequest>) -> Result<Response<ProbeResponse>, Status> {
-        Ok(Response::new(ProbeResponse { ready: Some(true) }))
     }
 }
 
@@ -255,108 +227,22 @@ impl CsiNode for StagingDriver {
     }
 }
 
-fn is_mount_point(path: &Path) -> bool {
-    let wanted = path.to_string_lossy().into_owned();
-    std::fs::read_to_string("/proc/self/mountinfo")
-        .unwrap()
-        .lines()
-        .filter_map(|l| l.split(' ').nth(4))
-        .any(|m| m == wanted)
-}
-
-/// The registrar binary, built if missing or stale.
-fn registrar_binary() -> PathBuf {
-    harness::workspace::binary("node-driver-registrar", "node-driver-registrar").unwrap()
-}
-
+/// A pod on the node running `script` with the claim `staged` at `/data`.
 fn pod(name: &str, script: &str) -> Pod {
-    serde_json::from_value(json!({
-        "metadata": {"name": name},
-        "spec": {
-            "nodeName": NODE,
-            "restartPolicy": "Never",
-            "automountServiceAccountToken": false,
-            "terminationGracePeriodSeconds": 2,
-            "containers": [{
-                "name": "main", "image": "busybox",
-                "command": ["sh", "-c", script],
-                "volumeMounts": [{"name": "data", "mountPath": "/data"}]
-            }],
-            "volumes": [{"name": "data", "persistentVolumeClaim": {"claimName": "staged"}}]
-        }
-    }))
-    .unwrap()
-}
-
-async fn wait_running(pods: &Api<Pod>, name: &str) -> Pod {
-    wait_for(&format!("pod {name} Running"), WAIT, || async {
-        let pod = pods.get(name).await.map_err(|e| e.to_string())?;
-        let phase = pod.status.as_ref().and_then(|s| s.phase.clone());
-        if phase.as_deref() == Some("Running") {
-            Ok(Some(pod))
-        } else {
-            Err(format!("{:?}", pod.status))
-        }
-    })
-    .await
-}
-
-async fn delete_and_wait_gone(pods: &Api<Pod>, name: &str) {
-    pods.delete(name, &DeleteParams::default()).await.unwrap();
-    wait_for(&format!("pod {name} gone"), WAIT, || async {
-        Ok(pods
-            .get_opt(name)
-            .await
-            .map_err(|e| e.to_string())?
-            .is_none()
-            .then_some(()))
-    })
-    .await;
+    pod_using_claim(name, NODE, "staged", script)
 }
 
 #[tokio::test]
 async fn staged_volumes_are_shared_by_pods_unstaged_after_the_last_and_expanded() {
-    let _ = tracing_subscriber::fmt()
-        .with_env_filter("harness=info")
-        .with_test_writer()
-        .try_init();
-    let registrar = registrar_binary();
-    let cp = ControlPlane::builder()
-        .start()
-        .await
-        .expect("control plane starts");
-    let client = cp.client();
-    let dir = harness::runtime::host_mounts::ScratchDir::new().unwrap();
-    let kubeconfig = dir.path().join("kubeconfig");
-    cp.write_kubeconfig(
-        &kubeconfig,
-        &ClientIdentity {
-            user: format!("system:node:{NODE}"),
-            group: Some("system:nodes".into()),
-        },
-    )
-    .unwrap();
-    let run_dir = dir.path().join("node");
-    let mut config = NodeAgentConfig::new(
-        NODE,
-        kubeconfig,
-        &run_dir,
-        cp.ports().apiserver,
-        cp.ca_file(),
-    );
-    config.sandbox_helper = Some(PathBuf::from(env!("CARGO_BIN_EXE_pod-sandbox")));
-    config.lifeline = Some(Lifeline::this_process().unwrap());
-    config.timings = Timings {
-        retry_interval: Duration::from_millis(500),
-        ..Timings::default()
-    };
-    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-    let agent = tokio::spawn(NodeAgent::run(config, async move {
-        let _ = stopped.await;
-    }));
+    let bed = NodeBed::start().await;
+    let client = bed.client();
+    let dir = bed.dir();
+    let config = bed.agent_config(NODE, env!("CARGO_BIN_EXE_pod-sandbox"));
+    let run_dir = config.run_dir.clone();
+    let agent = RunningAgent::start(config);
 
     // The driver and its registrar.
-    let backing = dir.path().join("backing");
+    let backing = dir.join("backing");
     std::fs::create_dir_all(&backing).unwrap();
     let driver = StagingDriver {
         paths: PluginPaths::new(&run_dir),
@@ -364,53 +250,17 @@ async fn staged_volumes_are_shared_by_pods_unstaged_after_the_last_and_expanded(
         calls: Arc::default(),
     };
     let socket = run_dir.join("plugins").join(DRIVER).join("csi.sock");
-    std::fs::create_dir_all(socket.parent().unwrap()).unwrap();
-    let listener = Listener::bind(&Endpoint::Unix(socket.clone()))
-        .await
-        .unwrap();
     let router = tonic::transport::Server::builder()
-        .add_service(IdentityServer::new(driver.clone()))
+        .add_service(TestIdentity::node_only(DRIVER).service())
         .add_service(NodeServer::new(driver.clone()));
-    tokio::spawn(csi_proto::serve(router, listener, std::future::pending()));
+    serve_on_socket(router, &socket).await;
     std::fs::create_dir_all(run_dir.join("plugins_registry")).unwrap();
-    let _registrar = Command::new(&registrar)
-        .arg(format!("--csi-address={}", socket.display()))
-        .arg(format!(
-            "--kubelet-registration-path=/var/lib/kubelet/plugins/{DRIVER}/csi.sock"
-        ))
-        .arg(format!(
-            "--plugin-registration-path={}",
-            run_dir.join("plugins_registry").display()
-        ))
-        .stderr(Stdio::null())
-        .kill_on_drop(true)
-        .spawn()
-        .unwrap();
-    let csinodes: Api<CSINode> = Api::all(client.clone());
-    wait_for("the driver in the CSINode", WAIT, || async {
-        let csinode = csinodes.get_opt(NODE).await.map_err(|e| e.to_string())?;
-        Ok(csinode.filter(|c| c.spec.drivers.iter().any(|d| d.name == DRIVER)))
-    })
-    .await;
+    let _registrar = start_registrar(&socket, &run_dir, DRIVER, &dir.join("registrar.log"));
+    wait_csi_drivers(&client, NODE, &[DRIVER], WAIT).await;
 
     let post = PostParams::default();
-    let accounts: Api<ServiceAccount> = Api::namespaced(client.clone(), NS);
-    wait_for("the default ServiceAccount", WAIT, || async {
-        accounts.get_opt("default").await.map_err(|e| e.to_string())
-    })
-    .await;
-    let drivers: Api<CSIDriver> = Api::all(client.clone());
-    drivers
-        .create(
-            &post,
-            &serde_json::from_value(json!({
-                "metadata": {"name": DRIVER},
-                "spec": {"attachRequired": false, "podInfoOnMount": true}
-            }))
-            .unwrap(),
-        )
-        .await
-        .unwrap();
+    wait_service_account(&client, NS, "default", WAIT).await;
+    csi_driver_without_attach(&client, DRIVER).await;
     let secrets: Api<Secret> = Api::namespaced(client.clone(), NS);
     secrets
         .create(
@@ -465,25 +315,21 @@ async fn staged_volumes_are_shared_by_pods_unstaged_after_the_last_and_expanded(
         )
         .await
         .unwrap();
-    wait_for("the claim Bound", WAIT, || async {
-        let pvc = claims.get("staged").await.map_err(|e| e.to_string())?;
-        Ok((pvc.status.and_then(|s| s.phase).as_deref() == Some("Bound")).then_some(()))
-    })
-    .await;
+    bound(&client, NS, "staged", WAIT).await;
 
     // Two pods: one stage, two publishes.
     let pods: Api<Pod> = Api::namespaced(client.clone(), NS);
     pods.create(&post, &pod("first", "echo one > /data/one && sleep 3600"))
         .await
         .unwrap();
-    let first = wait_running(&pods, "first").await;
+    let first = wait_pod_phase(&pods, "first", "Running", WAIT).await;
     pods.create(
         &post,
         &pod("second", "cat /data/one > /data/two && sleep 3600"),
     )
     .await
     .unwrap();
-    let second = wait_running(&pods, "second").await;
+    let second = wait_pod_phase(&pods, "second", "Running", WAIT).await;
     wait_for(
         "the second pod's copy in the backing directory",
         WAIT,
@@ -601,16 +447,16 @@ async fn staged_volumes_are_shared_by_pods_unstaged_after_the_last_and_expanded(
 
     // The first pod goes: unpublished, still staged; the second: unstaged too.
     let host_staging = run_dir.join("plugins/kubernetes.io/csi/pv/pv-staged/globalmount");
-    delete_and_wait_gone(&pods, "first").await;
+    delete_and_wait_gone(&pods, "first", WAIT).await;
     assert_eq!(driver.calls("NodeUnpublishVolume").len(), 1);
     assert!(driver.calls("NodeUnstageVolume").is_empty());
-    assert!(is_mount_point(&host_staging));
-    delete_and_wait_gone(&pods, "second").await;
+    assert!(is_mount_point(&host_staging).unwrap());
+    delete_and_wait_gone(&pods, "second", WAIT).await;
     assert_eq!(driver.calls("NodeUnpublishVolume").len(), 2);
     let unstages = driver.calls("NodeUnstageVolume");
     assert_eq!(unstages.len(), 1);
     assert_eq!(unstages[0].staging, staging);
-    assert!(!is_mount_point(&host_staging));
+    assert!(!is_mount_point(&host_staging).unwrap());
     assert!(
         !run_dir
             .join("plugins/kubernetes.io/csi/pv/pv-staged")
@@ -620,24 +466,7 @@ async fn staged_volumes_are_shared_by_pods_unstaged_after_the_last_and_expanded(
         std::fs::read_to_string(backing.join("one")).unwrap(),
         "one\n"
     );
-    let nodes: Api<Node> = Api::all(client.clone());
-    wait_for("volumesInUse empty", WAIT, || async {
-        let node = nodes.get(NODE).await.map_err(|e| e.to_string())?;
-        let in_use = node
-            .status
-            .and_then(|s| s.volumes_in_use)
-            .unwrap_or_default();
-        if in_use.is_empty() {
-            Ok(Some(()))
-        } else {
-            Err(format!("{in_use:?}"))
-        }
-    })
-    .await;
+    wait_volumes_in_use(&client, NODE, &[], WAIT).await;
 
-    stop.send(()).unwrap();
-    agent.await.unwrap().expect("the agent stops cleanly");
-    for sub in ["pods", "plugins"] {
-        let _ = nix::mount::umount2(&run_dir.join(sub), MntFlags::MNT_DETACH);
-    }
+    agent.stop().await;
 }

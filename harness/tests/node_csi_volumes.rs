@@ -18,27 +18,21 @@
 //! Bidirectional mounts would.
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
 
-mod control_plane_support;
-
-use std::path::{Path, PathBuf};
-use std::process::Stdio;
 use std::time::Duration;
 
-use control_plane_support::wait_for;
-use harness::control_plane::{ClientIdentity, ControlPlane};
 use harness::node::csi::{attachment_name, unique_volume_name};
-use harness::node::{NodeAgent, NodeAgentConfig, Timings};
-use harness::runtime::Lifeline;
-use k8s_openapi::api::core::v1::{
-    Event, Namespace, Node, PersistentVolume, PersistentVolumeClaim, Pod, ServiceAccount,
-};
-use k8s_openapi::api::storage::v1::{CSIDriver, CSINode, VolumeAttachment};
-use kube::Client;
-use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
+use harness::runtime::host_mounts::{is_mount_point, mount_points_under};
+use k8s_openapi::api::core::v1::{Node, PersistentVolume, PersistentVolumeClaim, Pod};
+use k8s_openapi::api::storage::v1::VolumeAttachment;
+use kube::api::{Api, Patch, PatchParams, PostParams};
 use serde_json::json;
-use tokio::process::{Child, Command};
-use tokio::sync::oneshot;
-use tokio::task::JoinHandle;
+use testkit::drivers::{NfsNodePlugin, binary_dir, start_registrar};
+use testkit::node::{NodeBed, RunningAgent, volumes_in_use, wait_csi_drivers, wait_volumes_in_use};
+use testkit::objects::{
+    bound, csi_driver_without_attach, delete_and_wait_gone, namespace, phase, pod_using_claim,
+    wait_event, wait_pod_phase, wait_service_account,
+};
+use testkit::wait_for;
 
 const NS: &str = "csi-volumes";
 const NODE: &str = "csi-vol-node";
@@ -47,119 +41,6 @@ const DRIVER: &str = "nfs.csi.test";
 /// No CSIDriver object: attachment required.
 const ATTACH_DRIVER: &str = "nfs-attach.csi.test";
 const WAIT: Duration = Duration::from_secs(90);
-
-struct RunningAgent {
-    stop: oneshot::Sender<()>,
-    task: JoinHandle<harness::node::Result<()>>,
-}
-
-fn start_agent(config: NodeAgentConfig) -> RunningAgent {
-    let (stop, stopped) = oneshot::channel::<()>();
-    let task = tokio::spawn(NodeAgent::run(config, async move {
-        let _ = stopped.await;
-    }));
-    RunningAgent { stop, task }
-}
-
-impl RunningAgent {
-    async fn stop(self) {
-        self.stop.send(()).unwrap();
-        self.task.await.unwrap().expect("the agent stops cleanly");
-    }
-}
-
-/// The directory of the binaries of `packages` (one binary each, named after it), built if
-/// missing or stale.
-fn build_binaries(packages: &[&str]) -> PathBuf {
-    let wanted: Vec<(&str, &str)> = packages.iter().map(|p| (*p, *p)).collect();
-    let paths = harness::workspace::binaries(&wanted).unwrap();
-    paths[0].parent().unwrap().to_path_buf()
-}
-
-/// The NFS plugin for `driver`, in a mount namespace of its own where `run_dir` is
-/// `/var/lib/kubelet` (mounts below `run_dir/pods` propagate back: it is a shared mount
-/// point); its log (one line per gRPC call) goes to `log`.
-fn start_nfs_plugin(
-    binary: &Path,
-    run_dir: &Path,
-    driver: &str,
-    export_root: &Path,
-    log: &Path,
-) -> (Child, PathBuf) {
-    let socket = run_dir.join("plugins").join(driver).join("csi.sock");
-    std::fs::create_dir_all(socket.parent().unwrap()).unwrap();
-    // The namespace's root mount is made private first so that nothing mounted at
-    // /var/lib/kubelet shows outside; the rbind copies of the shared pods/plugins mounts
-    // stay peers of the host's.
-    let script = r#"set -e
-mkdir -p /var/lib/kubelet
-mount --make-private "$(stat -c %m /var/lib/kubelet)"
-mount --rbind "$RUN_DIR" /var/lib/kubelet
-exec "$PLUGIN" --endpoint "unix://$SOCKET" --nodeid "$NODE_NAME" --drivername "$DRIVER" --mounter local --local-export-root "$EXPORTS"
-"#;
-    let log = std::fs::File::create(log).unwrap();
-    let child = Command::new("unshare")
-        .args(["--mount", "--propagation", "unchanged", "sh", "-c", script])
-        .env("RUN_DIR", run_dir)
-        .env("PLUGIN", binary)
-        .env("SOCKET", &socket)
-        .env("NODE_NAME", NODE)
-        .env("DRIVER", driver)
-        .env("EXPORTS", export_root)
-        .env("RUST_LOG", "info")
-        .stdout(Stdio::null())
-        .stderr(log)
-        .kill_on_drop(true)
-        .spawn()
-        .unwrap();
-    (child, socket)
-}
-
-fn start_registrar(binary: &Path, driver_socket: &Path, run_dir: &Path, driver: &str) -> Child {
-    Command::new(binary)
-        .arg(format!("--csi-address={}", driver_socket.display()))
-        .arg(format!(
-            "--kubelet-registration-path=/var/lib/kubelet/plugins/{driver}/csi.sock"
-        ))
-        .arg(format!(
-            "--plugin-registration-path={}",
-            run_dir.join("plugins_registry").display()
-        ))
-        .stderr(Stdio::null())
-        .kill_on_drop(true)
-        .spawn()
-        .unwrap()
-}
-
-/// How many calls of `method` the plugin logged as successful.
-fn calls(log: &Path, method: &str) -> usize {
-    let suffix = format!("/csi.v1.Node/{method}");
-    std::fs::read_to_string(log)
-        .unwrap_or_default()
-        .lines()
-        .filter(|l| l.contains("gRPC call OK") && l.contains(&suffix))
-        .count()
-}
-
-fn is_mount_point(path: &Path) -> bool {
-    let wanted = path.to_string_lossy().into_owned();
-    std::fs::read_to_string("/proc/self/mountinfo")
-        .unwrap()
-        .lines()
-        .filter_map(|l| l.split(' ').nth(4))
-        .any(|m| m == wanted)
-}
-
-fn mounts_under(dir: &Path) -> Vec<String> {
-    let prefix = dir.to_string_lossy().into_owned();
-    std::fs::read_to_string("/proc/self/mountinfo")
-        .unwrap()
-        .lines()
-        .filter_map(|l| l.split(' ').nth(4))
-        .filter(|m| m.starts_with(&prefix))
-        .map(str::to_owned)
-        .collect()
-}
 
 fn static_pv(name: &str, driver: &str, handle: &str, share: &str, claim: &str) -> PersistentVolume {
     serde_json::from_value(json!({
@@ -193,88 +74,16 @@ fn claim(name: &str, volume: Option<&str>) -> PersistentVolumeClaim {
     serde_json::from_value(json!({"metadata": {"name": name}, "spec": spec})).unwrap()
 }
 
+/// A pod on the node running `script` with the claim `claim` at `/data`.
 fn pod_with_claim(name: &str, claim: &str, script: &str) -> Pod {
-    serde_json::from_value(json!({
-        "metadata": {"name": name},
-        "spec": {
-            "nodeName": NODE,
-            "restartPolicy": "Never",
-            "automountServiceAccountToken": false,
-            "terminationGracePeriodSeconds": 2,
-            "containers": [{
-                "name": "main", "image": "busybox",
-                "command": ["sh", "-c", script],
-                "volumeMounts": [{"name": "data", "mountPath": "/data"}]
-            }],
-            "volumes": [{"name": "data", "persistentVolumeClaim": {"claimName": claim}}]
-        }
-    }))
-    .unwrap()
+    pod_using_claim(name, NODE, claim, script)
 }
 
-fn phase(pod: &Pod) -> String {
-    pod.status
-        .as_ref()
-        .and_then(|s| s.phase.clone())
-        .unwrap_or_default()
-}
-
-async fn wait_phase(pods: &Api<Pod>, name: &str, wanted: &str) -> Pod {
-    wait_for(&format!("pod {name} {wanted}"), WAIT, || async {
-        let pod = pods.get(name).await.map_err(|e| e.to_string())?;
-        if phase(&pod) == wanted {
-            Ok(Some(pod))
-        } else {
-            Err(format!("phase {:?}: {:?}", phase(&pod), pod.status))
-        }
-    })
-    .await
-}
-
-async fn wait_event(client: &Client, pod: &str, reason: &str, text: &str) -> String {
-    let events: Api<Event> = Api::namespaced(client.clone(), NS);
-    wait_for(
-        &format!("a {reason} event of {pod} with {text:?}"),
-        WAIT,
-        || async {
-            let list = events
-                .list(&ListParams::default().fields(&format!("involvedObject.name={pod}")))
-                .await
-                .map_err(|e| e.to_string())?;
-            let messages: Vec<String> = list
-                .items
-                .iter()
-                .filter(|e| e.reason.as_deref() == Some(reason))
-                .filter_map(|e| e.message.clone())
-                .collect();
-            match messages.iter().find(|m| m.contains(text)) {
-                Some(m) => Ok(Some(m.clone())),
-                None => Err(format!("{reason} events: {messages:?}")),
-            }
-        },
-    )
-    .await
-}
-
-async fn delete_and_wait_gone(pods: &Api<Pod>, name: &str) {
-    pods.delete(name, &DeleteParams::default()).await.unwrap();
-    wait_for(&format!("pod {name} gone"), WAIT, || async {
-        match pods.get_opt(name).await.map_err(|e| e.to_string())? {
-            None => Ok(Some(())),
-            Some(p) => Err(format!("still there: {:?}", p.status.and_then(|s| s.phase))),
-        }
-    })
-    .await;
-}
-
-async fn volumes_in_use(nodes: &Api<Node>) -> Vec<String> {
-    nodes
-        .get(NODE)
-        .await
-        .unwrap()
-        .status
-        .and_then(|s| s.volumes_in_use)
-        .unwrap_or_default()
+/// How many calls of the Node service's `method` the plugin logged as successful.
+fn calls(plugin: &NfsNodePlugin, method: &str) -> usize {
+    plugin
+        .process
+        .successful_calls(&format!("/csi.v1.Node/{method}"))
 }
 
 fn uid(pod: &Pod) -> String {
@@ -283,71 +92,21 @@ fn uid(pod: &Pod) -> String {
 
 #[tokio::test]
 async fn claims_of_csi_volumes_are_mounted_into_pods_and_unmounted() {
-    let _ = tracing_subscriber::fmt()
-        .with_env_filter("harness=info")
-        .with_test_writer()
-        .try_init();
-    let bin = build_binaries(&["nfs-csi-plugin", "node-driver-registrar"]);
-    let cp = ControlPlane::builder()
-        .start()
-        .await
-        .expect("control plane starts");
-    let client = cp.client();
-    let dir = harness::runtime::host_mounts::ScratchDir::new().unwrap();
-    let kubeconfig = dir.path().join("kubeconfig");
-    cp.write_kubeconfig(
-        &kubeconfig,
-        &ClientIdentity {
-            user: format!("system:node:{NODE}"),
-            group: Some("system:nodes".into()),
-        },
-    )
-    .unwrap();
-    let run_dir = dir.path().join("node");
-    let mut config = NodeAgentConfig::new(
-        NODE,
-        kubeconfig,
-        &run_dir,
-        cp.ports().apiserver,
-        cp.ca_file(),
-    );
-    config.sandbox_helper = Some(PathBuf::from(env!("CARGO_BIN_EXE_pod-sandbox")));
-    config.lifeline = Some(Lifeline::this_process().unwrap());
-    config.timings = Timings {
-        node_status_interval: Duration::from_secs(2),
-        retry_interval: Duration::from_millis(500),
-        ..Timings::default()
-    };
-    let mut agent = start_agent(config.clone());
+    // Both binaries with one cargo call (when stale), before the plugins ask for them.
+    binary_dir(&["nfs-csi-plugin", "node-driver-registrar"]);
+    let bed = NodeBed::start().await;
+    let client = bed.client();
+    let dir = bed.dir();
+    let config = bed.agent_config(NODE, env!("CARGO_BIN_EXE_pod-sandbox"));
+    let run_dir = config.run_dir.clone();
+    let mut agent = RunningAgent::start(config.clone());
 
-    let namespaces: Api<Namespace> = Api::all(client.clone());
-    namespaces
-        .create(
-            &PostParams::default(),
-            &serde_json::from_value(json!({"metadata": {"name": NS}})).unwrap(),
-        )
-        .await
-        .unwrap();
-    let accounts: Api<ServiceAccount> = Api::namespaced(client.clone(), NS);
-    wait_for("the default ServiceAccount", WAIT, || async {
-        accounts.get_opt("default").await.map_err(|e| e.to_string())
-    })
-    .await;
-    let drivers: Api<CSIDriver> = Api::all(client.clone());
-    drivers
-        .create(
-            &PostParams::default(),
-            &serde_json::from_value(json!({
-                "metadata": {"name": DRIVER},
-                "spec": {"attachRequired": false, "podInfoOnMount": true}
-            }))
-            .unwrap(),
-        )
-        .await
-        .unwrap();
+    namespace(&client, NS).await;
+    wait_service_account(&client, NS, "default", WAIT).await;
+    csi_driver_without_attach(&client, DRIVER).await;
 
     // Plugins and registrars; the exports.
-    let exports = dir.path().join("exports");
+    let exports = dir.join("exports");
     for share in ["share1", "share2"] {
         std::fs::create_dir_all(exports.join(share)).unwrap();
     }
@@ -357,41 +116,25 @@ async fn claims_of_csi_volumes_are_mounted_into_pods_and_unmounted() {
         nodes.get_opt(NODE).await.map_err(|e| e.to_string())
     })
     .await;
-    let log = dir.path().join("nfs-plugin.log");
-    let attach_log = dir.path().join("nfs-attach-plugin.log");
-    let (_plugin, socket) = start_nfs_plugin(
-        &bin.join("nfs-csi-plugin"),
+    let plugin = NfsNodePlugin::start(
         &run_dir,
+        NODE,
         DRIVER,
         &exports,
-        &log,
+        &dir.join("nfs-plugin.log"),
     );
-    let (_attach_plugin, attach_socket) = start_nfs_plugin(
-        &bin.join("nfs-csi-plugin"),
+    let attach_plugin = NfsNodePlugin::start(
         &run_dir,
+        NODE,
         ATTACH_DRIVER,
         &exports,
-        &attach_log,
+        &dir.join("nfs-attach-plugin.log"),
     );
-    let registrar = bin.join("node-driver-registrar");
-    let _registrar = start_registrar(&registrar, &socket, &run_dir, DRIVER);
-    let _attach_registrar = start_registrar(&registrar, &attach_socket, &run_dir, ATTACH_DRIVER);
-    let csinodes: Api<CSINode> = Api::all(client.clone());
-    wait_for("both drivers in the CSINode", WAIT, || async {
-        let csinode = csinodes.get(NODE).await.map_err(|e| e.to_string())?;
-        let names: Vec<&str> = csinode
-            .spec
-            .drivers
-            .iter()
-            .map(|d| d.name.as_str())
-            .collect();
-        if names.contains(&DRIVER) && names.contains(&ATTACH_DRIVER) {
-            Ok(Some(()))
-        } else {
-            Err(format!("drivers {names:?}"))
-        }
-    })
-    .await;
+    let _registrars = [(&plugin, DRIVER), (&attach_plugin, ATTACH_DRIVER)].map(|(p, driver)| {
+        let log = dir.join(format!("{driver}-registrar.log"));
+        start_registrar(&p.socket, &run_dir, driver, &log)
+    });
+    wait_csi_drivers(&client, NODE, &[DRIVER, ATTACH_DRIVER], WAIT).await;
 
     let pvs: Api<PersistentVolume> = Api::all(client.clone());
     let claims: Api<PersistentVolumeClaim> = Api::namespaced(client.clone(), NS);
@@ -402,7 +145,7 @@ async fn claims_of_csi_volumes_are_mounted_into_pods_and_unmounted() {
     pods.create(&post, &pod_with_claim("no-claim", "missing", "sleep 60"))
         .await
         .unwrap();
-    let message = wait_event(&client, "no-claim", "FailedMount", "missing").await;
+    let message = wait_event(&client, NS, "no-claim", "FailedMount", "missing", WAIT).await;
     assert!(
         message.contains(&format!("error processing PVC {NS}/missing"))
             && message.contains("persistentvolumeclaims \"missing\" not found"),
@@ -415,7 +158,15 @@ async fn claims_of_csi_volumes_are_mounted_into_pods_and_unmounted() {
     )
     .await
     .unwrap();
-    wait_event(&client, "unbound-claim", "FailedMount", "PVC is not bound").await;
+    wait_event(
+        &client,
+        NS,
+        "unbound-claim",
+        "FailedMount",
+        "PVC is not bound",
+        WAIT,
+    )
+    .await;
     pvs.create(
         &post,
         &static_pv(
@@ -437,9 +188,11 @@ async fn claims_of_csi_volumes_are_mounted_into_pods_and_unmounted() {
         .unwrap();
     let message = wait_event(
         &client,
+        NS,
         "no-driver",
         "FailedMount",
         "driver name absent.csi.test not found in the list of registered CSI drivers",
+        WAIT,
     )
     .await;
     assert!(
@@ -450,7 +203,7 @@ async fn claims_of_csi_volumes_are_mounted_into_pods_and_unmounted() {
         assert_eq!(phase(&pods.get(name).await.unwrap()), "Pending");
     }
     for name in ["no-claim", "unbound-claim", "no-driver"] {
-        delete_and_wait_gone(&pods, name).await;
+        delete_and_wait_gone(&pods, name, WAIT).await;
     }
 
     // 2. A static NFS volume: a pod writes, a second pod on the node reads.
@@ -465,12 +218,7 @@ async fn claims_of_csi_volumes_are_mounted_into_pods_and_unmounted() {
         .create(&post, &claim("data", Some("pv-nfs")))
         .await
         .unwrap();
-    wait_for("claim data Bound", WAIT, || async {
-        let pvc = claims.get("data").await.map_err(|e| e.to_string())?;
-        let phase = pvc.status.and_then(|s| s.phase);
-        Ok((phase.as_deref() == Some("Bound")).then_some(()))
-    })
-    .await;
+    bound(&client, NS, "data", WAIT).await;
     pods.create(
         &post,
         &pod_with_claim(
@@ -481,7 +229,7 @@ async fn claims_of_csi_volumes_are_mounted_into_pods_and_unmounted() {
     )
     .await
     .unwrap();
-    let writer = wait_phase(&pods, "writer", "Running").await;
+    let writer = wait_pod_phase(&pods, "writer", "Running", WAIT).await;
     wait_for("the writer's file in the export", WAIT, || async {
         Ok(std::fs::read_to_string(exports.join("share1/writer-saw"))
             .ok()
@@ -497,7 +245,7 @@ async fn claims_of_csi_volumes_are_mounted_into_pods_and_unmounted() {
         uid(&writer)
     ));
     assert!(
-        is_mount_point(&writer_target),
+        is_mount_point(&writer_target).unwrap(),
         "{}",
         writer_target.display()
     );
@@ -508,11 +256,7 @@ async fn claims_of_csi_volumes_are_mounted_into_pods_and_unmounted() {
     assert_eq!(vol_data["driverName"], DRIVER);
     assert_eq!(vol_data["volumeHandle"], "share-1");
     assert_eq!(vol_data["specVolID"], "pv-nfs");
-    wait_for("volumesInUse listing the volume", WAIT, || async {
-        let in_use = volumes_in_use(&nodes).await;
-        Ok((in_use == [unique.clone()]).then_some(()))
-    })
-    .await;
+    wait_volumes_in_use(&client, NODE, std::slice::from_ref(&unique), WAIT).await;
     // The status heartbeat keeps it.
     let heartbeat = |node: &Node| {
         node.status
@@ -542,7 +286,7 @@ async fn claims_of_csi_volumes_are_mounted_into_pods_and_unmounted() {
     )
     .await
     .unwrap();
-    let reader = wait_phase(&pods, "reader", "Running").await;
+    let reader = wait_pod_phase(&pods, "reader", "Running", WAIT).await;
     wait_for("the reader's copy in the export", WAIT, || async {
         Ok(std::fs::read_to_string(exports.join("share1/reader-saw"))
             .ok()
@@ -553,17 +297,17 @@ async fn claims_of_csi_volumes_are_mounted_into_pods_and_unmounted() {
         "pods/{}/volumes/kubernetes.io~csi/pv-nfs/mount",
         uid(&reader)
     ));
-    assert!(is_mount_point(&reader_target));
-    assert_eq!(calls(&log, "NodePublishVolume"), 2);
+    assert!(is_mount_point(&reader_target).unwrap());
+    assert_eq!(calls(&plugin, "NodePublishVolume"), 2);
     assert_eq!(
-        calls(&log, "NodeStageVolume"),
+        calls(&plugin, "NodeStageVolume"),
         0,
         "the plugin does not stage"
     );
 
     // 3. Restart of the agent with both pods running: no second publish for them.
     agent.stop().await;
-    agent = start_agent(config.clone());
+    agent = RunningAgent::start(config.clone());
     pods.create(
         &post,
         &pod_with_claim(
@@ -574,27 +318,31 @@ async fn claims_of_csi_volumes_are_mounted_into_pods_and_unmounted() {
     )
     .await
     .unwrap();
-    let after_restart = wait_phase(&pods, "after-restart", "Running").await;
+    let after_restart = wait_pod_phase(&pods, "after-restart", "Running", WAIT).await;
     assert_eq!(
-        calls(&log, "NodePublishVolume"),
+        calls(&plugin, "NodePublishVolume"),
         3,
         "only the new pod's volume is published after the restart"
     );
-    assert!(is_mount_point(&writer_target) && is_mount_point(&reader_target));
-    assert_eq!(volumes_in_use(&nodes).await, std::slice::from_ref(&unique));
+    assert!(is_mount_point(&writer_target).unwrap() && is_mount_point(&reader_target).unwrap());
+    assert_eq!(
+        volumes_in_use(&client, NODE).await,
+        std::slice::from_ref(&unique)
+    );
 
     // Deleting them unpublishes: no mount left, pod directories gone, data intact.
     for name in ["writer", "reader", "after-restart"] {
-        delete_and_wait_gone(&pods, name).await;
+        delete_and_wait_gone(&pods, name, WAIT).await;
     }
-    assert_eq!(calls(&log, "NodeUnpublishVolume"), 3);
+    assert_eq!(calls(&plugin, "NodeUnpublishVolume"), 3);
     for pod in [&writer, &reader, &after_restart] {
         let pod_dir = run_dir.join("pods").join(uid(pod));
         assert!(!pod_dir.exists(), "{} is left", pod_dir.display());
     }
+    let pods_dir = std::fs::canonicalize(run_dir.join("pods")).unwrap();
     assert_eq!(
-        mounts_under(&run_dir.join("pods")),
-        [run_dir.join("pods").display().to_string()]
+        mount_points_under(&pods_dir).unwrap(),
+        std::slice::from_ref(&pods_dir)
     );
     assert_eq!(
         std::fs::read_to_string(exports.join("share1/from-writer")).unwrap(),
@@ -604,15 +352,7 @@ async fn claims_of_csi_volumes_are_mounted_into_pods_and_unmounted() {
         std::fs::read_to_string(exports.join("share1/existing")).unwrap(),
         "kept"
     );
-    wait_for("volumesInUse empty", WAIT, || async {
-        let in_use = volumes_in_use(&nodes).await;
-        if in_use.is_empty() {
-            Ok(Some(()))
-        } else {
-            Err(format!("{in_use:?}"))
-        }
-    })
-    .await;
+    wait_volumes_in_use(&client, NODE, &[], WAIT).await;
 
     // 4. Attachment required: Pending until the VolumeAttachment is attached.
     let attach_unique = unique_volume_name(ATTACH_DRIVER, "share-2");
@@ -647,15 +387,7 @@ async fn claims_of_csi_volumes_are_mounted_into_pods_and_unmounted() {
     .await;
     assert_eq!(va.spec.attacher, ATTACH_DRIVER);
     assert_eq!(va.spec.node_name, NODE);
-    wait_for(
-        "volumesInUse listing the volume to attach",
-        WAIT,
-        || async {
-            let in_use = volumes_in_use(&nodes).await;
-            Ok((in_use == [attach_unique.clone()]).then_some(()))
-        },
-    )
-    .await;
+    wait_volumes_in_use(&client, NODE, std::slice::from_ref(&attach_unique), WAIT).await;
     let pending = pods.get("attached").await.unwrap();
     assert_eq!(phase(&pending), "Pending");
     let attached_list = nodes
@@ -669,7 +401,7 @@ async fn claims_of_csi_volumes_are_mounted_into_pods_and_unmounted() {
         attached_list.iter().all(|a| a.name != attach_unique),
         "{attached_list:?}"
     );
-    assert_eq!(calls(&attach_log, "NodePublishVolume"), 0);
+    assert_eq!(calls(&attach_plugin, "NodePublishVolume"), 0);
     // The attacher's part, done by hand.
     attachments
         .patch_status(
@@ -694,7 +426,7 @@ async fn claims_of_csi_volumes_are_mounted_into_pods_and_unmounted() {
             .then_some(()))
     })
     .await;
-    let attached_pod = wait_phase(&pods, "attached", "Running").await;
+    let attached_pod = wait_pod_phase(&pods, "attached", "Running", WAIT).await;
     wait_for("the attached pod's file", WAIT, || async {
         Ok(
             std::fs::read_to_string(exports.join("share2/from-attached"))
@@ -712,19 +444,13 @@ async fn claims_of_csi_volumes_are_mounted_into_pods_and_unmounted() {
     )
     .unwrap();
     assert_eq!(vol_data["attachmentID"], va_name.as_str());
-    assert_eq!(calls(&attach_log, "NodePublishVolume"), 1);
-    delete_and_wait_gone(&pods, "attached").await;
-    assert_eq!(calls(&attach_log, "NodeUnpublishVolume"), 1);
-    assert_eq!(mounts_under(&run_dir.join("pods")).len(), 1);
-    wait_for("volumesInUse empty again", WAIT, || async {
-        let in_use = volumes_in_use(&nodes).await;
-        Ok(in_use.is_empty().then_some(()))
-    })
-    .await;
+    assert_eq!(calls(&attach_plugin, "NodePublishVolume"), 1);
+    delete_and_wait_gone(&pods, "attached", WAIT).await;
+    assert_eq!(calls(&attach_plugin, "NodeUnpublishVolume"), 1);
+    assert_eq!(mount_points_under(&pods_dir).unwrap().len(), 1);
+    wait_volumes_in_use(&client, NODE, &[], WAIT).await;
 
+    // The agent's shared mount points outlive it (as a kubelet's would); the scratch
+    // directory unmounts them when dropped.
     agent.stop().await;
-    // The agent's shared mount points outlive it (as a kubelet's would); the test's go.
-    for dir in ["pods", "plugins"] {
-        let _ = nix::mount::umount2(&run_dir.join(dir), nix::mount::MntFlags::MNT_DETACH);
-    }
 }

@@ -6,10 +6,11 @@ use std::time::{Duration, Instant};
 
 use harness::runtime::host_mounts::{is_mount_point, make_shared, unmount_all_under};
 use harness::runtime::{
-    ContainerSpec, Error, ExitStatus, ImageMap, Lifeline, Mount, Propagation, Runtime,
+    Container, ContainerSpec, Error, ExitStatus, ImageMap, Lifeline, Mount, Propagation, Runtime,
     RuntimeConfig, Sandbox, SandboxSpec, User,
 };
 use nix::mount::MsFlags;
+use tempfile::TempDir;
 
 const WAIT: Duration = Duration::from_secs(20);
 
@@ -22,6 +23,29 @@ fn config(run_dir: &Path) -> RuntimeConfig {
 
 fn runtime(run_dir: &Path) -> Runtime {
     Runtime::new(config(run_dir)).unwrap()
+}
+
+/// A runtime in a temporary run directory with one sandbox.
+/// Fields drop in this order, as the variables they replace did.
+struct OneSandbox {
+    sandbox: Sandbox,
+    runtime: Runtime,
+    _run: TempDir,
+}
+
+/// A runtime in a new temporary run directory and its sandbox `id` with `hostname`.
+async fn one_sandbox(id: &str, hostname: &str) -> OneSandbox {
+    let run = tempfile::tempdir().unwrap();
+    let runtime = runtime(run.path());
+    let sandbox = runtime
+        .create_sandbox(SandboxSpec::new(id, hostname))
+        .await
+        .unwrap();
+    OneSandbox {
+        sandbox,
+        runtime,
+        _run: run,
+    }
 }
 
 fn argv(items: &[&str]) -> Vec<String> {
@@ -50,20 +74,43 @@ async fn exec_ok(sandbox: &Sandbox, container: &str, command: &[&str]) -> String
     String::from_utf8(out.stdout).unwrap()
 }
 
-/// Polls `condition` until it holds; panics with the last seen value after [`WAIT`].
-async fn wait_for<T: std::fmt::Debug>(what: &str, mut probe: impl FnMut() -> (bool, T)) {
-    let deadline = Instant::now() + WAIT;
-    loop {
-        let (done, seen) = probe();
-        if done {
-            return;
+/// Waits until `container` has logged `text`.
+async fn wait_logged(container: &Container, text: &str) {
+    testkit::wait_for(&format!("{text:?} in the logs"), WAIT, || {
+        let logs = container.logs().map_err(|e| e.to_string());
+        async move {
+            let logs = logs?;
+            if logs.contains(text) {
+                Ok(Some(()))
+            } else {
+                Err(logs)
+            }
         }
-        assert!(
-            Instant::now() < deadline,
-            "timed out waiting for {what}; last seen: {seen:?}"
-        );
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    })
+    .await
+}
+
+/// Runs `script` (`sh -c`) in a new sandbox, waits until it logged `ready`, then stops it
+/// with `grace`: how it ended, how long the stop took and what it logged.
+async fn stop_when_ready(
+    id: &str,
+    hostname: &str,
+    script: &str,
+    grace: Duration,
+) -> (ExitStatus, Duration, String) {
+    let pod = one_sandbox(id, hostname).await;
+    let app = pod
+        .sandbox
+        .run_container(ContainerSpec::new("app", ["sh", "-c", script]))
+        .await
+        .unwrap();
+    wait_logged(&app, "ready").await;
+    let started = Instant::now();
+    let status = app.stop(grace).await.unwrap();
+    let took = started.elapsed();
+    let logs = app.logs().unwrap();
+    pod.runtime.teardown().await.unwrap();
+    (status, took, logs)
 }
 
 fn mountinfo() -> String {
@@ -112,28 +159,24 @@ async fn two_sandboxes_share_a_host_volume_directory() {
 
 #[tokio::test]
 async fn hostname_is_the_pod_name_and_pid_1_is_the_sandbox_s() {
-    let run = tempfile::tempdir().unwrap();
-    let runtime = runtime(run.path());
-    let sandbox = runtime
-        .create_sandbox(SandboxSpec::new("uid-1", "web-0"))
-        .await
-        .unwrap();
+    let pod = one_sandbox("uid-1", "web-0").await;
+    let OneSandbox { sandbox, .. } = &pod;
     sandbox.run_container(sleeper("app")).await.unwrap();
-    assert_eq!(exec_ok(&sandbox, "app", &["hostname"]).await, "web-0\n");
+    assert_eq!(exec_ok(sandbox, "app", &["hostname"]).await, "web-0\n");
     assert_eq!(
-        exec_ok(&sandbox, "app", &["cat", "/etc/hostname"]).await,
+        exec_ok(sandbox, "app", &["cat", "/etc/hostname"]).await,
         "web-0\n"
     );
     assert!(
-        exec_ok(&sandbox, "app", &["cat", "/etc/hosts"])
+        exec_ok(sandbox, "app", &["cat", "/etc/hosts"])
             .await
             .contains("web-0")
     );
     assert_eq!(
-        exec_ok(&sandbox, "app", &["sh", "-c", "echo $HOSTNAME"]).await,
+        exec_ok(sandbox, "app", &["sh", "-c", "echo $HOSTNAME"]).await,
         "web-0\n"
     );
-    let pid1 = exec_ok(&sandbox, "app", &["cat", "/proc/1/cmdline"]).await;
+    let pid1 = exec_ok(sandbox, "app", &["cat", "/proc/1/cmdline"]).await;
     assert!(pid1.contains("pause"), "PID 1 is {pid1:?}");
     sandbox.remove().await.unwrap();
     assert!(!sandbox.dir().exists());
@@ -190,12 +233,10 @@ async fn writes_inside_do_not_reach_the_host_and_mounts_leave_no_trace() {
 
 #[tokio::test]
 async fn exit_code_is_recorded() {
-    let run = tempfile::tempdir().unwrap();
-    let runtime = runtime(run.path());
-    let sandbox = runtime
-        .create_sandbox(SandboxSpec::new("uid-3", "job"))
-        .await
-        .unwrap();
+    let pod = one_sandbox("uid-3", "job").await;
+    let OneSandbox {
+        runtime, sandbox, ..
+    } = &pod;
     let job = sandbox
         .run_container(ContainerSpec::new("job", ["sh", "-c", "exit 42"]))
         .await
@@ -208,75 +249,39 @@ async fn exit_code_is_recorded() {
 
 #[tokio::test]
 async fn sigterm_stops_a_container_within_its_grace_period() {
-    let run = tempfile::tempdir().unwrap();
-    let runtime = runtime(run.path());
-    let sandbox = runtime
-        .create_sandbox(SandboxSpec::new("uid-4", "term"))
-        .await
-        .unwrap();
-    let app = sandbox
-        .run_container(ContainerSpec::new(
-            "app",
-            [
-                "sh",
-                "-c",
-                "trap 'echo bye; exit 3' TERM; echo ready; sleep 1000 & wait",
-            ],
-        ))
-        .await
-        .unwrap();
-    wait_for("the TERM trap", || {
-        let logs = app.logs().unwrap();
-        (logs.contains("ready"), logs)
-    })
-    .await;
     let grace = Duration::from_secs(15);
-    let started = Instant::now();
-    assert_eq!(app.stop(grace).await.unwrap(), ExitStatus::Exited(3));
-    assert!(started.elapsed() < grace);
-    assert!(app.logs().unwrap().contains("bye"));
-    runtime.teardown().await.unwrap();
+    let (status, took, logs) = stop_when_ready(
+        "uid-4",
+        "term",
+        "trap 'echo bye; exit 3' TERM; echo ready; sleep 1000 & wait",
+        grace,
+    )
+    .await;
+    assert_eq!(status, ExitStatus::Exited(3));
+    assert!(took < grace);
+    assert!(logs.contains("bye"));
 }
 
 #[tokio::test]
 async fn sigkill_follows_the_grace_period_when_term_is_ignored() {
-    let run = tempfile::tempdir().unwrap();
-    let runtime = runtime(run.path());
-    let sandbox = runtime
-        .create_sandbox(SandboxSpec::new("uid-5", "stubborn"))
-        .await
-        .unwrap();
-    let app = sandbox
-        .run_container(ContainerSpec::new(
-            "app",
-            [
-                "sh",
-                "-c",
-                "trap '' TERM; echo ready; while true; do sleep 1; done",
-            ],
-        ))
-        .await
-        .unwrap();
-    wait_for("the ignored TERM", || {
-        let logs = app.logs().unwrap();
-        (logs.contains("ready"), logs)
-    })
-    .await;
     let grace = Duration::from_millis(300);
-    let started = Instant::now();
-    assert_eq!(app.stop(grace).await.unwrap(), ExitStatus::Signaled(9));
-    assert!(started.elapsed() >= grace);
-    runtime.teardown().await.unwrap();
+    let (status, took, _) = stop_when_ready(
+        "uid-5",
+        "stubborn",
+        "trap '' TERM; echo ready; while true; do sleep 1; done",
+        grace,
+    )
+    .await;
+    assert_eq!(status, ExitStatus::Signaled(9));
+    assert!(took >= grace);
 }
 
 #[tokio::test]
 async fn exec_returns_output_and_exit_code_with_the_container_env_and_workdir() {
-    let run = tempfile::tempdir().unwrap();
-    let runtime = runtime(run.path());
-    let sandbox = runtime
-        .create_sandbox(SandboxSpec::new("uid-6", "execd"))
-        .await
-        .unwrap();
+    let pod = one_sandbox("uid-6", "execd").await;
+    let OneSandbox {
+        runtime, sandbox, ..
+    } = &pod;
     let mut spec = sleeper("app");
     spec.env.push(("GREETING".into(), "hello there".into()));
     spec.working_dir = Some("/srv/app-home".into());
@@ -300,14 +305,12 @@ async fn exec_returns_output_and_exit_code_with_the_container_env_and_workdir() 
 
 #[tokio::test]
 async fn container_mounts_and_user_apply_to_that_container_only() {
-    let run = tempfile::tempdir().unwrap();
     let volume = tempfile::tempdir().unwrap();
     std::fs::write(volume.path().join("token"), "secret-ish").unwrap();
-    let runtime = runtime(run.path());
-    let sandbox = runtime
-        .create_sandbox(SandboxSpec::new("uid-7", "users"))
-        .await
-        .unwrap();
+    let pod = one_sandbox("uid-7", "users").await;
+    let OneSandbox {
+        runtime, sandbox, ..
+    } = &pod;
     let mut spec = sleeper("app");
     spec.user = Some(User {
         uid: 65534,
@@ -317,9 +320,9 @@ async fn container_mounts_and_user_apply_to_that_container_only() {
         .push(Mount::read_only(volume.path(), "/var/run/secrets/x"));
     sandbox.run_container(spec).await.unwrap();
     sandbox.run_container(sleeper("other")).await.unwrap();
-    assert_eq!(exec_ok(&sandbox, "app", &["id", "-u"]).await, "65534\n");
+    assert_eq!(exec_ok(sandbox, "app", &["id", "-u"]).await, "65534\n");
     assert_eq!(
-        exec_ok(&sandbox, "app", &["cat", "/var/run/secrets/x/token"]).await,
+        exec_ok(sandbox, "app", &["cat", "/var/run/secrets/x/token"]).await,
         "secret-ish"
     );
     let other = sandbox.container("other", 0).unwrap().unwrap();
@@ -337,12 +340,10 @@ async fn container_mounts_and_user_apply_to_that_container_only() {
 
 #[tokio::test]
 async fn logs_capture_stdout_and_stderr() {
-    let run = tempfile::tempdir().unwrap();
-    let runtime = runtime(run.path());
-    let sandbox = runtime
-        .create_sandbox(SandboxSpec::new("uid-8", "logger"))
-        .await
-        .unwrap();
+    let pod = one_sandbox("uid-8", "logger").await;
+    let OneSandbox {
+        runtime, sandbox, ..
+    } = &pod;
     let app = sandbox
         .run_container(ContainerSpec::new(
             "app",
@@ -398,12 +399,10 @@ async fn adopt_after_dropping_the_runtime_finds_and_stops_the_container() {
 
 #[tokio::test]
 async fn a_bad_command_gives_an_error_naming_it() {
-    let run = tempfile::tempdir().unwrap();
-    let runtime = runtime(run.path());
-    let sandbox = runtime
-        .create_sandbox(SandboxSpec::new("uid-10", "bad"))
-        .await
-        .unwrap();
+    let pod = one_sandbox("uid-10", "bad").await;
+    let OneSandbox {
+        runtime, sandbox, ..
+    } = &pod;
     let err = sandbox
         .run_container(ContainerSpec::new("app", ["/no/such/program", "arg"]))
         .await
@@ -423,12 +422,8 @@ async fn a_bad_command_gives_an_error_naming_it() {
 
 #[tokio::test]
 async fn stopping_a_sandbox_kills_all_its_processes() {
-    let run = tempfile::tempdir().unwrap();
-    let runtime = runtime(run.path());
-    let sandbox = runtime
-        .create_sandbox(SandboxSpec::new("uid-11", "doomed"))
-        .await
-        .unwrap();
+    let pod = one_sandbox("uid-11", "doomed").await;
+    let OneSandbox { sandbox, .. } = &pod;
     let app = sandbox.run_container(sleeper("app")).await.unwrap();
     sandbox.stop().await.unwrap();
     assert_eq!(app.wait().await.unwrap(), ExitStatus::Signaled(9));
@@ -457,12 +452,8 @@ async fn a_broken_lifeline_ends_the_sandbox() {
 
 #[tokio::test]
 async fn a_taken_sandbox_id_is_refused() {
-    let run = tempfile::tempdir().unwrap();
-    let runtime = runtime(run.path());
-    runtime
-        .create_sandbox(SandboxSpec::new("uid-13", "one"))
-        .await
-        .unwrap();
+    let pod = one_sandbox("uid-13", "one").await;
+    let OneSandbox { runtime, .. } = &pod;
     let err = runtime
         .create_sandbox(SandboxSpec::new("uid-13", "two"))
         .await
@@ -483,10 +474,10 @@ struct Scratch(tempfile::TempDir);
 impl Scratch {
     fn new() -> Self {
         nix::sched::unshare(nix::sched::CloneFlags::CLONE_NEWNS).unwrap();
-        mount_flags("/", MsFlags::MS_REC | MsFlags::MS_PRIVATE);
+        mount(None, Path::new("/"), MsFlags::MS_REC | MsFlags::MS_PRIVATE);
         let dir = tempfile::tempdir().unwrap();
         bind(dir.path(), dir.path());
-        mount_flags(dir.path(), MsFlags::MS_PRIVATE);
+        mount(None, dir.path(), MsFlags::MS_PRIVATE);
         Scratch(dir)
     }
 
@@ -504,26 +495,13 @@ impl Drop for Scratch {
     }
 }
 
-fn mount_flags(target: impl AsRef<Path>, flags: MsFlags) {
-    nix::mount::mount(
-        None::<&str>,
-        target.as_ref(),
-        None::<&str>,
-        flags,
-        None::<&str>,
-    )
-    .unwrap();
+/// mount(2) of `source` (none: a change of `target`'s flags) at `target` with `flags`.
+fn mount(source: Option<&Path>, target: &Path, flags: MsFlags) {
+    nix::mount::mount(source, target, None::<&str>, flags, None::<&str>).unwrap();
 }
 
 fn bind(source: &Path, target: &Path) {
-    nix::mount::mount(
-        Some(source),
-        target,
-        None::<&str>,
-        MsFlags::MS_BIND,
-        None::<&str>,
-    )
-    .unwrap();
+    mount(Some(source), target, MsFlags::MS_BIND);
 }
 
 /// A directory holding one file, `hello`.
@@ -533,24 +511,82 @@ fn disk(scratch: &Scratch, name: &str) -> PathBuf {
     dir
 }
 
+/// A scratch directory holding `kubelet` (a shared mount point, as the node agent makes its
+/// `pods` and `plugins`), `share` (a disk) and a runtime's run directory. Fields drop in
+/// this order: the runtime before the scratch directory is unmounted.
+struct SharedKubelet {
+    runtime: Runtime,
+    kubelet: PathBuf,
+    share: PathBuf,
+    scratch: Scratch,
+}
+
+impl SharedKubelet {
+    fn new() -> Self {
+        let scratch = Scratch::new();
+        let kubelet = scratch.dir("kubelet");
+        make_shared(&kubelet).unwrap();
+        let share = disk(&scratch, "share");
+        let runtime = runtime(&scratch.dir("run"));
+        SharedKubelet {
+            runtime,
+            kubelet,
+            share,
+            scratch,
+        }
+    }
+
+    /// A sandbox `id` (`hostname`) running the sleeping container `container`, which mounts
+    /// the kubelet directory at `target` with `propagation` and the share at `/export`.
+    async fn sandbox(
+        &self,
+        (id, hostname): (&str, &str),
+        container: &str,
+        target: &str,
+        propagation: Propagation,
+    ) -> Sandbox {
+        let sandbox = self
+            .runtime
+            .create_sandbox(SandboxSpec::new(id, hostname))
+            .await
+            .unwrap();
+        let mut spec = sleeper(container);
+        spec.mounts
+            .push(Mount::bind(&self.kubelet, target).with_propagation(propagation));
+        spec.mounts.push(Mount::bind(&self.share, "/export"));
+        sandbox.run_container(spec).await.unwrap();
+        sandbox
+    }
+
+    /// Bind-mounts the share on the host at `kubelet/late`, after the containers started.
+    fn mount_late_on_host(&self) {
+        bind(&self.share, &self.scratch.dir("kubelet/late"));
+    }
+
+    /// Has the container `app` of `sandbox` (the kubelet directory at `/host`) bind-mount
+    /// the share at `/host/own`; returns that directory's path on the host.
+    async fn mount_own_in_container(&self, sandbox: &Sandbox) -> PathBuf {
+        let own = self.scratch.dir("kubelet/own");
+        let argv = ["mount", "--bind", "/export", "/host/own"];
+        exec_ok(sandbox, "app", &argv).await;
+        own
+    }
+}
+
 #[tokio::test]
 async fn bidirectional_mounts_made_in_a_container_reach_the_host_and_later_pods() {
-    let scratch = Scratch::new();
-    let kubelet = scratch.dir("kubelet");
-    make_shared(&kubelet).unwrap();
-    let share = disk(&scratch, "share");
-    let run = scratch.dir("run");
-    let runtime = runtime(&run);
-    let plugin = runtime
-        .create_sandbox(SandboxSpec::new("csi-node", "csi-node"))
-        .await
-        .unwrap();
-    let mut spec = sleeper("plugin");
-    spec.mounts.push(
-        Mount::bind(&kubelet, "/var/lib/kubelet").with_propagation(Propagation::Bidirectional),
-    );
-    spec.mounts.push(Mount::bind(&share, "/export"));
-    plugin.run_container(spec).await.unwrap();
+    let node = SharedKubelet::new();
+    let SharedKubelet {
+        runtime, kubelet, ..
+    } = &node;
+    let plugin = node
+        .sandbox(
+            ("csi-node", "csi-node"),
+            "plugin",
+            "/var/lib/kubelet",
+            Propagation::Bidirectional,
+        )
+        .await;
 
     exec_ok(
         &plugin,
@@ -591,36 +627,23 @@ async fn bidirectional_mounts_made_in_a_container_reach_the_host_and_later_pods(
 
 #[tokio::test]
 async fn host_to_container_mounts_receive_later_host_mounts_but_never_send() {
-    let scratch = Scratch::new();
-    let kubelet = scratch.dir("kubelet");
-    make_shared(&kubelet).unwrap();
-    let share = disk(&scratch, "share");
-    let run = scratch.dir("run");
-    let runtime = runtime(&run);
-    let sandbox = runtime
-        .create_sandbox(SandboxSpec::new("uid-h2c", "watcher"))
-        .await
-        .unwrap();
-    let mut spec = sleeper("app");
-    spec.mounts
-        .push(Mount::bind(&kubelet, "/host").with_propagation(Propagation::HostToContainer));
-    spec.mounts.push(Mount::bind(&share, "/export"));
-    sandbox.run_container(spec).await.unwrap();
+    let node = SharedKubelet::new();
+    let sandbox = node
+        .sandbox(
+            ("uid-h2c", "watcher"),
+            "app",
+            "/host",
+            Propagation::HostToContainer,
+        )
+        .await;
 
-    let late = scratch.dir("kubelet/late");
-    bind(&share, &late);
+    node.mount_late_on_host();
     assert_eq!(
         exec_ok(&sandbox, "app", &["cat", "/host/late/hello"]).await,
         "from share"
     );
 
-    let own = scratch.dir("kubelet/own");
-    exec_ok(
-        &sandbox,
-        "app",
-        &["mount", "--bind", "/export", "/host/own"],
-    )
-    .await;
+    let own = node.mount_own_in_container(&sandbox).await;
     assert_eq!(
         exec_ok(&sandbox, "app", &["cat", "/host/own/hello"]).await,
         "from share"
@@ -629,47 +652,35 @@ async fn host_to_container_mounts_receive_later_host_mounts_but_never_send() {
         !is_mount_point(&own).unwrap(),
         "the container's mount reached the host"
     );
-    runtime.teardown().await.unwrap();
+    node.runtime.teardown().await.unwrap();
 }
 
 #[tokio::test]
 async fn private_container_mounts_of_a_shared_source_stay_private_both_ways() {
-    let scratch = Scratch::new();
-    let kubelet = scratch.dir("kubelet");
-    make_shared(&kubelet).unwrap();
-    let share = disk(&scratch, "share");
-    let run = scratch.dir("run");
-    let runtime = runtime(&run);
-    let sandbox = runtime
-        .create_sandbox(SandboxSpec::new("uid-private", "private"))
-        .await
-        .unwrap();
-    let mut spec = sleeper("app");
-    spec.mounts.push(Mount::bind(&kubelet, "/host"));
-    spec.mounts.push(Mount::bind(&share, "/export"));
-    sandbox.run_container(spec).await.unwrap();
+    let node = SharedKubelet::new();
+    let sandbox = node
+        .sandbox(
+            ("uid-private", "private"),
+            "app",
+            "/host",
+            Propagation::Private,
+        )
+        .await;
 
-    let own = scratch.dir("kubelet/own");
-    exec_ok(
-        &sandbox,
-        "app",
-        &["mount", "--bind", "/export", "/host/own"],
-    )
-    .await;
+    let own = node.mount_own_in_container(&sandbox).await;
     assert!(
         !is_mount_point(&own).unwrap(),
         "the container's mount reached the host"
     );
     assert!(!own.join("hello").exists());
 
-    let late = scratch.dir("kubelet/late");
-    bind(&share, &late);
+    node.mount_late_on_host();
     assert_eq!(
         exec_ok(&sandbox, "app", &["sh", "-c", "ls -A /host/late | wc -l"]).await,
         "0\n",
         "a later host mount reached the container"
     );
-    runtime.teardown().await.unwrap();
+    node.runtime.teardown().await.unwrap();
 }
 
 #[tokio::test]
@@ -711,12 +722,10 @@ async fn an_image_binary_under_the_host_s_tmp_runs_as_a_container() {
     let argv = images
         .resolve("app", image, &[], &argv(&["hello"]))
         .unwrap();
-    let run = tempfile::tempdir().unwrap();
-    let runtime = runtime(run.path());
-    let sandbox = runtime
-        .create_sandbox(SandboxSpec::new("uid-image", "image"))
-        .await
-        .unwrap();
+    let pod = one_sandbox("uid-image", "image").await;
+    let OneSandbox {
+        runtime, sandbox, ..
+    } = &pod;
 
     let err = sandbox
         .run_container(ContainerSpec::new("unmounted", argv.clone()))

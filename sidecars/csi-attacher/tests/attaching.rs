@@ -8,50 +8,28 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::collections::HashMap;
-use std::future::Future;
 use std::path::Path;
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use csi_attacher::{Attacher, Config};
 use csi_proto::v1::controller_server::{Controller, ControllerServer};
 use csi_proto::v1::controller_service_capability::{self, rpc};
-use csi_proto::v1::identity_server::{Identity, IdentityServer};
-use csi_proto::v1::plugin_capability::{self, service};
 use csi_proto::v1::volume_capability::access_mode::Mode;
 use csi_proto::v1::*;
-use csi_proto::{Endpoint, Listener};
 use harness::control_plane::ControlPlane;
-use k8s_openapi::api::core::v1::{Event, Node, PersistentVolume};
+use k8s_openapi::api::core::v1::{Node, PersistentVolume};
 use k8s_openapi::api::storage::v1::{CSINode, VolumeAttachment};
-use kube::api::{Api, DeleteParams, ListParams, PostParams};
+use kube::api::{Api, DeleteParams, PostParams};
 use kube::{Client, ResourceExt};
+use testkit::drivers::{TestIdentity, serve_on_socket};
+use testkit::objects::{delete_and_wait_gone, events};
+use testkit::sidecars::args;
+use testkit::task::InProcess;
+use testkit::wait_for;
 use tonic::{Request, Response, Status};
 
 const WAIT: Duration = Duration::from_secs(60);
-
-/// Polls `check` until it yields a value; panics after `timeout` with what was last seen.
-async fn wait_for<T, F, Fut>(what: &str, mut check: F) -> T
-where
-    F: FnMut() -> Fut,
-    Fut: Future<Output = Result<Option<T>, String>>,
-{
-    let start = Instant::now();
-    let mut pause = Duration::from_millis(20);
-    loop {
-        let last_seen = match check().await {
-            Ok(Some(value)) => return value,
-            Ok(None) => "not yet".to_string(),
-            Err(e) => e,
-        };
-        assert!(
-            start.elapsed() < WAIT,
-            "timed out after {WAIT:?} waiting for {what}; last seen: {last_seen}"
-        );
-        tokio::time::sleep(pause).await;
-        pause = (pause * 2).min(Duration::from_millis(250));
-    }
-}
 
 /// A controller call the in-test driver received.
 #[derive(Clone, Debug)]
@@ -60,42 +38,11 @@ enum Call {
     Unpublish(ControllerUnpublishVolumeRequest),
 }
 
-#[derive(Clone)]
+/// An in-test controller service that records its calls; it offers
+/// PUBLISH_UNPUBLISH_VOLUME when `publish` is set.
 struct TestDriver {
-    name: String,
     publish: bool,
     calls: Arc<Mutex<Vec<Call>>>,
-}
-
-#[tonic::async_trait]
-impl Identity for TestDriver {
-    async fn get_plugin_info(
-        &self,
-        _: Request<GetPluginInfoRequest>,
-    ) -> Result<Response<GetPluginInfoResponse>, Status> {
-        Ok(Response::new(GetPluginInfoResponse {
-            name: self.name.clone(),
-            vendor_version: "test".into(),
-            manifest: Default::default(),
-        }))
-    }
-    async fn get_plugin_capabilities(
-        &self,
-        _: Request<GetPluginCapabilitiesRequest>,
-    ) -> Result<Response<GetPluginCapabilitiesResponse>, Status> {
-        Ok(Response::new(GetPluginCapabilitiesResponse {
-            capabilities: vec![PluginCapability {
-                r#type: Some(plugin_capability::Type::Service(
-                    plugin_capability::Service {
-                        r#type: service::Type::ControllerService as i32,
-                    },
-                )),
-            }],
-        }))
-    }
-    async fn probe(&self, _: Request<ProbeRequest>) -> Result<Response<ProbeResponse>, Status> {
-        Ok(Response::new(ProbeResponse { ready: Some(true) }))
-    }
 }
 
 #[tonic::async_trait]
@@ -150,42 +97,32 @@ impl Controller for TestDriver {
     }
 }
 
-/// Serves a test driver at `<dir>/<name>.sock` and starts an attacher for it.
+/// A running attacher.
+type Running = InProcess<sidecar_common::Result<()>>;
+
+/// Serves a test driver named `name` at `<dir>/<name>.sock` and starts an attacher for it.
 async fn driver_and_attacher(
     client: &Client,
     dir: &Path,
     name: &str,
     publish: bool,
-) -> (
-    Arc<Mutex<Vec<Call>>>,
-    tokio::task::JoinHandle<sidecar_common::Result<()>>,
-) {
+) -> (Arc<Mutex<Vec<Call>>>, Running) {
     let calls = Arc::new(Mutex::new(Vec::new()));
     let driver = TestDriver {
-        name: name.into(),
         publish,
         calls: calls.clone(),
     };
     let socket = dir.join(format!("{name}.sock"));
-    let listener = Listener::bind(&Endpoint::Unix(socket.clone()))
+    let router = tonic::transport::Server::builder()
+        .add_service(TestIdentity::with_controller(name).service())
+        .add_service(ControllerServer::new(driver));
+    serve_on_socket(router, &socket).await;
+    let config = <Config as clap::Parser>::try_parse_from(args("csi-attacher", &socket, &[]));
+    let attacher = Attacher::new(config.unwrap(), client.clone())
         .await
         .unwrap();
-    let router = tonic::transport::Server::builder()
-        .add_service(IdentityServer::new(driver.clone()))
-        .add_service(ControllerServer::new(driver));
-    tokio::spawn(csi_proto::serve(router, listener, std::future::pending()));
-    let config = <Config as clap::Parser>::try_parse_from([
-        "csi-attacher".to_string(),
-        format!("--csi-address={}", socket.display()),
-        "--timeout=30s".into(),
-        "--retry-interval-start=100ms".into(),
-        "--retry-interval-max=1s".into(),
-    ])
-    .unwrap();
-    let attacher = Attacher::new(config, client.clone()).await.unwrap();
     assert_eq!(attacher.driver_name(), name);
-    let task = tokio::spawn(attacher.run(std::future::pending()));
-    (calls, task)
+    (calls, InProcess::spawn(|stopped| attacher.run(stopped)))
 }
 
 async fn persistent_volume(client: &Client, name: &str, driver: &str, handle: &str) {
@@ -223,33 +160,38 @@ async fn attachment(client: &Client, name: &str, driver: &str, pv: &str, node: &
 
 async fn attached(client: &Client, name: &str) -> VolumeAttachment {
     let vas: Api<VolumeAttachment> = Api::all(client.clone());
-    wait_for(&format!("VolumeAttachment {name} attached"), || async {
-        let va = vas.get(name).await.map_err(|e| e.to_string())?;
-        if va.status.as_ref().is_some_and(|s| s.attached) {
-            Ok(Some(va))
-        } else {
-            Err(format!(
-                "status {:?}, finalizers {:?}",
-                va.status, va.metadata.finalizers
-            ))
-        }
-    })
+    wait_for(
+        &format!("VolumeAttachment {name} attached"),
+        WAIT,
+        || async {
+            let va = vas.get(name).await.map_err(|e| e.to_string())?;
+            if va.status.as_ref().is_some_and(|s| s.attached) {
+                Ok(Some(va))
+            } else {
+                Err(format!(
+                    "status {:?}, finalizers {:?}",
+                    va.status, va.metadata.finalizers
+                ))
+            }
+        },
+    )
     .await
 }
 
-async fn delete_and_wait_gone(client: &Client, name: &str) {
-    let vas: Api<VolumeAttachment> = Api::all(client.clone());
-    vas.delete(name, &DeleteParams::default()).await.unwrap();
-    wait_for(&format!("VolumeAttachment {name} gone"), || async {
-        match vas.get_opt(name).await.map_err(|e| e.to_string())? {
-            None => Ok(Some(())),
-            Some(va) => Err(format!(
-                "status {:?}, finalizers {:?}",
-                va.status, va.metadata.finalizers
-            )),
+/// Waits until the VolumeAttachment `name` reports an attach error, and returns its message.
+async fn attach_error(vas: &Api<VolumeAttachment>, name: &str) -> String {
+    wait_for(&format!("attachError on {name}"), WAIT, || async {
+        let va = vas.get(name).await.map_err(|e| e.to_string())?;
+        match va
+            .status
+            .and_then(|s| s.attach_error)
+            .and_then(|e| e.message)
+        {
+            Some(message) => Ok(Some(message)),
+            None => Err("no attachError yet".into()),
         }
     })
-    .await;
+    .await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -269,7 +211,8 @@ async fn attacher_on_a_real_control_plane() {
 
 async fn without_publish_capability_attachments_are_marked_attached(client: &Client, dir: &Path) {
     const DRIVER: &str = "nopublish.csi.example.org";
-    let (calls, task) = driver_and_attacher(client, dir, DRIVER, false).await;
+    let (calls, attacher) = driver_and_attacher(client, dir, DRIVER, false).await;
+    let vas: Api<VolumeAttachment> = Api::all(client.clone());
     persistent_volume(client, "pv-nopublish", DRIVER, "share-1").await;
     attachment(client, "va-nopublish", DRIVER, "pv-nopublish", "node-a").await;
     // An attachment for another driver is left alone.
@@ -291,26 +234,24 @@ async fn without_publish_capability_attachments_are_marked_attached(client: &Cli
         calls.lock().unwrap()
     );
 
-    delete_and_wait_gone(client, "va-nopublish").await;
+    delete_and_wait_gone(&vas, "va-nopublish", WAIT).await;
     assert!(
         calls.lock().unwrap().is_empty(),
         "{:?}",
         calls.lock().unwrap()
     );
-    let foreign = Api::<VolumeAttachment>::all(client.clone())
-        .get("va-foreign")
-        .await
-        .unwrap();
+    let foreign = vas.get("va-foreign").await.unwrap();
     assert!(
         foreign.finalizers().is_empty() && !foreign.status.as_ref().is_some_and(|s| s.attached),
         "{foreign:?}"
     );
-    task.abort();
+    attacher.stop().await.unwrap();
 }
 
 async fn with_publish_capability_the_driver_is_called(client: &Client, dir: &Path) {
     const DRIVER: &str = "publish.csi.example.org";
-    let (calls, task) = driver_and_attacher(client, dir, DRIVER, true).await;
+    let (calls, attacher) = driver_and_attacher(client, dir, DRIVER, true).await;
+    let vas: Api<VolumeAttachment> = Api::all(client.clone());
     let node: Node =
         serde_json::from_value(serde_json::json!({ "metadata": { "name": "node-p" } })).unwrap();
     Api::<Node>::all(client.clone())
@@ -375,33 +316,16 @@ async fn with_publish_capability_the_driver_is_called(client: &Client, dir: &Pat
     // A failing publish: attachError and a Warning event naming the cause, retried.
     persistent_volume(client, "pv-fail", DRIVER, "fail-2").await;
     attachment(client, "va-fail", DRIVER, "pv-fail", "node-p").await;
-    let vas: Api<VolumeAttachment> = Api::all(client.clone());
-    let error = wait_for("attachError on va-fail", || async {
-        let va = vas.get("va-fail").await.map_err(|e| e.to_string())?;
-        match va
-            .status
-            .and_then(|s| s.attach_error)
-            .and_then(|e| e.message)
-        {
-            Some(message) => Ok(Some(message)),
-            None => Err("no attachError yet".into()),
-        }
-    })
-    .await;
+    let error = attach_error(&vas, "va-fail").await;
     assert!(
         error.contains("ResourceExhausted") && error.contains("cannot be attached to more nodes"),
         "{error}"
     );
-    let events: Api<Event> = Api::namespaced(client.clone(), "default");
-    wait_for("two AttachFailed events about va-fail", || async {
-        let list = events
-            .list(&ListParams::default().fields("involvedObject.name=va-fail"))
+    wait_for("two AttachFailed events about va-fail", WAIT, || async {
+        let failed = events(client, "default", "va-fail")
             .await
-            .map_err(|e| e.to_string())?;
-        let failed = list
-            .items
             .iter()
-            .filter(|e| e.reason.as_deref() == Some("AttachFailed"))
+            .filter(|(_, reason, _)| reason == "AttachFailed")
             .count();
         let publishes = calls
             .lock()
@@ -418,38 +342,31 @@ async fn with_publish_capability_the_driver_is_called(client: &Client, dir: &Pat
     .await;
     // An attachment to a node without an id for the driver fails with the reason.
     attachment(client, "va-noid", DRIVER, "pv-publish", "node-unknown").await;
-    let error = wait_for("attachError on va-noid", || async {
-        let va = vas.get("va-noid").await.map_err(|e| e.to_string())?;
-        match va
-            .status
-            .and_then(|s| s.attach_error)
-            .and_then(|e| e.message)
-        {
-            Some(message) => Ok(Some(message)),
-            None => Err("no attachError yet".into()),
-        }
-    })
-    .await;
+    let error = attach_error(&vas, "va-noid").await;
     assert!(
         error.contains("node-unknown") && error.contains("has no ID"),
         "{error}"
     );
 
-    delete_and_wait_gone(client, "va-publish").await;
+    delete_and_wait_gone(&vas, "va-publish", WAIT).await;
     let unpublished = calls.lock().unwrap().iter().any(
         |c| matches!(c, Call::Unpublish(u) if u.volume_id == "vol-1" && u.node_id == "node-p-id"),
     );
     assert!(unpublished, "{:?}", calls.lock().unwrap());
     let pv = pvs.get("pv-publish").await.unwrap();
     assert!(pv.metadata.deletion_timestamp.is_some(), "{pv:?}");
-    delete_and_wait_gone(client, "va-fail").await;
-    delete_and_wait_gone(client, "va-noid").await;
-    wait_for("PV pv-publish gone once no attachment uses it", || async {
-        match pvs.get_opt("pv-publish").await.map_err(|e| e.to_string())? {
-            None => Ok(Some(())),
-            Some(pv) => Err(format!("finalizers {:?}", pv.metadata.finalizers)),
-        }
-    })
+    delete_and_wait_gone(&vas, "va-fail", WAIT).await;
+    delete_and_wait_gone(&vas, "va-noid", WAIT).await;
+    wait_for(
+        "PV pv-publish gone once no attachment uses it",
+        WAIT,
+        || async {
+            match pvs.get_opt("pv-publish").await.map_err(|e| e.to_string())? {
+                None => Ok(Some(())),
+                Some(pv) => Err(format!("finalizers {:?}", pv.metadata.finalizers)),
+            }
+        },
+    )
     .await;
-    task.abort();
+    attacher.stop().await.unwrap();
 }

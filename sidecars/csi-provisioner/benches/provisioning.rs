@@ -11,10 +11,13 @@ mod support;
 use std::time::{Duration, Instant};
 
 use futures::future::join_all;
-use harness::control_plane::ControlPlane;
-use k8s_openapi::api::core::v1::{PersistentVolume, PersistentVolumeClaim};
+use k8s_openapi::api::core::v1::PersistentVolumeClaim;
 use kube::api::{Api, DeleteParams, ListParams};
-use support::*;
+use support::{bed, namespace_with_credentials, provisioner};
+use testkit::drivers::MANILA_DRIVER as DRIVER;
+use testkit::objects::{claim, storage_class};
+use testkit::provisioning::{wait_claims_bound, wait_volumes_and_shares_gone};
+use testkit::task::InProcess;
 
 const WAIT: Duration = Duration::from_secs(300);
 
@@ -24,20 +27,12 @@ async fn main() {
         .ok()
         .and_then(|c| c.parse().ok())
         .unwrap_or(100);
-    let cp = ControlPlane::builder()
-        .start()
-        .await
-        .expect("control plane starts");
-    let client = cp.client();
-    let cloud = fake_cloud().await;
-    let dir = tempfile::tempdir().unwrap();
-    let driver = ManilaDriver::start(dir.path(), DRIVER);
-    let running = Running::spawn(provisioner(client.clone(), &driver.socket, &[]).await);
+    let bed = bed().await;
+    let (client, cloud) = (bed.client(), &bed.cloud);
+    let provisioner = provisioner(client.clone(), &bed.driver.socket, &[]).await;
+    let running = InProcess::spawn(|stopped| provisioner.run(stopped));
     let ns = "bench";
-    namespace(&client, ns).await;
-    credentials_secret(&client, &cloud, ns, "manila-creds").await;
-    let mut parameters = vec![("type", "default")];
-    parameters.extend(secret_parameters("manila-creds", ns));
+    let parameters = namespace_with_credentials(&client, cloud, ns, &[("type", "default")]).await;
     storage_class(&client, "manila", DRIVER, &parameters, "Immediate").await;
 
     let claims: Api<PersistentVolumeClaim> = Api::namespaced(client.clone(), ns);
@@ -48,23 +43,7 @@ async fn main() {
     }))
     .await;
     let created = started.elapsed();
-    wait_for(&format!("{count} claims Bound"), WAIT, || async {
-        let list = claims
-            .list(&ListParams::default())
-            .await
-            .map_err(|e| e.to_string())?;
-        let bound = list
-            .items
-            .iter()
-            .filter(|c| c.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Bound"))
-            .count();
-        if bound == count {
-            Ok(Some(()))
-        } else {
-            Err(format!("{bound}/{count} Bound"))
-        }
-    })
-    .await;
+    wait_claims_bound(&claims, count, WAIT).await;
     let provisioned = started.elapsed();
 
     let started = Instant::now();
@@ -72,22 +51,7 @@ async fn main() {
         .delete_collection(&DeleteParams::default(), &ListParams::default())
         .await
         .unwrap();
-    let pvs: Api<PersistentVolume> = Api::all(client.clone());
-    wait_for("every PV deleted and no share left", WAIT, || async {
-        let left = pvs
-            .list(&ListParams::default())
-            .await
-            .map_err(|e| e.to_string())?
-            .items
-            .len();
-        let shares = cloud.leftovers().shares.len();
-        if left == 0 && shares == 0 {
-            Ok(Some(()))
-        } else {
-            Err(format!("{left} PVs, {shares} shares left"))
-        }
-    })
-    .await;
+    wait_volumes_and_shares_gone(&client, cloud, WAIT).await;
     let deleted = started.elapsed();
 
     println!("claims:              {count}");
@@ -101,6 +65,5 @@ async fn main() {
         deleted.as_secs_f64()
     );
     running.stop().await.unwrap();
-    drop(driver);
-    cp.shutdown().await.unwrap();
+    bed.shutdown().await;
 }

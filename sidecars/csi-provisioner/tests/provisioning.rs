@@ -11,38 +11,41 @@ mod support;
 
 use std::time::Duration;
 
-use harness::control_plane::ControlPlane;
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::{Node, PersistentVolume, PersistentVolumeClaim};
 use k8s_openapi::api::storage::v1::CSINode;
 use kube::api::{Api, DeleteParams, PostParams};
 use kube::{Client, ResourceExt};
-use support::*;
+use support::{bed, namespace_with_credentials, provisioner};
+use testkit::cloud::credentials_secret;
+use testkit::drivers::{MANILA_DRIVER as DRIVER, ManilaController};
+use testkit::objects::{bound, claim, events, namespace, storage_class, wait_events};
+use testkit::task::InProcess;
+use testkit::volumes::bound_volume;
+use testkit::wait_for;
 
 const WAIT: Duration = Duration::from_secs(60);
 const ZONE_KEY: &str = "topology.manila.csi.openstack.org/zone";
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn provisioner_on_a_real_control_plane() {
-    let cp = ControlPlane::builder()
-        .start()
-        .await
-        .expect("control plane starts");
-    let client = cp.client();
-    let cloud = fake_cloud().await;
-    let dir = tempfile::tempdir().unwrap();
-    let driver = ManilaDriver::start(dir.path(), DRIVER);
-    let provisioner =
-        provisioner(client.clone(), &driver.socket, &["--extra-create-metadata"]).await;
+    let bed = bed().await;
+    let (client, cloud) = (bed.client(), &bed.cloud);
+    let provisioner = provisioner(
+        client.clone(),
+        &bed.driver.socket,
+        &["--extra-create-metadata"],
+    )
+    .await;
     assert_eq!(provisioner.driver_name(), DRIVER);
-    let running = Running::spawn(provisioner);
+    let running = InProcess::spawn(|stopped| provisioner.run(stopped));
 
     tokio::join!(
-        immediate_claim_binds_and_deletion_removes_the_share(&client, &cloud),
-        unknown_share_type_fails_with_the_cause_and_retries(&client, &cloud),
-        wait_for_first_consumer_uses_the_selected_nodes_topology(&client, &cloud),
-        secret_templates_resolve_per_claim(&client, &cloud),
-        leader_election_lets_one_provisioner_work(&client, &cloud, dir.path()),
+        immediate_claim_binds_and_deletion_removes_the_share(&client, cloud),
+        unknown_share_type_fails_with_the_cause_and_retries(&client, cloud),
+        wait_for_first_consumer_uses_the_selected_nodes_topology(&client, cloud),
+        secret_templates_resolve_per_claim(&client, cloud),
+        leader_election_lets_one_provisioner_work(&client, cloud, bed.dir()),
     );
 
     running.stop().await.unwrap();
@@ -50,13 +53,13 @@ async fn provisioner_on_a_real_control_plane() {
     assert!(
         leftovers.is_empty(),
         "the fake cloud has leftovers: {leftovers:?}\ndriver log:\n{}",
-        driver.log()
+        bed.driver.log()
     );
-    cp.shutdown().await.unwrap();
+    bed.shutdown().await;
 }
 
 /// Deletes the claim and waits until its PV is gone and the fake has no share of that name.
-async fn delete_and_wait_gone(
+async fn delete_claim_and_wait_share_gone(
     client: &Client,
     cloud: &fakes::FakeCloud,
     namespace: &str,
@@ -95,10 +98,8 @@ async fn immediate_claim_binds_and_deletion_removes_the_share(
     cloud: &fakes::FakeCloud,
 ) {
     let ns = "immediate";
-    namespace(client, ns).await;
-    credentials_secret(client, cloud, ns, "manila-creds").await;
-    let mut parameters = vec![("type", "default")];
-    parameters.extend(secret_parameters("manila-creds", ns));
+    let parameters = [("type", "default")];
+    let parameters = namespace_with_credentials(client, cloud, ns, &parameters).await;
     storage_class(client, "manila", DRIVER, &parameters, "Immediate").await;
     claim(client, ns, "data", "manila", "1Gi", &[]).await;
 
@@ -187,15 +188,9 @@ async fn immediate_claim_binds_and_deletion_removes_the_share(
     .unwrap();
     let claims: Api<PersistentVolumeClaim> = Api::namespaced(client.clone(), ns);
     claims.create(&PostParams::default(), &clone).await.unwrap();
-    wait_for("ProvisioningFailed about cloning", WAIT, || async {
-        let events = support::events(client, ns, "clone").await;
-        if events.iter().any(|(t, r, m)| {
-            t == "Warning" && r == "ProvisioningFailed" && m.contains("CLONE_VOLUME")
-        }) {
-            Ok(Some(()))
-        } else {
-            Err(format!("{events:?}"))
-        }
+    // A Warning ProvisioningFailed about cloning.
+    wait_events(client, ns, "clone", 1, WAIT, |t, r, m| {
+        t == "Warning" && r == "ProvisioningFailed" && m.contains("CLONE_VOLUME")
     })
     .await;
     claims
@@ -203,7 +198,7 @@ async fn immediate_claim_binds_and_deletion_removes_the_share(
         .await
         .unwrap();
 
-    delete_and_wait_gone(client, cloud, ns, "data", &pv_name).await;
+    delete_claim_and_wait_share_gone(client, cloud, ns, "data", &pv_name).await;
 }
 
 async fn unknown_share_type_fails_with_the_cause_and_retries(
@@ -211,34 +206,17 @@ async fn unknown_share_type_fails_with_the_cause_and_retries(
     cloud: &fakes::FakeCloud,
 ) {
     let ns = "bad-type";
-    namespace(client, ns).await;
-    credentials_secret(client, cloud, ns, "manila-creds").await;
-    let mut parameters = vec![("type", "no-such-type")];
-    parameters.extend(secret_parameters("manila-creds", ns));
+    let parameters = [("type", "no-such-type")];
+    let parameters = namespace_with_credentials(client, cloud, ns, &parameters).await;
     storage_class(client, "manila-bogus", DRIVER, &parameters, "Immediate").await;
     claim(client, ns, "doomed", "manila-bogus", "1Gi", &[]).await;
-    let failures = wait_for(
-        "two ProvisioningFailed events naming the share type",
-        WAIT,
-        || async {
-            let events = events(client, ns, "doomed").await;
-            let failed: Vec<String> = events
-                .iter()
-                .filter(|(t, r, m)| {
-                    t == "Warning" && r == "ProvisioningFailed" && m.contains("no-such-type")
-                })
-                .map(|(_, _, m)| m.clone())
-                .collect();
-            if failed.len() >= 2 {
-                Ok(Some(failed))
-            } else {
-                Err(format!("{events:?}"))
-            }
-        },
-    )
+    // Two Warning ProvisioningFailed events naming the share type: it is retried.
+    let failures = wait_events(client, ns, "doomed", 2, WAIT, |t, r, m| {
+        t == "Warning" && r == "ProvisioningFailed" && m.contains("no-such-type")
+    })
     .await;
     assert!(
-        failures[0].starts_with(
+        failures[0].2.starts_with(
             "failed to provision volume with StorageClass \"manila-bogus\": rpc error: code = "
         ),
         "{failures:?}"
@@ -274,12 +252,8 @@ async fn wait_for_first_consumer_uses_the_selected_nodes_topology(
     cloud: &fakes::FakeCloud,
 ) {
     let ns = "wffc";
-    namespace(client, ns).await;
-    credentials_secret(client, cloud, ns, "manila-creds").await;
-    topology_node(client, "node-a", "nova").await;
-    topology_node(client, "node-b", "zone-b").await;
-    let mut parameters = vec![("type", "default"), ("autoTopology", "true")];
-    parameters.extend(secret_parameters("manila-creds", ns));
+    let parameters = [("type", "default"), ("autoTopology", "true")];
+    let parameters = namespace_with_credentials(client, cloud, ns, &parameters).await;
     storage_class(
         client,
         "manila-wffc",
@@ -288,6 +262,8 @@ async fn wait_for_first_consumer_uses_the_selected_nodes_topology(
         "WaitForFirstConsumer",
     )
     .await;
+    topology_node(client, "node-a", "nova").await;
+    topology_node(client, "node-b", "zone-b").await;
     claim(
         client,
         ns,
@@ -298,12 +274,8 @@ async fn wait_for_first_consumer_uses_the_selected_nodes_topology(
     )
     .await;
 
-    let bound = bound(client, ns, "zonal", WAIT).await;
-    let pv_name = bound.spec.unwrap().volume_name.unwrap();
-    let pv = Api::<PersistentVolume>::all(client.clone())
-        .get(&pv_name)
-        .await
-        .unwrap();
+    let pv = bound_volume(client, ns, "zonal", WAIT).await;
+    let pv_name = pv.name_any();
     // The driver put the share in the selected node's zone (the first preferred segment),
     // and the PV's node affinity says so.
     let affinity = serde_json::to_value(pv.spec.unwrap().node_affinity).unwrap();
@@ -313,7 +285,7 @@ async fn wait_for_first_consumer_uses_the_selected_nodes_topology(
             {"matchExpressions": [{"key": ZONE_KEY, "operator": "In", "values": ["zone-b"]}]}
         ]}})
     );
-    delete_and_wait_gone(client, cloud, ns, "zonal", &pv_name).await;
+    delete_claim_and_wait_share_gone(client, cloud, ns, "zonal", &pv_name).await;
 }
 
 async fn secret_templates_resolve_per_claim(client: &Client, cloud: &fakes::FakeCloud) {
@@ -359,12 +331,8 @@ async fn secret_templates_resolve_per_claim(client: &Client, cloud: &fakes::Fake
     )
     .await;
 
-    let bound = bound(client, ns, "app", WAIT).await;
-    let pv_name = bound.spec.unwrap().volume_name.unwrap();
-    let pv = Api::<PersistentVolume>::all(client.clone())
-        .get(&pv_name)
-        .await
-        .unwrap();
+    let pv = bound_volume(client, ns, "app", WAIT).await;
+    let pv_name = pv.name_any();
     let csi = pv.spec.as_ref().unwrap().csi.clone().unwrap();
     let publish = csi.node_publish_secret_ref.unwrap();
     assert_eq!(
@@ -378,27 +346,15 @@ async fn secret_templates_resolve_per_claim(client: &Client, cloud: &fakes::Fake
         Some("app-creds")
     );
     // "other-creds" does not exist: the failure names the Secret.
-    wait_for(
-        "ProvisioningFailed naming the missing Secret",
-        WAIT,
-        || async {
-            let events = events(client, ns, "other").await;
-            if events
-                .iter()
-                .any(|(_, r, m)| r == "ProvisioningFailed" && m.contains("templated/other-creds"))
-            {
-                Ok(Some(()))
-            } else {
-                Err(format!("{events:?}"))
-            }
-        },
-    )
+    wait_events(client, ns, "other", 1, WAIT, |_, r, m| {
+        r == "ProvisioningFailed" && m.contains("templated/other-creds")
+    })
     .await;
     Api::<PersistentVolumeClaim>::namespaced(client.clone(), ns)
         .delete("other", &DeleteParams::default())
         .await
         .unwrap();
-    delete_and_wait_gone(client, cloud, ns, "app", &pv_name).await;
+    delete_claim_and_wait_share_gone(client, cloud, ns, "app", &pv_name).await;
 }
 
 async fn leader_election_lets_one_provisioner_work(
@@ -408,12 +364,10 @@ async fn leader_election_lets_one_provisioner_work(
 ) {
     const LE_DRIVER: &str = "le.manila.csi.openstack.org";
     let ns = "leader";
-    namespace(client, ns).await;
-    credentials_secret(client, cloud, ns, "manila-creds").await;
-    let mut parameters = vec![("type", "default")];
-    parameters.extend(secret_parameters("manila-creds", ns));
+    let parameters = [("type", "default")];
+    let parameters = namespace_with_credentials(client, cloud, ns, &parameters).await;
     storage_class(client, "manila-le", LE_DRIVER, &parameters, "Immediate").await;
-    let driver = ManilaDriver::start(dir, LE_DRIVER);
+    let driver = ManilaController::start(dir, LE_DRIVER, &["--with-topology"]);
     let flags = [
         "--leader-election",
         "--leader-election-namespace=leader",
@@ -426,7 +380,7 @@ async fn leader_election_lets_one_provisioner_work(
         first.leader_identity().unwrap().to_string(),
         second.leader_identity().unwrap().to_string(),
     ];
-    let mut running = [Some(Running::spawn(first)), Some(Running::spawn(second))];
+    let mut running = [first, second].map(|p| Some(InProcess::spawn(|stopped| p.run(stopped))));
 
     let leases: Api<Lease> = Api::namespaced(client.clone(), ns);
     let holder = |exclude: Option<String>| {
@@ -466,7 +420,7 @@ async fn leader_election_lets_one_provisioner_work(
     let two = bound(client, ns, "two", WAIT).await;
 
     for (name, claim) in [("one", one), ("two", two)] {
-        delete_and_wait_gone(
+        delete_claim_and_wait_share_gone(
             client,
             cloud,
             ns,

@@ -8,31 +8,34 @@
 mod support;
 
 use std::collections::BTreeMap;
-use std::path::Path;
 use std::time::Duration;
 
-use csi_snapshotter::{Config, LEASE_PREFIX, Snapshotter};
+use csi_proto::v1::DeleteVolumeRequest;
+use csi_snapshotter::LEASE_PREFIX;
 use fakes::Delays;
-use harness::cluster::wait::{wait_deleted, wait_for_described, wait_until};
-use harness::control_plane::ControlPlane;
+use harness::cluster::wait::wait_deleted;
 use k8s_openapi::api::coordination::v1::Lease;
-use k8s_openapi::api::core::v1::{
-    CSIPersistentVolumeSource, ObjectReference, PersistentVolume, PersistentVolumeClaim,
-    PersistentVolumeClaimSpec, PersistentVolumeSpec, VolumeResourceRequirements,
-};
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
-use kube::api::{Api, DeleteParams, ObjectMeta, Patch, PatchParams, PostParams};
+use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
 use kube::{Client, ResourceExt};
 use snapshot_controller::api::{
-    IS_DEFAULT_CLASS_ANNOTATION, SNAPSHOTTER_SECRET_NAME_PARAMETER,
-    SNAPSHOTTER_SECRET_NAMESPACE_PARAMETER, VOLUME_SNAPSHOT_CONTENT_FINALIZER,
-    VolumeSnapshotContentSource, VolumeSnapshotSource,
+    SNAPSHOTTER_SECRET_NAME_PARAMETER, SNAPSHOTTER_SECRET_NAMESPACE_PARAMETER,
+    VOLUME_SNAPSHOT_CONTENT_FINALIZER,
 };
-use snapshot_controller::{
-    DeletionPolicy, VolumeSnapshot, VolumeSnapshotClass, VolumeSnapshotContent,
-    VolumeSnapshotContentSpec, VolumeSnapshotSpec,
+use snapshot_controller::{VolumeSnapshot, VolumeSnapshotClass, VolumeSnapshotContent};
+use support::{
+    create_snapshot, delete_snapshot, manila_snapshots, snapshotter, wait_manila_snapshot_gone,
 };
-use support::*;
+use testkit::cloud::{credentials_secret, csi_secrets, wait_no_leftovers};
+use testkit::drivers::{MANILA_DRIVER as DRIVER, ManilaController, create_volume_request};
+use testkit::objects::{delete_and_wait_gone, namespace, wait_events, wait_object};
+use testkit::sidecars::ControllerBed;
+use testkit::snapshots::{
+    create_snapshot_of_claim, dynamic_content_name, pre_provisioned_content, snapshot_class,
+    snapshot_of_content,
+};
+use testkit::task::InProcess;
+use testkit::volumes::StaticVolume;
 
 const NS: &str = "snapshotter-test";
 const CREDENTIALS: &str = "manila-creds";
@@ -41,19 +44,13 @@ const GI: i64 = 1 << 30;
 
 #[tokio::test]
 async fn csi_snapshotter_on_a_real_control_plane() {
-    let cp = ControlPlane::builder()
-        .start()
-        .await
-        .expect("control plane starts");
-    let client = cp.client();
+    let bed = ControllerBed::start(&["nova"], &[]).await;
+    let (client, cloud, driver) = (bed.client(), &bed.cloud, &bed.driver);
     snapshot_controller::crds::install(&client, "csi-snapshotter-tests", WAIT)
         .await
         .expect("CRDs become Established");
     namespace(&client, NS).await;
-    let cloud = start_cloud().await;
-    credentials_secret(&client, &cloud, NS, CREDENTIALS).await;
-    let dir = tempfile::tempdir().unwrap();
-    let driver = ManilaDriver::start(dir.path());
+    credentials_secret(&client, cloud, NS, CREDENTIALS).await;
 
     let snapshotter = snapshotter(
         client.clone(),
@@ -68,44 +65,43 @@ async fn csi_snapshotter_on_a_real_control_plane() {
     assert_eq!(snapshotter.driver_name(), DRIVER);
     let identity = snapshotter.leader_identity().unwrap().to_owned();
     let metrics = snapshotter.metrics();
-    let running = Running::spawn(snapshotter);
-    let (stop_controller, controller_stopped) = tokio::sync::oneshot::channel::<()>();
-    let controller = tokio::spawn(snapshot_controller::controller::run(
-        client.clone(),
-        async move {
-            let _ = controller_stopped.await;
-        },
-    ));
+    let running = InProcess::spawn(|stopped| snapshotter.run(stopped));
+    let controller =
+        InProcess::spawn(|stopped| snapshot_controller::controller::run(client.clone(), stopped));
 
-    let share = create_share(&driver, &cloud, "share-data").await;
-    create_bound_claim(&client, "data", "pv-data", &share).await;
-    create_class(
-        &client,
-        "manila-delete",
-        DeletionPolicy::Delete,
-        true,
-        CREDENTIALS,
-    )
-    .await;
-    create_class(
-        &client,
-        "manila-retain",
-        DeletionPolicy::Retain,
-        false,
-        CREDENTIALS,
-    )
-    .await;
-    create_class(
-        &client,
-        "manila-bad-secret",
-        DeletionPolicy::Delete,
-        false,
-        "missing-creds",
-    )
-    .await;
+    // A share made behind the sidecars' backs, and a static PV/claim bound to it.
+    let share = driver
+        .controller()
+        .create_volume(create_volume_request("share-data", GI, csi_secrets(cloud)))
+        .await
+        .unwrap_or_else(|e| panic!("CreateVolume share-data: {e}\n{}", driver.log()))
+        .into_inner()
+        .volume
+        .unwrap()
+        .volume_id;
+    StaticVolume::new("pv-data", NS, "data", DRIVER, &share)
+        .create_bound(&client, WAIT)
+        .await;
+    let classes: Api<VolumeSnapshotClass> = Api::all(client.clone());
+    for (name, policy, default, secret) in [
+        ("manila-delete", "Delete", true, CREDENTIALS),
+        ("manila-retain", "Retain", false, CREDENTIALS),
+        ("manila-bad-secret", "Delete", false, "missing-creds"),
+    ] {
+        // The snapshotter's secret is `secret` in the test namespace.
+        let parameters = [
+            (SNAPSHOTTER_SECRET_NAME_PARAMETER, secret),
+            (SNAPSHOTTER_SECRET_NAMESPACE_PARAMETER, NS),
+        ];
+        let class = snapshot_class(name, DRIVER, policy, default, &parameters);
+        classes
+            .create(&PostParams::default(), &class)
+            .await
+            .unwrap();
+    }
 
     the_leader_holds_the_lease(&client, &identity).await;
-    dynamic_snapshot_turns_ready_and_is_deleted(&client, &cloud, &share).await;
+    dynamic_snapshot_turns_ready_and_is_deleted(&client, cloud, &share).await;
     // The slow snapshot was asked for again until ready, and deleted once.
     let text = metrics.render();
     let count = |method: &str| -> u64 {
@@ -118,54 +114,39 @@ async fn csi_snapshotter_on_a_real_control_plane() {
     };
     assert!(count("CreateSnapshot") >= 2, "{text}");
     assert_eq!(count("DeleteSnapshot"), 1, "{text}");
-    retained_snapshot_outlives_its_volume_snapshot(&client, &cloud, &driver).await;
-    pre_provisioned_snapshot_binds_and_is_deleted(&client, &cloud, &driver, &share).await;
+    retained_snapshot_outlives_its_volume_snapshot(&client, cloud, driver).await;
+    pre_provisioned_snapshot_binds_and_is_deleted(&client, cloud, driver, &share).await;
     creation_errors_are_reported(&client).await;
 
     // Everything the sidecars made is gone; only the test's own share remains, then not.
     assert!(
-        manila_snapshots(&cloud).is_empty(),
+        manila_snapshots(cloud).is_empty(),
         "{:?}",
-        manila_snapshots(&cloud)
+        manila_snapshots(cloud)
     );
-    delete_share(&driver, &cloud, &share).await;
-    wait_until("no leftovers in the fake cloud", WAIT, || async {
-        let leftovers = cloud.leftovers();
-        if leftovers.is_empty() {
-            Ok(Some(()))
-        } else {
-            Err(format!("{leftovers:?}"))
-        }
-    })
-    .await
-    .unwrap();
+    driver
+        .controller()
+        .delete_volume(DeleteVolumeRequest {
+            volume_id: share,
+            secrets: csi_secrets(cloud),
+        })
+        .await
+        .unwrap();
+    wait_no_leftovers(cloud, WAIT).await;
 
     running.stop().await.expect("the snapshotter stops cleanly");
-    let _ = stop_controller.send(());
-    tokio::time::timeout(Duration::from_secs(30), controller)
-        .await
-        .expect("controller stops on shutdown")
-        .expect("controller task");
-    cp.shutdown().await.expect("shutdown");
+    controller.stop().await;
+    bed.shutdown().await;
 }
 
 async fn the_leader_holds_the_lease(client: &Client, identity: &str) {
     let leases: Api<Lease> = Api::namespaced(client.clone(), NS);
     let name = format!("{LEASE_PREFIX}manila-csi-openstack-org");
-    wait_for_described(
-        &leases,
-        &name,
-        &format!("Lease {name} held by {identity}"),
-        |lease: Option<&Lease>| {
-            lease
-                .and_then(|l| l.spec.as_ref())
-                .and_then(|s| s.holder_identity.as_deref())
-                == Some(identity)
-        },
-        WAIT,
-    )
-    .await
-    .unwrap();
+    let what = format!("Lease {name} held by {identity}");
+    wait_object(&leases, &name, &what, WAIT, |lease: &Lease| {
+        (lease.spec.as_ref()?.holder_identity.as_deref() == Some(identity)).then_some(())
+    })
+    .await;
 }
 
 /// With a slow Manila, the content is first not ready, then ready; the VolumeSnapshot
@@ -181,26 +162,18 @@ async fn dynamic_snapshot_turns_ready_and_is_deleted(
     });
     let snapshots: Api<VolumeSnapshot> = Api::namespaced(client.clone(), NS);
     let contents: Api<VolumeSnapshotContent> = Api::all(client.clone());
-    let vs = snapshots
-        .create(
-            &PostParams::default(),
-            &snapshot_of("snap-delete", "data", None),
-        )
-        .await
-        .unwrap();
+    let vs = create_snapshot_of_claim(&snapshots, "snap-delete", "data", None).await;
     let uid = vs.uid().unwrap();
-    let content_name = format!("snapcontent-{uid}");
+    let content_name = dynamic_content_name(&vs);
 
-    let pending = wait_content(&contents, &content_name, "with a handle, not ready", |c| {
+    let what = format!("VolumeSnapshotContent {content_name} with a handle, not ready");
+    let pending = wait_object(&contents, &content_name, &what, WAIT, |c| {
         let status = c.status.as_ref()?;
         (status.snapshot_handle.is_some() && status.ready_to_use == Some(false)).then_some(())
     })
     .await;
     let handle = pending.status.unwrap().snapshot_handle.unwrap();
-    let ready = wait_content(&contents, &content_name, "ready", |c| {
-        (c.status.as_ref()?.ready_to_use == Some(true)).then_some(())
-    })
-    .await;
+    let ready = content_ready(&contents, &content_name).await;
     cloud.set_delays(Delays::default());
 
     let status = ready.status.unwrap();
@@ -221,37 +194,15 @@ async fn dynamic_snapshot_turns_ready_and_is_deleted(
     assert_eq!(snapshot.share_id.as_deref(), Some(share));
     assert_eq!(snapshot.status, "available");
 
-    let vs = wait_for_described(
-        &snapshots,
-        "snap-delete",
-        "VolumeSnapshot snap-delete ready",
-        |vs: Option<&VolumeSnapshot>| vs.is_some_and(VolumeSnapshot::is_ready),
-        WAIT,
-    )
-    .await
-    .unwrap()
-    .unwrap();
+    let vs = snapshot_ready(&snapshots, "snap-delete").await;
     assert_eq!(
         vs.status.unwrap().restore_size,
         Some(Quantity("1Gi".into()))
     );
 
-    snapshots
-        .delete("snap-delete", &DeleteParams::default())
-        .await
-        .unwrap();
+    delete_and_wait_gone(&snapshots, "snap-delete", WAIT).await;
     wait_deleted(&contents, &content_name, WAIT).await.unwrap();
-    wait_deleted(&snapshots, "snap-delete", WAIT).await.unwrap();
-    wait_until("the Manila snapshot deleted", WAIT, || async {
-        let left = manila_snapshots(cloud);
-        if left.iter().any(|(id, _, _)| *id == handle) {
-            Err(format!("{left:?}"))
-        } else {
-            Ok(Some(()))
-        }
-    })
-    .await
-    .unwrap();
+    wait_manila_snapshot_gone(cloud, &handle, WAIT).await;
 }
 
 /// Retain: the VolumeSnapshot goes, the content and the Manila snapshot stay; deleting the
@@ -259,29 +210,17 @@ async fn dynamic_snapshot_turns_ready_and_is_deleted(
 async fn retained_snapshot_outlives_its_volume_snapshot(
     client: &Client,
     cloud: &fakes::FakeCloud,
-    driver: &ManilaDriver,
+    driver: &ManilaController,
 ) {
     let snapshots: Api<VolumeSnapshot> = Api::namespaced(client.clone(), NS);
     let contents: Api<VolumeSnapshotContent> = Api::all(client.clone());
-    let vs = snapshots
-        .create(
-            &PostParams::default(),
-            &snapshot_of("snap-retain", "data", Some("manila-retain")),
-        )
-        .await
-        .unwrap();
-    let content_name = format!("snapcontent-{}", vs.uid().unwrap());
-    let ready = wait_content(&contents, &content_name, "ready", |c| {
-        (c.status.as_ref()?.ready_to_use == Some(true)).then_some(())
-    })
-    .await;
+    let vs =
+        create_snapshot_of_claim(&snapshots, "snap-retain", "data", Some("manila-retain")).await;
+    let content_name = dynamic_content_name(&vs);
+    let ready = content_ready(&contents, &content_name).await;
     let handle = ready.status.unwrap().snapshot_handle.unwrap();
 
-    snapshots
-        .delete("snap-retain", &DeleteParams::default())
-        .await
-        .unwrap();
-    wait_deleted(&snapshots, "snap-retain", WAIT).await.unwrap();
+    delete_and_wait_gone(&snapshots, "snap-retain", WAIT).await;
     let content = contents.get(&content_name).await.unwrap();
     assert!(content.metadata.deletion_timestamp.is_none());
     assert!(
@@ -300,11 +239,7 @@ async fn retained_snapshot_outlives_its_volume_snapshot(
         manila_snapshots(cloud)
     );
 
-    contents
-        .delete(&content_name, &DeleteParams::default())
-        .await
-        .unwrap();
-    wait_deleted(&contents, &content_name, WAIT).await.unwrap();
+    delete_and_wait_gone(&contents, &content_name, WAIT).await;
     assert!(
         manila_snapshots(cloud)
             .iter()
@@ -319,7 +254,7 @@ async fn retained_snapshot_outlives_its_volume_snapshot(
 async fn pre_provisioned_snapshot_binds_and_is_deleted(
     client: &Client,
     cloud: &fakes::FakeCloud,
-    driver: &ManilaDriver,
+    driver: &ManilaController,
     share: &str,
 ) {
     let (handle, _) = create_snapshot(driver, cloud, "pre-made", share).await;
@@ -329,11 +264,18 @@ async fn pre_provisioned_snapshot_binds_and_is_deleted(
     contents
         .create(
             &PostParams::default(),
-            &pre_provisioned_content("foreign-content", "foreign-snap", "other.csi.example", "x"),
+            &pre_provisioned_content(
+                "foreign-content",
+                "other.csi.example",
+                "x",
+                NS,
+                "foreign-snap",
+            ),
         )
         .await
         .unwrap();
-    let mut content = pre_provisioned_content("pre-content", "pre-snap", DRIVER, &handle);
+    let mut content: VolumeSnapshotContent =
+        pre_provisioned_content("pre-content", DRIVER, &handle, NS, "pre-snap");
     content.metadata.annotations = Some(BTreeMap::from([
         (
             snapshot_controller::api::DELETION_SECRET_NAME_ANNOTATION.to_owned(),
@@ -348,35 +290,20 @@ async fn pre_provisioned_snapshot_binds_and_is_deleted(
         .create(&PostParams::default(), &content)
         .await
         .unwrap();
-    let vs = VolumeSnapshot::new(
-        "pre-snap",
-        VolumeSnapshotSpec {
-            source: VolumeSnapshotSource {
-                persistent_volume_claim_name: None,
-                volume_snapshot_content_name: Some("pre-content".into()),
-            },
-            volume_snapshot_class_name: None,
-        },
-    );
-    snapshots.create(&PostParams::default(), &vs).await.unwrap();
+    snapshots
+        .create(
+            &PostParams::default(),
+            &snapshot_of_content("pre-snap", "pre-content"),
+        )
+        .await
+        .unwrap();
 
-    let ready = wait_content(&contents, "pre-content", "ready", |c| {
-        (c.status.as_ref()?.ready_to_use == Some(true)).then_some(())
-    })
-    .await;
+    let ready = content_ready(&contents, "pre-content").await;
     assert_eq!(
         ready.status.unwrap().snapshot_handle.as_deref(),
         Some(handle.as_str())
     );
-    wait_for_described(
-        &snapshots,
-        "pre-snap",
-        "VolumeSnapshot pre-snap ready",
-        |vs: Option<&VolumeSnapshot>| vs.is_some_and(VolumeSnapshot::is_ready),
-        WAIT,
-    )
-    .await
-    .unwrap();
+    snapshot_ready(&snapshots, "pre-snap").await;
 
     let foreign = contents.get("foreign-content").await.unwrap();
     assert_eq!(foreign.status, None, "another driver's content is not ours");
@@ -404,20 +331,7 @@ async fn pre_provisioned_snapshot_binds_and_is_deleted(
         .await
         .unwrap();
     wait_deleted(&contents, "pre-content", WAIT).await.unwrap();
-    wait_until(
-        "the pre-provisioned Manila snapshot deleted",
-        WAIT,
-        || async {
-            let left = manila_snapshots(cloud);
-            if left.iter().any(|(id, _, _)| *id == handle) {
-                Err(format!("{left:?}"))
-            } else {
-                Ok(Some(()))
-            }
-        },
-    )
-    .await
-    .unwrap();
+    wait_manila_snapshot_gone(cloud, &handle, WAIT).await;
 }
 
 /// A class naming a secret that does not exist: the content's status.error and a
@@ -426,15 +340,11 @@ async fn pre_provisioned_snapshot_binds_and_is_deleted(
 async fn creation_errors_are_reported(client: &Client) {
     let snapshots: Api<VolumeSnapshot> = Api::namespaced(client.clone(), NS);
     let contents: Api<VolumeSnapshotContent> = Api::all(client.clone());
-    let vs = snapshots
-        .create(
-            &PostParams::default(),
-            &snapshot_of("snap-bad", "data", Some("manila-bad-secret")),
-        )
-        .await
-        .unwrap();
-    let content_name = format!("snapcontent-{}", vs.uid().unwrap());
-    let failed = wait_content(&contents, &content_name, "with an error", |c| {
+    let vs =
+        create_snapshot_of_claim(&snapshots, "snap-bad", "data", Some("manila-bad-secret")).await;
+    let content_name = dynamic_content_name(&vs);
+    let what = format!("VolumeSnapshotContent {content_name} with an error");
+    let failed = wait_object(&contents, &content_name, &what, WAIT, |c| {
         c.status
             .as_ref()?
             .error
@@ -451,247 +361,44 @@ async fn creation_errors_are_reported(client: &Client) {
         "{message}"
     );
     // The sidecar writes the status before it records the event: wait for the event.
-    wait_until(
-        "a SnapshotCreationFailed event naming the secret",
+    wait_events(
+        client,
+        "default",
+        &content_name,
+        1,
         WAIT,
-        || async {
-            let events = events(client, "default", &content_name).await;
-            if events.iter().any(|(type_, reason, msg)| {
-                type_ == "Warning"
-                    && reason == "SnapshotCreationFailed"
-                    && msg.contains("missing-creds")
-            }) {
-                Ok(Some(()))
-            } else {
-                Err(format!("{events:?}"))
-            }
+        |type_, reason, message| {
+            type_ == "Warning"
+                && reason == "SnapshotCreationFailed"
+                && message.contains("missing-creds")
         },
     )
-    .await
-    .unwrap();
-    wait_for_described(
-        &snapshots,
-        "snap-bad",
-        "VolumeSnapshot snap-bad with the content's error",
-        |vs: Option<&VolumeSnapshot>| {
-            vs.and_then(|v| v.status.as_ref())
-                .and_then(|s| s.error.as_ref())
-                .and_then(|e| e.message.as_deref())
-                .is_some_and(|m| m.contains("missing-creds"))
-        },
-        WAIT,
-    )
-    .await
-    .unwrap();
+    .await;
+    let what = "VolumeSnapshot snap-bad with the content's error";
+    wait_object(&snapshots, "snap-bad", what, WAIT, |vs| {
+        let message = vs.status.as_ref()?.error.as_ref()?.message.as_deref()?;
+        message.contains("missing-creds").then_some(())
+    })
+    .await;
 
-    snapshots
-        .delete("snap-bad", &DeleteParams::default())
-        .await
-        .unwrap();
+    delete_and_wait_gone(&snapshots, "snap-bad", WAIT).await;
     wait_deleted(&contents, &content_name, WAIT).await.unwrap();
-    wait_deleted(&snapshots, "snap-bad", WAIT).await.unwrap();
 }
 
-// ---- set-up ----
-
-async fn snapshotter(client: Client, socket: &Path, extra: &[&str]) -> Snapshotter {
-    let mut args = vec![
-        "csi-snapshotter".to_string(),
-        format!("--csi-address={}", socket.display()),
-        "--timeout=60s".into(),
-        "--retry-interval-start=100ms".into(),
-        "--retry-interval-max=1s".into(),
-    ];
-    args.extend(extra.iter().map(|s| s.to_string()));
-    let config = <Config as clap::Parser>::try_parse_from(args).unwrap();
-    Snapshotter::new(config, client).await.unwrap()
-}
-
-/// A running snapshotter; stopped by [`Running::stop`] (or aborted on drop).
-struct Running {
-    stop: Option<tokio::sync::oneshot::Sender<()>>,
-    task: Option<tokio::task::JoinHandle<sidecar_common::Result<()>>>,
-}
-
-impl Running {
-    fn spawn(snapshotter: Snapshotter) -> Running {
-        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-        let task = tokio::spawn(snapshotter.run(async {
-            let _ = stopped.await;
-        }));
-        Running {
-            stop: Some(stop),
-            task: Some(task),
-        }
-    }
-
-    async fn stop(mut self) -> sidecar_common::Result<()> {
-        let _ = self.stop.take().unwrap().send(());
-        tokio::time::timeout(Duration::from_secs(30), self.task.take().unwrap())
-            .await
-            .expect("the snapshotter stops within 30 s")
-            .unwrap()
-    }
-}
-
-impl Drop for Running {
-    fn drop(&mut self) {
-        if let Some(task) = &self.task {
-            task.abort();
-        }
-    }
-}
-
-/// A static PV for the share and a claim the real PV controller binds to it.
-async fn create_bound_claim(client: &Client, claim: &str, pv_name: &str, handle: &str) {
-    let capacity = BTreeMap::from([("storage".to_owned(), Quantity("1Gi".into()))]);
-    let pv = PersistentVolume {
-        metadata: ObjectMeta {
-            name: Some(pv_name.into()),
-            ..Default::default()
-        },
-        spec: Some(PersistentVolumeSpec {
-            capacity: Some(capacity.clone()),
-            access_modes: Some(vec!["ReadWriteMany".into()]),
-            persistent_volume_reclaim_policy: Some("Retain".into()),
-            storage_class_name: Some(String::new()),
-            claim_ref: Some(ObjectReference {
-                namespace: Some(NS.into()),
-                name: Some(claim.into()),
-                ..Default::default()
-            }),
-            csi: Some(CSIPersistentVolumeSource {
-                driver: DRIVER.into(),
-                volume_handle: handle.into(),
-                ..Default::default()
-            }),
-            ..Default::default()
-        }),
-        ..Default::default()
-    };
-    Api::<PersistentVolume>::all(client.clone())
-        .create(&PostParams::default(), &pv)
-        .await
-        .unwrap();
-    let pvc = PersistentVolumeClaim {
-        metadata: ObjectMeta {
-            name: Some(claim.into()),
-            ..Default::default()
-        },
-        spec: Some(PersistentVolumeClaimSpec {
-            access_modes: Some(vec!["ReadWriteMany".into()]),
-            storage_class_name: Some(String::new()),
-            resources: Some(VolumeResourceRequirements {
-                requests: Some(capacity),
-                ..Default::default()
-            }),
-            ..Default::default()
-        }),
-        ..Default::default()
-    };
-    let pvcs: Api<PersistentVolumeClaim> = Api::namespaced(client.clone(), NS);
-    pvcs.create(&PostParams::default(), &pvc).await.unwrap();
-    wait_for_described(
-        &pvcs,
-        claim,
-        &format!("PVC {claim} Bound by the PV controller"),
-        |pvc: Option<&PersistentVolumeClaim>| {
-            pvc.and_then(|p| p.status.as_ref())
-                .and_then(|s| s.phase.as_deref())
-                == Some("Bound")
-        },
-        WAIT,
-    )
+/// Waits until the content `name` is ready to use, and returns it.
+async fn content_ready(contents: &Api<VolumeSnapshotContent>, name: &str) -> VolumeSnapshotContent {
+    let what = format!("VolumeSnapshotContent {name} ready");
+    wait_object(contents, name, &what, WAIT, |c| {
+        (c.status.as_ref()?.ready_to_use == Some(true)).then_some(())
+    })
     .await
-    .unwrap();
 }
 
-/// A class of our driver whose snapshotter secret is `secret` in the test namespace.
-async fn create_class(
-    client: &Client,
-    name: &str,
-    policy: DeletionPolicy,
-    default: bool,
-    secret: &str,
-) {
-    let mut class = VolumeSnapshotClass::new(name, DRIVER, policy);
-    class.parameters = BTreeMap::from([
-        (
-            SNAPSHOTTER_SECRET_NAME_PARAMETER.to_owned(),
-            secret.to_owned(),
-        ),
-        (
-            SNAPSHOTTER_SECRET_NAMESPACE_PARAMETER.to_owned(),
-            NS.to_owned(),
-        ),
-    ]);
-    if default {
-        class.metadata.annotations = Some(BTreeMap::from([(
-            IS_DEFAULT_CLASS_ANNOTATION.to_owned(),
-            "true".to_owned(),
-        )]));
-    }
-    Api::<VolumeSnapshotClass>::all(client.clone())
-        .create(&PostParams::default(), &class)
-        .await
-        .unwrap();
-}
-
-/// A pre-provisioned content for `driver`'s snapshot `handle`, meant for `snapshot`.
-fn pre_provisioned_content(
-    name: &str,
-    snapshot: &str,
-    driver: &str,
-    handle: &str,
-) -> VolumeSnapshotContent {
-    VolumeSnapshotContent::new(
-        name,
-        VolumeSnapshotContentSpec {
-            volume_snapshot_ref: ObjectReference {
-                name: Some(snapshot.into()),
-                namespace: Some(NS.into()),
-                ..Default::default()
-            },
-            deletion_policy: DeletionPolicy::Delete,
-            driver: driver.into(),
-            source: VolumeSnapshotContentSource {
-                volume_handle: None,
-                snapshot_handle: Some(handle.into()),
-            },
-            volume_snapshot_class_name: None,
-            source_volume_mode: None,
-        },
-    )
-}
-
-fn snapshot_of(name: &str, pvc: &str, class: Option<&str>) -> VolumeSnapshot {
-    VolumeSnapshot::new(
-        name,
-        VolumeSnapshotSpec {
-            source: VolumeSnapshotSource {
-                persistent_volume_claim_name: Some(pvc.into()),
-                volume_snapshot_content_name: None,
-            },
-            volume_snapshot_class_name: class.map(str::to_owned),
-        },
-    )
-}
-
-/// Waits until `check` holds for the content; returns it as it was then.
-async fn wait_content(
-    api: &Api<VolumeSnapshotContent>,
-    name: &str,
-    what: &str,
-    check: impl Fn(&VolumeSnapshotContent) -> Option<()>,
-) -> VolumeSnapshotContent {
-    wait_for_described(
-        api,
-        name,
-        &format!("VolumeSnapshotContent {name} {what}"),
-        |c: Option<&VolumeSnapshotContent>| c.and_then(&check).is_some(),
-        WAIT,
-    )
+/// Waits until the VolumeSnapshot `name` is ready to use, and returns it.
+async fn snapshot_ready(snapshots: &Api<VolumeSnapshot>, name: &str) -> VolumeSnapshot {
+    let what = format!("VolumeSnapshot {name} ready");
+    wait_object(snapshots, name, &what, WAIT, |vs| {
+        vs.is_ready().then_some(())
+    })
     .await
-    .unwrap()
-    .unwrap()
 }

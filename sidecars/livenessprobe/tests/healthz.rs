@@ -3,10 +3,9 @@
 //! service whose Probe answers ready, not ready or an error.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::path::Path;
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use clap::Parser;
 use csi_proto::v1::identity_server::{Identity, IdentityServer};
@@ -14,8 +13,9 @@ use csi_proto::v1::{
     GetPluginCapabilitiesRequest, GetPluginCapabilitiesResponse, GetPluginInfoRequest,
     GetPluginInfoResponse, ProbeRequest, ProbeResponse,
 };
-use csi_proto::{Endpoint, Listener};
 use livenessprobe::Config;
+use testkit::drivers::{MANILA_DRIVER, ManilaController, TestIdentity, serve_on_socket};
+use testkit::wait_for;
 use tonic::{Request, Response, Status};
 
 /// GET `/healthz`: (status, body).
@@ -49,28 +49,29 @@ enum Answer {
     Fails(String),
 }
 
-struct TestIdentity(Arc<Mutex<Answer>>);
+/// An in-test driver whose Probe answers what the test set; the rest of its Identity
+/// service is the kit's.
+struct SwitchableProbe {
+    identity: TestIdentity,
+    answer: Arc<Mutex<Answer>>,
+}
 
 #[tonic::async_trait]
-impl Identity for TestIdentity {
+impl Identity for SwitchableProbe {
     async fn get_plugin_info(
         &self,
-        _: Request<GetPluginInfoRequest>,
+        request: Request<GetPluginInfoRequest>,
     ) -> Result<Response<GetPluginInfoResponse>, Status> {
-        Ok(Response::new(GetPluginInfoResponse {
-            name: "test.csi.example.org".into(),
-            vendor_version: "1".into(),
-            manifest: Default::default(),
-        }))
+        self.identity.get_plugin_info(request).await
     }
     async fn get_plugin_capabilities(
         &self,
-        _: Request<GetPluginCapabilitiesRequest>,
+        request: Request<GetPluginCapabilitiesRequest>,
     ) -> Result<Response<GetPluginCapabilitiesResponse>, Status> {
-        Ok(Response::new(GetPluginCapabilitiesResponse::default()))
+        self.identity.get_plugin_capabilities(request).await
     }
     async fn probe(&self, _: Request<ProbeRequest>) -> Result<Response<ProbeResponse>, Status> {
-        match self.0.lock().unwrap().clone() {
+        match self.answer.lock().unwrap().clone() {
             Answer::Ready => Ok(Response::new(ProbeResponse { ready: Some(true) })),
             Answer::NotReady => Ok(Response::new(ProbeResponse { ready: Some(false) })),
             Answer::Fails(message) => Err(Status::failed_precondition(message)),
@@ -83,12 +84,12 @@ async fn probe_answers_follow_the_drivers_probe() {
     let dir = tempfile::tempdir().unwrap();
     let socket = dir.path().join("csi.sock");
     let answer = Arc::new(Mutex::new(Answer::Ready));
-    let listener = Listener::bind(&Endpoint::Unix(socket.clone()))
-        .await
-        .unwrap();
-    let router = tonic::transport::Server::builder()
-        .add_service(IdentityServer::new(TestIdentity(answer.clone())));
-    tokio::spawn(csi_proto::serve(router, listener, std::future::pending()));
+    let driver = SwitchableProbe {
+        identity: TestIdentity::node_only("test.csi.example.org"),
+        answer: answer.clone(),
+    };
+    let router = tonic::transport::Server::builder().add_service(IdentityServer::new(driver));
+    serve_on_socket(router, &socket).await;
     let address = start_probe(&socket).await;
 
     assert_eq!(healthz(address).await, (200, "ok".into()));
@@ -120,46 +121,23 @@ async fn nothing_listening_is_a_500_naming_the_failure() {
 #[tokio::test]
 async fn real_manila_driver_is_healthy_until_killed() {
     let dir = tempfile::tempdir().unwrap();
-    let socket = dir.path().join("manila.sock");
-    let log = dir.path().join("manila.log");
-    let mut driver = Command::new(manila_binary())
-        .arg(format!("--endpoint=unix://{}", socket.display()))
-        .args([
-            "--drivername=manila.csi.openstack.org",
-            "--share-protocol-selector=NFS",
-            "--provide-node-service=false",
-        ])
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(std::fs::File::create(&log).unwrap())
-        .spawn()
-        .unwrap();
-    let address = start_probe(&socket).await;
+    let mut driver = ManilaController::start(dir.path(), MANILA_DRIVER, &[]);
+    let address = start_probe(&driver.socket).await;
 
     // The driver needs a moment to bind its socket: wait for the first 200.
-    let started = Instant::now();
-    loop {
-        let (status, body) = healthz(address).await;
-        if status == 200 {
-            assert_eq!(body, "ok");
-            break;
+    wait_for("the driver healthy", Duration::from_secs(30), || async {
+        match healthz(address).await {
+            (200, body) => {
+                assert_eq!(body, "ok");
+                Ok(Some(()))
+            }
+            (status, body) => Err(format!("{status} {body}; driver log:\n{}", driver.log())),
         }
-        assert!(
-            started.elapsed() < Duration::from_secs(30),
-            "the driver never became healthy; last answer {status} {body}; driver log:\n{}",
-            std::fs::read_to_string(&log).unwrap_or_default()
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    })
+    .await;
 
-    driver.kill().unwrap();
-    driver.wait().unwrap();
+    driver.kill().await;
     let (status, body) = healthz(address).await;
     assert_eq!(status, 500, "{body}");
     assert!(body.contains("Unavailable"), "{body}");
-}
-
-/// The `manila-csi-plugin` binary, built if missing or stale.
-fn manila_binary() -> PathBuf {
-    harness::workspace::binary("manila-csi-plugin", "manila-csi-plugin").unwrap()
 }

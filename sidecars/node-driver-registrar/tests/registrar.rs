@@ -3,68 +3,35 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::path::{Path, PathBuf};
-use std::process::Stdio;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
+use csi_proto::Endpoint;
 use csi_proto::registration::v1::registration_client::RegistrationClient;
 use csi_proto::registration::v1::{InfoRequest, RegistrationStatus};
-use csi_proto::v1::identity_server::{Identity, IdentityServer};
-use csi_proto::v1::{
-    GetPluginCapabilitiesRequest, GetPluginCapabilitiesResponse, GetPluginInfoRequest,
-    GetPluginInfoResponse, ProbeRequest, ProbeResponse,
-};
-use csi_proto::{Endpoint, Listener};
+use testkit::drivers::{TestIdentity, TestProcess, serve_on_socket};
+use testkit::wait::wait_until_true;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::process::{Child, Command};
-use tonic::{Request, Response, Status};
+use tokio::process::Command;
 
 const DRIVER: &str = "registrar-test.csi.example.com";
 const WAIT: Duration = Duration::from_secs(20);
-
-struct TestIdentity;
-
-#[tonic::async_trait]
-impl Identity for TestIdentity {
-    async fn get_plugin_info(
-        &self,
-        _: Request<GetPluginInfoRequest>,
-    ) -> Result<Response<GetPluginInfoResponse>, Status> {
-        Ok(Response::new(GetPluginInfoResponse {
-            name: DRIVER.into(),
-            vendor_version: "0.0.1".into(),
-            manifest: Default::default(),
-        }))
-    }
-    async fn get_plugin_capabilities(
-        &self,
-        _: Request<GetPluginCapabilitiesRequest>,
-    ) -> Result<Response<GetPluginCapabilitiesResponse>, Status> {
-        Ok(Response::new(GetPluginCapabilitiesResponse::default()))
-    }
-    async fn probe(&self, _: Request<ProbeRequest>) -> Result<Response<ProbeResponse>, Status> {
-        Ok(Response::new(ProbeResponse { ready: Some(true) }))
-    }
-}
 
 struct Setup {
     _dir: tempfile::TempDir,
     registry: PathBuf,
     kubelet_path: PathBuf,
-    child: Child,
+    registrar: TestProcess,
     http_port: u16,
 }
 
+/// A node-only in-test driver and the registrar for it, with its health endpoint on a free
+/// port.
 async fn start() -> Setup {
     let dir = tempfile::tempdir().unwrap();
     let driver_socket = dir.path().join("csi.sock");
-    let listener = Listener::bind(&Endpoint::Unix(driver_socket.clone()))
-        .await
-        .unwrap();
-    tokio::spawn(csi_proto::serve(
-        tonic::transport::Server::builder().add_service(IdentityServer::new(TestIdentity)),
-        listener,
-        std::future::pending(),
-    ));
+    let router =
+        tonic::transport::Server::builder().add_service(TestIdentity::node_only(DRIVER).service());
+    serve_on_socket(router, &driver_socket).await;
     let registry = dir.path().join("plugins_registry");
     std::fs::create_dir(&registry).unwrap();
     let plugin_dir = dir.path().join("plugins").join(DRIVER);
@@ -75,32 +42,30 @@ async fn start() -> Setup {
         .local_addr()
         .unwrap()
         .port();
-    let child = Command::new(env!("CARGO_BIN_EXE_node-driver-registrar"))
+    let mut command = Command::new(env!("CARGO_BIN_EXE_node-driver-registrar"));
+    command
         .arg(format!("--csi-address=unix://{}", driver_socket.display()))
         .arg(format!(
             "--kubelet-registration-path={}",
             kubelet_path.display()
         ))
         .arg(format!("--plugin-registration-path={}", registry.display()))
-        .arg(format!("--http-endpoint=127.0.0.1:{http_port}"))
-        .stderr(Stdio::piped())
-        .kill_on_drop(true)
-        .spawn()
-        .unwrap();
+        .arg(format!("--http-endpoint=127.0.0.1:{http_port}"));
+    let registrar = TestProcess::spawn(command, &dir.path().join("registrar.log"));
     Setup {
         _dir: dir,
         registry,
         kubelet_path,
-        child,
+        registrar,
         http_port,
     }
 }
 
-async fn wait_for(what: &str, mut check: impl FnMut() -> bool) {
-    let started = Instant::now();
-    while !check() {
-        assert!(started.elapsed() < WAIT, "timed out waiting for {what}");
-        tokio::time::sleep(Duration::from_millis(20)).await;
+impl Setup {
+    /// Waits until `path` exists.
+    async fn wait_exists(&self, what: &str, path: &Path) {
+        let describe = || format!("{} absent; log:\n{}", path.display(), self.registrar.log());
+        wait_until_true(what, WAIT, || path.exists(), describe).await
     }
 }
 
@@ -124,23 +89,11 @@ async fn healthz(port: u16) -> String {
     answer
 }
 
-async fn stderr_of(child: &mut Child) -> String {
-    let mut text = String::new();
-    child
-        .stderr
-        .take()
-        .unwrap()
-        .read_to_string(&mut text)
-        .await
-        .unwrap();
-    text
-}
-
 #[tokio::test]
 async fn get_info_answers_and_sigterm_removes_the_socket() {
     let mut setup = start().await;
     let socket = setup.registry.join(format!("{DRIVER}-reg.sock"));
-    wait_for("the registration socket", || socket.exists()).await;
+    setup.wait_exists("the registration socket", &socket).await;
 
     let mut client = kubelet(&socket).await;
     let info = client.get_info(InfoRequest {}).await.unwrap().into_inner();
@@ -162,17 +115,17 @@ async fn get_info_answers_and_sigterm_removes_the_socket() {
         .await
         .unwrap();
     let marker = setup.kubelet_path.with_file_name("registration");
-    wait_for("the registration marker", || marker.exists()).await;
+    setup.wait_exists("the registration marker", &marker).await;
     let after = healthz(setup.http_port).await;
     assert!(after.starts_with("HTTP/1.1 200"), "{after}");
 
-    let pid = nix::unistd::Pid::from_raw(setup.child.id().unwrap() as i32);
+    let pid = nix::unistd::Pid::from_raw(setup.registrar.id().unwrap() as i32);
     nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTERM).unwrap();
-    let status = tokio::time::timeout(WAIT, setup.child.wait())
+    let status = tokio::time::timeout(WAIT, setup.registrar.child().wait())
         .await
         .unwrap()
         .unwrap();
-    let log = stderr_of(&mut setup.child).await;
+    let log = setup.registrar.log();
     assert!(status.success(), "exit {status:?}; log:\n{log}");
     assert!(!socket.exists(), "the socket outlived SIGTERM; log:\n{log}");
 }
@@ -181,7 +134,7 @@ async fn get_info_answers_and_sigterm_removes_the_socket() {
 async fn a_refused_registration_ends_the_process_with_the_error() {
     let mut setup = start().await;
     let socket = setup.registry.join(format!("{DRIVER}-reg.sock"));
-    wait_for("the registration socket", || socket.exists()).await;
+    setup.wait_exists("the registration socket", &socket).await;
     let mut client = kubelet(&socket).await;
     client
         .notify_registration_status(RegistrationStatus {
@@ -190,11 +143,11 @@ async fn a_refused_registration_ends_the_process_with_the_error() {
         })
         .await
         .unwrap();
-    let status = tokio::time::timeout(WAIT, setup.child.wait())
+    let status = tokio::time::timeout(WAIT, setup.registrar.child().wait())
         .await
         .unwrap()
         .unwrap();
-    let log = stderr_of(&mut setup.child).await;
+    let log = setup.registrar.log();
     assert_eq!(status.code(), Some(1), "log:\n{log}");
     assert!(log.contains("no such CSI version"), "{log}");
     assert!(!socket.exists(), "the socket outlived the exit");

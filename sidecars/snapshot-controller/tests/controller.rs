@@ -6,32 +6,34 @@
 //! removes the content finalizer, as the sidecar does after DeleteSnapshot.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use std::collections::BTreeMap;
 use std::time::Duration;
 
-use harness::cluster::wait::{wait_deleted, wait_for_described, wait_until};
+use harness::cluster::wait::wait_deleted;
 use harness::control_plane::ControlPlane;
-use k8s_openapi::api::core::v1::{
-    CSIPersistentVolumeSource, Event, Namespace, ObjectReference, PersistentVolume,
-    PersistentVolumeClaim, PersistentVolumeClaimSpec, PersistentVolumeSpec,
-    VolumeResourceRequirements,
-};
+use k8s_openapi::api::core::v1::PersistentVolumeClaim;
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
-use kube::api::{Api, DeleteParams, ListParams, ObjectMeta, Patch, PatchParams, PostParams};
+use kube::api::{Api, Patch, PatchParams, PostParams};
 use kube::{Client, ResourceExt};
 use serde_json::json;
 use snapshot_controller::api::{
-    BEING_DELETED_ANNOTATION, IS_DEFAULT_CLASS_ANNOTATION, PVC_AS_SOURCE_FINALIZER,
-    VOLUME_SNAPSHOT_AS_SOURCE_FINALIZER, VOLUME_SNAPSHOT_BOUND_FINALIZER,
-    VOLUME_SNAPSHOT_CONTENT_FINALIZER, VolumeSnapshotContentSource, VolumeSnapshotSource,
+    BEING_DELETED_ANNOTATION, PVC_AS_SOURCE_FINALIZER, VOLUME_SNAPSHOT_AS_SOURCE_FINALIZER,
+    VOLUME_SNAPSHOT_BOUND_FINALIZER, VOLUME_SNAPSHOT_CONTENT_FINALIZER,
+    VolumeSnapshotContentSource, VolumeSnapshotSource,
 };
 use snapshot_controller::{
-    DeletionPolicy, VolumeSnapshot, VolumeSnapshotClass, VolumeSnapshotContent,
-    VolumeSnapshotContentSpec, VolumeSnapshotSpec,
+    DeletionPolicy, VolumeSnapshot, VolumeSnapshotClass, VolumeSnapshotContent, VolumeSnapshotSpec,
 };
+use testkit::drivers::MANILA_DRIVER as DRIVER;
+use testkit::objects::{delete_and_wait_gone, events, namespace, wait_events, wait_object};
+use testkit::snapshots::{
+    create_snapshot_of_claim, dynamic_content_name, pre_provisioned_content, snapshot_class,
+    snapshot_of_content,
+};
+use testkit::task::InProcess;
+use testkit::volumes::StaticVolume;
+use testkit::wait_for;
 
 const NS: &str = "snap-test";
-const DRIVER: &str = "manila.csi.openstack.org";
 const WAIT: Duration = Duration::from_secs(60);
 const GI: i64 = 1 << 30;
 
@@ -45,32 +47,34 @@ async fn snapshot_controller_on_a_real_control_plane() {
     snapshot_controller::crds::install(&client, "snapshot-controller-tests", WAIT)
         .await
         .expect("CRDs become Established");
-    create_namespace(&client).await;
+    namespace(&client, NS).await;
 
     invalid_snapshots_are_rejected_by_the_schema(&client).await;
 
-    let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
-    let controller = tokio::spawn(snapshot_controller::controller::run(
-        client.clone(),
-        async move {
-            let _ = stop_rx.await;
-        },
-    ));
+    let controller =
+        InProcess::spawn(|stopped| snapshot_controller::controller::run(client.clone(), stopped));
 
-    create_bound_claim(&client, "data", "pv-data", "share-data").await;
-    create_class(&client, "manila-delete", DeletionPolicy::Delete, true).await;
-    create_class(&client, "manila-retain", DeletionPolicy::Retain, false).await;
+    StaticVolume::new("pv-data", NS, "data", DRIVER, "share-data")
+        .create_bound(&client, WAIT)
+        .await;
+    let classes: Api<VolumeSnapshotClass> = Api::all(client.clone());
+    for (name, policy, default) in [
+        ("manila-delete", "Delete", true),
+        ("manila-retain", "Retain", false),
+    ] {
+        let class = snapshot_class(name, DRIVER, policy, default, &[]);
+        classes
+            .create(&PostParams::default(), &class)
+            .await
+            .unwrap();
+    }
 
     dynamic_snapshot_with_delete_policy(&client).await;
     dynamic_snapshot_with_retain_policy(&client).await;
     missing_pvc_is_reported(&client).await;
     pre_provisioned_snapshot_binds(&client).await;
 
-    let _ = stop_tx.send(());
-    tokio::time::timeout(Duration::from_secs(30), controller)
-        .await
-        .expect("controller stops on shutdown")
-        .expect("controller task");
+    controller.stop().await;
     cp.shutdown().await.expect("shutdown");
 }
 
@@ -111,7 +115,8 @@ async fn invalid_snapshots_are_rejected_by_the_schema(client: &Client) {
     }
     // A content with an unknown deletion policy is refused as well.
     let contents: Api<VolumeSnapshotContent> = Api::all(client.clone());
-    let mut raw_bad = serde_json::to_value(content_for("bad-policy", "x", "handle")).unwrap();
+    let mut raw_bad: serde_json::Value =
+        pre_provisioned_content("bad-policy", DRIVER, "handle", NS, "x");
     raw_bad["spec"]["deletionPolicy"] = json!("Sometimes");
     let err = contents
         .patch(
@@ -133,15 +138,9 @@ async fn dynamic_snapshot_with_delete_policy(client: &Client) {
     let pvcs: Api<PersistentVolumeClaim> = Api::namespaced(client.clone(), NS);
 
     // No class named: the driver's default class is chosen and recorded.
-    let vs = snapshots
-        .create(
-            &PostParams::default(),
-            &snapshot_of("snap-delete", "data", None),
-        )
-        .await
-        .unwrap();
+    let vs = create_snapshot_of_claim(&snapshots, "snap-delete", "data", None).await;
     let uid = vs.uid().unwrap();
-    let content_name = format!("snapcontent-{uid}");
+    let content_name = dynamic_content_name(&vs);
 
     let vs = wait_snapshot(&snapshots, "snap-delete", "bound, not ready", |vs| {
         let status = vs.status.as_ref()?;
@@ -184,15 +183,14 @@ async fn dynamic_snapshot_with_delete_policy(client: &Client) {
         ),
         (Some("snap-delete"), Some(NS), Some(uid.as_str()))
     );
-    wait_until("the content finalizer", WAIT, || async {
+    wait_for("the content finalizer", WAIT, || async {
         let c = contents
             .get(&content_name)
             .await
             .map_err(|e| e.to_string())?;
         Ok(has_finalizer(&c, VOLUME_SNAPSHOT_CONTENT_FINALIZER).then_some(()))
     })
-    .await
-    .unwrap();
+    .await;
     // The PVC is protected while the snapshot is being taken.
     assert!(has_finalizer(
         &pvcs.get("data").await.unwrap(),
@@ -214,14 +212,17 @@ async fn dynamic_snapshot_with_delete_policy(client: &Client) {
     );
     assert!(status.error.is_none());
     // Ready: the PVC is released.
-    wait_until("the PVC finalizer removed", WAIT, || async {
+    wait_for("the PVC finalizer removed", WAIT, || async {
         let pvc = pvcs.get("data").await.map_err(|e| e.to_string())?;
         Ok((!has_finalizer(&pvc, PVC_AS_SOURCE_FINALIZER)).then_some(()))
     })
-    .await
-    .unwrap();
-    wait_until("SnapshotCreated and SnapshotReady events", WAIT, || async {
-        let reasons = event_reasons(client, "snap-delete").await;
+    .await;
+    wait_for("SnapshotCreated and SnapshotReady events", WAIT, || async {
+        let reasons: Vec<String> = events(client, NS, "snap-delete")
+            .await
+            .into_iter()
+            .map(|(_, reason, _)| reason)
+            .collect();
         let both = reasons.iter().any(|r| r == "SnapshotCreated")
             && reasons.iter().any(|r| r == "SnapshotReady");
         if both {
@@ -230,25 +231,19 @@ async fn dynamic_snapshot_with_delete_policy(client: &Client) {
             Err(format!("events: {reasons:?}"))
         }
     })
-    .await
-    .unwrap();
+    .await;
 
     // Delete policy: deleting the snapshot marks the content and deletes it; the
     // snapshotter's finalizer holds it until the physical snapshot is gone.
-    snapshots
-        .delete("snap-delete", &DeleteParams::default())
-        .await
-        .unwrap();
-    wait_deleted(&snapshots, "snap-delete", WAIT).await.unwrap();
-    let content = wait_until("the content marked for deletion", WAIT, || async {
+    delete_and_wait_gone(&snapshots, "snap-delete", WAIT).await;
+    let content = wait_for("the content marked for deletion", WAIT, || async {
         let c = contents
             .get(&content_name)
             .await
             .map_err(|e| e.to_string())?;
         Ok(c.metadata.deletion_timestamp.is_some().then_some(c))
     })
-    .await
-    .unwrap();
+    .await;
     assert_eq!(
         content
             .annotations()
@@ -263,14 +258,9 @@ async fn dynamic_snapshot_with_delete_policy(client: &Client) {
 async fn dynamic_snapshot_with_retain_policy(client: &Client) {
     let snapshots: Api<VolumeSnapshot> = Api::namespaced(client.clone(), NS);
     let contents: Api<VolumeSnapshotContent> = Api::all(client.clone());
-    let vs = snapshots
-        .create(
-            &PostParams::default(),
-            &snapshot_of("snap-retain", "data", Some("manila-retain")),
-        )
-        .await
-        .unwrap();
-    let content_name = format!("snapcontent-{}", vs.uid().unwrap());
+    let vs =
+        create_snapshot_of_claim(&snapshots, "snap-retain", "data", Some("manila-retain")).await;
+    let content_name = dynamic_content_name(&vs);
     wait_snapshot(&snapshots, "snap-retain", "bound", |vs| {
         vs.status
             .as_ref()?
@@ -287,11 +277,7 @@ async fn dynamic_snapshot_with_retain_policy(client: &Client) {
     })
     .await;
 
-    snapshots
-        .delete("snap-retain", &DeleteParams::default())
-        .await
-        .unwrap();
-    wait_deleted(&snapshots, "snap-retain", WAIT).await.unwrap();
+    delete_and_wait_gone(&snapshots, "snap-retain", WAIT).await;
     // Retained: the content outlives its snapshot, not marked for deletion.
     let content = contents.get(&content_name).await.unwrap();
     assert!(content.metadata.deletion_timestamp.is_none());
@@ -301,13 +287,13 @@ async fn dynamic_snapshot_with_retain_policy(client: &Client) {
 
 async fn missing_pvc_is_reported(client: &Client) {
     let snapshots: Api<VolumeSnapshot> = Api::namespaced(client.clone(), NS);
-    snapshots
-        .create(
-            &PostParams::default(),
-            &snapshot_of("snap-missing", "no-such-claim", Some("manila-delete")),
-        )
-        .await
-        .unwrap();
+    create_snapshot_of_claim(
+        &snapshots,
+        "snap-missing",
+        "no-such-claim",
+        Some("manila-delete"),
+    )
+    .await;
     let vs = wait_snapshot(&snapshots, "snap-missing", "an error status", |vs| {
         vs.status.as_ref()?.error.as_ref().map(|_| ())
     })
@@ -317,37 +303,19 @@ async fn missing_pvc_is_reported(client: &Client) {
         message,
         format!("the source PVC {NS}/no-such-claim does not exist")
     );
-    let events: Api<Event> = Api::namespaced(client.clone(), NS);
-    let event = wait_until("a Warning event on snap-missing", WAIT, || async {
-        let list = events
-            .list(&ListParams::default())
-            .await
-            .map_err(|e| e.to_string())?;
-        Ok(list.items.into_iter().find(|e| {
-            e.involved_object.name.as_deref() == Some("snap-missing")
-                && e.type_.as_deref() == Some("Warning")
-        }))
+    let warnings = wait_events(client, NS, "snap-missing", 1, WAIT, |type_, _, _| {
+        type_ == "Warning"
     })
-    .await
-    .unwrap();
-    assert_eq!(
-        event.reason.as_deref(),
-        Some("SnapshotContentCreationFailed")
-    );
-    assert!(
-        event
-            .message
-            .as_deref()
-            .unwrap_or_default()
-            .contains("no-such-claim"),
-        "{event:?}"
-    );
+    .await;
+    let (_, reason, message) = &warnings[0];
+    assert_eq!(reason, "SnapshotContentCreationFailed");
+    assert!(message.contains("no-such-claim"), "{warnings:?}");
     // No content was created for it.
     let contents: Api<VolumeSnapshotContent> = Api::all(client.clone());
     let vs = snapshots.get("snap-missing").await.unwrap();
     assert!(
         contents
-            .get_opt(&format!("snapcontent-{}", vs.uid().unwrap()))
+            .get_opt(&dynamic_content_name(&vs))
             .await
             .unwrap()
             .is_none()
@@ -360,7 +328,13 @@ async fn pre_provisioned_snapshot_binds(client: &Client) {
     contents
         .create(
             &PostParams::default(),
-            &content_for("pre-content", "snap-pre", "existing-snapshot-id"),
+            &pre_provisioned_content(
+                "pre-content",
+                DRIVER,
+                "existing-snapshot-id",
+                NS,
+                "snap-pre",
+            ),
         )
         .await
         .unwrap();
@@ -374,17 +348,13 @@ async fn pre_provisioned_snapshot_binds(client: &Client) {
         )
         .await
         .unwrap();
-    let vs = VolumeSnapshot::new(
-        "snap-pre",
-        VolumeSnapshotSpec {
-            source: VolumeSnapshotSource {
-                persistent_volume_claim_name: None,
-                volume_snapshot_content_name: Some("pre-content".into()),
-            },
-            volume_snapshot_class_name: None,
-        },
-    );
-    let vs = snapshots.create(&PostParams::default(), &vs).await.unwrap();
+    let vs = snapshots
+        .create(
+            &PostParams::default(),
+            &snapshot_of_content("snap-pre", "pre-content"),
+        )
+        .await
+        .unwrap();
     let ready = wait_snapshot(&snapshots, "snap-pre", "bound and ready", |vs| {
         vs.is_ready().then_some(())
     })
@@ -401,133 +371,6 @@ async fn pre_provisioned_snapshot_binds(client: &Client) {
 }
 
 // --- fixtures -------------------------------------------------------------------------------
-
-async fn create_namespace(client: &Client) {
-    let namespaces: Api<Namespace> = Api::all(client.clone());
-    let ns = Namespace {
-        metadata: ObjectMeta {
-            name: Some(NS.into()),
-            ..Default::default()
-        },
-        ..Default::default()
-    };
-    namespaces
-        .create(&PostParams::default(), &ns)
-        .await
-        .unwrap();
-}
-
-/// A static CSI PV pre-bound to a claim; the PV controller binds the pair.
-async fn create_bound_claim(client: &Client, claim: &str, pv_name: &str, handle: &str) {
-    let capacity = BTreeMap::from([("storage".to_owned(), Quantity("1Gi".into()))]);
-    let pv = PersistentVolume {
-        metadata: ObjectMeta {
-            name: Some(pv_name.into()),
-            ..Default::default()
-        },
-        spec: Some(PersistentVolumeSpec {
-            capacity: Some(capacity.clone()),
-            access_modes: Some(vec!["ReadWriteMany".into()]),
-            persistent_volume_reclaim_policy: Some("Retain".into()),
-            storage_class_name: Some(String::new()),
-            claim_ref: Some(ObjectReference {
-                namespace: Some(NS.into()),
-                name: Some(claim.into()),
-                ..Default::default()
-            }),
-            csi: Some(CSIPersistentVolumeSource {
-                driver: DRIVER.into(),
-                volume_handle: handle.into(),
-                ..Default::default()
-            }),
-            ..Default::default()
-        }),
-        ..Default::default()
-    };
-    let pvs: Api<PersistentVolume> = Api::all(client.clone());
-    pvs.create(&PostParams::default(), &pv).await.unwrap();
-    let pvc = PersistentVolumeClaim {
-        metadata: ObjectMeta {
-            name: Some(claim.into()),
-            ..Default::default()
-        },
-        spec: Some(PersistentVolumeClaimSpec {
-            access_modes: Some(vec!["ReadWriteMany".into()]),
-            storage_class_name: Some(String::new()),
-            resources: Some(VolumeResourceRequirements {
-                requests: Some(capacity),
-                ..Default::default()
-            }),
-            ..Default::default()
-        }),
-        ..Default::default()
-    };
-    let pvcs: Api<PersistentVolumeClaim> = Api::namespaced(client.clone(), NS);
-    pvcs.create(&PostParams::default(), &pvc).await.unwrap();
-    wait_for_described(
-        &pvcs,
-        claim,
-        &format!("PVC {claim} Bound by the PV controller"),
-        |pvc: Option<&PersistentVolumeClaim>| {
-            pvc.and_then(|p| p.status.as_ref())
-                .and_then(|s| s.phase.as_deref())
-                == Some("Bound")
-        },
-        WAIT,
-    )
-    .await
-    .unwrap();
-}
-
-async fn create_class(client: &Client, name: &str, policy: DeletionPolicy, default: bool) {
-    let mut class = VolumeSnapshotClass::new(name, DRIVER, policy);
-    if default {
-        class.metadata.annotations = Some(BTreeMap::from([(
-            IS_DEFAULT_CLASS_ANNOTATION.to_owned(),
-            "true".to_owned(),
-        )]));
-    }
-    let classes: Api<VolumeSnapshotClass> = Api::all(client.clone());
-    classes
-        .create(&PostParams::default(), &class)
-        .await
-        .unwrap();
-}
-
-fn snapshot_of(name: &str, pvc: &str, class: Option<&str>) -> VolumeSnapshot {
-    VolumeSnapshot::new(
-        name,
-        VolumeSnapshotSpec {
-            source: VolumeSnapshotSource {
-                persistent_volume_claim_name: Some(pvc.into()),
-                volume_snapshot_content_name: None,
-            },
-            volume_snapshot_class_name: class.map(str::to_owned),
-        },
-    )
-}
-
-fn content_for(name: &str, snapshot: &str, snapshot_handle: &str) -> VolumeSnapshotContent {
-    VolumeSnapshotContent::new(
-        name,
-        VolumeSnapshotContentSpec {
-            volume_snapshot_ref: ObjectReference {
-                name: Some(snapshot.into()),
-                namespace: Some(NS.into()),
-                ..Default::default()
-            },
-            deletion_policy: DeletionPolicy::Delete,
-            driver: DRIVER.into(),
-            source: VolumeSnapshotContentSource {
-                volume_handle: None,
-                snapshot_handle: Some(snapshot_handle.into()),
-            },
-            volume_snapshot_class_name: None,
-            source_volume_mode: None,
-        },
-    )
-}
-
 /// What the CSI snapshotter writes after a successful CreateSnapshot.
 async fn play_snapshotter_created(client: &Client, content: &str, handle: &str) {
     let contents: Api<VolumeSnapshotContent> = Api::all(client.clone());
@@ -571,27 +414,12 @@ async fn wait_snapshot(
     what: &str,
     check: impl Fn(&VolumeSnapshot) -> Option<()>,
 ) -> VolumeSnapshot {
-    wait_for_described(
+    wait_object(
         api,
         name,
         &format!("VolumeSnapshot {name} {what}"),
-        |vs: Option<&VolumeSnapshot>| vs.and_then(&check).is_some(),
         WAIT,
+        check,
     )
     .await
-    .unwrap()
-    .unwrap()
-}
-
-async fn event_reasons(client: &Client, object: &str) -> Vec<String> {
-    let events: Api<Event> = Api::namespaced(client.clone(), NS);
-    events
-        .list(&ListParams::default())
-        .await
-        .unwrap()
-        .items
-        .into_iter()
-        .filter(|e| e.involved_object.name.as_deref() == Some(object))
-        .filter_map(|e| e.reason)
-        .collect()
 }

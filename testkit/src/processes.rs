@@ -1,33 +1,12 @@
-//! Helpers shared by the control-plane tests.
-#![allow(clippy::unwrap_used, clippy::expect_used, dead_code)]
+//! Processes of a test: `kubectl` against a control plane, and whether processes are gone.
 
-use std::future::Future;
 use std::path::PathBuf;
 use std::process::Command;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use harness::control_plane::{ControlPlane, cache_bin_dir};
 
-/// Polls `check` until it yields a value; panics after `timeout` with what was last seen.
-pub async fn wait_for<T, F, Fut>(what: &str, timeout: Duration, mut check: F) -> T
-where
-    F: FnMut() -> Fut,
-    Fut: Future<Output = Result<Option<T>, String>>,
-{
-    let start = Instant::now();
-    loop {
-        let last_seen = match check().await {
-            Ok(Some(value)) => return value,
-            Ok(None) => String::from("not yet"),
-            Err(e) => e,
-        };
-        assert!(
-            start.elapsed() < timeout,
-            "timed out after {timeout:?} waiting for {what}; last seen: {last_seen}"
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-}
+use crate::wait::wait_for;
 
 /// kubectl: the one next to the control-plane binaries if there is one, else from PATH.
 pub fn kubectl_path() -> PathBuf {
@@ -42,7 +21,8 @@ pub fn kubectl_path() -> PathBuf {
         .unwrap_or_else(|| PathBuf::from("kubectl"))
 }
 
-/// Runs kubectl with the admin kubeconfig; panics with its stderr if it fails.
+/// Runs kubectl with the admin kubeconfig of `cp` and returns its stdout; fails the test
+/// with kubectl's stderr if it fails.
 pub fn kubectl(cp: &ControlPlane, args: &[&str]) -> String {
     let kubectl = kubectl_path();
     let out = Command::new(&kubectl)
@@ -58,7 +38,7 @@ pub fn kubectl(cp: &ControlPlane, args: &[&str]) -> String {
         out.status,
         String::from_utf8_lossy(&out.stderr)
     );
-    String::from_utf8(out.stdout).unwrap()
+    String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
 /// Whether a process is still running (a zombie awaiting its reaper counts as gone).
@@ -71,7 +51,7 @@ pub fn is_alive(pid: u32) -> bool {
     }
 }
 
-/// Waits until none of `pids` is running.
+/// Waits (up to 30 s) until none of `pids` is running.
 pub async fn wait_all_gone(what: &str, pids: &[u32]) {
     wait_for(what, Duration::from_secs(30), || async {
         let alive: Vec<u32> = pids.iter().copied().filter(|p| is_alive(*p)).collect();
