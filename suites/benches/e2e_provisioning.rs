@@ -10,22 +10,17 @@
 use std::time::{Duration, Instant};
 
 use anyhow::Context as _;
-use harness::cluster::wait;
-use k8s_openapi::api::core::v1::{PersistentVolume, PersistentVolumeClaim};
-use kube::api::{Api, DeleteParams, ListParams, PostParams};
-use suites::e2e::workload::claim;
+use kube::api::{DeleteParams, ListParams};
+use suites::e2e::workload::{Workload, claim};
 use suites::e2e::{EnvironmentOptions, ManilaCsiEnvironment};
+use testkit::provisioning::{wait_claims_bound, wait_volumes_and_shares_gone};
 
 const TIMEOUT: Duration = Duration::from_secs(600);
 /// The target of each phase.
 const TARGET: Duration = Duration::from_secs(30);
 
 fn main() -> anyhow::Result<()> {
-    let _ = tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "warn".into()),
-        )
-        .try_init();
+    testkit::init_tracing("warn");
     let count: usize = match std::env::var("CLAIMS") {
         Ok(value) => value.parse().context("CLAIMS must be a number")?,
         Err(_) => 100,
@@ -46,76 +41,37 @@ async fn run(count: usize) -> anyhow::Result<()> {
         "environment: binaries {:.1?}, cluster {:.1?}, deployment {:.1?}",
         timings.binaries, timings.cluster, timings.deploy
     );
-    let result = measure(&env, count).await;
-    let teardown = env.teardown().await.context("teardown");
-    result?;
-    teardown
+    measure(&env, count).await?;
+    env.teardown().await.context("teardown")
 }
 
 async fn measure(env: &ManilaCsiEnvironment, count: usize) -> anyhow::Result<()> {
-    let ns = env.cluster().namespace("bench").await?;
-    let claims: Api<PersistentVolumeClaim> = ns.api();
+    let workload = Workload::create(env, "bench").await?;
 
     let started = Instant::now();
     for i in 0..count {
-        claims
-            .create(
-                &PostParams::default(),
-                &claim(&format!("claim-{i:03}"), None, "1Gi", "ReadWriteMany"),
-            )
-            .await
-            .with_context(|| format!("creating claim-{i:03}"))?;
+        workload
+            .create_claim(&claim(
+                &format!("claim-{i:03}"),
+                None,
+                "1Gi",
+                "ReadWriteMany",
+            ))
+            .await?;
     }
     let created = started.elapsed();
-    wait::wait_until(format!("{count} claims Bound"), TIMEOUT, || {
-        let claims = claims.clone();
-        async move {
-            let list = claims
-                .list(&ListParams::default())
-                .await
-                .map_err(|e| e.to_string())?;
-            let bound = list
-                .items
-                .iter()
-                .filter(|c| c.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Bound"))
-                .count();
-            if bound == count {
-                Ok(Some(()))
-            } else {
-                Err(format!("{bound}/{count} Bound"))
-            }
-        }
-    })
-    .await?;
+    wait_claims_bound(&workload.claims, count, TIMEOUT).await;
     let bound = started.elapsed();
     let shares = env.inspector().shares().await?.len();
     anyhow::ensure!(shares == count, "{shares} shares for {count} claims");
 
     let deleting = Instant::now();
-    claims
+    workload
+        .claims
         .delete_collection(&DeleteParams::default(), &ListParams::default())
         .await
         .context("deleting the claims")?;
-    let volumes: Api<PersistentVolume> = Api::all(env.client());
-    let cloud = env.cloud();
-    wait::wait_until("every PV and share deleted", TIMEOUT, || {
-        let volumes = volumes.clone();
-        async move {
-            let pvs = volumes
-                .list(&ListParams::default())
-                .await
-                .map_err(|e| e.to_string())?
-                .items
-                .len();
-            let shares = cloud.leftovers().shares.len();
-            if pvs == 0 && shares == 0 {
-                Ok(Some(()))
-            } else {
-                Err(format!("{pvs} PVs, {shares} shares left"))
-            }
-        }
-    })
-    .await?;
+    wait_volumes_and_shares_gone(&env.client(), env.cloud(), TIMEOUT).await;
     let deleted = deleting.elapsed();
 
     let verdict = |d: Duration| if d <= TARGET { "ok" } else { "over target" };
@@ -128,6 +84,6 @@ async fn measure(env: &ManilaCsiEnvironment, count: usize) -> anyhow::Result<()>
         "{count} claims deleted, PVs and shares gone in {deleted:.1?} (target {TARGET:?}: {})",
         verdict(deleted)
     );
-    ns.cleanup().await?;
+    workload.cleanup().await?;
     Ok(())
 }

@@ -6,111 +6,46 @@
 //! WaitForFirstConsumer with zones.
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
 
-use std::fmt::Display;
 use std::time::Duration;
 
 use harness::cluster::wait;
 use k8s_openapi::api::core::v1::{PersistentVolume, PersistentVolumeClaim, Pod};
-use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
+use kube::api::{Api, Patch, PatchParams};
 use suites::e2e::workload::{
-    bound_volume, claim, claim_capacity, describe_pod, pod_with_claim, volume_capacity,
-    volume_handle, wait_claim_bound, wait_event, wait_pod_ready,
+    WAIT, Workload, claim, claim_capacity, describe_pod, pod_is_ready, pod_with_claim,
+    volume_capacity, wait_pod_ready,
 };
 use suites::e2e::{
     EXPANDABLE_STORAGE_CLASS, EnvironmentOptions, ManilaCsiEnvironment, TOPOLOGY_KEY,
     WFFC_STORAGE_CLASS,
 };
 
-const WAIT: Duration = Duration::from_secs(120);
+const LOGS: &str = "suites=info,harness=info";
 
-fn init_tracing() {
-    let _ = tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env()
-                .unwrap_or_else(|_| "suites=info,harness=info".into()),
-        )
-        .with_test_writer()
-        .try_init();
-}
-
-async fn check<T, E: Display>(env: &ManilaCsiEnvironment, what: &str, result: Result<T, E>) -> T {
-    match result {
-        Ok(value) => value,
-        Err(e) => panic!("{what}: {e}\n{}", env.diagnostics().await),
-    }
-}
-
-async fn exec(env: &ManilaCsiEnvironment, ns: &str, pod: &str, script: &str) -> String {
-    let out = env
-        .cluster()
-        .exec(ns, pod, "app", &["sh", "-c", script])
-        .await
-        .unwrap();
-    assert_eq!(
-        out.code(),
-        0,
-        "`{script}` in {pod}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).into_owned()
-}
-
-async fn delete_pods(pods: &Api<Pod>, names: &[&str]) {
-    for name in names {
-        pods.delete(name, &DeleteParams::default()).await.unwrap();
-    }
-    for name in names {
-        wait::wait_deleted(pods, name, WAIT).await.unwrap();
-    }
+fn node_of(pod: &Pod) -> Option<String> {
+    pod.spec.as_ref().and_then(|s| s.node_name.clone())
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn read_write_many_pods_on_two_nodes_see_each_others_files() {
-    init_tracing();
-    let env = ManilaCsiEnvironment::start(EnvironmentOptions::default())
-        .await
-        .expect("the driver deploys");
+async fn read_write_many_pods_on_two_nodes_see_each_others_files() -> anyhow::Result<()> {
+    testkit::init_tracing(LOGS);
+    let env = ManilaCsiEnvironment::start(EnvironmentOptions::default()).await?;
     let nodes = env.cluster().node_names();
-    let ns = env.cluster().namespace("e2e-rwx").await.unwrap();
-    let claims: Api<PersistentVolumeClaim> = ns.api();
-    let pods: Api<Pod> = ns.api();
-    claims
-        .create(
-            &PostParams::default(),
-            &claim("shared", None, "1Gi", "ReadWriteMany"),
-        )
-        .await
-        .unwrap();
-    let bound = check(
-        &env,
-        "claim Bound",
-        wait_claim_bound(&claims, "shared", WAIT).await,
-    )
-    .await;
-    let share_id = volume_handle(&bound_volume(&env.client(), &bound).await.unwrap()).unwrap();
+    let workload = Workload::create(&env, "e2e-rwx").await?;
+    let shared = workload
+        .bound_claim(&claim("shared", None, "1Gi", "ReadWriteMany"))
+        .await?;
 
-    pods.create(
-        &PostParams::default(),
-        &pod_with_claim("a", "shared", Some(&nodes[0]), "echo from-a > /data/a.txt"),
-    )
-    .await
-    .unwrap();
-    check(&env, "pod a Ready", wait_pod_ready(&pods, "a", WAIT).await).await;
+    let script = "echo from-a > /data/a.txt";
+    workload
+        .ready_pod(&pod_with_claim("a", "shared", Some(&nodes[0]), script))
+        .await?;
     // Pod b starts once a has written, reads it and answers.
-    pods.create(
-        &PostParams::default(),
-        &pod_with_claim(
-            "b",
-            "shared",
-            Some(&nodes[1]),
-            "cat /data/a.txt > /data/b-read.txt && echo from-b > /data/b.txt",
-        ),
-    )
-    .await
-    .unwrap();
-    let b = check(&env, "pod b Ready", wait_pod_ready(&pods, "b", WAIT).await).await;
-    let a = pods.get("a").await.unwrap();
-    let node_of = |p: &Pod| p.spec.as_ref().and_then(|s| s.node_name.clone());
+    let script = "cat /data/a.txt > /data/b-read.txt && echo from-b > /data/b.txt";
+    let b = workload
+        .ready_pod(&pod_with_claim("b", "shared", Some(&nodes[1]), script))
+        .await?;
+    let a = workload.pods.get("a").await?;
     assert_ne!(
         node_of(&a),
         node_of(&b),
@@ -120,99 +55,54 @@ async fn read_write_many_pods_on_two_nodes_see_each_others_files() {
     );
 
     assert_eq!(
-        exec(&env, ns.name(), "b", "cat /data/b-read.txt").await,
+        workload.exec("b", "cat /data/b-read.txt").await?,
         "from-a\n"
     );
-    assert_eq!(
-        exec(&env, ns.name(), "a", "cat /data/b.txt").await,
-        "from-b\n"
-    );
+    assert_eq!(workload.exec("a", "cat /data/b.txt").await?, "from-b\n");
     // Both write more and see it on the other side, and in the share's directory.
-    exec(&env, ns.name(), "a", "echo again-a >> /data/a.txt").await;
+    workload.exec("a", "echo again-a >> /data/a.txt").await?;
     assert_eq!(
-        exec(&env, ns.name(), "b", "cat /data/a.txt").await,
+        workload.exec("b", "cat /data/a.txt").await?,
         "from-a\nagain-a\n"
     );
-    let on_host = std::fs::read_to_string(env.cloud().share_dir(&share_id).join("b.txt")).unwrap();
+    let on_host = std::fs::read_to_string(env.cloud().share_dir(&shared.share_id).join("b.txt"))?;
     assert_eq!(on_host, "from-b\n");
 
-    delete_pods(&pods, &["a", "b"]).await;
-    ns.cleanup().await.unwrap();
-    env.teardown().await.expect("clean teardown");
+    workload.delete_pods(&["a", "b"]).await?;
+    workload.cleanup().await?;
+    env.teardown().await?;
+    Ok(())
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn read_write_once_is_refused_on_a_second_node_until_the_first_pod_is_gone() {
-    init_tracing();
+async fn read_write_once_is_refused_on_a_second_node_until_the_first_pod_is_gone()
+-> anyhow::Result<()> {
+    testkit::init_tracing(LOGS);
     let env = ManilaCsiEnvironment::start(EnvironmentOptions {
         attach_required: true,
         ..Default::default()
     })
-    .await
-    .expect("the driver deploys");
+    .await?;
     let nodes = env.cluster().node_names();
-    let ns = env.cluster().namespace("e2e-rwo").await.unwrap();
-    let claims: Api<PersistentVolumeClaim> = ns.api();
-    let pods: Api<Pod> = ns.api();
-    claims
-        .create(
-            &PostParams::default(),
-            &claim("single", None, "1Gi", "ReadWriteOnce"),
-        )
-        .await
-        .unwrap();
-    check(
-        &env,
-        "claim Bound",
-        wait_claim_bound(&claims, "single", WAIT).await,
-    )
-    .await;
-    pods.create(
-        &PostParams::default(),
-        &pod_with_claim(
-            "first",
-            "single",
-            Some(&nodes[0]),
-            "echo first > /data/owner",
-        ),
-    )
-    .await
-    .unwrap();
-    check(
-        &env,
-        "first Ready",
-        wait_pod_ready(&pods, "first", WAIT).await,
-    )
-    .await;
+    let workload = Workload::create(&env, "e2e-rwo").await?;
+    workload
+        .bound_claim(&claim("single", None, "1Gi", "ReadWriteOnce"))
+        .await?;
+    let script = "echo first > /data/owner";
+    workload
+        .ready_pod(&pod_with_claim("first", "single", Some(&nodes[0]), script))
+        .await?;
 
-    pods.create(
-        &PostParams::default(),
-        &pod_with_claim(
-            "second",
-            "single",
-            Some(&nodes[1]),
-            "cat /data/owner > /data/seen",
-        ),
-    )
-    .await
-    .unwrap();
-    let event = check(
-        &env,
-        "Multi-Attach event",
-        wait_event(
-            &env.client(),
-            ns.name(),
-            "second",
-            "FailedAttachVolume",
-            "Multi-Attach error",
-            WAIT,
-        )
-        .await,
-    )
-    .await;
+    let script = "cat /data/owner > /data/seen";
+    workload
+        .create_pod(&pod_with_claim("second", "single", Some(&nodes[1]), script))
+        .await?;
+    let event = workload
+        .wait_event("second", "FailedAttachVolume", "Multi-Attach error")
+        .await?;
     assert_eq!(event.type_.as_deref(), Some("Warning"));
     // The second pod waits in ContainerCreating while the first keeps running.
-    let second = pods.get("second").await.unwrap();
+    let second = workload.pods.get("second").await?;
     let status = second.status.clone().unwrap_or_default();
     assert_eq!(
         status.phase.as_deref(),
@@ -227,75 +117,50 @@ async fn read_write_once_is_refused_on_a_second_node_until_the_first_pod_is_gone
         .filter_map(|c| c.state.as_ref()?.waiting.as_ref()?.reason.clone())
         .collect::<Vec<_>>();
     assert_eq!(waiting, ["ContainerCreating"], "{}", describe_pod(&second));
-    let first = pods.get("first").await.unwrap();
-    assert!(
-        suites::e2e::workload::pod_is_ready(&first),
-        "{}",
-        describe_pod(&first)
-    );
+    let first = workload.pods.get("first").await?;
+    assert!(pod_is_ready(&first), "{}", describe_pod(&first));
 
     // Once the first pod is gone the volume moves, and the second pod sees the data.
-    delete_pods(&pods, &["first"]).await;
-    check(
-        &env,
-        "second Ready",
-        wait_pod_ready(&pods, "second", Duration::from_secs(240)).await,
-    )
-    .await;
-    assert_eq!(
-        exec(&env, ns.name(), "second", "cat /data/seen").await,
-        "first\n"
-    );
+    workload.delete_pods(&["first"]).await?;
+    let moved = wait_pod_ready(&workload.pods, "second", Duration::from_secs(240)).await;
+    workload.check("second Ready", moved).await?;
+    assert_eq!(workload.exec("second", "cat /data/seen").await?, "first\n");
 
-    delete_pods(&pods, &["second"]).await;
-    ns.cleanup().await.unwrap();
-    env.teardown().await.expect("clean teardown");
+    workload.delete_pods(&["second"]).await?;
+    workload.cleanup().await?;
+    env.teardown().await?;
+    Ok(())
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn online_expansion_extends_the_share_and_updates_the_capacities() {
-    init_tracing();
-    let env = ManilaCsiEnvironment::start(EnvironmentOptions::default())
-        .await
-        .expect("the driver deploys");
-    let client = env.client();
-    let ns = env.cluster().namespace("e2e-expand").await.unwrap();
-    let claims: Api<PersistentVolumeClaim> = ns.api();
-    let pods: Api<Pod> = ns.api();
-    claims
-        .create(
-            &PostParams::default(),
-            &claim(
-                "growing",
-                Some(EXPANDABLE_STORAGE_CLASS),
-                "1Gi",
-                "ReadWriteMany",
-            ),
-        )
-        .await
-        .unwrap();
-    let bound = check(
-        &env,
-        "claim Bound",
-        wait_claim_bound(&claims, "growing", WAIT).await,
-    )
-    .await;
-    let pv = bound_volume(&client, &bound).await.unwrap();
-    let pv_name = pv.metadata.name.clone().unwrap();
-    let share_id = volume_handle(&pv).unwrap();
-    pods.create(
-        &PostParams::default(),
-        &pod_with_claim("user", "growing", None, "echo before > /data/before"),
-    )
-    .await
-    .unwrap();
-    let running = check(&env, "pod Ready", wait_pod_ready(&pods, "user", WAIT).await).await;
+async fn online_expansion_extends_the_share_and_updates_the_capacities() -> anyhow::Result<()> {
+    testkit::init_tracing(LOGS);
+    let env = ManilaCsiEnvironment::start(EnvironmentOptions::default()).await?;
+    let workload = Workload::create(&env, "e2e-expand").await?;
+    let growing = workload
+        .bound_claim(&claim(
+            "growing",
+            Some(EXPANDABLE_STORAGE_CLASS),
+            "1Gi",
+            "ReadWriteMany",
+        ))
+        .await?;
+    let pv_name = growing.volume_name();
+    let share_id = &growing.share_id;
+    let running = workload
+        .ready_pod(&pod_with_claim(
+            "user",
+            "growing",
+            None,
+            "echo before > /data/before",
+        ))
+        .await?;
 
     let patch = serde_json::json!({"spec": {"resources": {"requests": {"storage": "3Gi"}}}});
-    claims
+    workload
+        .claims
         .patch("growing", &PatchParams::default(), &Patch::Merge(&patch))
-        .await
-        .unwrap();
+        .await?;
     let inspector = env.inspector().clone();
     let extended = wait::wait_until(format!("share {share_id} extended to 3 GiB"), WAIT, || {
         let inspector = inspector.clone();
@@ -311,45 +176,31 @@ async fn online_expansion_extends_the_share_and_updates_the_capacities() {
         }
     })
     .await;
-    check(&env, "share extended", extended).await;
-    let volumes: Api<PersistentVolume> = Api::all(client.clone());
-    check(
-        &env,
-        "PV capacity 3Gi",
-        wait::wait_for_described(
-            &volumes,
-            &pv_name,
-            &format!("PV {pv_name} capacity 3Gi"),
-            |pv: Option<&PersistentVolume>| pv.and_then(volume_capacity).as_deref() == Some("3Gi"),
-            WAIT,
-        )
-        .await,
+    workload.check("share extended", extended).await?;
+    let volumes: Api<PersistentVolume> = Api::all(env.client());
+    let pv_grown = wait::wait_for_described(
+        &volumes,
+        pv_name,
+        &format!("PV {pv_name} capacity 3Gi"),
+        |pv: Option<&PersistentVolume>| pv.and_then(volume_capacity).as_deref() == Some("3Gi"),
+        WAIT,
     )
     .await;
-    check(
-        &env,
-        "PVC capacity 3Gi",
-        wait::wait_for_described(
-            &claims,
-            "growing",
-            "PVC growing status capacity 3Gi",
-            |c: Option<&PersistentVolumeClaim>| {
-                c.and_then(claim_capacity).as_deref() == Some("3Gi")
-            },
-            WAIT,
-        )
-        .await,
+    workload.check("PV capacity 3Gi", pv_grown).await?;
+    let claim_grown = wait::wait_for_described(
+        &workload.claims,
+        "growing",
+        "PVC growing status capacity 3Gi",
+        |c: Option<&PersistentVolumeClaim>| c.and_then(claim_capacity).as_deref() == Some("3Gi"),
+        WAIT,
     )
     .await;
+    workload.check("PVC capacity 3Gi", claim_grown).await?;
 
     // The pod kept running through it (same pod, no restart) and still uses the share.
-    let after = pods.get("user").await.unwrap();
+    let after = workload.pods.get("user").await?;
     assert_eq!(after.metadata.uid, running.metadata.uid);
-    assert!(
-        suites::e2e::workload::pod_is_ready(&after),
-        "{}",
-        describe_pod(&after)
-    );
+    assert!(pod_is_ready(&after), "{}", describe_pod(&after));
     let restarts: i32 = after
         .status
         .as_ref()
@@ -357,78 +208,59 @@ async fn online_expansion_extends_the_share_and_updates_the_capacities() {
         .map(|c| c.iter().map(|c| c.restart_count).sum())
         .unwrap_or_default();
     assert_eq!(restarts, 0, "{}", describe_pod(&after));
-    exec(&env, ns.name(), "user", "echo after > /data/after").await;
-    assert_eq!(
-        exec(&env, ns.name(), "user", "cat /data/before").await,
-        "before\n"
-    );
-    assert!(env.cloud().share_dir(&share_id).join("after").is_file());
+    workload.exec("user", "echo after > /data/after").await?;
+    assert_eq!(workload.exec("user", "cat /data/before").await?, "before\n");
+    assert!(env.cloud().share_dir(share_id).join("after").is_file());
 
-    delete_pods(&pods, &["user"]).await;
-    ns.cleanup().await.unwrap();
-    env.teardown().await.expect("clean teardown");
+    workload.delete_pods(&["user"]).await?;
+    workload.cleanup().await?;
+    env.teardown().await?;
+    Ok(())
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn wait_for_first_consumer_provisions_in_the_zone_of_the_pods_node() {
-    init_tracing();
+async fn wait_for_first_consumer_provisions_in_the_zone_of_the_pods_node() -> anyhow::Result<()> {
+    testkit::init_tracing(LOGS);
     let env = ManilaCsiEnvironment::start(EnvironmentOptions {
         topology: true,
         ..Default::default()
     })
-    .await
-    .expect("the driver deploys");
-    let client = env.client();
+    .await?;
     let nodes = env.cluster().node_names();
     // The second node is the only one in its zone (zones are assigned in turn).
     let node = nodes[1].clone();
     let zone = env.zone_of(&node).unwrap();
-    let ns = env.cluster().namespace("e2e-wffc").await.unwrap();
-    let claims: Api<PersistentVolumeClaim> = ns.api();
-    let pods: Api<Pod> = ns.api();
-    claims
-        .create(
-            &PostParams::default(),
-            &claim("zonal", Some(WFFC_STORAGE_CLASS), "1Gi", "ReadWriteMany"),
-        )
-        .await
-        .unwrap();
-    // No consumer yet: the claim waits, and no share is made.
-    check(
-        &env,
-        "WaitForFirstConsumer event",
-        wait_event(
-            &client,
-            ns.name(),
+    let workload = Workload::create(&env, "e2e-wffc").await?;
+    workload
+        .create_claim(&claim(
             "zonal",
-            "WaitForFirstConsumer",
-            "",
-            WAIT,
-        )
-        .await,
-    )
-    .await;
-    let pending = claims.get("zonal").await.unwrap();
+            Some(WFFC_STORAGE_CLASS),
+            "1Gi",
+            "ReadWriteMany",
+        ))
+        .await?;
+    // No consumer yet: the claim waits, and no share is made.
+    workload
+        .wait_event("zonal", "WaitForFirstConsumer", "")
+        .await?;
+    let pending = workload.claims.get("zonal").await?;
     assert_eq!(
         pending.status.and_then(|s| s.phase).as_deref(),
         Some("Pending")
     );
-    assert!(env.inspector().shares().await.unwrap().is_empty());
+    assert!(env.inspector().shares().await?.is_empty());
 
-    pods.create(
-        &PostParams::default(),
-        &pod_with_claim("consumer", "zonal", Some(&node), "echo zonal > /data/z"),
-    )
-    .await
-    .unwrap();
-    let bound = check(
-        &env,
-        "claim Bound",
-        wait_claim_bound(&claims, "zonal", WAIT).await,
-    )
-    .await;
-    let pv = bound_volume(&client, &bound).await.unwrap();
-    let terms = pv
+    workload
+        .create_pod(&pod_with_claim(
+            "consumer",
+            "zonal",
+            Some(&node),
+            "echo zonal > /data/z",
+        ))
+        .await?;
+    let zonal = workload.wait_bound("zonal").await?;
+    let terms = zonal
+        .volume
         .spec
         .as_ref()
         .and_then(|s| s.node_affinity.as_ref())
@@ -447,9 +279,8 @@ async fn wait_for_first_consumer_provisions_in_the_zone_of_the_pods_node() {
     );
     let share = env
         .inspector()
-        .share(&volume_handle(&pv).unwrap())
-        .await
-        .unwrap()
+        .share(&zonal.share_id)
+        .await?
         .expect("the share exists");
     assert_eq!(
         share.availability_zone.as_deref(),
@@ -457,22 +288,12 @@ async fn wait_for_first_consumer_provisions_in_the_zone_of_the_pods_node() {
         "{share:?}"
     );
 
-    let consumer = check(
-        &env,
-        "consumer Ready",
-        wait_pod_ready(&pods, "consumer", WAIT).await,
-    )
-    .await;
-    assert_eq!(
-        consumer.spec.as_ref().and_then(|s| s.node_name.as_deref()),
-        Some(node.as_str())
-    );
-    assert_eq!(
-        exec(&env, ns.name(), "consumer", "cat /data/z").await,
-        "zonal\n"
-    );
+    let consumer = workload.wait_ready("consumer").await?;
+    assert_eq!(node_of(&consumer).as_deref(), Some(node.as_str()));
+    assert_eq!(workload.exec("consumer", "cat /data/z").await?, "zonal\n");
 
-    delete_pods(&pods, &["consumer"]).await;
-    ns.cleanup().await.unwrap();
-    env.teardown().await.expect("clean teardown");
+    workload.delete_pods(&["consumer"]).await?;
+    workload.cleanup().await?;
+    env.teardown().await?;
+    Ok(())
 }

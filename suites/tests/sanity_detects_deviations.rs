@@ -7,51 +7,18 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex};
 
 use csi_proto::v1::controller_server::{Controller, ControllerServer};
-use csi_proto::v1::identity_server::{Identity, IdentityServer};
 use csi_proto::v1::node_server::{Node, NodeServer};
-use csi_proto::v1::{self, controller_service_capability, plugin_capability};
+use csi_proto::v1::{self, controller_service_capability};
 use csi_proto::{Endpoint, Listener};
 use suites::sanity::{self, Outcome, SanityConfig};
+use testkit::drivers::TestIdentity;
+use testkit::task::InProcess;
 use tonic::{Request, Response, Status};
 
 /// Volumes by id: (name, size).
 #[derive(Clone, Default)]
 struct Deviant {
     volumes: Arc<Mutex<BTreeMap<String, (String, i64)>>>,
-}
-
-#[tonic::async_trait]
-impl Identity for Deviant {
-    async fn get_plugin_info(
-        &self,
-        _: Request<v1::GetPluginInfoRequest>,
-    ) -> Result<Response<v1::GetPluginInfoResponse>, Status> {
-        Ok(Response::new(v1::GetPluginInfoResponse {
-            name: "deviant.example.com".into(),
-            vendor_version: "0.0.1".into(),
-            manifest: Default::default(),
-        }))
-    }
-    async fn get_plugin_capabilities(
-        &self,
-        _: Request<v1::GetPluginCapabilitiesRequest>,
-    ) -> Result<Response<v1::GetPluginCapabilitiesResponse>, Status> {
-        Ok(Response::new(v1::GetPluginCapabilitiesResponse {
-            capabilities: vec![v1::PluginCapability {
-                r#type: Some(plugin_capability::Type::Service(
-                    plugin_capability::Service {
-                        r#type: plugin_capability::service::Type::ControllerService as i32,
-                    },
-                )),
-            }],
-        }))
-    }
-    async fn probe(
-        &self,
-        _: Request<v1::ProbeRequest>,
-    ) -> Result<Response<v1::ProbeResponse>, Status> {
-        Ok(Response::new(v1::ProbeResponse { ready: Some(true) }))
-    }
 }
 
 #[tonic::async_trait]
@@ -193,13 +160,10 @@ async fn suite_fails_exactly_the_cases_a_buggy_plugin_breaks() {
     let plugin = Deviant::default();
     let listener = Listener::bind(&endpoint).await.unwrap();
     let router = tonic::transport::Server::builder()
-        .add_service(IdentityServer::new(plugin.clone()))
+        .add_service(TestIdentity::with_controller("deviant.example.com").service())
         .add_service(ControllerServer::new(plugin.clone()))
         .add_service(NodeServer::new(plugin.clone()));
-    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-    let server = tokio::spawn(csi_proto::serve(router, listener, async {
-        let _ = stopped.await;
-    }));
+    let server = InProcess::spawn(|stopped| csi_proto::serve(router, listener, stopped));
 
     let mut config = SanityConfig::new(endpoint);
     config.mount_dir = dir.path().join("mnt");
@@ -251,6 +215,5 @@ async fn suite_fails_exactly_the_cases_a_buggy_plugin_breaks() {
         plugin.volumes.lock().unwrap()
     );
 
-    stop.send(()).unwrap();
-    server.await.unwrap().unwrap();
+    server.stop().await.unwrap();
 }

@@ -8,11 +8,11 @@ mod support;
 use std::collections::BTreeSet;
 
 use csi_proto::v1::controller_client::ControllerClient;
-use csi_proto::v1::{self, identity_client::IdentityClient, node_client::NodeClient};
-use fakes::{CloudConfig, FakeCloud, SecretKind};
+use csi_proto::v1::{self, node_client::NodeClient};
+use fakes::{FakeCloud, SecretKind};
 use suites::sanity::case::{Case, CaseResult, Verdict};
 use suites::sanity::context::CaseContext;
-use suites::sanity::{self, CsiSecrets, Outcome, Report, SanityConfig};
+use suites::sanity::{self, CsiSecrets, Outcome, SanityConfig};
 use support::Plugin;
 use tempfile::TempDir;
 
@@ -32,7 +32,7 @@ struct Manila {
 impl Manila {
     async fn start() -> Manila {
         let dir = support::scratch();
-        let cloud = FakeCloud::start(CloudConfig::default()).await.unwrap();
+        let cloud = testkit::cloud::fake_cloud().await;
         let nfs = support::start_nfs_plugin(dir.path()).await;
         let manila = support::start_manila_plugin(dir.path(), &nfs).await;
         Manila {
@@ -62,20 +62,6 @@ impl Manila {
     }
 }
 
-/// `name → outcome` with skip reasons, failures reduced to "failed" (their messages carry
-/// generated ids).
-fn outcomes(report: &Report) -> Vec<String> {
-    report
-        .cases
-        .iter()
-        .map(|case| match &case.outcome {
-            Outcome::Passed => format!("passed: {}", case.name),
-            Outcome::Failed(_) => format!("FAILED: {}", case.name),
-            Outcome::Skipped(reason) => format!("skipped: {} ({reason})", case.name),
-        })
-        .collect()
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn manila_driver_passes_every_applicable_sanity_case() {
     let env = Manila::start().await;
@@ -92,7 +78,7 @@ async fn manila_driver_passes_every_applicable_sanity_case() {
         env.logs()
     );
     assert!(report.warnings.is_empty(), "{:?}", report.warnings);
-    insta::assert_yaml_snapshot!("manila_outcomes", outcomes(&report));
+    insta::assert_yaml_snapshot!("manila_outcomes", support::outcomes(&report));
 
     let junit = report.to_junit().unwrap();
     assert!(junit.contains(&format!(r#"tests="{}""#, report.cases.len())));
@@ -185,20 +171,8 @@ async fn runner_cleans_up_after_a_failing_case() {
 async fn manila_driver_response_shapes() {
     let env = Manila::start().await;
     let channel = csi_proto::connect(&env.manila.endpoint).await.unwrap();
-    let mut identity = IdentityClient::new(channel.clone());
-    let mut info = identity
-        .get_plugin_info(v1::GetPluginInfoRequest {})
-        .await
-        .unwrap()
-        .into_inner();
-    assert!(!info.vendor_version.is_empty());
-    info.vendor_version = "[version]".into();
+    let (info, capabilities) = support::identity_shapes(&channel).await;
     insta::assert_debug_snapshot!("manila_plugin_info", info);
-    let capabilities = identity
-        .get_plugin_capabilities(v1::GetPluginCapabilitiesRequest {})
-        .await
-        .unwrap()
-        .into_inner();
     insta::assert_debug_snapshot!("manila_plugin_capabilities", capabilities);
     let controller = ControllerClient::new(channel.clone())
         .controller_get_capabilities(v1::ControllerGetCapabilitiesRequest {})
@@ -206,14 +180,9 @@ async fn manila_driver_response_shapes() {
         .unwrap()
         .into_inner();
     insta::assert_debug_snapshot!("manila_controller_capabilities", controller);
-    let mut node = NodeClient::new(channel);
-    let node_capabilities = node
-        .node_get_capabilities(v1::NodeGetCapabilitiesRequest {})
-        .await
-        .unwrap()
-        .into_inner();
+    let node_capabilities = support::node_capabilities(&channel).await;
     insta::assert_debug_snapshot!("manila_node_capabilities", node_capabilities);
-    let node_info = node
+    let node_info = NodeClient::new(channel)
         .node_get_info(v1::NodeGetInfoRequest {})
         .await
         .unwrap()

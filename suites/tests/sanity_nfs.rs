@@ -4,8 +4,7 @@
 
 mod support;
 
-use csi_proto::v1::{self, identity_client::IdentityClient, node_client::NodeClient};
-use suites::sanity::{self, Outcome, SanityConfig};
+use suites::sanity::{self, SanityConfig};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn nfs_node_plugin_passes_the_node_only_sanity_cases() {
@@ -22,16 +21,7 @@ async fn nfs_node_plugin_passes_the_node_only_sanity_cases() {
         "{summary}\n--- plugin log:\n{}",
         nfs.log()
     );
-    let outcomes: Vec<String> = report
-        .cases
-        .iter()
-        .map(|case| match &case.outcome {
-            Outcome::Passed => format!("passed: {}", case.name),
-            Outcome::Failed(_) => format!("FAILED: {}", case.name),
-            Outcome::Skipped(reason) => format!("skipped: {} ({reason})", case.name),
-        })
-        .collect();
-    insta::assert_yaml_snapshot!("nfs_outcomes", outcomes);
+    insta::assert_yaml_snapshot!("nfs_outcomes", support::outcomes(&report));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -39,26 +29,9 @@ async fn nfs_node_plugin_response_shapes() {
     let dir = support::scratch();
     let nfs = support::start_nfs_plugin(dir.path()).await;
     let channel = csi_proto::connect(&nfs.endpoint).await.unwrap();
-    let mut identity = IdentityClient::new(channel.clone());
-    let mut info = identity
-        .get_plugin_info(v1::GetPluginInfoRequest {})
-        .await
-        .unwrap()
-        .into_inner();
-    assert!(!info.vendor_version.is_empty());
-    info.vendor_version = "[version]".into();
+    let (info, capabilities) = support::identity_shapes(&channel).await;
     insta::assert_debug_snapshot!("nfs_plugin_info", info);
-    let capabilities = identity
-        .get_plugin_capabilities(v1::GetPluginCapabilitiesRequest {})
-        .await
-        .unwrap()
-        .into_inner();
     insta::assert_debug_snapshot!("nfs_plugin_capabilities", capabilities);
-    let mut node = NodeClient::new(channel);
-    let node_capabilities = node
-        .node_get_capabilities(v1::NodeGetCapabilitiesRequest {})
-        .await
-        .unwrap()
-        .into_inner();
+    let node_capabilities = support::node_capabilities(&channel).await;
     insta::assert_debug_snapshot!("nfs_node_capabilities", node_capabilities);
 }

@@ -64,9 +64,21 @@ pub enum Error {
     #[error("leftovers after teardown: {0}")]
     Leftovers(String),
 
-    /// A test-facing check failed (an object lacks a field the test needs, …).
+    /// A test-facing check failed (an object lacks a field the test needs, a command in a
+    /// pod exited non-zero, …).
     #[error("{0}")]
     Unexpected(String),
+
+    /// A step of a workload failed; with the state and log tails of the driver's pods.
+    #[error("{what}: {cause}\n{diagnostics}")]
+    Diagnosed {
+        /// The step, e.g. `claim data Bound`.
+        what: String,
+        /// Why it failed.
+        cause: String,
+        /// The driver's pods and the tail of each container's log.
+        diagnostics: String,
+    },
 }
 
 impl Error {

@@ -5,7 +5,8 @@
 //! - [`binaries`]: the workspace binaries the upstream images map to, built when missing;
 //! - [`manifests`]: `${VAR}` substitution and server-side apply of the fixtures;
 //! - [`cloud`]: reading shares and snapshots from the fake cloud's Manila API;
-//! - [`workload`], [`snapshots`]: claims, pods, events and VolumeSnapshots for the tests.
+//! - [`workload`]: one scenario's namespace with its claims and pods ([`workload::Workload`]),
+//!   whose failed steps carry the driver's diagnostics; [`snapshots`]: VolumeSnapshots.
 //!
 //! ```no_run
 //! # async fn demo() -> suites::e2e::Result<()> {
@@ -13,6 +14,8 @@
 //! let env = ManilaCsiEnvironment::start(EnvironmentOptions::default()).await?;
 //! // … create claims and pods in a namespace of env.cluster() …
 //! env.teardown().await?; // no PV, VolumeSnapshotContent, share or snapshot may be left
+//! // (dropped without teardown, e.g. by a failed test, it still ends its cluster and
+//! // removes its run directory and mounts)
 //! # Ok(()) }
 //! ```
 

@@ -1,96 +1,74 @@
 //! Real plugin processes for the sanity tests: the `nfs-csi-plugin` in a private mount
-//! namespace and the `manila-csi-plugin` forwarding to it, over unix sockets in a temp dir.
+//! namespace and the `manila-csi-plugin` forwarding to it, over unix sockets in a temp dir;
+//! and what the sanity tests read from a plugin or a report.
 //!
-//! The binaries come from `harness::workspace::binary` (built when missing or stale).
+//! The binaries and processes come from `testkit::drivers` (built when missing or stale,
+//! killed on drop).
 #![allow(clippy::unwrap_used, clippy::expect_used, dead_code)]
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use csi_proto::Endpoint;
-use csi_proto::v1::ProbeRequest;
 use csi_proto::v1::identity_client::IdentityClient;
+use csi_proto::v1::node_client::NodeClient;
+use csi_proto::v1::{
+    GetPluginCapabilitiesRequest, GetPluginCapabilitiesResponse, GetPluginInfoRequest,
+    GetPluginInfoResponse, NodeGetCapabilitiesRequest, NodeGetCapabilitiesResponse, ProbeRequest,
+};
 use suites::sanity::config::SECRET_SECTIONS;
+use suites::sanity::{Outcome, Report};
 use tempfile::TempDir;
+use testkit::drivers::{TestProcess, binary, lazy_channel};
+use tokio::process::Command;
+use tonic::transport::Channel;
 
 const START_TIMEOUT: Duration = Duration::from_secs(30);
-const POLL: Duration = Duration::from_millis(20);
 
-/// The path of the workspace binary `name` (package of the same name), built if needed.
-pub fn driver_binary(name: &str) -> PathBuf {
-    harness::workspace::binary(name, name).unwrap()
-}
-
-/// A plugin process; killed on drop.
+/// A plugin process serving CSI on a unix socket; killed on drop.
 pub struct Plugin {
-    child: Child,
-    /// What it is called in messages.
-    pub name: &'static str,
+    process: TestProcess,
     /// Its socket.
     pub endpoint: Endpoint,
-    log: PathBuf,
 }
 
 impl Plugin {
-    /// Spawns `command` (stderr to `<dir>/<name>.log`) and waits until Probe on `socket`
-    /// answers OK, reporting the last answer and the log when it does not in time.
-    pub async fn spawn(
-        name: &'static str,
-        mut command: Command,
-        dir: &Path,
-        socket: PathBuf,
-    ) -> Plugin {
-        let log = dir.join(format!("{name}.log"));
-        let child = command
-            .env("RUST_LOG", "info")
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(std::fs::File::create(&log).unwrap())
-            .spawn()
-            .unwrap_or_else(|e| panic!("cannot start {name}: {e}"));
-        let mut plugin = Plugin {
-            child,
-            name,
+    /// Spawns `command` as `name` (stderr to `<dir>/<name>.log`, `RUST_LOG=info`) and waits
+    /// until Probe on `socket` answers OK, failing with the plugin's log when it exits or
+    /// does not answer in time.
+    pub async fn spawn(name: &str, mut command: Command, dir: &Path, socket: PathBuf) -> Plugin {
+        command.env("RUST_LOG", "info");
+        let mut process = TestProcess::spawn(command, &dir.join(format!("{name}.log")));
+        let channel = lazy_channel(&socket);
+        testkit::wait_for(&format!("{name} to answer Probe"), START_TIMEOUT, || {
+            if let Some(status) = process.child().try_wait().unwrap() {
+                panic!("{name} exited with {status}; log:\n{}", process.log());
+            }
+            let log = process.log();
+            let mut identity = IdentityClient::new(channel.clone());
+            async move {
+                match identity.probe(ProbeRequest {}).await {
+                    Ok(_) => Ok(Some(())),
+                    Err(status) => Err(format!("Probe: {status}; log:\n{log}")),
+                }
+            }
+        })
+        .await;
+        Plugin {
+            process,
             endpoint: Endpoint::Unix(socket),
-            log,
-        };
-        let channel = csi_proto::connect_lazy(&plugin.endpoint).unwrap();
-        let deadline = Instant::now() + START_TIMEOUT;
-        loop {
-            if let Some(status) = plugin.child.try_wait().unwrap() {
-                panic!("{name} exited with {status}; log:\n{}", plugin.log());
-            }
-            match IdentityClient::new(channel.clone())
-                .probe(ProbeRequest {})
-                .await
-            {
-                Ok(_) => return plugin,
-                Err(status) if Instant::now() > deadline => panic!(
-                    "{name} not ready after {START_TIMEOUT:?}, last Probe: {status}; log:\n{}",
-                    plugin.log()
-                ),
-                Err(_) => tokio::time::sleep(POLL).await,
-            }
         }
     }
 
     /// Its log so far.
     pub fn log(&self) -> String {
-        std::fs::read_to_string(&self.log).unwrap_or_default()
+        self.process.log()
     }
 
     /// Its pid (`unshare` execs the plugin, so this is the plugin's).
     pub fn pid(&self) -> u32 {
-        self.child.id()
-    }
-}
-
-impl Drop for Plugin {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+        self.process.id().expect("the plugin runs")
     }
 }
 
@@ -101,7 +79,7 @@ pub async fn start_nfs_plugin(dir: &Path) -> Plugin {
     let mut command = Command::new("unshare");
     command
         .args(["--mount", "--propagation", "private", "--"])
-        .arg(driver_binary("nfs-csi-plugin"))
+        .arg(binary("nfs-csi-plugin", "nfs-csi-plugin"))
         .arg(format!("--endpoint=unix://{}", socket.display()))
         .args(["--nodeid=sanity-node", "--mounter=local"]);
     Plugin::spawn("nfs-csi-plugin", command, dir, socket).await
@@ -110,7 +88,7 @@ pub async fn start_nfs_plugin(dir: &Path) -> Plugin {
 /// The Manila driver (controller + node, NFS) forwarding to `partner`.
 pub async fn start_manila_plugin(dir: &Path, partner: &Plugin) -> Plugin {
     let socket = dir.join("manila.sock");
-    let mut command = Command::new(driver_binary("manila-csi-plugin"));
+    let mut command = Command::new(binary("manila-csi-plugin", "manila-csi-plugin"));
     command
         .arg(format!("--endpoint=unix://{}", socket.display()))
         .arg("--share-protocol-selector=NFS")
@@ -141,4 +119,48 @@ pub fn scratch() -> TempDir {
         .prefix("sanity-")
         .tempdir()
         .unwrap()
+}
+
+/// `name → outcome` with skip reasons, failures reduced to "FAILED" (their messages carry
+/// generated ids): what the outcome snapshots hold.
+pub fn outcomes(report: &Report) -> Vec<String> {
+    report
+        .cases
+        .iter()
+        .map(|case| match &case.outcome {
+            Outcome::Passed => format!("passed: {}", case.name),
+            Outcome::Failed(_) => format!("FAILED: {}", case.name),
+            Outcome::Skipped(reason) => format!("skipped: {} ({reason})", case.name),
+        })
+        .collect()
+}
+
+/// GetPluginInfo (its vendor version, which must be set, replaced by `[version]`) and
+/// GetPluginCapabilities of the plugin behind `channel`.
+pub async fn identity_shapes(
+    channel: &Channel,
+) -> (GetPluginInfoResponse, GetPluginCapabilitiesResponse) {
+    let mut identity = IdentityClient::new(channel.clone());
+    let mut info = identity
+        .get_plugin_info(GetPluginInfoRequest {})
+        .await
+        .unwrap()
+        .into_inner();
+    assert!(!info.vendor_version.is_empty());
+    info.vendor_version = "[version]".into();
+    let capabilities = identity
+        .get_plugin_capabilities(GetPluginCapabilitiesRequest {})
+        .await
+        .unwrap()
+        .into_inner();
+    (info, capabilities)
+}
+
+/// NodeGetCapabilities of the plugin behind `channel`.
+pub async fn node_capabilities(channel: &Channel) -> NodeGetCapabilitiesResponse {
+    NodeClient::new(channel.clone())
+        .node_get_capabilities(NodeGetCapabilitiesRequest {})
+        .await
+        .unwrap()
+        .into_inner()
 }

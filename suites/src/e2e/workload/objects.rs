@@ -1,18 +1,14 @@
-//! What the e2e tests create and wait for: claims, pods mounting them, events.
+//! The objects of e2e workloads, built and read: claims (also restored from a snapshot), pods
+//! mounting a claim, and the fields of claims, PVs and pods the tests look at.
 
 use std::collections::BTreeMap;
-use std::time::Duration;
 
-use harness::cluster::wait;
 use k8s_openapi::api::core::v1::{
-    Container, Event, PersistentVolume, PersistentVolumeClaim, PersistentVolumeClaimSpec,
+    Container, PersistentVolume, PersistentVolumeClaim, PersistentVolumeClaimSpec,
     PersistentVolumeClaimVolumeSource, Pod, PodSpec, TypedLocalObjectReference, Volume,
     VolumeMount, VolumeResourceRequirements,
 };
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
-use kube::api::{Api, ListParams};
-
-use super::error::{Error, Result};
 
 /// The image of the test pods (generic: runs the host's `sh`).
 pub const TEST_IMAGE: &str = "busybox:1.36";
@@ -55,7 +51,7 @@ pub fn claim_from_snapshot(
     let mut claim = claim(name, class, size, access_mode);
     if let Some(spec) = claim.spec.as_mut() {
         spec.data_source = Some(TypedLocalObjectReference {
-            api_group: Some(super::snapshots::GROUP.into()),
+            api_group: Some(super::super::snapshots::GROUP.into()),
             kind: "VolumeSnapshot".into(),
             name: snapshot.into(),
         });
@@ -153,66 +149,6 @@ pub fn describe_pod(pod: &Pod) -> String {
     )
 }
 
-/// Waits until the claim `name` is Bound and returns it.
-pub async fn wait_claim_bound(
-    api: &Api<PersistentVolumeClaim>,
-    name: &str,
-    timeout: Duration,
-) -> Result<PersistentVolumeClaim> {
-    let found = wait::wait_for_described(
-        api,
-        name,
-        &format!("PVC {name} Bound"),
-        |c: Option<&PersistentVolumeClaim>| {
-            c.and_then(|c| c.status.as_ref())
-                .and_then(|s| s.phase.as_deref())
-                == Some("Bound")
-        },
-        timeout,
-    )
-    .await?;
-    found.ok_or_else(|| Error::Unexpected(format!("PVC {name} vanished")))
-}
-
-/// Waits until the pod `name` is Running with every container ready.
-pub async fn wait_pod_ready(api: &Api<Pod>, name: &str, timeout: Duration) -> Result<Pod> {
-    let what = format!("pod {name} Ready");
-    let result = wait::wait_until(what, timeout, || {
-        let api = api.clone();
-        async move {
-            match api.get_opt(name).await.map_err(|e| e.to_string())? {
-                Some(pod) if pod_is_ready(&pod) => Ok(Some(pod)),
-                Some(pod) => Err(describe_pod(&pod)),
-                None => Err("absent".into()),
-            }
-        }
-    })
-    .await?;
-    Ok(result)
-}
-
-/// The PV bound to a claim.
-pub async fn bound_volume(
-    client: &kube::Client,
-    claim: &PersistentVolumeClaim,
-) -> Result<PersistentVolume> {
-    let name = claim
-        .spec
-        .as_ref()
-        .and_then(|s| s.volume_name.clone())
-        .ok_or_else(|| {
-            Error::Unexpected(format!(
-                "PVC {} has no volumeName",
-                claim.metadata.name.as_deref().unwrap_or("?")
-            ))
-        })?;
-    let volumes: Api<PersistentVolume> = Api::all(client.clone());
-    volumes
-        .get(&name)
-        .await
-        .map_err(Error::kube(format!("reading PV {name}")))
-}
-
 /// The CSI volume handle (the Manila share id) of a PV.
 pub fn volume_handle(volume: &PersistentVolume) -> Option<String> {
     volume
@@ -240,55 +176,4 @@ pub fn claim_capacity(claim: &PersistentVolumeClaim) -> Option<String> {
         .and_then(|s| s.capacity.as_ref())
         .and_then(|c| c.get("storage"))
         .map(|q| q.0.clone())
-}
-
-/// Events in `namespace` about the object `name` (any kind).
-pub async fn events_about(
-    client: &kube::Client,
-    namespace: &str,
-    name: &str,
-) -> Result<Vec<Event>> {
-    let events: Api<Event> = Api::namespaced(client.clone(), namespace);
-    let list = events
-        .list(&ListParams::default().fields(&format!("involvedObject.name={name}")))
-        .await
-        .map_err(Error::kube(format!("listing events of {namespace}/{name}")))?;
-    Ok(list.items)
-}
-
-/// Waits for an event about `name` with `reason` whose message contains `contains`.
-pub async fn wait_event(
-    client: &kube::Client,
-    namespace: &str,
-    name: &str,
-    reason: &str,
-    contains: &str,
-    timeout: Duration,
-) -> Result<Event> {
-    let what = format!("a {reason} event about {namespace}/{name} containing {contains:?}");
-    let event = wait::wait_until(what, timeout, || async move {
-        let events = events_about(client, namespace, name)
-            .await
-            .map_err(|e| e.to_string())?;
-        if let Some(event) = events.iter().find(|e| {
-            e.reason.as_deref() == Some(reason)
-                && e.message.as_deref().is_some_and(|m| m.contains(contains))
-        }) {
-            return Ok(Some(event.clone()));
-        }
-        Err(format!(
-            "events: {}",
-            events
-                .iter()
-                .map(|e| format!(
-                    "{} {}",
-                    e.reason.as_deref().unwrap_or("?"),
-                    e.message.as_deref().unwrap_or("")
-                ))
-                .collect::<Vec<_>>()
-                .join(" | ")
-        ))
-    })
-    .await?;
-    Ok(event)
 }

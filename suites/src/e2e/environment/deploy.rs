@@ -1,0 +1,230 @@
+//! Deploying the driver on a started environment: its namespace and credentials Secret, the
+//! snapshot CRDs, the fixtures with the run's values, and the waits until it is ready.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use fakes::SecretKind;
+use harness::cluster::wait;
+use k8s_openapi::ByteString;
+use k8s_openapi::api::core::v1::{Namespace, Pod, Secret};
+use k8s_openapi::api::storage::v1::CSINode;
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::api::{Api, ListParams, PostParams};
+use kube::runtime::conditions;
+
+use super::super::error::{Error, Result};
+use super::super::manifests;
+use super::super::workload::{describe_pod, pod_is_ready};
+use super::{CONTROLLER_SELECTOR, DRIVER_NAME, ManilaCsiEnvironment, SNAPSHOT_CONTROLLER_SELECTOR};
+
+impl ManilaCsiEnvironment {
+    /// The values of the fixtures' `${VARS}` for this run (without `ZONE`).
+    fn vars(&self) -> Result<BTreeMap<String, String>> {
+        let port = free_port()?;
+        Ok(BTreeMap::from([
+            ("NAMESPACE".to_string(), self.options.namespace.clone()),
+            ("SECRET_NAME".to_string(), self.options.secret_name.clone()),
+            (
+                "EXPORT_ROOT".to_string(),
+                self.export_root.display().to_string(),
+            ),
+            (
+                "WITH_TOPOLOGY".to_string(),
+                self.options.topology.to_string(),
+            ),
+            ("CONTROLLER_HEALTH_PORT".to_string(), port.to_string()),
+        ]))
+    }
+
+    /// Creates the namespace and the credentials Secret, applies the snapshot CRDs and the
+    /// fixtures, and waits until the driver is ready on every node.
+    pub(super) async fn deploy(&mut self) -> Result<()> {
+        let client = self.client();
+        let namespace = self.options.namespace.clone();
+        let namespaces: Api<Namespace> = Api::all(client.clone());
+        let mut ns = Namespace::default();
+        ns.metadata.name = Some(namespace.clone());
+        namespaces
+            .create(&PostParams::default(), &ns)
+            .await
+            .map_err(Error::kube(format!("creating namespace {namespace}")))?;
+        self.create_secret().await?;
+
+        // The snapshot CRDs, Established before anything uses them.
+        let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
+        let crd_dir = manifests::crds_dir();
+        let mut crd_files = list_yaml(&crd_dir)?;
+        crd_files.sort();
+        for path in crd_files {
+            let text = std::fs::read_to_string(&path).map_err(|e| Error::Fixture {
+                path: path.clone(),
+                reason: e.to_string(),
+            })?;
+            for object in manifests::parse(&path, &text)? {
+                let applied = self.applier.apply(object).await?;
+                wait::wait_for(
+                    &crds,
+                    &applied.name,
+                    conditions::is_crd_established(),
+                    self.options.ready_timeout,
+                )
+                .await?;
+            }
+        }
+
+        let vars = self.vars()?;
+        let dir = manifests::fixtures_dir();
+        let csidriver = if self.options.attach_required {
+            "csidriver-attach-required.yaml"
+        } else {
+            "csidriver.yaml"
+        };
+        for file in [
+            csidriver,
+            "controllerplugin-rbac.yaml",
+            "nodeplugin-rbac.yaml",
+            "snapshot-controller-rbac.yaml",
+            "snapshot-controller.yaml",
+            "controllerplugin.yaml",
+        ] {
+            self.applier.apply_file(&dir.join(file), &vars).await?;
+        }
+        let mut zones: Vec<String> = self
+            .cluster
+            .description()
+            .nodes
+            .iter()
+            .map(|n| n.zone.clone())
+            .collect();
+        zones.sort();
+        zones.dedup();
+        for zone in zones {
+            let mut vars = vars.clone();
+            vars.insert("ZONE".into(), zone);
+            self.applier
+                .apply_file(&dir.join("nodeplugin.yaml"), &vars)
+                .await?;
+        }
+        for file in ["volumesnapshotclass.yaml", "storageclasses.yaml"] {
+            self.applier.apply_file(&dir.join(file), &vars).await?;
+        }
+
+        let timeout = self.options.ready_timeout;
+        self.wait_pod_ready(CONTROLLER_SELECTOR, timeout).await?;
+        self.wait_pod_ready(SNAPSHOT_CONTROLLER_SELECTOR, timeout)
+            .await?;
+        self.wait_registered(timeout).await?;
+        Ok(())
+    }
+
+    async fn create_secret(&self) -> Result<()> {
+        let secrets: Api<Secret> = Api::namespaced(self.client(), &self.options.namespace);
+        let mut secret = Secret::default();
+        secret.metadata.name = Some(self.options.secret_name.clone());
+        secret.data = Some(
+            self.cloud
+                .secret(SecretKind::Password)
+                .into_iter()
+                .map(|(k, v)| (k, ByteString(v.into_bytes())))
+                .collect(),
+        );
+        // The error names the Secret, never its data.
+        secrets
+            .create(&PostParams::default(), &secret)
+            .await
+            .map_err(Error::kube(format!(
+                "creating Secret {}/{}",
+                self.options.namespace, self.options.secret_name
+            )))?;
+        Ok(())
+    }
+
+    /// Waits until a pod of the driver's namespace matching `selector` is Ready.
+    pub async fn wait_pod_ready(&self, selector: &str, timeout: Duration) -> Result<Pod> {
+        let pods: Api<Pod> = Api::namespaced(self.client(), &self.options.namespace);
+        let params = ListParams::default().labels(selector);
+        let pod = wait::wait_until(
+            format!("a Ready pod {selector} in {}", self.options.namespace),
+            timeout,
+            || {
+                let pods = pods.clone();
+                let params = params.clone();
+                async move {
+                    let list = pods.list(&params).await.map_err(|e| e.to_string())?;
+                    if let Some(pod) = list.items.iter().find(|p| pod_is_ready(p)) {
+                        return Ok(Some(pod.clone()));
+                    }
+                    Err(if list.items.is_empty() {
+                        "no pod yet".to_string()
+                    } else {
+                        list.items
+                            .iter()
+                            .map(describe_pod)
+                            .collect::<Vec<_>>()
+                            .join("; ")
+                    })
+                }
+            },
+        )
+        .await?;
+        Ok(pod)
+    }
+
+    /// Waits until every node's CSINode lists the driver.
+    async fn wait_registered(&self, timeout: Duration) -> Result<()> {
+        let csinodes: Api<CSINode> = Api::all(self.client());
+        let nodes = self.cluster.node_names();
+        wait::wait_until(
+            format!("every node's CSINode to list {DRIVER_NAME}"),
+            timeout,
+            || {
+                let csinodes = csinodes.clone();
+                let nodes = nodes.clone();
+                async move {
+                    let mut missing = Vec::new();
+                    for node in &nodes {
+                        let found = csinodes.get_opt(node).await.map_err(|e| e.to_string())?;
+                        let drivers: Vec<String> = found
+                            .map(|c| c.spec.drivers.into_iter().map(|d| d.name).collect())
+                            .unwrap_or_default();
+                        if !drivers.iter().any(|d| d == DRIVER_NAME) {
+                            missing.push(format!("{node}: drivers {drivers:?}"));
+                        }
+                    }
+                    if missing.is_empty() {
+                        Ok(Some(()))
+                    } else {
+                        Err(missing.join(", "))
+                    }
+                }
+            },
+        )
+        .await?;
+        Ok(())
+    }
+}
+
+fn list_yaml(dir: &Path) -> Result<Vec<PathBuf>> {
+    let entries = std::fs::read_dir(dir).map_err(Error::io("listing", dir))?;
+    let mut files = Vec::new();
+    for entry in entries {
+        let path = entry.map_err(Error::io("listing", dir))?.path();
+        if path.extension().is_some_and(|e| e == "yaml") {
+            files.push(path);
+        }
+    }
+    Ok(files)
+}
+
+/// A free TCP port on the loopback address (pods share the host network).
+fn free_port() -> Result<u16> {
+    let listener = std::net::TcpListener::bind(("127.0.0.1", 0))
+        .map_err(Error::io("binding", "127.0.0.1:0"))?;
+    let port = listener
+        .local_addr()
+        .map_err(Error::io("reading the address of", "127.0.0.1:0"))?
+        .port();
+    Ok(port)
+}

@@ -1,0 +1,320 @@
+//! [`ManilaCsiEnvironment`]: a dedicated embedded cluster, the fake cloud in-process, and the
+//! Manila CSI driver deployed on the cluster from the plain manifests of
+//! `fixtures/manila-csi/`.
+//!
+//! - `deploy`: the namespace, Secret, CRDs and fixtures, and the waits until the driver is
+//!   ready;
+//! - `teardown`: the explicit, checked end (no workload, PV, content, share or snapshot left);
+//! - `cleanup`: what an environment dropped without teardown (a failed test) removes from the
+//!   host: processes, mounts and the run directory.
+
+mod cleanup;
+mod deploy;
+mod teardown;
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use fakes::{CloudConfig, FakeCloud};
+use harness::cluster::{Cluster, EmbeddedCluster, EmbeddedOptions};
+use k8s_openapi::api::core::v1::Pod;
+use kube::api::{Api, ListParams};
+
+use super::binaries::Binaries;
+use super::cloud::CloudInspector;
+use super::error::Result;
+use super::manifests::Applier;
+use super::workload::describe_pod;
+use cleanup::ClusterGuard;
+
+/// The driver's name.
+pub const DRIVER_NAME: &str = "manila.csi.openstack.org";
+/// The default StorageClass of the fixtures (share type `default`, Immediate).
+pub const DEFAULT_STORAGE_CLASS: &str = "csi-manila-default";
+/// The StorageClass allowing volume expansion.
+pub const EXPANDABLE_STORAGE_CLASS: &str = "csi-manila-expandable";
+/// The WaitForFirstConsumer StorageClass (autoTopology).
+pub const WFFC_STORAGE_CLASS: &str = "csi-manila-wffc";
+/// The VolumeSnapshotClass of the fixtures.
+pub const SNAPSHOT_CLASS: &str = "csi-manila-snapclass";
+/// The topology key of the driver's zones.
+pub const TOPOLOGY_KEY: &str = "topology.manila.csi.openstack.org/zone";
+/// The label selecting the controller plugin's pod.
+pub const CONTROLLER_SELECTOR: &str = "app=openstack-manila-csi,component=controllerplugin";
+/// The label selecting the node plugin's pods.
+pub const NODE_PLUGIN_SELECTOR: &str = "app=openstack-manila-csi,component=nodeplugin";
+/// The label selecting the snapshot controller's pod.
+pub const SNAPSHOT_CONTROLLER_SELECTOR: &str = "app=snapshot-controller";
+
+/// How a [`ManilaCsiEnvironment`] is set up.
+#[derive(Debug, Clone)]
+pub struct EnvironmentOptions {
+    /// How many nodes (default 3).
+    pub nodes: usize,
+    /// The zones, assigned to the nodes in turn (default `zone-a`, `zone-b`); they are also
+    /// the fake cloud's availability zones.
+    pub zones: Vec<String>,
+    /// Deploy `csidriver-attach-required.yaml` instead of `csidriver.yaml` (default false).
+    pub attach_required: bool,
+    /// Run the driver with `--with-topology` (default false, as upstream): shares get a zone
+    /// and PVs a node affinity for it.
+    pub topology: bool,
+    /// The fake cloud's seed (its zones are replaced by [`EnvironmentOptions::zones`]).
+    pub cloud: CloudConfig,
+    /// The namespace of the driver (default `manila-csi`).
+    pub namespace: String,
+    /// The credentials Secret's name (default `manila-csi-secrets`).
+    pub secret_name: String,
+    /// How long the deployment may take to be ready (default 180 s).
+    pub ready_timeout: Duration,
+    /// How long teardown may wait for volumes and objects to go (default 120 s).
+    pub teardown_timeout: Duration,
+    /// Where the binaries are (default: the running executable's cargo profile directory,
+    /// building what is missing).
+    pub bin_dir: Option<PathBuf>,
+    /// Keep the run directory (cluster logs, the nodes' run directories, the fake cloud's
+    /// exports) after teardown or drop; stderr says where and how to remove it (default: set
+    /// when `E2E_KEEP_RUN_DIR` is).
+    pub keep_run_dir: bool,
+}
+
+impl Default for EnvironmentOptions {
+    fn default() -> Self {
+        EnvironmentOptions {
+            nodes: 3,
+            zones: vec!["zone-a".into(), "zone-b".into()],
+            attach_required: false,
+            topology: false,
+            cloud: CloudConfig::default(),
+            namespace: "manila-csi".into(),
+            secret_name: "manila-csi-secrets".into(),
+            ready_timeout: Duration::from_secs(180),
+            teardown_timeout: Duration::from_secs(120),
+            bin_dir: None,
+            keep_run_dir: std::env::var_os("E2E_KEEP_RUN_DIR").is_some(),
+        }
+    }
+}
+
+/// How long each phase of [`ManilaCsiEnvironment::start`] took.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct StartTimings {
+    /// Locating (and building) the binaries.
+    pub binaries: Duration,
+    /// Booting the cluster to every node Ready.
+    pub cluster: Duration,
+    /// Applying the fixtures to the driver being ready on every node.
+    pub deploy: Duration,
+}
+
+/// The Manila CSI driver deployed from `fixtures/manila-csi/` on a dedicated embedded
+/// cluster, against the fake cloud running in this process.
+///
+/// [`ManilaCsiEnvironment::start`] builds what is missing, boots the cluster (images mapped to
+/// the workspace's binaries), starts the fake cloud with its exports under the cluster's run
+/// directory, creates the namespace and the credentials Secret, applies the fixtures with the
+/// run's values and waits until the controller plugin and snapshot controller are Ready and
+/// every node's CSINode lists the driver. [`ManilaCsiEnvironment::teardown`] deletes what is
+/// left of the workloads, checks that no PV, VolumeSnapshotContent, share or snapshot remains,
+/// deletes what it applied and stops the cluster.
+///
+/// Dropped without teardown (a failed assertion, a panic), it still leaves nothing behind: the
+/// cluster's processes are ended, everything mounted below the run directory is unmounted and
+/// the directory removed, synchronously (see `cleanup`).
+pub struct ManilaCsiEnvironment {
+    options: EnvironmentOptions,
+    cluster: Cluster,
+    cloud: FakeCloud,
+    inspector: CloudInspector,
+    applier: Applier,
+    export_root: PathBuf,
+    timings: StartTimings,
+    cluster_guard: ClusterGuard,
+}
+
+impl std::fmt::Debug for ManilaCsiEnvironment {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ManilaCsiEnvironment")
+            .field("cluster", &self.cluster)
+            .field("cloud", &self.cloud)
+            .field("namespace", &self.options.namespace)
+            .field("run_dir", &self.cluster_guard.run_dir())
+            .finish_non_exhaustive()
+    }
+}
+
+impl ManilaCsiEnvironment {
+    /// Starts everything (see the type's docs). Start it from a runtime that outlives it.
+    pub async fn start(options: EnvironmentOptions) -> Result<Self> {
+        let started = Instant::now();
+        let binaries = Binaries::locate_or_build(options.bin_dir.as_deref()).await?;
+        let binaries_time = started.elapsed();
+
+        let cluster_started = Instant::now();
+        let embedded = EmbeddedCluster::start(EmbeddedOptions {
+            nodes: options.nodes,
+            zones: options.zones.clone(),
+            images: binaries.image_map(),
+            node_agent: Some(binaries.node_agent()),
+            keep_run_dir: options.keep_run_dir,
+            ..Default::default()
+        })
+        .await?;
+        let cluster_time = cluster_started.elapsed();
+        // From here on, an early return drops the guard, which ends the cluster.
+        let cluster_guard = ClusterGuard::new(embedded, options.keep_run_dir);
+        let cluster = cluster_guard.cluster().await?;
+
+        let export_root = cluster_guard.run_dir().join("exports");
+        let mut cloud_config = options.cloud.clone();
+        cloud_config.manila.availability_zones = options.zones.clone();
+        let cloud = FakeCloud::builder(cloud_config)
+            .backend_root(&export_root)
+            .start()
+            .await?;
+        tracing::info!(cloud = cloud.base_url(), exports = %export_root.display(), "fake cloud started");
+
+        let mut environment = ManilaCsiEnvironment {
+            applier: Applier::new(cluster.client()),
+            inspector: CloudInspector::new(&cloud),
+            options,
+            cluster,
+            cloud,
+            export_root,
+            timings: StartTimings {
+                binaries: binaries_time,
+                cluster: cluster_time,
+                deploy: Duration::ZERO,
+            },
+            cluster_guard,
+        };
+        let deploy_started = Instant::now();
+        if let Err(e) = environment.deploy().await {
+            let diagnostics = environment.diagnostics().await;
+            tracing::error!("deployment failed: {e}\n{diagnostics}");
+            let _ = environment.stop().await;
+            return Err(e);
+        }
+        environment.timings.deploy = deploy_started.elapsed();
+        tracing::info!(timings = ?environment.timings, "the Manila CSI driver is deployed");
+        Ok(environment)
+    }
+
+    /// The cluster.
+    pub fn cluster(&self) -> &Cluster {
+        &self.cluster
+    }
+
+    /// An admin kube client.
+    pub fn client(&self) -> kube::Client {
+        self.cluster.client()
+    }
+
+    /// The fake cloud.
+    pub fn cloud(&self) -> &FakeCloud {
+        &self.cloud
+    }
+
+    /// A Manila client of the fake cloud (shares with sizes and zones, snapshots).
+    pub fn inspector(&self) -> &CloudInspector {
+        &self.inspector
+    }
+
+    /// The driver's namespace.
+    pub fn namespace(&self) -> &str {
+        &self.options.namespace
+    }
+
+    /// The credentials Secret's name (in [`ManilaCsiEnvironment::namespace`]).
+    pub fn secret_name(&self) -> &str {
+        &self.options.secret_name
+    }
+
+    /// Where the fake cloud keeps share directories (`shares/<id>`, `snapshots/<id>`):
+    /// `exports/` in the run directory.
+    pub fn export_root(&self) -> &Path {
+        &self.export_root
+    }
+
+    /// The run directory: the cluster's (control plane, nodes, logs) with the fake cloud's
+    /// exports; gone after teardown or drop unless kept.
+    pub fn run_dir(&self) -> &Path {
+        self.cluster_guard.run_dir()
+    }
+
+    /// The options it was started with.
+    pub fn options(&self) -> &EnvironmentOptions {
+        &self.options
+    }
+
+    /// How long the start took.
+    pub fn timings(&self) -> StartTimings {
+        self.timings
+    }
+
+    /// The zone of `node`, if it is one of the cluster's nodes.
+    pub fn zone_of(&self, node: &str) -> Option<String> {
+        self.cluster
+            .description()
+            .nodes
+            .iter()
+            .find(|n| n.name == node)
+            .map(|n| n.zone.clone())
+    }
+
+    /// StorageClass parameters for share type `share_type` naming the credentials Secret
+    /// for every operation, as the fixtures' classes do.
+    pub fn storage_class_parameters(&self, share_type: &str) -> BTreeMap<String, String> {
+        let mut parameters = BTreeMap::from([("type".to_string(), share_type.to_string())]);
+        for operation in [
+            "provisioner",
+            "controller-expand",
+            "node-stage",
+            "node-publish",
+        ] {
+            parameters.insert(
+                format!("csi.storage.k8s.io/{operation}-secret-name"),
+                self.options.secret_name.clone(),
+            );
+            parameters.insert(
+                format!("csi.storage.k8s.io/{operation}-secret-namespace"),
+                self.options.namespace.clone(),
+            );
+        }
+        parameters
+    }
+
+    /// The state of the driver's pods and the tail of each container's log, for failure
+    /// messages.
+    pub async fn diagnostics(&self) -> String {
+        let pods: Api<Pod> = Api::namespaced(self.client(), &self.options.namespace);
+        let list = match pods.list(&ListParams::default()).await {
+            Ok(list) => list,
+            Err(e) => return format!("listing pods in {}: {e}", self.options.namespace),
+        };
+        let mut out = String::new();
+        for pod in &list.items {
+            let name = pod.metadata.name.clone().unwrap_or_default();
+            out.push_str(&format!("pod {}\n", describe_pod(pod)));
+            let containers = pod
+                .spec
+                .as_ref()
+                .map(|s| s.containers.iter().map(|c| c.name.clone()).collect())
+                .unwrap_or_else(Vec::<String>::new);
+            for container in containers {
+                let log = self
+                    .cluster
+                    .logs(&self.options.namespace, &name, &container, false)
+                    .await
+                    .unwrap_or_else(|e| format!("(no log: {e})"));
+                let tail: Vec<&str> = log.lines().rev().take(15).collect();
+                out.push_str(&format!("  --- {container}:\n"));
+                for line in tail.into_iter().rev() {
+                    out.push_str(&format!("    {line}\n"));
+                }
+            }
+        }
+        out
+    }
+}
