@@ -22,4 +22,12 @@ cargo clippy --workspace --all-targets --locked -- -D warnings
 step "cargo nextest run"
 profile=default
 [ "${CI:-}" = true ] && profile=ci
-cargo nextest run --workspace --locked --profile "$profile" "$@"
+# The tests run with a temporary directory of their own (short: unix socket paths below
+# it must stay under 107 bytes), which must be empty again afterwards: no test may leave
+# files, mounts or processes behind.
+run_tmp=$(mktemp -d /tmp/t.XXXXXX)
+status=0
+TMPDIR=$run_tmp cargo nextest run --workspace --locked --profile "$profile" "$@" || status=$?
+step "checking for leftovers of the test run"
+if ! ci/check-leftovers.py "$run_tmp" && [ "$status" = 0 ]; then status=1; fi
+exit "$status"

@@ -1,0 +1,89 @@
+#!/usr/bin/env python3
+"""Fails when a test run left anything behind in its temporary directory.
+
+ci/test.sh runs the tests with TMPDIR set to a fresh directory and calls this afterwards
+with that directory. Leftovers are files or directories in it, mounts below it, and
+processes whose command line names it. Components that stop by themselves once the test
+runner exits (the shared cluster watches nextest's pid) get up to 60 s to do so. What is
+found is listed, then removed (processes killed, mounts unmounted, files deleted) so the
+machine stays clean; the exit status says whether anything was found.
+"""
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+
+
+def processes(d):
+    found = {}
+    me = os.getpid()
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit() or int(entry) == me:
+            continue
+        try:
+            with open(f"/proc/{entry}/cmdline", "rb") as f:
+                cmdline = f.read().replace(b"\0", b" ").decode(errors="replace")
+            with open(f"/proc/{entry}/stat") as f:
+                state = f.read().rsplit(")", 1)[1].split()[0]
+        except OSError:
+            continue  # gone meanwhile
+        if d in cmdline and state != "Z":
+            found[int(entry)] = cmdline.strip()[:300]
+    return found
+
+
+def mounts(d):
+    with open("/proc/self/mountinfo") as f:
+        points = [line.split(" ")[4] for line in f]
+    return [m for m in points if m == d or m.startswith(d + "/")]
+
+
+def main():
+    if len(sys.argv) != 2:
+        sys.exit("usage: ci/check-leftovers.py DIR")
+    if not os.path.isdir(sys.argv[1]):
+        return 0
+    d = os.path.realpath(sys.argv[1])
+    deadline = time.monotonic() + 60
+    while processes(d) and time.monotonic() < deadline:
+        time.sleep(0.5)
+
+    found = False
+    left = processes(d)
+    if left:
+        found = True
+        print(f"==> leftover processes of the test run (naming {d}):", file=sys.stderr)
+        for pid, cmdline in sorted(left.items()):
+            print(f"  {pid}: {cmdline}", file=sys.stderr)
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except OSError:
+                pass
+    left = mounts(d)
+    if left:
+        found = True
+        print("==> leftover mounts of the test run:", file=sys.stderr)
+        for m in left:
+            print(f"  {m}", file=sys.stderr)
+        for m in sorted(left, key=len, reverse=True):
+            subprocess.run(["umount", "-l", m], stderr=subprocess.DEVNULL, check=False)
+    left = sorted(os.path.join(d, e) for e in os.listdir(d))
+    if left:
+        found = True
+        print("==> leftover files and directories of the test run:", file=sys.stderr)
+        for path in left[:50]:
+            print(f"  {path}", file=sys.stderr)
+    shutil.rmtree(d, ignore_errors=True)
+
+    if found:
+        print("error: the test run left the above behind (removed now); "
+              "every test must clean up after itself", file=sys.stderr)
+        return 1
+    print("==> no leftover files, mounts or processes of the test run", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
