@@ -224,7 +224,9 @@ finish() {
     cp "$work/etcd/usr/bin/etcd" "$install_dir/bin.partial/etcd"
     rm -rf "$bin_dir"
     mv "$install_dir/bin.partial" "$bin_dir"
-    for b in "${binaries[@]}"; do "$bin_dir/$b" --version | head -n 1; done
+    # sed reads all of the output: with `head -n 1`, a program still writing after head has
+    # exited dies of SIGPIPE and pipefail fails the step (seen with etcd).
+    for b in "${binaries[@]}"; do "$bin_dir/$b" --version | sed -n 1p; done
     "$bin_dir/kubectl" version --client --short
     # Written last: only a complete set of binaries gets a stamp.
     echo "$recipe" >"$stamp"
