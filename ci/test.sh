@@ -25,7 +25,7 @@ profile=default
 # The tests run with a temporary directory of their own (short: unix socket paths below
 # it must stay under 107 bytes), which must be empty again afterwards: no test may leave
 # files, mounts or processes behind.
-run_tmp=$(mktemp -d /tmp/t.XXXXXX)
+run_tmp=$(mktemp -d /tmp/tXXXX)
 status=0
 TMPDIR=$run_tmp cargo nextest run --workspace --locked --profile "$profile" "$@" || status=$?
 step "checking for leftovers of the test run"

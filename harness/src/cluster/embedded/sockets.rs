@@ -13,7 +13,9 @@
 //! Driver names are only known once drivers are deployed, so room is kept for a name of up to
 //! [`DRIVER_NAME_ROOM`] bytes (`manila.csi.openstack.org` has 24). The 63 bytes a CSI driver
 //! name may have cannot fit below any run directory: `/nodes/node-1/plugins_registry/` and
-//! `-reg.sock` alone take 40 of the 107.
+//! `-reg.sock` alone take 40 of the 107. 32 bytes hold every driver this project deploys
+//! (`cinder.csi.openstack.org` has 24 too) with a margin, and leave the run directory 35
+//! (`/tmp/occ/cluster-XXXXXX` has 23).
 
 use std::path::{Path, PathBuf};
 
@@ -26,7 +28,7 @@ use crate::node::csi::PluginPaths;
 pub const MAX_SOCKET_PATH: usize = 107;
 
 /// The longest CSI driver name a cluster keeps room for in its socket paths, in bytes.
-pub const DRIVER_NAME_ROOM: usize = 40;
+pub const DRIVER_NAME_ROOM: usize = 32;
 
 /// The suffix node-driver-registrar gives a driver's registration socket.
 const REGISTRATION_SUFFIX: &str = "-reg.sock";
