@@ -69,6 +69,11 @@ def main():
             print(f"  {m}", file=sys.stderr)
         for m in sorted(left, key=len, reverse=True):
             subprocess.run(["umount", "-l", m], stderr=subprocess.DEVNULL, check=False)
+    # The harness's base directory for run directories ($TMPDIR/occ) stays once made; empty,
+    # it is not a leftover.
+    base = os.path.join(d, "occ")
+    if os.path.isdir(base) and not os.path.islink(base) and not os.listdir(base):
+        os.rmdir(base)
     left = sorted(os.path.join(d, e) for e in os.listdir(d))
     if left:
         found = True
