@@ -40,6 +40,23 @@ def mounts(d):
     return [m for m in points if m == d or m.startswith(d + "/")]
 
 
+def describe(path):
+    """What a leftover holds and when it was last changed, to find the test that left it."""
+    try:
+        changed = time.strftime("%H:%M:%S", time.localtime(os.lstat(path).st_mtime))
+    except OSError:
+        return ""
+    if not os.path.isdir(path) or os.path.islink(path):
+        return f" (file, changed {changed})"
+    inside = []
+    for root, dirs, files in os.walk(path):
+        inside.extend(os.path.relpath(os.path.join(root, n), path) for n in dirs + files)
+        if len(inside) >= 8:
+            break
+    shown = ", ".join(sorted(inside)[:8]) or "empty"
+    return f" (directory, changed {changed}: {shown})"
+
+
 def main():
     if len(sys.argv) != 2:
         sys.exit("usage: ci/check-leftovers.py DIR")
@@ -79,7 +96,7 @@ def main():
         found = True
         print("==> leftover files and directories of the test run:", file=sys.stderr)
         for path in left[:50]:
-            print(f"  {path}", file=sys.stderr)
+            print(f"  {path}{describe(path)}", file=sys.stderr)
     shutil.rmtree(d, ignore_errors=True)
 
     if found:
