@@ -4,32 +4,7 @@
 
 use std::path::PathBuf;
 
-/// An error with its causes, `a: b: c`. A cause whose text the message already contains is
-/// not repeated (some messages print their cause), and an API error ends the chain with its
-/// message and code, without the raw status.
-pub fn error_chain(e: &(dyn std::error::Error + 'static)) -> String {
-    let describe = |e: &(dyn std::error::Error + 'static)| match e.downcast_ref::<kube::Error>() {
-        Some(kube::Error::Api(status)) => format!("{} ({})", status.message, status.code),
-        _ => e.to_string(),
-    };
-    let mut text = describe(e);
-    let mut source = e.source();
-    while let Some(cause) = source {
-        let cause_text = describe(cause);
-        if !text.contains(&cause_text) {
-            text.push_str(": ");
-            text.push_str(&cause_text);
-        }
-        if matches!(
-            cause.downcast_ref::<kube::Error>(),
-            Some(kube::Error::Api(_))
-        ) {
-            break;
-        }
-        source = cause.source();
-    }
-    text
-}
+pub use sidecar_common::error::error_chain;
 
 /// An error enum with an `Io { action, path, source }` variant: implement
 /// [`from_io`](IoContext::from_io) and get [`io`](IoContext::io) for `map_err`.

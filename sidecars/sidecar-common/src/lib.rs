@@ -67,4 +67,4 @@ pub mod sidecar;
 pub mod telemetry;
 pub mod volume;
 
-pub use error::{CsiCallError, Error, ReconcileError, Result};
+pub use error::{CsiCallError, Error, ReconcileError, Result, error_chain};
