@@ -225,6 +225,7 @@ fn handle_checked(
                 &state.config.region,
                 &state.base_url,
                 &cloud,
+                state.ca.as_ref().map(|(_, file)| file.as_path()),
             );
             Reply::text(200, text, "application/yaml")
         }
@@ -238,12 +239,16 @@ fn handle_checked(
                     )));
                 }
             };
-            ok(json!(credentials::secret(
+            let mut secret = credentials::secret(
                 &state.config.account,
                 &state.config.region,
                 &state.base_url,
-                kind
-            )))
+                kind,
+            );
+            if let Some((pem, _)) = &state.ca {
+                secret.insert("os-certAuthority".into(), pem.clone());
+            }
+            ok(json!(secret))
         }
         _ => missing(format!("no control endpoint {method} {PREFIX}{rest}")),
     })

@@ -20,7 +20,14 @@ pub enum SecretKind {
 }
 
 /// A `clouds.yaml` document with one cloud named `cloud`, using the password.
-pub(crate) fn clouds_yaml(account: &Account, region: &str, base_url: &str, cloud: &str) -> String {
+/// With `ca_file`, the cloud's `cacert` names it.
+pub(crate) fn clouds_yaml(
+    account: &Account,
+    region: &str,
+    base_url: &str,
+    cloud: &str,
+    ca_file: Option<&std::path::Path>,
+) -> String {
     let auth = serde_json::json!({
         "auth_url": auth_url(base_url),
         "username": account.user_name,
@@ -29,7 +36,7 @@ pub(crate) fn clouds_yaml(account: &Account, region: &str, base_url: &str, cloud
         "user_domain_name": account.domain_name,
         "project_domain_name": account.domain_name,
     });
-    let doc = serde_json::json!({
+    let mut doc = serde_json::json!({
         "clouds": {
             cloud: {
                 "auth": auth,
@@ -40,6 +47,9 @@ pub(crate) fn clouds_yaml(account: &Account, region: &str, base_url: &str, cloud
             }
         }
     });
+    if let Some(ca_file) = ca_file {
+        doc["clouds"][cloud]["cacert"] = serde_json::json!(ca_file.display().to_string());
+    }
     // Serialising a JSON value to YAML cannot fail.
     serde_yaml::to_string(&doc).unwrap_or_default()
 }

@@ -44,6 +44,9 @@ pub enum Error {
         #[source]
         source: std::io::Error,
     },
+    /// The CA or server certificate of a TLS cloud could not be made or used.
+    #[error("TLS: {0}")]
+    Tls(String),
     /// A control operation was refused (unknown share type name, bad fault rule, ...).
     #[error("{0}")]
     Control(String),

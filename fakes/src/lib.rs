@@ -34,6 +34,7 @@ mod manila;
 mod reply;
 mod router;
 mod state;
+pub mod tls;
 
 use std::collections::BTreeMap;
 use std::net::{SocketAddr, TcpListener};
@@ -67,9 +68,19 @@ pub struct FakeCloudBuilder {
     config: CloudConfig,
     listen: SocketAddr,
     backend_root: Option<PathBuf>,
+    tls: bool,
 }
 
 impl FakeCloudBuilder {
+    /// Serves HTTPS with a CA generated for this cloud (default false): every URL it hands
+    /// out is `https://`, [`FakeCloud::ca_pem`] and [`FakeCloud::ca_file`] give the CA, and
+    /// the clouds.yaml and flat secret it makes carry it. Needs a Tokio runtime that
+    /// outlives the cloud (the TLS front runs on it).
+    pub fn tls(mut self, tls: bool) -> Self {
+        self.tls = tls;
+        self
+    }
+
     /// Listens on `addr` (default `127.0.0.1:0`, an ephemeral port).
     pub fn listen(mut self, addr: SocketAddr) -> Self {
         self.listen = addr;
@@ -109,14 +120,53 @@ impl FakeCloudBuilder {
         } else {
             addr.ip().to_string()
         };
-        let base_url = format!("http://{host}:{}", addr.port());
+        let scheme = if self.tls { "https" } else { "http" };
+        let base_url = format!("{scheme}://{host}:{}", addr.port());
         let state = Arc::new(Mutex::new(CloudState::new(
             self.config,
             base_url.clone(),
             backend,
         )));
+        // With TLS, wiremock serves plain HTTP on a private loopback port behind the front.
+        let (server_listener, tls) = if self.tls {
+            let private =
+                TcpListener::bind((std::net::Ipv4Addr::LOCALHOST, 0)).map_err(|source| {
+                    Error::Bind {
+                        addr: "127.0.0.1:0".into(),
+                        source,
+                    }
+                })?;
+            let backend_addr = private.local_addr().map_err(|source| Error::Bind {
+                addr: "127.0.0.1:0".into(),
+                source,
+            })?;
+            let certificates = tls::CloudCertificates::generate(addr.ip())?;
+            let front = tls::TlsFront::spawn(listener, backend_addr, &certificates)?;
+            let dir = tempfile::Builder::new()
+                .prefix("fake-ca-")
+                .tempdir()
+                .map_err(|source| Error::Backend {
+                    path: std::env::temp_dir(),
+                    source,
+                })?;
+            let ca_file = dir.path().join("ca.pem");
+            std::fs::write(&ca_file, &certificates.ca_pem).map_err(|source| Error::Backend {
+                path: ca_file.clone(),
+                source,
+            })?;
+            lock(&state).ca = Some((certificates.ca_pem.clone(), ca_file.clone()));
+            let tls = Tls {
+                ca_pem: certificates.ca_pem,
+                ca_file,
+                _dir: dir,
+                _front: front,
+            };
+            (private, Some(tls))
+        } else {
+            (listener, None)
+        };
         let server = MockServer::builder()
-            .listener(listener)
+            .listener(server_listener)
             .disable_request_recording()
             .start()
             .await;
@@ -127,6 +177,7 @@ impl FakeCloudBuilder {
             .mount(&server)
             .await;
         Ok(FakeCloud {
+            tls,
             _server: server,
             _temporary_root: temporary_root,
             state,
@@ -136,10 +187,21 @@ impl FakeCloudBuilder {
     }
 }
 
+/// The TLS side of a cloud: its CA (inline and as a file) and the front serving HTTPS.
+struct Tls {
+    ca_pem: String,
+    ca_file: PathBuf,
+    // Dropped with the cloud: the front stops accepting, the CA file goes.
+    _front: tls::TlsFront,
+    _dir: tempfile::TempDir,
+}
+
 /// A running fake cloud. Dropping it stops the server and removes a temporary backend
 /// directory (one the caller chose with [`FakeCloudBuilder::backend_root`] stays).
 pub struct FakeCloud {
-    // Dropped first: asks the server to shut down.
+    // Dropped first: no more TLS connections, and the CA file goes.
+    tls: Option<Tls>,
+    // Then: asks the server to shut down.
     _server: MockServer,
     // Dropped next, here rather than with the state, which the server's thread may hold
     // until after this process has exited.
@@ -164,6 +226,7 @@ impl FakeCloud {
             config,
             listen: SocketAddr::from(([127, 0, 0, 1], 0)),
             backend_root: None,
+            tls: false,
         }
     }
 
@@ -180,7 +243,15 @@ impl FakeCloud {
     pub fn address(&self) -> SocketAddr {
         self.addr
     }
-    /// `http://host:port`.
+    /// The CA that signed the cloud's certificate (PEM), when it serves HTTPS.
+    pub fn ca_pem(&self) -> Option<String> {
+        self.tls.as_ref().map(|t| t.ca_pem.clone())
+    }
+    /// A file holding [`FakeCloud::ca_pem`], removed with the cloud.
+    pub fn ca_file(&self) -> Option<PathBuf> {
+        self.tls.as_ref().map(|t| t.ca_file.clone())
+    }
+    /// `http://host:port` (`https://` with TLS).
     pub fn base_url(&self) -> &str {
         &self.base_url
     }
@@ -212,12 +283,24 @@ impl FakeCloud {
     /// A `clouds.yaml` with one cloud named `cloud` (password auth).
     pub fn clouds_yaml(&self, cloud: &str) -> String {
         let s = self.state();
-        credentials::clouds_yaml(&s.config.account, &s.config.region, &self.base_url, cloud)
+        let ca_file = self.tls.as_ref().map(|t| t.ca_file.as_path());
+        credentials::clouds_yaml(
+            &s.config.account,
+            &s.config.region,
+            &self.base_url,
+            cloud,
+            ca_file,
+        )
     }
     /// The flat `os-*` secret of the Manila CSI driver.
     pub fn secret(&self, kind: SecretKind) -> BTreeMap<String, String> {
         let s = self.state();
-        credentials::secret(&s.config.account, &s.config.region, &self.base_url, kind)
+        let mut secret =
+            credentials::secret(&s.config.account, &s.config.region, &self.base_url, kind);
+        if let Some(tls) = &self.tls {
+            secret.insert("os-certAuthority".into(), tls.ca_pem.clone());
+        }
+        secret
     }
 
     /// The cloud requests so far, oldest first (control requests excluded; the newest

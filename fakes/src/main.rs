@@ -47,6 +47,13 @@ struct Args {
     /// Token lifetime in seconds.
     #[arg(long, value_name = "SECONDS")]
     token_lifetime: Option<u64>,
+    /// Serve HTTPS with a CA generated at start (its certificate goes to --write-ca, or next
+    /// to --write-clouds-yaml as fake-openstack-ca.pem; clouds.yaml's `cacert` names it).
+    #[arg(long)]
+    tls: bool,
+    /// With --tls: write the CA certificate (PEM) here.
+    #[arg(long, value_name = "PATH", requires = "tls")]
+    write_ca: Option<PathBuf>,
     /// Write a clouds.yaml for this cloud here.
     #[arg(long, value_name = "PATH")]
     write_clouds_yaml: Option<PathBuf>,
@@ -163,9 +170,25 @@ async fn main() -> anyhow::Result<()> {
     if let Some(root) = &args.backend_root {
         builder = builder.backend_root(root);
     }
-    let cloud = builder.start().await?;
+    let cloud = builder.tls(args.tls).start().await?;
+    // The CA is written where the user asked (or beside clouds.yaml): the cloud's own copy
+    // goes when it stops.
+    let ca_path = args.write_ca.clone().or_else(|| {
+        args.write_clouds_yaml
+            .as_ref()
+            .filter(|_| args.tls)
+            .map(|p| p.with_file_name("fake-openstack-ca.pem"))
+    });
+    if let (Some(path), Some(pem)) = (&ca_path, cloud.ca_pem()) {
+        write_file(path, &pem)?;
+        tracing::info!(path = %path.display(), "wrote the CA certificate");
+    }
     if let Some(path) = &args.write_clouds_yaml {
-        write_file(path, &cloud.clouds_yaml(&args.cloud_name))?;
+        let mut text = cloud.clouds_yaml(&args.cloud_name);
+        if let (Some(own), Some(written)) = (cloud.ca_file(), &ca_path) {
+            text = text.replace(&own.display().to_string(), &written.display().to_string());
+        }
+        write_file(path, &text)?;
         tracing::info!(path = %path.display(), cloud = %args.cloud_name, "wrote clouds.yaml");
     }
     if let Some(path) = &args.write_secret {

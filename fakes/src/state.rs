@@ -48,6 +48,9 @@ pub(crate) struct CloudState {
     /// Sequence number of the last journalled request (survives clearing).
     pub journal_seq: u64,
     pub backend: Backend,
+    /// With TLS: the CA (PEM) and the file holding it, for the clouds.yaml and secret the
+    /// control API hands out.
+    pub ca: Option<(String, std::path::PathBuf)>,
     seq: u64,
 }
 
@@ -80,6 +83,7 @@ impl CloudState {
             seed: config.clone(),
             config,
             base_url,
+            ca: None,
             tokens: HashMap::new(),
             share_types: Vec::new(),
             shares: HashMap::new(),

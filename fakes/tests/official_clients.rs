@@ -189,4 +189,49 @@ async fn openstack_cli_drives_a_full_share_lifecycle() {
             .all(|e| e.microversion.as_deref() == Some("2.84")),
         "{manila_calls:?}"
     );
+
+    // Over TLS: the clients trust the cloud through clouds.yaml's `cacert`, and refuse it
+    // without.
+    let tls_cloud = FakeCloud::builder(CloudConfig::default())
+        .tls(true)
+        .start()
+        .await
+        .unwrap();
+    assert!(tls_cloud.auth_url().starts_with("https://"));
+    let clouds_tls = dir.path().join("clouds-tls.yaml");
+    std::fs::write(&clouds_tls, tls_cloud.clouds_yaml("fake")).unwrap();
+    let tls_cli = Cli {
+        exe: cli.exe.clone(),
+        clouds: clouds_tls,
+    };
+    let types = tls_cli.json(&["share", "type", "list"]).await;
+    assert_eq!(types[0]["Name"], "default", "{types}");
+    let share = tls_cli
+        .json(&[
+            "share", "create", "NFS", "1", "--name", "over-tls", "--wait",
+        ])
+        .await;
+    let id = share["id"].as_str().unwrap().to_owned();
+    tls_cli.ok(&["share", "delete", &id, "--wait"]).await;
+    assert!(tls_cloud.leftovers().is_empty());
+    let no_ca = dir.path().join("clouds-no-ca.yaml");
+    let text: String = tls_cloud
+        .clouds_yaml("fake")
+        .lines()
+        .filter(|l| !l.trim_start().starts_with("cacert:"))
+        .map(|l| format!("{l}\n"))
+        .collect();
+    std::fs::write(&no_ca, text).unwrap();
+    let untrusting = Cli {
+        exe: cli.exe.clone(),
+        clouds: no_ca,
+    };
+    let err = untrusting
+        .run(&["share", "type", "list"])
+        .await
+        .unwrap_err();
+    assert!(
+        err.to_ascii_lowercase().contains("certificate") || err.contains("SSL"),
+        "{err}"
+    );
 }
