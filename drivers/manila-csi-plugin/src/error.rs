@@ -62,6 +62,10 @@ pub enum Error {
     /// The resource or the cloud is not in a state that allows the operation.
     #[error("{0}")]
     FailedPrecondition(String),
+    /// The Keystone catalog lists no Manila endpoint usable with the credentials' region
+    /// and interface (a FailedPrecondition for CSI callers).
+    #[error("{0}")]
+    NotInCatalog(String),
     /// Waiting for a share, snapshot or access rule ran past its deadline.
     #[error("{0}")]
     DeadlineExceeded(String),
@@ -122,7 +126,7 @@ impl Error {
             Error::AlreadyExists(_) => Code::AlreadyExists,
             Error::Aborted(_) => Code::Aborted,
             Error::Unavailable(_) => Code::Unavailable,
-            Error::FailedPrecondition(_) => Code::FailedPrecondition,
+            Error::FailedPrecondition(_) | Error::NotInCatalog(_) => Code::FailedPrecondition,
             Error::DeadlineExceeded(_) => Code::DeadlineExceeded,
             Error::ResourceFailed { detail_id, .. } => code_for_detail_id(detail_id.as_deref()),
             Error::OutOfRange(_) => Code::OutOfRange,

@@ -277,22 +277,105 @@ fn from_clouds_yaml(get: &dyn Fn(&str) -> Option<String>) -> Result<Credentials>
     let text = std::fs::read_to_string(&path).map_err(|e| {
         Error::InvalidArgument(format!("secret os-cloudsFile: cannot read {path}: {e}"))
     })?;
-    let mut file: CloudsFile = serde_yaml::from_str(&text).map_err(|e| {
+    parse_clouds_yaml(
+        &text,
+        &cloud_name,
+        &format!("secret os-cloudsFile {path}"),
+        get,
+    )
+}
+
+impl Credentials {
+    /// The credentials of cloud `cloud_name` in the clouds.yaml `text`; `source` names where
+    /// the text came from in error messages (e.g. `Secret ns/name key clouds.yaml`), which
+    /// never contain a secret.
+    pub fn from_clouds_yaml_str(text: &str, cloud_name: &str, source: &str) -> Result<Self> {
+        parse_clouds_yaml(text, cloud_name, source, &|_| None)
+    }
+
+    /// The flat `os-*` secret keys that [`Credentials::try_from`] turns back into these
+    /// credentials (the CA inline as `os-certAuthority`; a CA file is read by the caller).
+    pub fn to_flat_secret(&self) -> BTreeMap<String, String> {
+        let mut out = BTreeMap::new();
+        let mut put = |key: &str, value: Option<&String>| {
+            if let Some(value) = value.filter(|v| !v.is_empty()) {
+                out.insert(key.to_string(), value.clone());
+            }
+        };
+        put("os-authURL", Some(&self.auth_url));
+        match &self.method {
+            AuthMethod::Password {
+                user_id,
+                user_name,
+                user_domain_id,
+                user_domain_name,
+                password,
+            } => {
+                put("os-userID", user_id.as_ref());
+                put("os-userName", user_name.as_ref());
+                put("os-userDomainID", user_domain_id.as_ref());
+                put("os-userDomainName", user_domain_name.as_ref());
+                put("os-password", Some(&password.expose().to_string()));
+            }
+            AuthMethod::ApplicationCredential {
+                id,
+                name,
+                user_id,
+                user_name,
+                user_domain_id,
+                user_domain_name,
+                secret,
+            } => {
+                put("os-applicationCredentialID", id.as_ref());
+                put("os-applicationCredentialName", name.as_ref());
+                put("os-userID", user_id.as_ref());
+                put("os-userName", user_name.as_ref());
+                put("os-userDomainID", user_domain_id.as_ref());
+                put("os-userDomainName", user_domain_name.as_ref());
+                put(
+                    "os-applicationCredentialSecret",
+                    Some(&secret.expose().to_string()),
+                );
+            }
+        }
+        put("os-projectID", self.scope.project_id.as_ref());
+        put("os-projectName", self.scope.project_name.as_ref());
+        put("os-projectDomainID", self.scope.project_domain_id.as_ref());
+        put(
+            "os-projectDomainName",
+            self.scope.project_domain_name.as_ref(),
+        );
+        put("os-trustID", self.scope.trust_id.as_ref());
+        put("os-region", self.region.as_ref());
+        put("os-endpointType", Some(&self.interface));
+        put("os-certAuthority", self.tls.ca_pem.as_ref());
+        if self.tls.insecure {
+            out.insert("os-TLSInsecure".into(), "true".into());
+        }
+        out
+    }
+}
+
+/// Parses clouds.yaml `text` (from `source`) for `cloud_name`; `get` gives secret keys that
+/// override the file's settings (region, interface, TLS).
+fn parse_clouds_yaml(
+    text: &str,
+    cloud_name: &str,
+    source: &str,
+    get: &dyn Fn(&str) -> Option<String>,
+) -> Result<Credentials> {
+    let path = source;
+    let mut file: CloudsFile = serde_yaml::from_str(text)
+        .map_err(|e| Error::InvalidArgument(format!("{source} is not a valid clouds.yaml: {e}")))?;
+    let cloud = file.clouds.remove(cloud_name).ok_or_else(|| {
         Error::InvalidArgument(format!(
-            "secret os-cloudsFile: {path} is not a valid clouds.yaml: {e}"
-        ))
-    })?;
-    let cloud = file.clouds.remove(&cloud_name).ok_or_else(|| {
-        Error::InvalidArgument(format!(
-            "secret os-cloud: cloud {cloud_name:?} is not in {path} (it has: {})",
+            "cloud {cloud_name:?} is not in {source} (it has: {})",
             file.clouds.keys().cloned().collect::<Vec<_>>().join(", ")
         ))
     })?;
     let auth = cloud.auth;
     let auth_url = auth.auth_url.ok_or_else(|| {
-        Error::InvalidArgument(format!(
-            "clouds.yaml {path}: cloud {cloud_name:?} has no auth.auth_url"
-        ))
+        Error::InvalidArgument(format!("{path}: cloud {cloud_name:?} has no auth.auth_url"))
     })?;
     let user_domain_id = auth.user_domain_id.or_else(|| auth.domain_id.clone());
     let user_domain_name = auth.user_domain_name.or_else(|| auth.domain_name.clone());
@@ -309,7 +392,7 @@ fn from_clouds_yaml(get: &dyn Fn(&str) -> Option<String>) -> Result<Credentials>
     } else {
         let password = auth.password.ok_or_else(|| {
             Error::InvalidArgument(format!(
-                "clouds.yaml {path}: cloud {cloud_name:?} has neither auth.password nor auth.application_credential_secret"
+                "{path}: cloud {cloud_name:?} has neither auth.password nor auth.application_credential_secret"
             ))
         })?;
         AuthMethod::Password {

@@ -192,7 +192,7 @@ impl Session {
                 }
             }
         }
-        Err(Error::FailedPrecondition(format!(
+        Err(Error::NotInCatalog(format!(
             "no Manila endpoint (type {}) with interface {interface:?}{} in the Keystone catalog",
             MANILA_SERVICE_TYPES.join("/"),
             region

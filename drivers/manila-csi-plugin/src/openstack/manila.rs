@@ -315,14 +315,9 @@ impl ManilaClient {
         Ok(body.access)
     }
 
-    /// The share type with this name or id (`default` asks `GET /types/default`).
-    pub async fn share_type(&self, name_or_id: &str) -> Result<ShareType> {
+    /// `GET /types`: the share types visible to the project.
+    pub async fn share_types(&self) -> Result<Vec<ShareType>> {
         // Manila sends both the current and the legacy (`volume_type…`) keys.
-        #[derive(Deserialize)]
-        struct One {
-            share_type: Option<ShareType>,
-            volume_type: Option<ShareType>,
-        }
         #[derive(Deserialize)]
         struct List {
             share_types: Option<Vec<ShareType>>,
@@ -331,7 +326,17 @@ impl ManilaClient {
         let types: List = self
             .call(Method::GET, "/types", &[], None, MIN_MICROVERSION)
             .await?;
-        let list = types.share_types.or(types.volume_types).unwrap_or_default();
+        Ok(types.share_types.or(types.volume_types).unwrap_or_default())
+    }
+
+    /// The share type with this name or id (`default` asks `GET /types/default`).
+    pub async fn share_type(&self, name_or_id: &str) -> Result<ShareType> {
+        #[derive(Deserialize)]
+        struct One {
+            share_type: Option<ShareType>,
+            volume_type: Option<ShareType>,
+        }
+        let list = self.share_types().await?;
         if let Some(found) = list
             .into_iter()
             .find(|t| t.name == name_or_id || t.id == name_or_id)
