@@ -155,7 +155,7 @@ fn build(root: &Path, profile_dir: &Path, stale: &[(&str, &str)]) -> Result<(), 
 /// The directory of workspace package `package` (its `Cargo.toml` says `name = "<package>"`).
 fn package_dir(root: &Path, package: &str) -> Option<PathBuf> {
     let mut candidates = vec![root.join(package)];
-    for group in ["drivers", "sidecars"] {
+    for group in ["drivers", "sidecars", "operators"] {
         candidates.extend(
             std::fs::read_dir(root.join(group))
                 .into_iter()
@@ -179,7 +179,8 @@ fn manifest_name(manifest: &Path) -> Option<String> {
 }
 
 /// The newest modification time among the package's `src/`, `Cargo.toml`, `build.rs`,
-/// `proto/` and those of its path dependencies, recursively.
+/// `proto/`, `assets/` (manifests compiled in) and those of its path dependencies,
+/// recursively.
 fn newest_source(package_dir: &Path) -> SystemTime {
     let mut newest = SystemTime::UNIX_EPOCH;
     let mut packages = vec![package_dir.to_path_buf()];
@@ -192,7 +193,7 @@ fn newest_source(package_dir: &Path) -> SystemTime {
             continue;
         }
         seen.push(dir.clone());
-        for entry in ["src", "Cargo.toml", "build.rs", "proto"] {
+        for entry in ["src", "Cargo.toml", "build.rs", "proto", "assets"] {
             newest = newest.max(newest_under(&dir.join(entry)));
         }
         let manifest = std::fs::read_to_string(dir.join("Cargo.toml")).unwrap_or_default();
@@ -251,6 +252,10 @@ mod tests {
             root.join("sidecars/csi-provisioner")
         );
         assert_eq!(package_dir(&root, "harness").unwrap(), root.join("harness"));
+        assert_eq!(
+            package_dir(&root, "manila-operator").unwrap(),
+            root.join("operators/manila-operator")
+        );
         assert!(package_dir(&root, "no-such-package").is_none());
     }
 

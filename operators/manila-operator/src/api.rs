@@ -1,0 +1,256 @@
+//! The operator's API: the cluster-scoped `ClusterCSIDriver` (operator.openshift.io/v1) it
+//! manages, and the `ClusterOperator` (config.openshift.io/v1) it reports on.
+//!
+//! The schema the apiserver enforces is the CRD YAML in `fixtures/crds/` (see [`crate::crds`]);
+//! these types mirror the fields the operator reads and writes. Optional fields are `Option`
+//! and omitted when unset, so a status patch never clears what it does not mention.
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use kube::CustomResource;
+use serde::{Deserialize, Serialize};
+
+/// The name of the one ClusterCSIDriver this operator manages (the driver's name).
+pub const DRIVER_NAME: &str = "manila.csi.openstack.org";
+/// The name of the ClusterOperator it reports on.
+pub const CLUSTER_OPERATOR_NAME: &str = "manila-csi-driver-operator";
+
+/// How the operator treats what it manages.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum ManagementState {
+    /// Install and keep the driver as desired.
+    #[default]
+    Managed,
+    /// Hands off: nothing is created, changed or deleted.
+    Unmanaged,
+    /// The driver's objects are removed; StorageClasses and volumes are left alone.
+    Removed,
+    /// As Managed (upstream uses it to bypass upgrade checks).
+    Force,
+}
+
+/// Verbosity, as OpenShift's operator API spells it.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum LogLevel {
+    /// klog `-v=2`.
+    #[default]
+    Normal,
+    /// klog `-v=4`.
+    Debug,
+    /// klog `-v=6`.
+    Trace,
+    /// klog `-v=8`.
+    TraceAll,
+}
+
+impl LogLevel {
+    /// The klog `-v` value this level stands for.
+    pub fn verbosity(self) -> u8 {
+        match self {
+            LogLevel::Normal => 2,
+            LogLevel::Debug => 4,
+            LogLevel::Trace => 6,
+            LogLevel::TraceAll => 8,
+        }
+    }
+}
+
+/// Whether the operator manages the StorageClasses of the share types.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum StorageClassState {
+    /// Created and kept in sync (never deleted).
+    #[default]
+    Managed,
+    /// Created when missing, never changed afterwards.
+    Unmanaged,
+    /// Not created; existing classes are left alone.
+    Removed,
+}
+
+/// The desired state of the driver installation.
+#[derive(CustomResource, Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+#[kube(
+    group = "operator.openshift.io",
+    version = "v1",
+    kind = "ClusterCSIDriver",
+    status = "ClusterCSIDriverStatus",
+    schema = "disabled"
+)]
+#[serde(rename_all = "camelCase")]
+pub struct ClusterCSIDriverSpec {
+    /// Managed (default), Unmanaged, Removed or Force.
+    #[serde(default)]
+    pub management_state: ManagementState,
+    /// The driver's and sidecars' verbosity.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub log_level: Option<LogLevel>,
+    /// The operator's own verbosity.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub operator_log_level: Option<LogLevel>,
+    /// Whether share-type StorageClasses are managed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub storage_class_state: Option<StorageClassState>,
+    /// Driver-specific configuration.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub driver_config: Option<DriverConfig>,
+}
+
+/// `spec.driverConfig`: per-driver settings.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct DriverConfig {
+    /// `Manila` for this operator.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub driver_type: Option<String>,
+    /// Manila settings.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub manila: Option<ManilaDriverConfig>,
+}
+
+/// `spec.driverConfig.manila`.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct ManilaDriverConfig {
+    /// Share network ID per share type name, for types that create share servers
+    /// (`driver_handles_share_servers=True`): it becomes the class's `shareNetworkID`.
+    #[serde(
+        default,
+        rename = "shareNetworkIDs",
+        skip_serializing_if = "BTreeMap::is_empty"
+    )]
+    pub share_network_ids: BTreeMap<String, String>,
+}
+
+/// What the operator last observed and did.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct ClusterCSIDriverStatus {
+    /// The spec generation the status describes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub observed_generation: Option<i64>,
+    /// `<Controller>Available/Progressing/Degraded` and `ManilaControllerDisabled`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub conditions: Vec<OperatorCondition>,
+    /// The operator's release.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub version: Option<String>,
+    /// Ready replicas of the controller Deployment.
+    #[serde(default)]
+    pub ready_replicas: i32,
+    /// Generations of the workloads the operator last applied.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub generations: Vec<GenerationStatus>,
+}
+
+/// One condition of the operator's status (operator.openshift.io's OperatorCondition).
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq)]
+#[serde(rename_all = "camelCase")]
+pub struct OperatorCondition {
+    /// e.g. `ManilaControllerDisabled`, `ManilaDriverControllerServiceControllerAvailable`.
+    #[serde(rename = "type")]
+    pub type_: String,
+    /// `True`, `False` or `Unknown`.
+    pub status: String,
+    /// When the status last changed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_transition_time: Option<Time>,
+    /// A CamelCase reason.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+    /// A human-readable message.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub message: Option<String>,
+}
+
+/// The generation of one workload the operator applied.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq)]
+#[serde(rename_all = "camelCase")]
+pub struct GenerationStatus {
+    /// API group (`apps`).
+    pub group: String,
+    /// Resource (`deployments`, `daemonsets`).
+    pub resource: String,
+    /// Namespace.
+    pub namespace: String,
+    /// Name.
+    pub name: String,
+    /// `metadata.generation` after the last apply.
+    pub last_generation: i64,
+}
+
+/// config.openshift.io/v1 ClusterOperator: where an operator reports its health.
+#[derive(CustomResource, Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+#[kube(
+    group = "config.openshift.io",
+    version = "v1",
+    kind = "ClusterOperator",
+    status = "ClusterOperatorStatus",
+    schema = "disabled"
+)]
+pub struct ClusterOperatorSpec {}
+
+/// The reported health of an operator.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct ClusterOperatorStatus {
+    /// `Available`, `Progressing`, `Degraded`, `Upgradeable`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub conditions: Vec<OperatorCondition>,
+    /// Versions of the operator and its operand.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub versions: Vec<OperandVersion>,
+    /// Objects worth looking at when debugging this operator.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub related_objects: Vec<ObjectReference>,
+}
+
+/// A named version (`operator`, `manila-csi-driver`).
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq)]
+pub struct OperandVersion {
+    /// What the version is of.
+    pub name: String,
+    /// The version.
+    pub version: String,
+}
+
+/// A reference to a related object (config.openshift.io's ObjectReference).
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, PartialOrd, Ord)]
+#[serde(rename_all = "camelCase")]
+pub struct ObjectReference {
+    /// API group (empty for core).
+    pub group: String,
+    /// Resource (plural).
+    pub resource: String,
+    /// Namespace, for namespaced objects.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub namespace: Option<String>,
+    /// Name.
+    pub name: String,
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    #[test]
+    fn the_spec_reads_the_fields_as_the_crd_spells_them() {
+        let spec: ClusterCSIDriverSpec = serde_json::from_value(serde_json::json!({
+            "managementState": "Removed",
+            "logLevel": "TraceAll",
+            "storageClassState": "Unmanaged",
+            "driverConfig": {"driverType": "Manila",
+                "manila": {"shareNetworkIDs": {"tenant": "net-1"}}},
+        }))
+        .unwrap();
+        assert_eq!(spec.management_state, ManagementState::Removed);
+        assert_eq!(spec.log_level, Some(LogLevel::TraceAll));
+        assert_eq!(spec.storage_class_state, Some(StorageClassState::Unmanaged));
+        let manila = spec.driver_config.unwrap().manila.unwrap();
+        assert_eq!(
+            manila.share_network_ids.get("tenant").map(String::as_str),
+            Some("net-1")
+        );
+    }
+}

@@ -1,0 +1,109 @@
+//! The operator's own configuration: where it installs the driver, which images it runs, how
+//! often it syncs. Set by flags/environment of the operator's Deployment (see `main.rs`);
+//! everything a cluster admin changes at run time is in the ClusterCSIDriver instead.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+/// The images of the driver's containers. Defaults are upstream's image names; the embedded
+/// cluster maps them to this workspace's binaries.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Images {
+    /// `manila-csi-plugin` (controller and node).
+    pub driver: String,
+    /// The NFS node plugin the Manila node plugin forwards to.
+    pub nfs_driver: String,
+    /// `csi-provisioner`.
+    pub provisioner: String,
+    /// `csi-attacher`.
+    pub attacher: String,
+    /// `csi-resizer`.
+    pub resizer: String,
+    /// `csi-snapshotter`.
+    pub snapshotter: String,
+    /// `csi-node-driver-registrar`.
+    pub node_driver_registrar: String,
+    /// `livenessprobe`.
+    pub liveness_probe: String,
+}
+
+impl Default for Images {
+    fn default() -> Self {
+        Images {
+            driver: "registry.k8s.io/provider-os/manila-csi-plugin:v1.31.0".into(),
+            nfs_driver: "registry.k8s.io/sig-storage/nfsplugin:v4.5.0".into(),
+            provisioner: "registry.k8s.io/sig-storage/csi-provisioner:v3.6.2".into(),
+            attacher: "registry.k8s.io/sig-storage/csi-attacher:v4.4.2".into(),
+            resizer: "registry.k8s.io/sig-storage/csi-resizer:v1.9.2".into(),
+            snapshotter: "registry.k8s.io/sig-storage/csi-snapshotter:v6.3.2".into(),
+            node_driver_registrar: "registry.k8s.io/sig-storage/csi-node-driver-registrar:v2.9.1"
+                .into(),
+            liveness_probe: "registry.k8s.io/sig-storage/livenessprobe:v2.11.0".into(),
+        }
+    }
+}
+
+/// How the NFS node plugin mounts shares.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum NfsMounter {
+    /// The kernel NFS client (real clusters).
+    Kernel,
+    /// Bind mounts of the export directory, which exists on the node at the same path
+    /// (the embedded cluster with the fake cloud, whose host has no NFS client).
+    Local {
+        /// The fake cloud's backend directory, mounted into the NFS plugin at the same path.
+        export_root: PathBuf,
+    },
+}
+
+/// Everything the operator needs to know that is not in the ClusterCSIDriver.
+#[derive(Clone, Debug)]
+pub struct OperatorConfig {
+    /// Namespace of the driver's objects, the credentials Secret and the CA ConfigMap.
+    pub namespace: String,
+    /// Secret holding `clouds.yaml` (key [`OperatorConfig::clouds_yaml_key`]).
+    pub credentials_secret: String,
+    /// Key of clouds.yaml in the credentials Secret.
+    pub clouds_yaml_key: String,
+    /// The cloud in clouds.yaml to use.
+    pub cloud_name: String,
+    /// ConfigMap holding a custom CA bundle (key [`OperatorConfig::ca_bundle_key`]), optional.
+    pub ca_config_map: String,
+    /// Key of the CA bundle in that ConfigMap.
+    pub ca_bundle_key: String,
+    /// The Secret the operator writes for the driver (flat `os-*` keys).
+    pub driver_secret: String,
+    /// Container images.
+    pub images: Images,
+    /// NFS mounter of the node plugin.
+    pub nfs_mounter: NfsMounter,
+    /// Port of the controller pod's liveness probe (pods share the host network).
+    pub controller_health_port: u16,
+    /// How often share types are listed for new StorageClasses.
+    pub share_type_sync_interval: Duration,
+    /// How often everything is reconciled even without a watch event.
+    pub resync_interval: Duration,
+    /// The operator's release, reported in `status.version` and the ClusterOperator.
+    pub version: String,
+}
+
+impl OperatorConfig {
+    /// Defaults for a driver in `namespace`.
+    pub fn new(namespace: impl Into<String>) -> Self {
+        OperatorConfig {
+            namespace: namespace.into(),
+            credentials_secret: "cloud-credentials".into(),
+            clouds_yaml_key: "clouds.yaml".into(),
+            cloud_name: "openstack".into(),
+            ca_config_map: "cloud-provider-config".into(),
+            ca_bundle_key: "ca-bundle.pem".into(),
+            driver_secret: "csi-manila-secrets".into(),
+            images: Images::default(),
+            nfs_mounter: NfsMounter::Kernel,
+            controller_health_port: 9808,
+            share_type_sync_interval: Duration::from_secs(60),
+            resync_interval: Duration::from_secs(600),
+            version: env!("CARGO_PKG_VERSION").into(),
+        }
+    }
+}

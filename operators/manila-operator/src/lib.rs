@@ -1,0 +1,25 @@
+//! The Manila CSI driver operator: it installs the Manila CSI driver (with the NFS node
+//! plugin it forwards to) and keeps it as the cluster-scoped `ClusterCSIDriver`
+//! `manila.csi.openstack.org` asks, as upstream's csi-driver-manila-operator does.
+//!
+//! One reconcile ([`controller`]) reads the cloud credentials ([`cloud`]), looks Manila up in
+//! the Keystone catalog and lists share types; when Manila is there it writes the driver's
+//! flat Secret ([`secret_sync`]), applies the embedded manifests ([`assets`], [`apply`]) and
+//! creates one StorageClass per share type ([`storage_classes`]); then it reports conditions
+//! ([`status`]) on the ClusterCSIDriver and the ClusterOperator.
+
+pub mod api;
+pub mod apply;
+pub mod assets;
+pub mod cloud;
+pub mod config;
+pub mod controller;
+pub mod crds;
+pub mod error;
+pub mod metrics;
+pub mod secret_sync;
+pub mod status;
+pub mod storage_classes;
+
+pub use config::OperatorConfig;
+pub use error::{Error, Result};

@@ -1,0 +1,88 @@
+//! The driver's Secret: the flat `os-*` keys the Manila driver reads from a CSI request's
+//! secrets, translated from clouds.yaml (+ the CA bundle), as upstream's older operators
+//! wrote `csi-manila-secrets`. The hash of its data goes into the driver pods' template, so
+//! rotated credentials or a new CA restart them.
+
+use std::collections::BTreeMap;
+use std::hash::Hasher;
+
+use crate::cloud::CloudInputs;
+
+/// The flat `os-*` keys the driver reads, for `inputs`.
+pub fn driver_secret_data(inputs: &CloudInputs) -> BTreeMap<String, String> {
+    inputs.credentials.to_flat_secret()
+}
+
+/// A short hash of `data`, the same in every process and release (SipHash with fixed zero
+/// keys, as `std::hash::SipHasher` defines it).
+pub fn data_hash(data: &BTreeMap<String, String>) -> String {
+    #[allow(deprecated)] // SipHasher's output is specified; DefaultHasher's may change.
+    let mut hasher = std::hash::SipHasher::new();
+    for (key, value) in data {
+        hasher.write(key.as_bytes());
+        hasher.write_u8(0);
+        hasher.write(value.as_bytes());
+        hasher.write_u8(0);
+    }
+    format!("{:016x}", hasher.finish())
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use std::collections::HashMap;
+
+    use manila_csi_plugin::openstack::Credentials;
+
+    use super::*;
+    use crate::cloud::inputs_from;
+    use crate::config::OperatorConfig;
+
+    const CLOUDS: &str = "clouds:\n  openstack:\n    auth:\n      auth_url: https://keystone.example:5000/v3\n      username: demo\n      password: hunter2\n      project_name: demo\n      user_domain_name: Default\n      project_domain_name: Default\n    region_name: RegionOne\n    interface: internal\n";
+    const CA: &str = "-----BEGIN CERTIFICATE-----\nAAAA\n-----END CERTIFICATE-----\n";
+
+    fn inputs(ca: Option<&str>) -> CloudInputs {
+        CloudInputs {
+            credentials: inputs_from(
+                CLOUDS,
+                "openstack",
+                "s",
+                ca.map(str::to_string),
+                &OperatorConfig::new("ns"),
+            )
+            .unwrap(),
+            secret_source: "ns/c".into(),
+            ca_source: "ns/m key k".into(),
+        }
+    }
+
+    #[test]
+    fn the_driver_reads_back_the_same_credentials() {
+        let inputs = inputs(Some(CA));
+        let data = driver_secret_data(&inputs);
+        assert_eq!(
+            data.get("os-certAuthority").map(String::as_str),
+            Some(CA.trim())
+        );
+        assert_eq!(
+            data.get("os-endpointType").map(String::as_str),
+            Some("internal")
+        );
+        let map: HashMap<String, String> = data.into_iter().collect();
+        let read_back = Credentials::try_from(&map).unwrap();
+        assert_eq!(read_back, inputs.credentials);
+    }
+
+    #[test]
+    fn the_hash_changes_with_any_value_and_is_stable() {
+        let data = driver_secret_data(&inputs(None));
+        let with_ca = driver_secret_data(&inputs(Some(CA)));
+        assert_eq!(data_hash(&data), data_hash(&data.clone()));
+        assert_ne!(data_hash(&data), data_hash(&with_ca));
+        assert_eq!(data_hash(&data).len(), 16);
+        // Pinned: the same data must hash the same in every release (else an upgrade would
+        // restart the driver's pods for nothing).
+        let fixed = BTreeMap::from([("os-authURL".to_string(), "http://k/v3".to_string())]);
+        assert_eq!(data_hash(&fixed), "0a9b3c515b857a1f");
+    }
+}
