@@ -16,8 +16,13 @@ pub struct ImageBinary {
     pub package: &'static str,
 }
 
-/// Every image the fixtures of `fixtures/manila-csi/` use.
+/// Every image the fixtures of `fixtures/manila-csi/` and `fixtures/manila-operator/` use.
 pub const IMAGES: &[ImageBinary] = &[
+    ImageBinary {
+        image: "quay.io/openstack-csi-conformance/manila-csi-driver-operator",
+        binary: "manila-csi-driver-operator",
+        package: "manila-operator",
+    },
     ImageBinary {
         image: "registry.k8s.io/provider-os/manila-csi-plugin",
         binary: "manila-csi-plugin",

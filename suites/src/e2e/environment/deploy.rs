@@ -17,7 +17,9 @@ use kube::runtime::conditions;
 use super::super::error::{Error, Result};
 use super::super::manifests;
 use super::super::workload::{describe_pod, pod_is_ready};
-use super::{CONTROLLER_SELECTOR, DRIVER_NAME, ManilaCsiEnvironment, SNAPSHOT_CONTROLLER_SELECTOR};
+use super::{
+    CONTROLLER_SELECTOR, DRIVER_NAME, Install, ManilaCsiEnvironment, SNAPSHOT_CONTROLLER_SELECTOR,
+};
 
 impl ManilaCsiEnvironment {
     /// The values of the fixtures' `${VARS}` for this run (without `ZONE`).
@@ -50,7 +52,6 @@ impl ManilaCsiEnvironment {
             .create(&PostParams::default(), &ns)
             .await
             .map_err(Error::kube(format!("creating namespace {namespace}")))?;
-        self.create_secret().await?;
 
         // The snapshot CRDs, Established before anything uses them.
         let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
@@ -76,6 +77,21 @@ impl ManilaCsiEnvironment {
 
         let vars = self.vars()?;
         let dir = manifests::fixtures_dir();
+        if let Install::Operator(operator) = self.options.install.clone() {
+            // The snapshot controller is the cluster's, not the driver's: installed as for
+            // the fixtures; the operator installs the rest.
+            self.options.secret_name = super::DRIVER_SECRET.into();
+            for file in ["snapshot-controller-rbac.yaml", "snapshot-controller.yaml"] {
+                self.applier.apply_file(&dir.join(file), &vars).await?;
+            }
+            self.deploy_operator(&operator, &vars).await?;
+            if operator.wait_for_driver {
+                self.wait_pod_ready(SNAPSHOT_CONTROLLER_SELECTOR, self.options.ready_timeout)
+                    .await?;
+            }
+            return Ok(());
+        }
+        self.create_secret().await?;
         let csidriver = if self.options.attach_required {
             "csidriver-attach-required.yaml"
         } else {
@@ -173,7 +189,7 @@ impl ManilaCsiEnvironment {
     }
 
     /// Waits until every node's CSINode lists the driver.
-    async fn wait_registered(&self, timeout: Duration) -> Result<()> {
+    pub(super) async fn wait_registered(&self, timeout: Duration) -> Result<()> {
         let csinodes: Api<CSINode> = Api::all(self.client());
         let nodes = self.cluster.node_names();
         wait::wait_until(

@@ -10,6 +10,7 @@
 
 mod cleanup;
 mod deploy;
+mod operator;
 mod teardown;
 
 use std::collections::BTreeMap;
@@ -27,6 +28,11 @@ use super::error::Result;
 use super::manifests::Applier;
 use super::workload::describe_pod;
 use cleanup::ClusterGuard;
+pub use operator::{
+    CA_CONFIG_MAP, CLUSTER_OPERATOR, CREDENTIALS_SECRET, DRIVER_SECRET, OPERATOR_MANAGED_SELECTOR,
+    OPERATOR_SELECTOR, OperatorOptions, cluster_csi_driver_resource, cluster_operator_resource,
+    condition, describe_conditions,
+};
 
 /// The driver's name.
 pub const DRIVER_NAME: &str = "manila.csi.openstack.org";
@@ -47,6 +53,18 @@ pub const NODE_PLUGIN_SELECTOR: &str = "app=openstack-manila-csi,component=nodep
 /// The label selecting the snapshot controller's pod.
 pub const SNAPSHOT_CONTROLLER_SELECTOR: &str = "app=snapshot-controller";
 
+/// How the driver gets onto the cluster.
+#[derive(Debug, Clone, Default)]
+pub enum Install {
+    /// The plain manifests of `fixtures/manila-csi/` with the flat credentials Secret.
+    #[default]
+    Fixtures,
+    /// The operator of `fixtures/manila-operator/` with the `cloud-credentials` Secret
+    /// (clouds.yaml, and the CA ConfigMap when the fake cloud speaks TLS); the operator
+    /// installs the driver, its Secret and one StorageClass per share type.
+    Operator(OperatorOptions),
+}
+
 /// How a [`ManilaCsiEnvironment`] is set up.
 #[derive(Debug, Clone)]
 pub struct EnvironmentOptions {
@@ -62,6 +80,10 @@ pub struct EnvironmentOptions {
     pub topology: bool,
     /// The fake cloud's seed (its zones are replaced by [`EnvironmentOptions::zones`]).
     pub cloud: CloudConfig,
+    /// Serve the fake cloud over HTTPS with a CA of its own (default false).
+    pub cloud_tls: bool,
+    /// How the driver is installed (default: the plain fixtures).
+    pub install: Install,
     /// The namespace of the driver (default `manila-csi`).
     pub namespace: String,
     /// The credentials Secret's name (default `manila-csi-secrets`).
@@ -87,6 +109,8 @@ impl Default for EnvironmentOptions {
             attach_required: false,
             topology: false,
             cloud: CloudConfig::default(),
+            cloud_tls: false,
+            install: Install::Fixtures,
             namespace: "manila-csi".into(),
             secret_name: "manila-csi-secrets".into(),
             ready_timeout: Duration::from_secs(180),
@@ -171,6 +195,7 @@ impl ManilaCsiEnvironment {
         cloud_config.manila.availability_zones = options.zones.clone();
         let cloud = FakeCloud::builder(cloud_config)
             .backend_root(&export_root)
+            .tls(options.cloud_tls)
             .start()
             .await?;
         tracing::info!(cloud = cloud.base_url(), exports = %export_root.display(), "fake cloud started");

@@ -7,7 +7,7 @@ use kube::api::{Api, DeleteParams, DynamicObject, ListParams};
 
 use super::super::error::{Error, Result};
 use super::super::snapshots;
-use super::ManilaCsiEnvironment;
+use super::{Install, ManilaCsiEnvironment};
 
 impl ManilaCsiEnvironment {
     /// Deletes what the workloads left (VolumeSnapshots, pods using claims, claims), waits
@@ -25,6 +25,11 @@ impl ManilaCsiEnvironment {
         if first_error.is_none() {
             let timeout = self.options.teardown_timeout;
             if let Err(e) = self.applier.delete_all(timeout).await {
+                first_error.get_or_insert(e);
+            }
+            if matches!(self.options.install, Install::Operator(_))
+                && let Err(e) = self.remove_operator_leftovers(timeout).await
+            {
                 first_error.get_or_insert(e);
             }
             let namespaces: Api<Namespace> = Api::all(self.client());
@@ -168,7 +173,7 @@ impl ManilaCsiEnvironment {
     }
 }
 
-fn ignore_not_found<T>(result: kube::Result<T>) -> kube::Result<()> {
+pub(super) fn ignore_not_found<T>(result: kube::Result<T>) -> kube::Result<()> {
     match result {
         Ok(_) => Ok(()),
         Err(kube::Error::Api(status)) if status.code == 404 => Ok(()),

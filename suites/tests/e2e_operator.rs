@@ -1,0 +1,497 @@
+//! The Manila CSI driver operator on its own embedded cluster with the fake cloud: installing
+//! the driver from nothing, share-type StorageClasses, self-healing, a cloud without Manila,
+//! credentials problems, management states, and a cloud that speaks TLS with its own CA.
+//! One environment per test.
+#![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
+
+use std::time::Duration;
+
+use fakes::{CloudConfig, ShareTypeSeed};
+use harness::cluster::wait;
+use k8s_openapi::api::apps::v1::{DaemonSet, Deployment};
+use k8s_openapi::api::core::v1::{ConfigMap, Event, Secret};
+use k8s_openapi::api::storage::v1::{CSIDriver, StorageClass};
+use kube::api::{Api, DeleteParams, DynamicObject, ListParams, Patch, PatchParams};
+use suites::e2e::workload::{Workload, claim, pod_with_claim};
+use suites::e2e::{
+    CA_CONFIG_MAP, CREDENTIALS_SECRET, DEFAULT_STORAGE_CLASS, DRIVER_NAME, EnvironmentOptions,
+    Install, ManilaCsiEnvironment, OperatorOptions, cluster_csi_driver_resource, condition,
+    describe_conditions,
+};
+
+const LOGS: &str = "suites=info,harness=info";
+const WAIT: Duration = Duration::from_secs(60);
+const CONTROLLER_DEPLOYMENT: &str = "openstack-manila-csi-controllerplugin";
+
+fn operator_options(operator: OperatorOptions) -> EnvironmentOptions {
+    EnvironmentOptions {
+        nodes: 2,
+        install: Install::Operator(operator),
+        ..Default::default()
+    }
+}
+
+fn status_of(object: &DynamicObject, type_: &str) -> (String, String, String) {
+    let text = |key: &str| {
+        condition(object, type_)
+            .and_then(|c| c.get(key))
+            .and_then(|v| v.as_str())
+            .unwrap_or("")
+            .to_string()
+    };
+    (text("status"), text("reason"), text("message"))
+}
+
+/// Waits until the ClusterCSIDriver's condition `type_` has `status` and its reason or
+/// message contains `contains`.
+async fn wait_driver_condition(
+    env: &ManilaCsiEnvironment,
+    type_: &str,
+    status: &str,
+    contains: &str,
+) -> DynamicObject {
+    let api: Api<DynamicObject> = Api::all_with(env.client(), &cluster_csi_driver_resource());
+    wait::wait_until(
+        format!("ClusterCSIDriver condition {type_}={status} mentioning {contains:?}"),
+        WAIT,
+        || {
+            let api = api.clone();
+            async move {
+                let object = api.get(DRIVER_NAME).await.map_err(|e| e.to_string())?;
+                let (found, reason, message) = status_of(&object, type_);
+                if found == status && (reason.contains(contains) || message.contains(contains)) {
+                    Ok(Some(object))
+                } else {
+                    Err(describe_conditions(&object))
+                }
+            }
+        },
+    )
+    .await
+    .unwrap()
+}
+
+async fn wait_exists<K>(api: &Api<K>, name: &str) -> K
+where
+    K: kube::Resource + Clone + std::fmt::Debug + serde::de::DeserializeOwned + 'static,
+{
+    wait::wait_until(format!("{name} to exist"), WAIT, || {
+        let api = api.clone();
+        let name = name.to_string();
+        async move {
+            match api.get_opt(&name).await.map_err(|e| e.to_string())? {
+                Some(object) => Ok(Some(object)),
+                None => Err("not there".to_string()),
+            }
+        }
+    })
+    .await
+    .unwrap()
+}
+
+async fn operator_events(env: &ManilaCsiEnvironment) -> Vec<Event> {
+    let events: Api<Event> = Api::namespaced(env.client(), "default");
+    events
+        .list(&ListParams::default().fields(&format!("involvedObject.name={DRIVER_NAME}")))
+        .await
+        .unwrap()
+        .items
+}
+
+/// Waits until the operator has reconciled the ClusterCSIDriver's current generation.
+async fn wait_generation_observed(env: &ManilaCsiEnvironment) {
+    wait::wait_until(
+        "the operator to observe the current generation",
+        WAIT,
+        || async move {
+            let driver = env.cluster_csi_driver().await.map_err(|e| e.to_string())?;
+            let generation = driver.metadata.generation;
+            let observed = driver
+                .data
+                .get("status")
+                .and_then(|s| s.get("observedGeneration"))
+                .and_then(|g| g.as_i64());
+            if observed.is_some() && observed == generation {
+                Ok(Some(()))
+            } else {
+                Err(format!(
+                    "observed generation {observed:?} of {generation:?}"
+                ))
+            }
+        },
+    )
+    .await
+    .unwrap();
+}
+
+async fn set_spec(env: &ManilaCsiEnvironment, spec: serde_json::Value) {
+    let api: Api<DynamicObject> = Api::all_with(env.client(), &cluster_csi_driver_resource());
+    api.patch(
+        DRIVER_NAME,
+        &PatchParams::default(),
+        &Patch::Merge(&serde_json::json!({ "spec": spec })),
+    )
+    .await
+    .unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_operator_installs_the_driver_keeps_classes_per_share_type_and_heals()
+-> anyhow::Result<()> {
+    testkit::init_tracing(LOGS);
+    let env = ManilaCsiEnvironment::start(operator_options(OperatorOptions::default())).await?;
+    let client = env.client();
+    let namespace = env.namespace().to_string();
+
+    // From nothing: CSIDriver, one class per share type, conditions, events.
+    let csidrivers: Api<CSIDriver> = Api::all(client.clone());
+    assert!(csidrivers.get_opt(DRIVER_NAME).await?.is_some());
+    let classes: Api<StorageClass> = Api::all(client.clone());
+    let default_class = wait_exists(&classes, DEFAULT_STORAGE_CLASS).await;
+    assert_eq!(default_class.provisioner, DRIVER_NAME);
+    let parameters = default_class.parameters.clone().unwrap_or_default();
+    assert_eq!(parameters.get("type").map(String::as_str), Some("default"));
+    let driver = env.cluster_csi_driver().await?;
+    assert_eq!(status_of(&driver, "ManilaControllerDisabled").0, "False");
+    let events = operator_events(&env).await;
+    assert!(
+        events
+            .iter()
+            .any(|e| e.reason.as_deref() == Some("DeploymentCreated")),
+        "{events:?}"
+    );
+
+    // A claim on the operator's default class binds, and a pod mounts it.
+    let workload = Workload::create(&env, "operator-install").await?;
+    workload
+        .bound_claim(&claim(
+            "data",
+            Some(DEFAULT_STORAGE_CLASS),
+            "1Gi",
+            "ReadWriteMany",
+        ))
+        .await?;
+    workload
+        .ready_pod(&pod_with_claim(
+            "writer",
+            "data",
+            None,
+            "echo written-by-operator-driver > /data/file && sleep 3600",
+        ))
+        .await?;
+    let read = workload.exec("writer", "cat /data/file").await?;
+    assert_eq!(read.trim(), "written-by-operator-driver");
+    workload.cleanup().await?;
+
+    // Share-type sync: a new type (with `_`) gets its class; a DHSS=True type waits for a
+    // share network from the operator's configuration; a removed type keeps its class.
+    env.cloud()
+        .add_share_type(&ShareTypeSeed::named("Gold_Fast"))?;
+    wait_exists(&classes, "csi-manila-gold-fast").await;
+    let mut dhss = ShareTypeSeed::named("tenant");
+    dhss.driver_handles_share_servers = true;
+    env.cloud().add_share_type(&dhss)?;
+    wait_driver_condition(
+        &env,
+        "ManilaStorageClassControllerAvailable",
+        "True",
+        "tenant",
+    )
+    .await;
+    assert!(classes.get_opt("csi-manila-tenant").await?.is_none());
+    set_spec(
+        &env,
+        serde_json::json!({ "driverConfig": { "driverType": "Manila",
+            "manila": { "shareNetworkIDs": { "tenant": "net-1234" } } } }),
+    )
+    .await;
+    let tenant = wait_exists(&classes, "csi-manila-tenant").await;
+    assert_eq!(
+        tenant
+            .parameters
+            .unwrap_or_default()
+            .get("shareNetworkID")
+            .map(String::as_str),
+        Some("net-1234")
+    );
+    env.cloud().remove_share_type("Gold_Fast")?;
+    // Two sync intervals later the class is still there.
+    let driver_before = env.cluster_csi_driver().await?;
+    wait::wait_until("two share-type syncs", WAIT, || {
+        let env = &env;
+        let before = driver_before.metadata.resource_version.clone();
+        async move {
+            let now = env.cluster_csi_driver().await.map_err(|e| e.to_string())?;
+            let message = status_of(&now, "ManilaControllerDisabled").2;
+            if now.metadata.resource_version != before && message.contains("2 share type") {
+                Ok(Some(()))
+            } else {
+                Err(format!("ManilaControllerDisabled message {message:?}"))
+            }
+        }
+    })
+    .await?;
+    assert!(classes.get_opt("csi-manila-gold-fast").await?.is_some());
+
+    // Self-healing: deleted children come back.
+    let deployments: Api<Deployment> = Api::namespaced(client.clone(), &namespace);
+    let old_uid = deployments.get(CONTROLLER_DEPLOYMENT).await?.metadata.uid;
+    deployments
+        .delete(CONTROLLER_DEPLOYMENT, &DeleteParams::default())
+        .await?;
+    wait::wait_until("the controller Deployment re-created", WAIT, || {
+        let deployments = deployments.clone();
+        let old_uid = old_uid.clone();
+        async move {
+            match deployments
+                .get_opt(CONTROLLER_DEPLOYMENT)
+                .await
+                .map_err(|e| e.to_string())?
+            {
+                Some(d) if d.metadata.uid != old_uid => Ok(Some(())),
+                Some(_) => Err("still the old one".to_string()),
+                None => Err("gone".to_string()),
+            }
+        }
+    })
+    .await?;
+    let daemon_sets: Api<DaemonSet> = Api::namespaced(client.clone(), &namespace);
+    for daemon_set in daemon_sets.list(&ListParams::default()).await?.items {
+        let name = daemon_set.metadata.name.clone().unwrap();
+        daemon_sets.delete(&name, &DeleteParams::default()).await?;
+        wait::wait_until(format!("DaemonSet {name} re-created"), WAIT, || {
+            let daemon_sets = daemon_sets.clone();
+            let name = name.clone();
+            let old_uid = daemon_set.metadata.uid.clone();
+            async move {
+                match daemon_sets
+                    .get_opt(&name)
+                    .await
+                    .map_err(|e| e.to_string())?
+                {
+                    Some(d) if d.metadata.uid != old_uid => Ok(Some(())),
+                    _ => Err("not re-created yet".to_string()),
+                }
+            }
+        })
+        .await?;
+    }
+    classes
+        .delete(DEFAULT_STORAGE_CLASS, &DeleteParams::default())
+        .await?;
+    wait_exists(&classes, DEFAULT_STORAGE_CLASS).await;
+    env.wait_operator_available(Duration::from_secs(120))
+        .await?;
+
+    env.teardown().await?;
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn without_manila_the_driver_is_disabled_not_degraded_and_credential_errors_are_named()
+-> anyhow::Result<()> {
+    testkit::init_tracing(LOGS);
+    let mut cloud = CloudConfig::default();
+    cloud.manila.present = false;
+    let env = ManilaCsiEnvironment::start(EnvironmentOptions {
+        cloud,
+        ..operator_options(OperatorOptions {
+            wait_for_driver: false,
+            ..Default::default()
+        })
+    })
+    .await?;
+    let client = env.client();
+    let namespace = env.namespace().to_string();
+    let deployments: Api<Deployment> = Api::namespaced(client.clone(), &namespace);
+
+    // Manila-less: Disabled with the reason, Available, not Degraded, nothing installed.
+    wait_driver_condition(&env, "ManilaControllerDisabled", "True", "catalog").await;
+    let operator = env
+        .wait_cluster_operator("Available and not Degraded", WAIT, |o| {
+            status_of(o, "Available").0 == "True" && status_of(o, "Degraded").0 == "False"
+        })
+        .await?;
+    assert!(
+        status_of(&operator, "Available").2.contains("catalog"),
+        "{}",
+        describe_conditions(&operator)
+    );
+    assert!(deployments.get_opt(CONTROLLER_DEPLOYMENT).await?.is_none());
+
+    // Manila appears: installed at the next sync.
+    env.cloud().set_manila_present(true);
+    wait_driver_condition(&env, "ManilaControllerDisabled", "False", "share type").await;
+    env.wait_operator_available(Duration::from_secs(120))
+        .await?;
+    assert!(deployments.get_opt(CONTROLLER_DEPLOYMENT).await?.is_some());
+
+    // Manila goes away again: Disabled, the driver stays.
+    env.cloud().set_manila_present(false);
+    wait_driver_condition(&env, "ManilaControllerDisabled", "True", "kept").await;
+    assert!(deployments.get_opt(CONTROLLER_DEPLOYMENT).await?.is_some());
+    env.cloud().set_manila_present(true);
+    wait_driver_condition(&env, "ManilaControllerDisabled", "False", "share type").await;
+
+    // Credentials problems are Degraded and name the Secret and key; nothing is deleted.
+    let secrets: Api<Secret> = Api::namespaced(client.clone(), &namespace);
+    let good: Secret = secrets.get(CREDENTIALS_SECRET).await?;
+    let set_clouds_yaml = |text: &str| {
+        let patch = serde_json::json!({ "stringData": { "clouds.yaml": text } });
+        let secrets = secrets.clone();
+        async move {
+            secrets
+                .patch(
+                    CREDENTIALS_SECRET,
+                    &PatchParams::default(),
+                    &Patch::Merge(&patch),
+                )
+                .await
+                .unwrap();
+        }
+    };
+    set_clouds_yaml("clouds: [this is: not: yaml").await;
+    let driver = wait_driver_condition(
+        &env,
+        "ManilaCredentialsControllerDegraded",
+        "True",
+        CREDENTIALS_SECRET,
+    )
+    .await;
+    let message = status_of(&driver, "ManilaCredentialsControllerDegraded").2;
+    assert!(message.contains("clouds.yaml"), "{message}");
+    set_clouds_yaml("clouds:\n  elsewhere:\n    auth:\n      auth_url: http://127.0.0.1:1/v3\n")
+        .await;
+    let driver = wait_driver_condition(
+        &env,
+        "ManilaCredentialsControllerDegraded",
+        "True",
+        "elsewhere",
+    )
+    .await;
+    let message = status_of(&driver, "ManilaCredentialsControllerDegraded").2;
+    assert!(
+        message.contains("openstack"),
+        "the unknown cloud is named: {message}"
+    );
+    assert!(
+        deployments.get_opt(CONTROLLER_DEPLOYMENT).await?.is_some(),
+        "nothing deleted"
+    );
+    let mut restored = good.clone();
+    restored.metadata.managed_fields = None;
+    restored.metadata.resource_version = None;
+    secrets
+        .replace(CREDENTIALS_SECRET, &Default::default(), &restored)
+        .await?;
+    wait_driver_condition(&env, "ManilaCredentialsControllerDegraded", "False", "").await;
+
+    // Unmanaged: hands off. A deleted Deployment stays deleted through a reconcile that
+    // started after the deletion (one observing a later spec generation).
+    set_spec(&env, serde_json::json!({ "managementState": "Unmanaged" })).await;
+    wait_generation_observed(&env).await;
+    testkit::objects::delete_and_wait_gone(&deployments, CONTROLLER_DEPLOYMENT, WAIT).await;
+    set_spec(&env, serde_json::json!({ "logLevel": "Debug" })).await;
+    wait_generation_observed(&env).await;
+    assert!(deployments.get_opt(CONTROLLER_DEPLOYMENT).await?.is_none());
+
+    set_spec(&env, serde_json::json!({ "managementState": "Managed" })).await;
+    wait_exists(&deployments, CONTROLLER_DEPLOYMENT).await;
+    set_spec(&env, serde_json::json!({ "managementState": "Removed" })).await;
+    wait::wait_deleted(&deployments, CONTROLLER_DEPLOYMENT, WAIT).await?;
+    let daemon_sets: Api<DaemonSet> = Api::namespaced(client.clone(), &namespace);
+    wait::wait_until("no driver DaemonSet", WAIT, || {
+        let daemon_sets = daemon_sets.clone();
+        async move {
+            let left = daemon_sets
+                .list(&ListParams::default())
+                .await
+                .map_err(|e| e.to_string())?;
+            if left.items.is_empty() {
+                Ok(Some(()))
+            } else {
+                Err(format!("{} left", left.items.len()))
+            }
+        }
+    })
+    .await?;
+    let classes: Api<StorageClass> = Api::all(client.clone());
+    assert!(
+        classes.get_opt(DEFAULT_STORAGE_CLASS).await?.is_some(),
+        "classes stay when Removed"
+    );
+    let maps: Api<ConfigMap> = Api::namespaced(client.clone(), &namespace);
+    assert!(maps.get_opt(CA_CONFIG_MAP).await?.is_none());
+
+    env.teardown().await?;
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn over_tls_the_operator_and_driver_trust_the_ca_bundle_and_a_wrong_ca_is_named()
+-> anyhow::Result<()> {
+    testkit::init_tracing(LOGS);
+    let env = ManilaCsiEnvironment::start(EnvironmentOptions {
+        cloud_tls: true,
+        ..operator_options(OperatorOptions::default())
+    })
+    .await?;
+    assert!(env.cloud().auth_url().starts_with("https://"));
+    let client = env.client();
+    let namespace = env.namespace().to_string();
+
+    // The driver reaches Manila over https with the CA the operator put in its Secret.
+    let workload = Workload::create(&env, "operator-tls").await?;
+    workload
+        .bound_claim(&claim(
+            "data",
+            Some(DEFAULT_STORAGE_CLASS),
+            "1Gi",
+            "ReadWriteMany",
+        ))
+        .await?;
+    workload
+        .ready_pod(&pod_with_claim("reader", "data", None, "sleep 3600"))
+        .await?;
+    workload.cleanup().await?;
+
+    // A CA bundle that did not sign the cloud's certificate: Degraded, naming the problem.
+    let maps: Api<ConfigMap> = Api::namespaced(client.clone(), &namespace);
+    let good = env.cloud().ca_pem().expect("a TLS cloud has a CA");
+    let set_ca = |pem: String| {
+        let maps = maps.clone();
+        async move {
+            let patch = serde_json::json!({ "data": { "ca-bundle.pem": pem } });
+            maps.patch(
+                CA_CONFIG_MAP,
+                &PatchParams::default(),
+                &Patch::Merge(&patch),
+            )
+            .await
+            .unwrap();
+        }
+    };
+    set_ca(fakes::tls::unrelated_ca_pem()?).await;
+    let driver = wait_driver_condition(
+        &env,
+        "ManilaCredentialsControllerDegraded",
+        "True",
+        "certificate",
+    )
+    .await;
+    let message = status_of(&driver, "ManilaCredentialsControllerDegraded").2;
+    assert!(message.contains("https://"), "the URL is named: {message}");
+    set_ca("not a certificate".into()).await;
+    wait_driver_condition(
+        &env,
+        "ManilaCredentialsControllerDegraded",
+        "True",
+        CA_CONFIG_MAP,
+    )
+    .await;
+    set_ca(good).await;
+    wait_driver_condition(&env, "ManilaCredentialsControllerDegraded", "False", "").await;
+
+    env.teardown().await?;
+    Ok(())
+}
