@@ -1,6 +1,7 @@
 //! The Manila CSI driver operator on its own embedded cluster with the fake cloud: installing
 //! the driver from nothing, share-type StorageClasses, self-healing, a cloud without Manila,
-//! credentials problems, management states, and a cloud that speaks TLS with its own CA.
+//! credentials problems, management states, a cloud that speaks TLS with its own CA, leader
+//! election of two replicas, credential rotation, and a sidecar missing an RBAC rule.
 //! One environment per test.
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
 
@@ -491,6 +492,214 @@ async fn over_tls_the_operator_and_driver_trust_the_ca_bundle_and_a_wrong_ca_is_
     .await;
     set_ca(good).await;
     wait_driver_condition(&env, "ManilaCredentialsControllerDegraded", "False", "").await;
+
+    env.teardown().await?;
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_replicas_elect_one_leader_rotated_credentials_reach_the_driver_and_missing_rbac_shows()
+-> anyhow::Result<()> {
+    testkit::init_tracing(LOGS);
+    let env = ManilaCsiEnvironment::start(operator_options(OperatorOptions {
+        replicas: 2,
+        ..Default::default()
+    }))
+    .await?;
+    let client = env.client();
+    let namespace = env.namespace().to_string();
+
+    // One Lease, held by one of the two operator pods; the other only waits.
+    let leases: Api<k8s_openapi::api::coordination::v1::Lease> =
+        Api::namespaced(client.clone(), &namespace);
+    let lease = wait_exists(&leases, "manila-csi-driver-operator-lock").await;
+    let holder = lease
+        .spec
+        .and_then(|s| s.holder_identity)
+        .expect("the Lease has a holder");
+    let pods: Api<k8s_openapi::api::core::v1::Pod> = Api::namespaced(client.clone(), &namespace);
+    let operators = pods
+        .list(&ListParams::default().labels(suites::e2e::OPERATOR_SELECTOR))
+        .await?
+        .items;
+    assert_eq!(operators.len(), 2);
+    let mut leaders = Vec::new();
+    for pod in &operators {
+        let name = pod.metadata.name.clone().unwrap();
+        let log = env
+            .cluster()
+            .logs(&namespace, &name, "operator", false)
+            .await?;
+        if log.contains("became leader") {
+            leaders.push(name.clone());
+        } else {
+            assert!(
+                log.contains("waiting for the leader lease"),
+                "{name}: {log}"
+            );
+        }
+    }
+    assert_eq!(leaders.len(), 1, "exactly one replica acts: {leaders:?}");
+    assert!(holder.starts_with(&leaders[0]), "{holder} vs {leaders:?}");
+
+    // Rotation: application credentials instead of the password. The driver Secret follows,
+    // the driver's pods restart (hash annotation), and provisioning works with them.
+    let deployments: Api<Deployment> = Api::namespaced(client.clone(), &namespace);
+    let hash_of = |d: &Deployment| {
+        d.spec
+            .as_ref()
+            .and_then(|s| s.template.metadata.as_ref())
+            .and_then(|m| m.annotations.as_ref())
+            .and_then(|a| a.get("manila.csi.openstack.org/credentials-hash").cloned())
+    };
+    let before = hash_of(&deployments.get(CONTROLLER_DEPLOYMENT).await?);
+    let account = env.cloud().account();
+    let credential = account.application_credential.clone().unwrap();
+    let clouds_yaml = format!(
+        "clouds:\n  openstack:\n    auth_type: v3applicationcredential\n    auth:\n      auth_url: {}\n      application_credential_id: {}\n      application_credential_secret: {}\n    region_name: RegionOne\n",
+        env.cloud().auth_url(),
+        credential.id,
+        credential.secret.expose()
+    );
+    let secrets: Api<Secret> = Api::namespaced(client.clone(), &namespace);
+    secrets
+        .patch(
+            CREDENTIALS_SECRET,
+            &PatchParams::default(),
+            &Patch::Merge(&serde_json::json!({ "stringData": { "clouds.yaml": clouds_yaml } })),
+        )
+        .await?;
+    wait::wait_until(
+        "the driver Secret to carry the application credential",
+        WAIT,
+        || {
+            let secrets = secrets.clone();
+            async move {
+                let secret = secrets
+                    .get(suites::e2e::DRIVER_SECRET)
+                    .await
+                    .map_err(|e| e.to_string())?;
+                let keys: Vec<String> = secret.data.unwrap_or_default().into_keys().collect();
+                if keys.iter().any(|k| k == "os-applicationCredentialID")
+                    && !keys.iter().any(|k| k == "os-password")
+                {
+                    Ok(Some(()))
+                } else {
+                    Err(format!("keys {keys:?}"))
+                }
+            }
+        },
+    )
+    .await?;
+    wait::wait_until("the controller pod template to change", WAIT, || {
+        let deployments = deployments.clone();
+        let before = before.clone();
+        async move {
+            let now = deployments
+                .get(CONTROLLER_DEPLOYMENT)
+                .await
+                .map_err(|e| e.to_string())?;
+            if hash_of(&now) != before {
+                Ok(Some(()))
+            } else {
+                Err("same hash".to_string())
+            }
+        }
+    })
+    .await?;
+    env.wait_operator_available(Duration::from_secs(120))
+        .await?;
+    let workload = Workload::create(&env, "operator-rotation").await?;
+    workload
+        .bound_claim(&claim(
+            "data",
+            Some(DEFAULT_STORAGE_CLASS),
+            "1Gi",
+            "ReadWriteMany",
+        ))
+        .await?;
+    workload.cleanup().await?;
+
+    // A sidecar whose RBAC lacks a rule fails visibly: with the operator hands off, the
+    // provisioner may no longer create PVs, and says so on the claim; Managed again, the
+    // operator puts the rule back and the claim binds.
+    set_spec(&env, serde_json::json!({ "managementState": "Unmanaged" })).await;
+    wait_generation_observed(&env).await;
+    let roles: Api<k8s_openapi::api::rbac::v1::ClusterRole> = Api::all(client.clone());
+    let mut role = roles.get("openstack-manila-csi-provisioner").await?;
+    for rule in role.rules.iter_mut().flatten() {
+        if rule
+            .resources
+            .iter()
+            .flatten()
+            .any(|r| r == "persistentvolumes")
+        {
+            rule.verbs.retain(|v| v != "create");
+        }
+    }
+    role.metadata.managed_fields = None;
+    roles
+        .replace(
+            "openstack-manila-csi-provisioner",
+            &Default::default(),
+            &role,
+        )
+        .await?;
+    let workload = Workload::create(&env, "operator-rbac").await?;
+    workload
+        .create_claim(&claim(
+            "blocked",
+            Some(DEFAULT_STORAGE_CLASS),
+            "1Gi",
+            "ReadWriteMany",
+        ))
+        .await?;
+    let event = workload
+        .wait_event("blocked", "ProvisioningFailed", "forbidden")
+        .await?;
+    assert!(
+        event
+            .message
+            .as_deref()
+            .unwrap_or("")
+            .contains("persistentvolumes"),
+        "{event:?}"
+    );
+    set_spec(&env, serde_json::json!({ "managementState": "Managed" })).await;
+    workload.wait_bound("blocked").await?;
+    workload.cleanup().await?;
+
+    // The leader goes: the other replica takes over and keeps healing.
+    pods.delete(&leaders[0], &DeleteParams::default()).await?;
+    wait::wait_until(
+        "the other replica to lead",
+        Duration::from_secs(120),
+        || {
+            let leases = leases.clone();
+            let old = holder.clone();
+            async move {
+                let lease = leases
+                    .get("manila-csi-driver-operator-lock")
+                    .await
+                    .map_err(|e| e.to_string())?;
+                let now = lease
+                    .spec
+                    .and_then(|s| s.holder_identity)
+                    .unwrap_or_default();
+                if !now.is_empty() && now != old {
+                    Ok(Some(()))
+                } else {
+                    Err(format!("holder {now:?}"))
+                }
+            }
+        },
+    )
+    .await?;
+    let classes: Api<StorageClass> = Api::all(client.clone());
+    classes
+        .delete(DEFAULT_STORAGE_CLASS, &DeleteParams::default())
+        .await?;
+    wait_exists(&classes, DEFAULT_STORAGE_CLASS).await;
 
     env.teardown().await?;
     Ok(())
