@@ -4,13 +4,12 @@
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use harness::runtime::host_mounts::{is_mount_point, make_shared, unmount_all_under};
+use harness::runtime::host_mounts::{ScratchDir, is_mount_point, make_shared};
 use harness::runtime::{
     Container, ContainerSpec, Error, ExitStatus, ImageMap, Lifeline, Mount, Propagation, Runtime,
     RuntimeConfig, Sandbox, SandboxSpec, User,
 };
 use nix::mount::MsFlags;
-use tempfile::TempDir;
 
 const WAIT: Duration = Duration::from_secs(20);
 
@@ -30,12 +29,12 @@ fn runtime(run_dir: &Path) -> Runtime {
 struct OneSandbox {
     sandbox: Sandbox,
     runtime: Runtime,
-    _run: TempDir,
+    _run: ScratchDir,
 }
 
 /// A runtime in a new temporary run directory and its sandbox `id` with `hostname`.
 async fn one_sandbox(id: &str, hostname: &str) -> OneSandbox {
-    let run = tempfile::tempdir().unwrap();
+    let run = ScratchDir::new().unwrap();
     let runtime = runtime(run.path());
     let sandbox = runtime
         .create_sandbox(SandboxSpec::new(id, hostname))
@@ -119,7 +118,7 @@ fn mountinfo() -> String {
 
 #[tokio::test]
 async fn two_sandboxes_share_a_host_volume_directory() {
-    let run = tempfile::tempdir().unwrap();
+    let run = ScratchDir::new().unwrap();
     let volume = tempfile::tempdir().unwrap();
     let runtime = runtime(run.path());
     let mut spec_a = SandboxSpec::new("pod-a", "writer-a");
@@ -185,7 +184,7 @@ async fn hostname_is_the_pod_name_and_pid_1_is_the_sandbox_s() {
 #[tokio::test]
 async fn writes_inside_do_not_reach_the_host_and_mounts_leave_no_trace() {
     let before = mountinfo();
-    let run = tempfile::tempdir().unwrap();
+    let run = ScratchDir::new().unwrap();
     let volume = tempfile::tempdir().unwrap();
     let runtime = runtime(run.path());
     let marker = format!("written-by-pod-{}", std::process::id());
@@ -358,7 +357,7 @@ async fn logs_capture_stdout_and_stderr() {
 
 #[tokio::test]
 async fn adopt_after_dropping_the_runtime_finds_and_stops_the_container() {
-    let run = tempfile::tempdir().unwrap();
+    let run = ScratchDir::new().unwrap();
     let pid = {
         let runtime = runtime(run.path());
         let sandbox = runtime
@@ -434,7 +433,7 @@ async fn stopping_a_sandbox_kills_all_its_processes() {
 
 #[tokio::test]
 async fn a_broken_lifeline_ends_the_sandbox() {
-    let run = tempfile::tempdir().unwrap();
+    let run = ScratchDir::new().unwrap();
     let (lifeline, holder) = Lifeline::pair().unwrap();
     let mut config = config(run.path());
     config.lifeline = Some(lifeline);
@@ -468,14 +467,14 @@ async fn a_taken_sandbox_id_is_refused() {
 // point, so the outcome does not depend on the host's propagation either.
 
 /// A private mount point in a mount namespace of the test thread's own; unmounts everything
-/// below it when dropped (before the directory is removed).
-struct Scratch(tempfile::TempDir);
+/// below it when dropped, then removes it ([`ScratchDir`]).
+struct Scratch(ScratchDir);
 
 impl Scratch {
     fn new() -> Self {
         nix::sched::unshare(nix::sched::CloneFlags::CLONE_NEWNS).unwrap();
         mount(None, Path::new("/"), MsFlags::MS_REC | MsFlags::MS_PRIVATE);
-        let dir = tempfile::tempdir().unwrap();
+        let dir = ScratchDir::new().unwrap();
         bind(dir.path(), dir.path());
         mount(None, dir.path(), MsFlags::MS_PRIVATE);
         Scratch(dir)
@@ -486,12 +485,6 @@ impl Scratch {
         let path = self.0.path().join(name);
         std::fs::create_dir_all(&path).unwrap();
         path
-    }
-}
-
-impl Drop for Scratch {
-    fn drop(&mut self) {
-        let _ = unmount_all_under(self.0.path());
     }
 }
 

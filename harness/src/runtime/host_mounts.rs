@@ -235,8 +235,25 @@ impl ScratchDir {
 
 impl Drop for ScratchDir {
     fn drop(&mut self) {
-        if let Err(e) = unmount_all_under(self.0.path()) {
-            tracing::warn!(path = %self.0.path().display(), error = %e, "unmounting below a scratch directory failed");
+        let path = self.0.path();
+        if let Err(e) = unmount_all_under(path) {
+            tracing::warn!(path = %path.display(), error = %e, "unmounting below a scratch directory failed");
+        }
+        // The test's processes (a pod's containers, a driver, a registrar) may still be
+        // ending, removing their sockets and writing their last log lines while the tree
+        // goes: one pass of remove_dir_all can then fail with "directory not empty" and
+        // leave an emptied directory behind. Try again for a short while.
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+        loop {
+            match std::fs::remove_dir_all(path) {
+                Ok(()) => return,
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => return,
+                Err(e) if std::time::Instant::now() >= deadline => {
+                    tracing::warn!(path = %path.display(), error = %e, "cannot remove a scratch directory");
+                    return;
+                }
+                Err(_) => std::thread::sleep(std::time::Duration::from_millis(20)),
+            }
         }
     }
 }
