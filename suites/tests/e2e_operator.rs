@@ -24,6 +24,31 @@ const LOGS: &str = "suites=info,harness=info";
 const WAIT: Duration = Duration::from_secs(60);
 const CONTROLLER_DEPLOYMENT: &str = "openstack-manila-csi-controllerplugin";
 
+/// A 1Gi ReadWriteMany claim of the operator's default class.
+fn rwx_claim(name: &str) -> k8s_openapi::api::core::v1::PersistentVolumeClaim {
+    claim(name, Some(DEFAULT_STORAGE_CLASS), "1Gi", "ReadWriteMany")
+}
+
+/// Waits until `name` exists again with a uid other than `old_uid`.
+async fn wait_recreated<K>(api: &Api<K>, name: &str, old_uid: Option<String>)
+where
+    K: kube::Resource + Clone + std::fmt::Debug + serde::de::DeserializeOwned + 'static,
+{
+    wait::wait_until(format!("{name} re-created"), WAIT, || {
+        let api = api.clone();
+        let old_uid = old_uid.clone();
+        async move {
+            match api.get_opt(name).await.map_err(|e| e.to_string())? {
+                Some(object) if object.meta().uid != old_uid => Ok(Some(())),
+                Some(_) => Err("still the old one".to_string()),
+                None => Err("gone".to_string()),
+            }
+        }
+    })
+    .await
+    .unwrap();
+}
+
 fn operator_options(operator: OperatorOptions) -> EnvironmentOptions {
     EnvironmentOptions {
         nodes: 2,
@@ -164,14 +189,7 @@ async fn the_operator_installs_the_driver_keeps_classes_per_share_type_and_heals
 
     // A claim on the operator's default class binds, and a pod mounts it.
     let workload = Workload::create(&env, "operator-install").await?;
-    workload
-        .bound_claim(&claim(
-            "data",
-            Some(DEFAULT_STORAGE_CLASS),
-            "1Gi",
-            "ReadWriteMany",
-        ))
-        .await?;
+    workload.bound_claim(&rwx_claim("data")).await?;
     workload
         .ready_pod(&pod_with_claim(
             "writer",
@@ -234,53 +252,24 @@ async fn the_operator_installs_the_driver_keeps_classes_per_share_type_and_heals
     .await?;
     assert!(classes.get_opt("csi-manila-gold-fast").await?.is_some());
 
-    // Self-healing: deleted children come back.
+    // Self-healing: deleted children come back (new objects, new uids).
     let deployments: Api<Deployment> = Api::namespaced(client.clone(), &namespace);
     let old_uid = deployments.get(CONTROLLER_DEPLOYMENT).await?.metadata.uid;
     deployments
         .delete(CONTROLLER_DEPLOYMENT, &DeleteParams::default())
         .await?;
-    wait::wait_until("the controller Deployment re-created", WAIT, || {
-        let deployments = deployments.clone();
-        let old_uid = old_uid.clone();
-        async move {
-            match deployments
-                .get_opt(CONTROLLER_DEPLOYMENT)
-                .await
-                .map_err(|e| e.to_string())?
-            {
-                Some(d) if d.metadata.uid != old_uid => Ok(Some(())),
-                Some(_) => Err("still the old one".to_string()),
-                None => Err("gone".to_string()),
-            }
-        }
-    })
-    .await?;
+    wait_recreated(&deployments, CONTROLLER_DEPLOYMENT, old_uid).await;
     let daemon_sets: Api<DaemonSet> = Api::namespaced(client.clone(), &namespace);
     for daemon_set in daemon_sets.list(&ListParams::default()).await?.items {
         let name = daemon_set.metadata.name.clone().unwrap();
         daemon_sets.delete(&name, &DeleteParams::default()).await?;
-        wait::wait_until(format!("DaemonSet {name} re-created"), WAIT, || {
-            let daemon_sets = daemon_sets.clone();
-            let name = name.clone();
-            let old_uid = daemon_set.metadata.uid.clone();
-            async move {
-                match daemon_sets
-                    .get_opt(&name)
-                    .await
-                    .map_err(|e| e.to_string())?
-                {
-                    Some(d) if d.metadata.uid != old_uid => Ok(Some(())),
-                    _ => Err("not re-created yet".to_string()),
-                }
-            }
-        })
-        .await?;
+        wait_recreated(&daemon_sets, &name, daemon_set.metadata.uid.clone()).await;
     }
+    let old_uid = classes.get(DEFAULT_STORAGE_CLASS).await?.metadata.uid;
     classes
         .delete(DEFAULT_STORAGE_CLASS, &DeleteParams::default())
         .await?;
-    wait_exists(&classes, DEFAULT_STORAGE_CLASS).await;
+    wait_recreated(&classes, DEFAULT_STORAGE_CLASS, old_uid).await;
     env.wait_operator_available(Duration::from_secs(120))
         .await?;
 
@@ -443,14 +432,7 @@ async fn over_tls_the_operator_and_driver_trust_the_ca_bundle_and_a_wrong_ca_is_
 
     // The driver reaches Manila over https with the CA the operator put in its Secret.
     let workload = Workload::create(&env, "operator-tls").await?;
-    workload
-        .bound_claim(&claim(
-            "data",
-            Some(DEFAULT_STORAGE_CLASS),
-            "1Gi",
-            "ReadWriteMany",
-        ))
-        .await?;
+    workload.bound_claim(&rwx_claim("data")).await?;
     workload
         .ready_pod(&pod_with_claim("reader", "data", None, "sleep 3600"))
         .await?;
@@ -610,14 +592,7 @@ async fn two_replicas_elect_one_leader_rotated_credentials_reach_the_driver_and_
     env.wait_operator_available(Duration::from_secs(120))
         .await?;
     let workload = Workload::create(&env, "operator-rotation").await?;
-    workload
-        .bound_claim(&claim(
-            "data",
-            Some(DEFAULT_STORAGE_CLASS),
-            "1Gi",
-            "ReadWriteMany",
-        ))
-        .await?;
+    workload.bound_claim(&rwx_claim("data")).await?;
     workload.cleanup().await?;
 
     // A sidecar whose RBAC lacks a rule fails visibly: with the operator hands off, the
@@ -696,10 +671,11 @@ async fn two_replicas_elect_one_leader_rotated_credentials_reach_the_driver_and_
     )
     .await?;
     let classes: Api<StorageClass> = Api::all(client.clone());
+    let old_uid = classes.get(DEFAULT_STORAGE_CLASS).await?.metadata.uid;
     classes
         .delete(DEFAULT_STORAGE_CLASS, &DeleteParams::default())
         .await?;
-    wait_exists(&classes, DEFAULT_STORAGE_CLASS).await;
+    wait_recreated(&classes, DEFAULT_STORAGE_CLASS, old_uid).await;
 
     env.teardown().await?;
     Ok(())

@@ -45,6 +45,15 @@ pub enum Release {
     Current,
 }
 
+impl Release {
+    /// The release's templates, in apply order.
+    fn assets(self) -> &'static [Asset] {
+        match self {
+            Release::Current => CURRENT,
+        }
+    }
+}
+
 /// What the rendered manifests depend on.
 #[derive(Clone, Debug)]
 pub struct AssetInputs<'a> {
@@ -58,89 +67,108 @@ pub struct AssetInputs<'a> {
     pub snapshot_crds_present: bool,
 }
 
+/// When a template is part of the installation.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum When {
+    /// Always.
+    Always,
+    /// Only when the snapshot CRDs exist.
+    SnapshotCrds,
+}
+
+/// One template file of an asset set.
+#[derive(Debug)]
+struct Asset {
+    /// File name under `assets/<release>/`, named in errors.
+    file: &'static str,
+    /// Its text, with `${NAME}` placeholders.
+    template: &'static str,
+    /// When it is rendered.
+    when: When,
+}
+
+/// Declares an asset of `assets/current/`.
+macro_rules! current {
+    ($file:literal, $when:expr) => {
+        Asset {
+            file: $file,
+            template: include_str!(concat!("../../assets/current/", $file)),
+            when: $when,
+        }
+    };
+}
+
 /// The templates of the current release, in apply order: identities and RBAC first, then the
-/// driver object, the workloads, and the snapshot class.
-const CURRENT: &[(&str, &str)] = &[
-    (
-        "controller-rbac.yaml",
-        include_str!("../../assets/current/controller-rbac.yaml"),
-    ),
-    (
-        "node-rbac.yaml",
-        include_str!("../../assets/current/node-rbac.yaml"),
-    ),
-    (
-        "csidriver.yaml",
-        include_str!("../../assets/current/csidriver.yaml"),
-    ),
-    (
-        "nfs-node.yaml",
-        include_str!("../../assets/current/nfs-node.yaml"),
-    ),
-    ("node.yaml", include_str!("../../assets/current/node.yaml")),
-    (
-        "controller.yaml",
-        include_str!("../../assets/current/controller.yaml"),
-    ),
-    (
-        "snapshotclass.yaml",
-        include_str!("../../assets/current/snapshotclass.yaml"),
-    ),
+/// driver object, the workloads (the NFS plugin before the Manila node plugin that waits for
+/// its socket), and the snapshot class.
+///
+/// A second release (N-1, for upgrade tests) gets its own directory `assets/<release>/`, its
+/// own table like this one and a [`Release`] variant; placeholders, labels, namespaces and the
+/// export root are release-independent.
+const CURRENT: &[Asset] = &[
+    current!("controller-rbac.yaml", When::Always),
+    current!("node-rbac.yaml", When::Always),
+    current!("csidriver.yaml", When::Always),
+    current!("nfs-node.yaml", When::Always),
+    current!("node.yaml", When::Always),
+    current!("controller.yaml", When::Always),
+    current!("snapshotclass.yaml", When::SnapshotCrds),
 ];
 
 /// The NFS node plugin's DaemonSet, which gets the export directory with a local mounter.
-const NFS_DAEMON_SET: &str = "csi-nodeplugin-nfsplugin";
+pub const NFS_DAEMON_SET: &str = "csi-nodeplugin-nfsplugin";
+/// The Manila node plugin's DaemonSet.
+pub const NODE_DAEMON_SET: &str = "openstack-manila-csi-nodeplugin";
+/// The controller plugin's Deployment.
+pub const CONTROLLER_DEPLOYMENT: &str = "openstack-manila-csi-controllerplugin";
+/// The pod-template annotation carrying [`AssetInputs::credentials_hash`].
+pub const CREDENTIALS_HASH_ANNOTATION: &str = "manila.csi.openstack.org/credentials-hash";
 
 /// Every object of the driver, in apply order.
 pub fn render(inputs: &AssetInputs<'_>) -> Result<Vec<DynamicObject>, AssetError> {
     render_release(Release::Current, inputs)
 }
 
-/// Every object of `release`, in apply order.
+/// Every object of `release`, in apply order: placeholders filled, the `managed-by` label on
+/// each, `metadata.namespace` set to the operator's namespace on namespaced kinds (and absent
+/// on cluster-scoped ones), the export root added to the NFS plugin with a local mounter.
 pub fn render_release(
     release: Release,
     inputs: &AssetInputs<'_>,
 ) -> Result<Vec<DynamicObject>, AssetError> {
-    let templates = match release {
-        Release::Current => CURRENT,
-    };
     let vars = variables(inputs);
     let mut objects = Vec::new();
-    for (asset, template) in templates {
-        if *asset == "snapshotclass.yaml" && !inputs.snapshot_crds_present {
+    for asset in release.assets() {
+        if asset.when == When::SnapshotCrds && !inputs.snapshot_crds_present {
             continue;
         }
-        let text = substitute(asset, template, &vars)?;
+        let file = asset.file;
+        let invalid = |reason: String| AssetError::Invalid {
+            asset: file,
+            reason,
+        };
+        let text = substitute(file, asset.template, &vars)?;
         for document in serde_yaml::Deserializer::from_str(&text) {
             let value =
-                serde_yaml::Value::deserialize(document).map_err(|e| AssetError::Invalid {
-                    asset,
-                    reason: e.to_string(),
-                })?;
+                serde_yaml::Value::deserialize(document).map_err(|e| invalid(e.to_string()))?;
             if value.is_null() {
                 continue;
             }
             let mut value: Value =
-                serde_json::to_value(value).map_err(|e| AssetError::Invalid {
-                    asset,
-                    reason: e.to_string(),
-                })?;
+                serde_json::to_value(value).map_err(|e| invalid(e.to_string()))?;
             label(&mut value);
+            place(&mut value, &inputs.config.namespace).map_err(invalid)?;
             if let NfsMounter::Local { export_root } = &inputs.config.nfs_mounter
                 && is_named(&value, "DaemonSet", NFS_DAEMON_SET)
             {
                 add_export_root(&mut value, &export_root.display().to_string());
             }
             let object: DynamicObject =
-                serde_json::from_value(value).map_err(|e| AssetError::Invalid {
-                    asset,
-                    reason: e.to_string(),
-                })?;
+                serde_json::from_value(value).map_err(|e| invalid(e.to_string()))?;
             if object.types.is_none() || object.metadata.name.is_none() {
-                return Err(AssetError::Invalid {
-                    asset,
-                    reason: "an object without apiVersion, kind or metadata.name".into(),
-                });
+                return Err(invalid(
+                    "an object without apiVersion, kind or metadata.name".into(),
+                ));
             }
             objects.push(object);
         }
@@ -215,12 +243,35 @@ fn substitute(
     Ok(out)
 }
 
+/// Puts the `managed-by` label on an object.
 fn label(value: &mut Value) {
     let metadata = &mut value["metadata"];
     if !metadata["labels"].is_object() {
         metadata["labels"] = json!({});
     }
     metadata["labels"][MANAGED_BY_LABEL] = json!(MANAGED_BY);
+}
+
+/// Sets `metadata.namespace` to `namespace` on an object of a namespaced kind and removes it
+/// from a cluster-scoped one; a kind the applier does not know is an error (it could not be
+/// applied anyway).
+fn place(value: &mut Value, namespace: &str) -> Result<(), String> {
+    let api_version = value["apiVersion"].as_str().unwrap_or_default();
+    let kind = value["kind"].as_str().unwrap_or_default();
+    let Some((_, namespaced)) = crate::apply::api_resource(api_version, kind) else {
+        return Err(format!(
+            "kind {api_version}/{kind} is not one the operator applies"
+        ));
+    };
+    let Some(metadata) = value["metadata"].as_object_mut() else {
+        return Err("an object without metadata".into());
+    };
+    if namespaced {
+        metadata.insert("namespace".into(), json!(namespace));
+    } else {
+        metadata.remove("namespace");
+    }
+    Ok(())
 }
 
 fn is_named(value: &Value, kind: &str, name: &str) -> bool {
@@ -247,8 +298,11 @@ fn add_export_root(daemon_set: &mut Value, root: &str) {
 }
 
 #[cfg(test)]
+mod operator_rbac;
+
+#[cfg(test)]
 mod tests {
-    #![allow(clippy::unwrap_used)]
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
     use std::path::PathBuf;
 
     use super::*;
@@ -262,103 +316,318 @@ mod tests {
         }
     }
 
+    fn local(config: &mut OperatorConfig) {
+        config.nfs_mounter = NfsMounter::Local {
+            export_root: PathBuf::from("/srv/exports"),
+        };
+    }
+
+    fn kind(object: &DynamicObject) -> &str {
+        &object.types.as_ref().unwrap().kind
+    }
+
     fn names(objects: &[DynamicObject]) -> Vec<String> {
         objects
             .iter()
-            .map(|o| {
-                format!(
-                    "{} {}",
-                    o.types.as_ref().unwrap().kind,
-                    o.metadata.name.as_deref().unwrap()
-                )
-            })
+            .map(|o| format!("{} {}", kind(o), o.metadata.name.as_deref().unwrap()))
             .collect()
     }
 
+    fn workloads(objects: &[DynamicObject]) -> Vec<&DynamicObject> {
+        objects
+            .iter()
+            .filter(|o| matches!(kind(o), "Deployment" | "DaemonSet"))
+            .collect()
+    }
+
+    /// The workload (Deployment or DaemonSet) or snapshot class called `name`.
+    fn named<'a>(objects: &'a [DynamicObject], name: &str) -> &'a DynamicObject {
+        objects
+            .iter()
+            .find(|o| {
+                matches!(kind(o), "Deployment" | "DaemonSet" | "VolumeSnapshotClass")
+                    && o.metadata.name.as_deref() == Some(name)
+            })
+            .unwrap()
+    }
+
+    fn args(container: &Value) -> Vec<&str> {
+        container["args"]
+            .as_array()
+            .map(|a| a.iter().map(|v| v.as_str().unwrap()).collect())
+            .unwrap_or_default()
+    }
+
     #[test]
-    fn the_current_release_renders_every_object_labelled_in_order() {
+    fn the_current_release_renders_every_object_in_apply_order() {
         let config = OperatorConfig::new("manila-csi");
         let objects = render(&inputs(&config)).unwrap();
-        insta::assert_yaml_snapshot!(names(&objects));
-        for object in &objects {
+        assert_eq!(
+            names(&objects),
+            [
+                "ServiceAccount openstack-manila-csi-controllerplugin",
+                "ClusterRole openstack-manila-csi-provisioner",
+                "ClusterRoleBinding openstack-manila-csi-provisioner",
+                "ClusterRole openstack-manila-csi-resizer",
+                "ClusterRoleBinding openstack-manila-csi-resizer",
+                "ClusterRole openstack-manila-csi-snapshotter",
+                "ClusterRoleBinding openstack-manila-csi-snapshotter",
+                "Role openstack-manila-csi-controllerplugin",
+                "RoleBinding openstack-manila-csi-controllerplugin",
+                "ServiceAccount openstack-manila-csi-nodeplugin",
+                "CSIDriver manila.csi.openstack.org",
+                "DaemonSet csi-nodeplugin-nfsplugin",
+                "DaemonSet openstack-manila-csi-nodeplugin",
+                "Deployment openstack-manila-csi-controllerplugin",
+                "VolumeSnapshotClass csi-manila-snapclass",
+            ]
+        );
+    }
+
+    #[test]
+    fn the_rendered_installation_is_stable() {
+        let mut config = OperatorConfig::new("manila-csi");
+        local(&mut config);
+        config.controller_health_port = 39808;
+        let objects = render(&inputs(&config)).unwrap();
+        insta::assert_yaml_snapshot!(objects);
+    }
+
+    #[test]
+    fn every_object_is_labelled_and_namespaced_as_its_kind_is() {
+        let config = OperatorConfig::new("driver-ns");
+        for object in render(&inputs(&config)).unwrap() {
+            let what = names(std::slice::from_ref(&object)).join("");
             assert_eq!(
                 object
                     .metadata
                     .labels
                     .as_ref()
-                    .unwrap()
-                    .get(MANAGED_BY_LABEL)
+                    .and_then(|l| l.get(MANAGED_BY_LABEL))
                     .map(String::as_str),
                 Some(MANAGED_BY),
-                "{:?}",
-                object.metadata.name
+                "{what}"
             );
+            let types = object.types.as_ref().unwrap();
+            let (_, namespaced) =
+                crate::apply::api_resource(&types.api_version, &types.kind).unwrap();
+            let expected = namespaced.then_some("driver-ns");
+            assert_eq!(object.metadata.namespace.as_deref(), expected, "{what}");
+            // RBAC subjects name the driver's namespace too.
+            for subject in object.data["subjects"].as_array().into_iter().flatten() {
+                assert_eq!(subject["namespace"], "driver-ns", "{what}");
+            }
         }
     }
 
-    #[test]
-    fn workloads_carry_the_hash_the_log_level_and_no_placeholder() {
+    #[rstest::rstest]
+    #[case::normal(LogLevel::Normal, 2, "info")]
+    #[case::debug(LogLevel::Debug, 4, "debug")]
+    #[case::trace(LogLevel::Trace, 6, "trace")]
+    #[case::trace_all(LogLevel::TraceAll, 8, "trace")]
+    fn every_container_logs_at_the_level_and_every_pod_carries_the_hash(
+        #[case] level: LogLevel,
+        #[case] verbosity: u8,
+        #[case] rust_log: &str,
+    ) {
         let config = OperatorConfig::new("manila-csi");
-        let objects = render(&inputs(&config)).unwrap();
-        let text = serde_yaml::to_string(&objects).unwrap();
-        assert!(!text.contains("${"), "{text}");
-        let workloads: Vec<_> = objects
-            .iter()
-            .filter(|o| {
-                let kind = &o.types.as_ref().unwrap().kind;
-                kind == "Deployment" || kind == "DaemonSet"
-            })
-            .collect();
+        let inputs = AssetInputs {
+            log_level: level,
+            ..inputs(&config)
+        };
+        let objects = render(&inputs).unwrap();
+        let workloads = workloads(&objects);
         assert_eq!(workloads.len(), 3);
         for workload in workloads {
+            let name = workload.metadata.name.as_deref().unwrap();
             let template = &workload.data["spec"]["template"];
-            let yaml = serde_yaml::to_string(template).unwrap();
-            assert!(yaml.contains("debug") || yaml.contains("--v=4"), "{yaml}");
-            if workload.metadata.name.as_deref() != Some(NFS_DAEMON_SET) {
-                assert_eq!(
-                    template["metadata"]["annotations"]["manila.csi.openstack.org/credentials-hash"],
-                    "0123456789abcdef"
+            assert_eq!(
+                template["metadata"]["annotations"][CREDENTIALS_HASH_ANNOTATION],
+                "0123456789abcdef",
+                "{name}"
+            );
+            for container in template["spec"]["containers"].as_array().unwrap() {
+                let container_name = container["name"].as_str().unwrap();
+                assert!(
+                    container.get("command").is_none(),
+                    "{name}/{container_name}"
+                );
+                let flag = format!("--v={verbosity}");
+                let by_flag = args(container).contains(&flag.as_str());
+                let by_env = container["env"]
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .any(|e| e["name"] == "RUST_LOG" && e["value"] == rust_log);
+                assert!(
+                    by_flag != by_env,
+                    "{name}/{container_name}: exactly one of {flag} and RUST_LOG={rust_log}"
                 );
             }
         }
     }
 
     #[test]
-    fn a_local_mounter_mounts_the_export_root_into_the_nfs_plugin() {
+    fn images_come_from_the_configuration() {
         let mut config = OperatorConfig::new("manila-csi");
-        config.nfs_mounter = NfsMounter::Local {
-            export_root: PathBuf::from("/srv/exports"),
+        config.images = crate::config::Images {
+            driver: "d:1".into(),
+            nfs_driver: "n:1".into(),
+            provisioner: "p:1".into(),
+            attacher: "a:1".into(),
+            resizer: "r:1".into(),
+            snapshotter: "s:1".into(),
+            node_driver_registrar: "ndr:1".into(),
+            liveness_probe: "l:1".into(),
         };
         let objects = render(&inputs(&config)).unwrap();
-        let nfs = objects
-            .iter()
-            .find(|o| o.metadata.name.as_deref() == Some(NFS_DAEMON_SET))
-            .unwrap();
-        let yaml = serde_yaml::to_string(&nfs.data).unwrap();
-        assert!(yaml.contains("--mounter=local"), "{yaml}");
-        assert!(yaml.contains("mountPath: /srv/exports"), "{yaml}");
-        assert!(yaml.contains("path: /srv/exports"), "{yaml}");
+        let images = |name: &str| -> Vec<String> {
+            named(&objects, name).data["spec"]["template"]["spec"]["containers"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|c| c["image"].as_str().unwrap().to_string())
+                .collect()
+        };
+        assert_eq!(
+            images(CONTROLLER_DEPLOYMENT),
+            ["d:1", "p:1", "s:1", "r:1", "l:1"]
+        );
+        assert_eq!(images(NODE_DAEMON_SET), ["d:1", "ndr:1"]);
+        assert_eq!(images(NFS_DAEMON_SET), ["n:1"]);
+    }
+
+    #[test]
+    fn the_node_plugin_reaches_the_nfs_plugin_socket_in_the_shared_host_directory() {
+        let config = OperatorConfig::new("manila-csi");
+        let objects = render(&inputs(&config)).unwrap();
+        let host_path = |name: &str, volume: &str| -> String {
+            named(&objects, name).data["spec"]["template"]["spec"]["volumes"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .find(|v| v["name"] == volume)
+                .map(|v| v["hostPath"]["path"].as_str().unwrap().to_string())
+                .unwrap()
+        };
+        let env = |name: &str, var: &str| -> String {
+            named(&objects, name).data["spec"]["template"]["spec"]["containers"][0]["env"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .find(|e| e["name"] == var)
+                .map(|e| e["value"].as_str().unwrap().to_string())
+                .unwrap()
+        };
+        let dir = "/var/lib/kubelet/plugins/csi-nfsplugin";
+        assert_eq!(host_path(NFS_DAEMON_SET, "plugin-dir"), dir);
+        assert_eq!(host_path(NODE_DAEMON_SET, "fwd-plugin-dir"), dir);
+        assert_eq!(
+            env(NFS_DAEMON_SET, "CSI_ENDPOINT"),
+            format!("unix://{dir}/csi.sock")
+        );
+        assert_eq!(
+            env(NODE_DAEMON_SET, "FWD_CSI_ENDPOINT"),
+            format!("unix://{dir}/csi.sock")
+        );
+        let node = &named(&objects, NODE_DAEMON_SET).data["spec"]["template"]["spec"];
+        let driver_args = args(&node["containers"][0]);
+        assert!(driver_args.contains(&"--provide-controller-service=false"));
+        assert!(driver_args.contains(&"--fwdendpoint=$(FWD_CSI_ENDPOINT)"));
+        assert!(!driver_args.iter().any(|a| a.starts_with("--nodeaz")));
+        let controller = &named(&objects, CONTROLLER_DEPLOYMENT).data["spec"];
+        assert_eq!(controller["replicas"], 1);
+        let controller_args = args(&controller["template"]["spec"]["containers"][0]);
+        assert!(controller_args.contains(&"--provide-node-service=false"));
+    }
+
+    #[test]
+    fn the_kernel_mounter_mounts_nfs_without_an_export_root() {
+        let config = OperatorConfig::new("manila-csi");
+        let objects = render(&inputs(&config)).unwrap();
+        let nfs = &named(&objects, NFS_DAEMON_SET).data;
+        assert!(
+            args(&nfs["spec"]["template"]["spec"]["containers"][0]).contains(&"--mounter=kernel")
+        );
+        assert!(!serde_json::to_string(nfs).unwrap().contains("export-root"));
+    }
+
+    #[test]
+    fn a_local_mounter_mounts_the_export_root_into_the_nfs_plugin_at_the_same_path() {
+        let mut config = OperatorConfig::new("manila-csi");
+        local(&mut config);
+        let objects = render(&inputs(&config)).unwrap();
+        let spec = &named(&objects, NFS_DAEMON_SET).data["spec"]["template"]["spec"];
+        let container = &spec["containers"][0];
+        assert!(args(container).contains(&"--mounter=local"));
+        assert!(
+            container["volumeMounts"]
+                .as_array()
+                .unwrap()
+                .contains(&json!({"name": "export-root", "mountPath": "/srv/exports"}))
+        );
+        assert!(spec["volumes"].as_array().unwrap().contains(&json!({
+            "name": "export-root",
+            "hostPath": {"path": "/srv/exports", "type": "Directory"},
+        })));
+        // Only the NFS plugin binds exports.
+        let others = serde_json::to_string(&named(&objects, NODE_DAEMON_SET).data).unwrap();
+        assert!(!others.contains("/srv/exports"));
     }
 
     #[test]
     fn without_snapshot_crds_there_is_no_snapshot_class() {
         let config = OperatorConfig::new("manila-csi");
-        let mut inputs = inputs(&config);
-        inputs.snapshot_crds_present = false;
+        let inputs = AssetInputs {
+            snapshot_crds_present: false,
+            ..inputs(&config)
+        };
         let objects = render(&inputs).unwrap();
-        assert!(
-            !names(&objects)
-                .iter()
-                .any(|n| n.starts_with("VolumeSnapshotClass"))
+        assert!(!objects.iter().any(|o| kind(o) == "VolumeSnapshotClass"));
+    }
+
+    #[test]
+    fn the_snapshot_class_names_the_driver_secret() {
+        let mut config = OperatorConfig::new("manila-csi");
+        config.driver_secret = "my-secret".into();
+        let objects = render(&inputs(&config)).unwrap();
+        let class = named(&objects, "csi-manila-snapclass");
+        assert_eq!(
+            class.data["parameters"],
+            json!({
+                "csi.storage.k8s.io/snapshotter-secret-name": "my-secret",
+                "csi.storage.k8s.io/snapshotter-secret-namespace": "manila-csi",
+            })
         );
+    }
+
+    #[test]
+    fn every_placeholder_of_every_template_has_a_value() {
+        let config = OperatorConfig::new("manila-csi");
+        let vars = variables(&inputs(&config));
+        for release in [Release::Current] {
+            for asset in release.assets() {
+                let text = substitute(asset.file, asset.template, &vars).unwrap();
+                assert!(!text.contains("${"), "{}", asset.file);
+            }
+        }
     }
 
     #[test]
     fn an_unknown_placeholder_names_asset_and_placeholder() {
         let error = substitute("x.yaml", "a: ${NOPE}", &BTreeMap::new()).unwrap_err();
+        assert!(matches!(
+            &error,
+            AssetError::UnknownPlaceholder { asset: "x.yaml", name } if name == "NOPE"
+        ));
         assert_eq!(
             error.to_string(),
             "asset x.yaml: unknown placeholder ${NOPE}"
+        );
+        let unterminated = substitute("x.yaml", "a: ${NOPE", &BTreeMap::new()).unwrap_err();
+        assert_eq!(
+            unterminated.to_string(),
+            "asset x.yaml: an unterminated ${ placeholder"
         );
         let kept = substitute("x.yaml", "a: $(NODE_ID)", &BTreeMap::new()).unwrap();
         assert_eq!(kept, "a: $(NODE_ID)");

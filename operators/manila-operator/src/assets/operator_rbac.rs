@@ -1,0 +1,205 @@
+//! The operator's own RBAC (`fixtures/manila-operator/rbac.yaml`) against what it renders:
+//! it must be able to apply every object, and, since it holds neither `escalate` nor `bind`,
+//! it must hold every right of each role it creates (RBAC refuses the role or its binding
+//! otherwise; cluster-wide for a ClusterRole, in the namespace for a Role).
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use kube::api::DynamicObject;
+use serde::Deserialize;
+use serde_json::Value;
+
+use super::{AssetInputs, render};
+use crate::api::LogLevel;
+use crate::config::OperatorConfig;
+
+const RBAC: &str = include_str!("../../../../fixtures/manila-operator/rbac.yaml");
+
+/// One (apiGroup, resource, verb) a rule allows or needs.
+type Right = (String, String, String);
+
+fn rights(rules: &Value) -> Vec<Right> {
+    let mut rights = Vec::new();
+    for rule in rules.as_array().into_iter().flatten() {
+        assert!(
+            rule.get("resourceNames").is_none() && rule.get("nonResourceURLs").is_none(),
+            "{rule}"
+        );
+        let list = |key: &str| -> Vec<String> {
+            rule[key]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|v| v.as_str().unwrap().to_string())
+                .collect()
+        };
+        for group in list("apiGroups") {
+            for resource in list("resources") {
+                for verb in list("verbs") {
+                    rights.push((group.clone(), resource.clone(), verb));
+                }
+            }
+        }
+    }
+    rights
+}
+
+/// The operator's ClusterRole and Role rights.
+fn operator() -> (Vec<Right>, Vec<Right>) {
+    let text = RBAC.replace("${NAMESPACE}", "manila-csi");
+    assert!(!text.contains("${"), "only ${{NAMESPACE}} in rbac.yaml");
+    let mut cluster = None;
+    let mut namespaced = None;
+    for document in serde_yaml::Deserializer::from_str(&text) {
+        let value =
+            serde_json::to_value(serde_yaml::Value::deserialize(document).unwrap()).unwrap();
+        match value["kind"].as_str().unwrap() {
+            "ClusterRole" => cluster = Some(rights(&value["rules"])),
+            "Role" => namespaced = Some(rights(&value["rules"])),
+            _ => {}
+        }
+    }
+    (cluster.unwrap(), namespaced.unwrap())
+}
+
+fn allows(held: &[Right], (group, resource, verb): &Right) -> bool {
+    held.iter().any(|(g, r, v)| {
+        (g == group || g == "*") && (r == resource || r == "*") && (v == verb || v == "*")
+    })
+}
+
+fn missing(held: &[Right], needed: &[Right]) -> Vec<String> {
+    needed
+        .iter()
+        .filter(|right| !allows(held, right))
+        .map(|(g, r, v)| format!("{v} {g}/{r}"))
+        .collect()
+}
+
+fn needs(group: &str, resource: &str, verbs: &[&str]) -> Vec<Right> {
+    verbs
+        .iter()
+        .map(|v| (group.to_string(), resource.to_string(), v.to_string()))
+        .collect()
+}
+
+fn rendered() -> Vec<DynamicObject> {
+    let config = OperatorConfig::new("manila-csi");
+    render(&AssetInputs {
+        config: &config,
+        log_level: LogLevel::Normal,
+        credentials_hash: String::new(),
+        snapshot_crds_present: true,
+    })
+    .unwrap()
+}
+
+#[test]
+fn the_operator_holds_every_right_of_the_roles_it_creates() {
+    let (cluster, namespaced) = operator();
+    let both: Vec<Right> = cluster.iter().chain(&namespaced).cloned().collect();
+    let mut roles = 0;
+    for object in rendered() {
+        let kind = object.types.as_ref().unwrap().kind.as_str();
+        let name = object.metadata.name.clone().unwrap();
+        let held = match kind {
+            "ClusterRole" => &cluster,
+            "Role" => &both,
+            _ => continue,
+        };
+        roles += 1;
+        let gaps = missing(held, &rights(&object.data["rules"]));
+        assert!(
+            gaps.is_empty(),
+            "{kind} {name} grants what the operator lacks: {gaps:?}"
+        );
+    }
+    assert_eq!(roles, 4);
+}
+
+#[test]
+fn the_operator_may_apply_watch_and_remove_every_object_it_renders() {
+    let (cluster, namespaced) = operator();
+    let both: Vec<Right> = cluster.iter().chain(&namespaced).cloned().collect();
+    for object in rendered() {
+        let types = object.types.clone().unwrap();
+        let (resource, is_namespaced) =
+            crate::apply::api_resource(&types.api_version, &types.kind).unwrap();
+        // Never deleted (kept when Removed) nor watched: the snapshot class.
+        let verbs: &[&str] = if types.kind == "VolumeSnapshotClass" {
+            &["get", "create", "patch"]
+        } else {
+            &["get", "list", "watch", "create", "patch", "delete"]
+        };
+        let held = if is_namespaced { &both } else { &cluster };
+        let gaps = missing(held, &needs(&resource.group, &resource.plural, verbs));
+        assert!(
+            gaps.is_empty(),
+            "{} {:?}: {gaps:?}",
+            types.kind,
+            object.metadata.name
+        );
+    }
+}
+
+#[test]
+fn the_operator_may_do_what_its_controller_does_beyond_the_assets() {
+    let (cluster, namespaced) = operator();
+    let both: Vec<Right> = cluster.iter().chain(&namespaced).cloned().collect();
+    let cluster_wide = [
+        needs(
+            "operator.openshift.io",
+            "clustercsidrivers",
+            &["get", "list", "watch"],
+        ),
+        needs(
+            "operator.openshift.io",
+            "clustercsidrivers/status",
+            &["patch"],
+        ),
+        needs(
+            "config.openshift.io",
+            "clusteroperators",
+            &["get", "create", "patch"],
+        ),
+        needs("config.openshift.io", "clusteroperators/status", &["patch"]),
+        needs(
+            "storage.k8s.io",
+            "storageclasses",
+            &["get", "list", "watch", "create", "delete"],
+        ),
+        needs(
+            "apiextensions.k8s.io",
+            "customresourcedefinitions",
+            &["get"],
+        ),
+        needs("", "events", &["create", "patch"]),
+    ]
+    .concat();
+    let gaps = missing(&cluster, &cluster_wide);
+    assert!(gaps.is_empty(), "{gaps:?}");
+    let in_namespace = [
+        // The driver Secret it writes and the credentials it reads.
+        needs(
+            "",
+            "secrets",
+            &["get", "list", "watch", "create", "patch", "delete"],
+        ),
+        needs("", "configmaps", &["get", "list", "watch"]),
+        needs(
+            "coordination.k8s.io",
+            "leases",
+            &["get", "create", "update", "patch"],
+        ),
+    ]
+    .concat();
+    let gaps = missing(&both, &in_namespace);
+    assert!(gaps.is_empty(), "{gaps:?}");
+    // No shortcut around RBAC's escalation check.
+    for right in cluster.iter().chain(&namespaced) {
+        assert!(
+            !matches!(right.2.as_str(), "escalate" | "bind" | "impersonate" | "*"),
+            "{right:?}"
+        );
+    }
+}
