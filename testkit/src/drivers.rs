@@ -93,6 +93,21 @@ impl TestProcess {
     }
 }
 
+impl Drop for TestProcess {
+    /// Kills the process and waits (briefly) until it is gone, so that the directory it
+    /// wrote in can be removed after it without it writing there again.
+    fn drop(&mut self) {
+        let _ = self.child.start_kill();
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+        while std::time::Instant::now() < deadline {
+            match self.child.try_wait() {
+                Ok(Some(_)) | Err(_) => return,
+                Ok(None) => std::thread::sleep(std::time::Duration::from_millis(10)),
+            }
+        }
+    }
+}
+
 /// The real `manila-csi-plugin` as a controller (no node service, NFS only) on a unix socket.
 #[derive(Debug)]
 pub struct ManilaController {

@@ -15,12 +15,13 @@ use support::partner::{Call, FakePartner};
 use support::{GIB, RunningDriver, create_request, mount_capability, secrets};
 use tonic::Code;
 
+/// Fields drop in order: the servers before the directory holding their sockets.
 struct NodeEnv {
     cloud: FakeCloud,
-    dir: tempfile::TempDir,
     partner: FakePartner,
     driver: RunningDriver,
     secrets: HashMap<String, String>,
+    dir: tempfile::TempDir,
 }
 
 impl NodeEnv {

@@ -16,12 +16,13 @@ use tokio::process::Command;
 const DRIVER: &str = "registrar-test.csi.example.com";
 const WAIT: Duration = Duration::from_secs(20);
 
+/// Fields drop in order: the registrar before the directory it writes in.
 struct Setup {
-    _dir: tempfile::TempDir,
     registry: PathBuf,
     kubelet_path: PathBuf,
     registrar: TestProcess,
     http_port: u16,
+    _dir: tempfile::TempDir,
 }
 
 /// A node-only in-test driver and the registrar for it, with its health endpoint on a free
@@ -53,11 +54,11 @@ async fn start() -> Setup {
         .arg(format!("--http-endpoint=127.0.0.1:{http_port}"));
     let registrar = TestProcess::spawn(command, &dir.path().join("registrar.log"));
     Setup {
-        _dir: dir,
         registry,
         kubelet_path,
         registrar,
         http_port,
+        _dir: dir,
     }
 }
 

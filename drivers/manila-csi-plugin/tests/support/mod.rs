@@ -100,12 +100,14 @@ impl Drop for RunningDriver {
 }
 
 /// A fake cloud plus a controller-only NFS driver.
+///
+/// Fields drop in order: the driver before the directory holding its socket.
 pub struct ControllerEnv {
     pub cloud: FakeCloud,
-    pub dir: TempDir,
     pub driver: RunningDriver,
     pub client: ControllerClient<Channel>,
     pub secrets: HashMap<String, String>,
+    pub dir: TempDir,
 }
 
 impl ControllerEnv {

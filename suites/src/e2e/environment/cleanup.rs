@@ -286,7 +286,13 @@ mod tests {
             .spawn()
             .unwrap();
         let pid = i32::try_from(child.id()).unwrap();
-        let found = processes_naming(dir.path());
+        // Until the child has exec'd, its command line is still this test's.
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        let mut found = processes_naming(dir.path());
+        while !found.iter().any(|(p, _)| *p == pid) && std::time::Instant::now() < deadline {
+            std::thread::sleep(std::time::Duration::from_millis(10));
+            found = processes_naming(dir.path());
+        }
         assert!(found.iter().any(|(p, _)| *p == pid), "{found:?}");
         child.kill().unwrap();
         // Killed but not reaped yet: a zombie, which counts as gone.
