@@ -19,9 +19,9 @@ conformance="$target_dir/debug/conformance"
 # Building `-p harness` alone resolves features differently from a workspace build and
 # would recompile much of the dependency tree, so it is skipped when not needed.
 if [ ! -x "$conformance" ] || [ ! -x "$target_dir/debug/node-agent" ] ||
-    [ -n "$(find harness/src harness/Cargo.toml Cargo.lock -newer "$conformance" -print -quit)" ]; then
-    step "building the harness binaries (conformance, node-agent, pod-sandbox)"
-    cargo build --quiet -p harness --bins
+    [ -n "$(find harness/src harness/Cargo.toml suites/src suites/Cargo.toml Cargo.lock -newer "$conformance" -print -quit)" ]; then
+    step "building the cluster binaries (conformance, node-agent, pod-sandbox)"
+    cargo build --quiet -p harness -p suites --bins
 fi
 [ -x "$conformance" ] || fail "no $conformance after cargo build"
 

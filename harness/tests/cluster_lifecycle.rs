@@ -13,11 +13,15 @@ use k8s_openapi::api::core::v1::Pod;
 use kube::api::PostParams;
 use kube::runtime::conditions::is_pod_running;
 
-const CONFORMANCE: &str = env!("CARGO_BIN_EXE_conformance");
 const WAIT: Duration = Duration::from_secs(60);
 
+/// The `conformance` binary (of the `suites` package), built when missing or stale.
+fn conformance_binary() -> PathBuf {
+    harness::cluster::embedded::daemon::locate_conformance().expect("the conformance binary")
+}
+
 fn conformance(args: &[&str]) -> Output {
-    Command::new(CONFORMANCE)
+    Command::new(conformance_binary())
         .args(args)
         .output()
         .expect("conformance runs")

@@ -49,9 +49,13 @@ pub enum Error {
         limit: usize,
     },
 
+    /// A workspace binary (`conformance`) could not be located or built.
+    #[error("{0}")]
+    Workspace(#[from] crate::workspace::Error),
+
     /// A helper binary (`node-agent`, `conformance`) is not where it is looked for.
     #[error(
-        "the {binary} binary is missing at {}: build it with `cargo build -p harness --bins` or set ${env} to its path",
+        "the {binary} binary is missing at {}: build it with `cargo build -p harness -p suites --bins` or set ${env} to its path",
         path.display()
     )]
     BinaryMissing {

@@ -50,6 +50,7 @@
 pub mod embedded;
 mod error;
 mod namespace;
+mod remote;
 mod shared;
 pub mod wait;
 
@@ -78,14 +79,25 @@ pub struct Cluster {
 
 struct Inner {
     client: kube::Client,
-    run_dir: PathBuf,
+    backend: Backend,
     description: ClusterDescription,
+}
+
+/// How exec, logs and node agents are reached.
+enum Backend {
+    /// Through the embedded cluster's run directory.
+    Embedded {
+        /// The run directory.
+        run_dir: PathBuf,
+    },
+    /// Through the apiserver only ([`Cluster::from_kubeconfig`]).
+    Remote,
 }
 
 impl std::fmt::Debug for Cluster {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Cluster")
-            .field("run_dir", &self.inner.run_dir)
+            .field("run_dir", &self.run_dir())
             .field("api_url", &self.inner.description.api_url)
             .field("nodes", &self.node_names())
             .finish_non_exhaustive()
@@ -111,13 +123,25 @@ impl Cluster {
         description: ClusterDescription,
     ) -> Result<Self> {
         let client = crate::control_plane::client_from_kubeconfig(&description.kubeconfig).await?;
-        Ok(Self {
+        Ok(Self::with_backend(
+            client,
+            Backend::Embedded { run_dir },
+            description,
+        ))
+    }
+
+    fn with_backend(
+        client: kube::Client,
+        backend: Backend,
+        description: ClusterDescription,
+    ) -> Self {
+        Self {
             inner: Arc::new(Inner {
                 client,
-                run_dir,
+                backend,
                 description,
             }),
-        })
+        }
     }
 
     /// A kube client with cluster-admin rights.
@@ -130,9 +154,13 @@ impl Cluster {
         &self.inner.description.kubeconfig
     }
 
-    /// The cluster's run directory (logs of every component and node agent are under it).
+    /// The cluster's run directory (logs of every component and node agent are under it);
+    /// empty for a cluster reached through a kubeconfig only.
     pub fn run_dir(&self) -> &Path {
-        &self.inner.run_dir
+        match &self.inner.backend {
+            Backend::Embedded { run_dir } => run_dir,
+            Backend::Remote => Path::new(""),
+        }
     }
 
     /// The node names, in creation order (`node-1`, …).
@@ -154,6 +182,9 @@ impl Cluster {
         container: &str,
         argv: &[&str],
     ) -> Result<ExecOutput> {
+        if !self.is_embedded() {
+            return self.remote_exec(namespace, pod, container, argv).await;
+        }
         let node = self.node_of(namespace, pod).await?;
         let argv: Vec<String> = argv.iter().map(|s| s.to_string()).collect();
         Ok(crate::node::exec(&node.run_dir, namespace, pod, container, &argv).await?)
@@ -167,6 +198,9 @@ impl Cluster {
         container: &str,
         previous: bool,
     ) -> Result<String> {
+        if !self.is_embedded() {
+            return self.remote_logs(namespace, pod, container, previous).await;
+        }
         let node = self.node_of(namespace, pod).await?;
         Ok(crate::node::logs(
             &node.run_dir,
@@ -180,7 +214,15 @@ impl Cluster {
     /// Restarts the agent of `node`: its pods keep running and the new agent re-adopts them.
     pub async fn restart_node_agent(&self, node: &str) -> Result<()> {
         self.inner.description.node(node)?;
-        embedded::control::request_restart(&self.inner.run_dir, node).await
+        match &self.inner.backend {
+            Backend::Embedded { run_dir } => {
+                embedded::control::request_restart(run_dir, node).await
+            }
+            Backend::Remote => Err(Error::InvalidOption {
+                option: "restart_node_agent",
+                reason: "the cluster was not started by the harness: it has no node agents".into(),
+            }),
+        }
     }
 
     /// A fresh namespace `<prefix>-<random>` for one test (see [`TestNamespace`]).

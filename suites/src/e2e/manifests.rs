@@ -267,6 +267,8 @@ mod tests {
     fn vars() -> BTreeMap<String, String> {
         [
             ("NAMESPACE", "manila-csi"),
+            ("DRIVER_NAME", "manila.csi.openstack.org"),
+            ("INSTANCE", "openstack-manila-csi"),
             ("SECRET_NAME", "manila-csi-secrets"),
             ("EXPORT_ROOT", "/srv/exports"),
             ("ZONE", "zone-a"),

@@ -75,3 +75,16 @@ pub async fn wait_ready(
     .await?;
     found.ok_or_else(|| super::Error::Unexpected(format!("VolumeSnapshot {name} vanished")))
 }
+
+/// VolumeSnapshotClasses (cluster-scoped).
+pub fn volume_snapshot_classes(client: &kube::Client) -> Api<DynamicObject> {
+    Api::all_with(
+        client.clone(),
+        &resource("VolumeSnapshotClass", "volumesnapshotclasses"),
+    )
+}
+
+/// The VolumeSnapshotClass kind, for building classes.
+pub fn volume_snapshot_class_resource() -> ApiResource {
+    resource("VolumeSnapshotClass", "volumesnapshotclasses")
+}

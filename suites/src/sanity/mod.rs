@@ -24,6 +24,7 @@
 
 pub mod case;
 pub mod cases;
+pub mod cli;
 pub mod config;
 pub mod context;
 mod error;

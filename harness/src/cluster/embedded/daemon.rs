@@ -216,10 +216,15 @@ pub fn owner(run_dir: &Path) -> Result<Option<ProcessId>> {
     Ok(pid.trim().parse().ok().and_then(ProcessId::of))
 }
 
-/// Finds the `conformance` binary: `$HARNESS_CONFORMANCE_BIN`, else next to the current
-/// executable or one directory up.
+/// Finds the `conformance` binary (of the `suites` package, which runs the suites on top of
+/// this crate): `$HARNESS_CONFORMANCE_BIN`, else next to the current executable or one
+/// directory up, else built by [`crate::workspace::binary`].
 pub fn locate_conformance() -> Result<PathBuf> {
-    locate_binary("conformance", CONFORMANCE_ENV)
+    match locate_binary("conformance", CONFORMANCE_ENV) {
+        Ok(path) => Ok(path),
+        Err(missing) if std::env::var_os(CONFORMANCE_ENV).is_some() => Err(missing),
+        Err(_) => Ok(crate::workspace::binary("suites", "conformance")?),
+    }
 }
 
 /// Copies what a log gained since the last call.

@@ -23,10 +23,15 @@ use super::{
 
 impl ManilaCsiEnvironment {
     /// The values of the fixtures' `${VARS}` for this run (without `ZONE`).
-    fn vars(&self) -> Result<BTreeMap<String, String>> {
+    pub(super) fn vars(&self) -> Result<BTreeMap<String, String>> {
         let port = free_port()?;
         Ok(BTreeMap::from([
             ("NAMESPACE".to_string(), self.options.namespace.clone()),
+            ("DRIVER_NAME".to_string(), DRIVER_NAME.to_string()),
+            (
+                "INSTANCE".to_string(),
+                super::instance::DEFAULT_INSTANCE.to_string(),
+            ),
             ("SECRET_NAME".to_string(), self.options.secret_name.clone()),
             (
                 "EXPORT_ROOT".to_string(),
@@ -107,16 +112,7 @@ impl ManilaCsiEnvironment {
         ] {
             self.applier.apply_file(&dir.join(file), &vars).await?;
         }
-        let mut zones: Vec<String> = self
-            .cluster
-            .description()
-            .nodes
-            .iter()
-            .map(|n| n.zone.clone())
-            .collect();
-        zones.sort();
-        zones.dedup();
-        for zone in zones {
+        for zone in self.zones() {
             let mut vars = vars.clone();
             vars.insert("ZONE".into(), zone);
             self.applier
@@ -135,10 +131,31 @@ impl ManilaCsiEnvironment {
         Ok(())
     }
 
+    /// The cluster's zones, each once, sorted.
+    pub(super) fn zones(&self) -> Vec<String> {
+        let mut zones: Vec<String> = self
+            .cluster
+            .description()
+            .nodes
+            .iter()
+            .map(|n| n.zone.clone())
+            .collect();
+        zones.sort();
+        zones.dedup();
+        zones
+    }
+
     async fn create_secret(&self) -> Result<()> {
-        let secrets: Api<Secret> = Api::namespaced(self.client(), &self.options.namespace);
+        self.create_secret_in(&self.options.namespace, &self.options.secret_name)
+            .await
+    }
+
+    /// Creates the credentials Secret `name` (the fake cloud's flat `os-*` map) in
+    /// `namespace`.
+    pub(super) async fn create_secret_in(&self, namespace: &str, name: &str) -> Result<()> {
+        let secrets: Api<Secret> = Api::namespaced(self.client(), namespace);
         let mut secret = Secret::default();
-        secret.metadata.name = Some(self.options.secret_name.clone());
+        secret.metadata.name = Some(name.to_string());
         secret.data = Some(
             self.cloud
                 .secret(SecretKind::Password)
@@ -150,19 +167,27 @@ impl ManilaCsiEnvironment {
         secrets
             .create(&PostParams::default(), &secret)
             .await
-            .map_err(Error::kube(format!(
-                "creating Secret {}/{}",
-                self.options.namespace, self.options.secret_name
-            )))?;
+            .map_err(Error::kube(format!("creating Secret {namespace}/{name}")))?;
         Ok(())
     }
 
     /// Waits until a pod of the driver's namespace matching `selector` is Ready.
     pub async fn wait_pod_ready(&self, selector: &str, timeout: Duration) -> Result<Pod> {
-        let pods: Api<Pod> = Api::namespaced(self.client(), &self.options.namespace);
+        self.wait_pod_ready_in(&self.options.namespace, selector, timeout)
+            .await
+    }
+
+    /// Waits until a pod of `namespace` matching `selector` is Ready.
+    pub async fn wait_pod_ready_in(
+        &self,
+        namespace: &str,
+        selector: &str,
+        timeout: Duration,
+    ) -> Result<Pod> {
+        let pods: Api<Pod> = Api::namespaced(self.client(), namespace);
         let params = ListParams::default().labels(selector);
         let pod = wait::wait_until(
-            format!("a Ready pod {selector} in {}", self.options.namespace),
+            format!("a Ready pod {selector} in {namespace}"),
             timeout,
             || {
                 let pods = pods.clone();
@@ -188,12 +213,17 @@ impl ManilaCsiEnvironment {
         Ok(pod)
     }
 
-    /// Waits until every node's CSINode lists the driver.
+    /// Waits until every node's CSINode lists the default instance's driver.
     pub(super) async fn wait_registered(&self, timeout: Duration) -> Result<()> {
+        self.wait_registered_as(DRIVER_NAME, timeout).await
+    }
+
+    /// Waits until every node's CSINode lists the driver `driver`.
+    pub(super) async fn wait_registered_as(&self, driver: &str, timeout: Duration) -> Result<()> {
         let csinodes: Api<CSINode> = Api::all(self.client());
         let nodes = self.cluster.node_names();
         wait::wait_until(
-            format!("every node's CSINode to list {DRIVER_NAME}"),
+            format!("every node's CSINode to list {driver}"),
             timeout,
             || {
                 let csinodes = csinodes.clone();
@@ -205,7 +235,7 @@ impl ManilaCsiEnvironment {
                         let drivers: Vec<String> = found
                             .map(|c| c.spec.drivers.into_iter().map(|d| d.name).collect())
                             .unwrap_or_default();
-                        if !drivers.iter().any(|d| d == DRIVER_NAME) {
+                        if !drivers.iter().any(|d| d == driver) {
                             missing.push(format!("{node}: drivers {drivers:?}"));
                         }
                     }

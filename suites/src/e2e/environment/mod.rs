@@ -10,6 +10,7 @@
 
 mod cleanup;
 mod deploy;
+mod instance;
 mod operator;
 mod teardown;
 
@@ -28,6 +29,7 @@ use super::error::Result;
 use super::manifests::Applier;
 use super::workload::describe_pod;
 use cleanup::ClusterGuard;
+pub use instance::{DEFAULT_INSTANCE, DriverInstance, InstanceOptions};
 pub use operator::{
     CA_CONFIG_MAP, CLUSTER_OPERATOR, CREDENTIALS_SECRET, DRIVER_SECRET, OPERATOR_MANAGED_SELECTOR,
     OPERATOR_SELECTOR, OperatorOptions, cluster_csi_driver_resource, cluster_operator_resource,
@@ -154,6 +156,7 @@ pub struct ManilaCsiEnvironment {
     applier: Applier,
     export_root: PathBuf,
     timings: StartTimings,
+    instances: Vec<DriverInstance>,
     cluster_guard: ClusterGuard,
 }
 
@@ -212,6 +215,7 @@ impl ManilaCsiEnvironment {
                 cluster: cluster_time,
                 deploy: Duration::ZERO,
             },
+            instances: Vec::new(),
             cluster_guard,
         };
         let deploy_started = Instant::now();
@@ -310,36 +314,46 @@ impl ManilaCsiEnvironment {
         parameters
     }
 
-    /// The state of the driver's pods and the tail of each container's log, for failure
-    /// messages.
+    /// The state of the driver's pods (of every instance) and the tail of each container's
+    /// log, for failure messages.
     pub async fn diagnostics(&self) -> String {
-        let pods: Api<Pod> = Api::namespaced(self.client(), &self.options.namespace);
-        let list = match pods.list(&ListParams::default()).await {
-            Ok(list) => list,
-            Err(e) => return format!("listing pods in {}: {e}", self.options.namespace),
-        };
+        let mut namespaces = vec![self.options.namespace.clone()];
+        namespaces.extend(self.instances.iter().map(|i| i.namespace.clone()));
         let mut out = String::new();
-        for pod in &list.items {
-            let name = pod.metadata.name.clone().unwrap_or_default();
-            out.push_str(&format!("pod {}\n", describe_pod(pod)));
-            let containers = pod
-                .spec
-                .as_ref()
-                .map(|s| s.containers.iter().map(|c| c.name.clone()).collect())
-                .unwrap_or_else(Vec::<String>::new);
-            for container in containers {
-                let log = self
-                    .cluster
-                    .logs(&self.options.namespace, &name, &container, false)
-                    .await
-                    .unwrap_or_else(|e| format!("(no log: {e})"));
-                let tail: Vec<&str> = log.lines().rev().take(15).collect();
-                out.push_str(&format!("  --- {container}:\n"));
-                for line in tail.into_iter().rev() {
-                    out.push_str(&format!("    {line}\n"));
-                }
-            }
+        for namespace in &namespaces {
+            out.push_str(&pod_diagnostics(&self.cluster, namespace, 15).await);
         }
         out
     }
+}
+
+/// The state of the pods of `namespace` and the last `lines` lines of each container's log.
+pub async fn pod_diagnostics(cluster: &Cluster, namespace: &str, lines: usize) -> String {
+    let pods: Api<Pod> = Api::namespaced(cluster.client(), namespace);
+    let list = match pods.list(&ListParams::default()).await {
+        Ok(list) => list,
+        Err(e) => return format!("listing pods in {namespace}: {e}\n"),
+    };
+    let mut out = String::new();
+    for pod in &list.items {
+        let name = pod.metadata.name.clone().unwrap_or_default();
+        out.push_str(&format!("pod {namespace}/{}\n", describe_pod(pod)));
+        let containers = pod
+            .spec
+            .as_ref()
+            .map(|s| s.containers.iter().map(|c| c.name.clone()).collect())
+            .unwrap_or_else(Vec::<String>::new);
+        for container in containers {
+            let log = cluster
+                .logs(namespace, &name, &container, false)
+                .await
+                .unwrap_or_else(|e| format!("(no log: {e})"));
+            let tail: Vec<&str> = log.lines().rev().take(lines).collect();
+            out.push_str(&format!("  --- {container}:\n"));
+            for line in tail.into_iter().rev() {
+                out.push_str(&format!("    {line}\n"));
+            }
+        }
+    }
+    out
 }

@@ -33,22 +33,21 @@ impl ManilaCsiEnvironment {
                 first_error.get_or_insert(e);
             }
             let namespaces: Api<Namespace> = Api::all(self.client());
-            match namespaces
-                .delete(&self.options.namespace, &DeleteParams::default())
-                .await
-            {
-                Ok(_) => {
-                    if let Err(e) =
-                        wait::wait_deleted(&namespaces, &self.options.namespace, timeout).await
-                    {
-                        first_error.get_or_insert(e.into());
-                    }
-                }
-                Err(e) => {
+            let mut names = vec![self.options.namespace.clone()];
+            names.extend(self.instances.iter().map(|i| i.namespace.clone()));
+            for name in &names {
+                if let Err(e) =
+                    ignore_not_found(namespaces.delete(name, &DeleteParams::default()).await)
+                {
                     first_error.get_or_insert(Error::Kube {
-                        action: format!("deleting namespace {}", self.options.namespace),
+                        action: format!("deleting namespace {name}"),
                         source: e,
                     });
+                }
+            }
+            for name in &names {
+                if let Err(e) = wait::wait_deleted(&namespaces, name, timeout).await {
+                    first_error.get_or_insert(e.into());
                 }
             }
         } else {

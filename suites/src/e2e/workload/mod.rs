@@ -23,9 +23,11 @@ mod waits;
 
 use std::collections::BTreeMap;
 use std::fmt::Display;
+use std::future::Future;
+use std::pin::Pin;
 use std::time::Duration;
 
-use harness::cluster::{TestNamespace, wait};
+use harness::cluster::{Cluster, TestNamespace, wait};
 use k8s_openapi::api::core::v1::{Event, PersistentVolume, PersistentVolumeClaim, Pod};
 use kube::api::{Api, DeleteParams, DynamicObject, PostParams};
 
@@ -39,8 +41,37 @@ pub use objects::{
 };
 pub use waits::{bound_volume, events_about, wait_claim_bound, wait_event, wait_pod_ready};
 
-/// How long a [`Workload`]'s waits take at most.
+/// How long a [`Workload`]'s waits take at most, unless its [`WorkloadTimeouts`] say
+/// otherwise.
 pub const WAIT: Duration = Duration::from_secs(120);
+
+/// How long a [`Workload`] waits for each kind of thing (the driver spec file's `Timeouts`
+/// in a conformance run).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct WorkloadTimeouts {
+    /// A claim to be Bound (upstream's `ClaimProvision`).
+    pub claim_bound: Duration,
+    /// A pod to be Ready (`PodStart`).
+    pub pod_ready: Duration,
+    /// A pod to be gone (`PodDelete`).
+    pub pod_deleted: Duration,
+    /// A VolumeSnapshot to be ready (`SnapshotCreate`).
+    pub snapshot_ready: Duration,
+    /// An event to be recorded.
+    pub event: Duration,
+}
+
+impl Default for WorkloadTimeouts {
+    fn default() -> Self {
+        WorkloadTimeouts {
+            claim_bound: WAIT,
+            pod_ready: WAIT,
+            pod_deleted: WAIT,
+            snapshot_ready: WAIT,
+            event: WAIT,
+        }
+    }
+}
 
 /// A claim Bound to its PV, and the Manila share behind it.
 #[derive(Debug, Clone)]
@@ -60,33 +91,98 @@ impl BoundClaim {
     }
 }
 
+/// What a [`Workload`] runs on: a cluster, and a driver whose state explains a failed step.
+pub trait WorkloadHost: Send + Sync {
+    /// The cluster.
+    fn cluster(&self) -> &Cluster;
+    /// The driver's pods and the tail of each container's log, for failure messages.
+    fn diagnostics(&self) -> Pin<Box<dyn Future<Output = String> + Send + '_>>;
+}
+
+impl WorkloadHost for ManilaCsiEnvironment {
+    fn cluster(&self) -> &Cluster {
+        ManilaCsiEnvironment::cluster(self)
+    }
+
+    fn diagnostics(&self) -> Pin<Box<dyn Future<Output = String> + Send + '_>> {
+        Box::pin(ManilaCsiEnvironment::diagnostics(self))
+    }
+}
+
 /// One scenario's namespace on an environment's cluster, with its claims and pods (see the
 /// module docs). Pods are the [`pod_with_claim`] kind: one container, `app`.
-#[derive(Debug)]
 pub struct Workload<'a> {
-    env: &'a ManilaCsiEnvironment,
+    host: &'a dyn WorkloadHost,
     namespace: TestNamespace,
+    timeouts: WorkloadTimeouts,
+    bound_volumes: std::sync::Mutex<Vec<String>>,
     /// The claims of the namespace.
     pub claims: Api<PersistentVolumeClaim>,
     /// The pods of the namespace.
     pub pods: Api<Pod>,
 }
 
+impl std::fmt::Debug for Workload<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Workload")
+            .field("namespace", &self.namespace)
+            .finish_non_exhaustive()
+    }
+}
+
 impl<'a> Workload<'a> {
-    /// A fresh namespace `<prefix>-<random>` on `env`'s cluster.
-    pub async fn create(env: &'a ManilaCsiEnvironment, prefix: &str) -> Result<Workload<'a>> {
-        let namespace = env.cluster().namespace(prefix).await?;
-        Ok(Workload {
+    /// A fresh namespace `<prefix>-<random>` on `host`'s cluster.
+    pub async fn create(host: &'a dyn WorkloadHost, prefix: &str) -> Result<Workload<'a>> {
+        let namespace = host.cluster().namespace(prefix).await?;
+        Ok(Self::in_namespace(host, namespace))
+    }
+
+    /// A workload in `namespace`, made by the caller (who may clean it up through
+    /// [`Workload::cleanup`]).
+    pub fn in_namespace(host: &'a dyn WorkloadHost, namespace: TestNamespace) -> Workload<'a> {
+        Workload {
             claims: namespace.api(),
             pods: namespace.api(),
-            env,
+            host,
             namespace,
-        })
+            timeouts: WorkloadTimeouts::default(),
+            bound_volumes: Default::default(),
+        }
+    }
+
+    /// The same workload waiting as long as `timeouts` say.
+    pub fn with_timeouts(mut self, timeouts: WorkloadTimeouts) -> Self {
+        self.timeouts = timeouts;
+        self
+    }
+
+    /// How long its waits take at most.
+    pub fn timeouts(&self) -> &WorkloadTimeouts {
+        &self.timeouts
+    }
+
+    /// The cluster.
+    pub fn cluster(&self) -> &Cluster {
+        self.host.cluster()
+    }
+
+    /// An admin kube client.
+    pub fn client(&self) -> kube::Client {
+        self.host.cluster().client()
     }
 
     /// The namespace's name.
     pub fn namespace(&self) -> &str {
         self.namespace.name()
+    }
+
+    /// The PVs of every claim this workload saw Bound (also those deleted since), for the
+    /// leftover checks after a test.
+    pub fn bound_volumes(&self) -> Vec<String> {
+        self.bound_volumes
+            .lock()
+            .map(|seen| seen.clone())
+            .unwrap_or_default()
     }
 
     /// The labels for cluster-scoped objects of this workload (e.g. a StorageClass), which
@@ -106,7 +202,7 @@ impl<'a> Workload<'a> {
             Err(e) => Err(Error::Diagnosed {
                 what: what.into(),
                 cause: e.to_string(),
-                diagnostics: self.env.diagnostics().await,
+                diagnostics: self.host.diagnostics().await,
             }),
         }
     }
@@ -128,9 +224,15 @@ impl<'a> Workload<'a> {
     pub async fn wait_bound(&self, name: &str) -> Result<BoundClaim> {
         let what = format!("claim {name} Bound");
         let claim = self
-            .check(&what, wait_claim_bound(&self.claims, name, WAIT).await)
+            .check(
+                &what,
+                wait_claim_bound(&self.claims, name, self.timeouts.claim_bound).await,
+            )
             .await?;
-        let volume = bound_volume(&self.env.client(), &claim).await?;
+        let volume = bound_volume(&self.client(), &claim).await?;
+        if let (Ok(mut seen), Some(pv)) = (self.bound_volumes.lock(), &volume.metadata.name) {
+            seen.push(pv.clone());
+        }
         let share_id = volume_handle(&volume)
             .ok_or_else(|| Error::Unexpected(format!("PV of claim {name} has no CSI handle")))?;
         Ok(BoundClaim {
@@ -163,8 +265,11 @@ impl<'a> Workload<'a> {
     /// Waits until the pod `name` is Ready.
     pub async fn wait_ready(&self, name: &str) -> Result<Pod> {
         let what = format!("pod {name} Ready");
-        self.check(&what, wait_pod_ready(&self.pods, name, WAIT).await)
-            .await
+        self.check(
+            &what,
+            wait_pod_ready(&self.pods, name, self.timeouts.pod_ready).await,
+        )
+        .await
     }
 
     /// Creates `pod` and waits until it is Ready.
@@ -178,14 +283,22 @@ impl<'a> Workload<'a> {
     /// `contains`.
     pub async fn wait_event(&self, name: &str, reason: &str, contains: &str) -> Result<Event> {
         let what = format!("a {reason} event about {name}");
-        let client = self.env.client();
-        let found = wait_event(&client, self.namespace(), name, reason, contains, WAIT).await;
+        let client = self.client();
+        let found = wait_event(
+            &client,
+            self.namespace(),
+            name,
+            reason,
+            contains,
+            self.timeouts.event,
+        )
+        .await;
         self.check(&what, found).await
     }
 
     /// The VolumeSnapshots of the namespace.
     pub fn snapshots(&self) -> Api<DynamicObject> {
-        snapshots::volume_snapshots(&self.env.client(), self.namespace())
+        snapshots::volume_snapshots(&self.client(), self.namespace())
     }
 
     /// Creates the VolumeSnapshot `name` of the claim `claim` with the VolumeSnapshotClass
@@ -207,15 +320,18 @@ impl<'a> Workload<'a> {
             self.namespace()
         )))?;
         let what = format!("VolumeSnapshot {name} readyToUse");
-        self.check(&what, snapshots::wait_ready(&api, name, WAIT).await)
-            .await
+        self.check(
+            &what,
+            snapshots::wait_ready(&api, name, self.timeouts.snapshot_ready).await,
+        )
+        .await
     }
 
     /// Runs `script` with `sh -c` in the `app` container of `pod`; its stdout, or an error
     /// with the exit code and stderr when it fails.
     pub async fn exec(&self, pod: &str, script: &str) -> Result<String> {
         let out = self
-            .env
+            .host
             .cluster()
             .exec(self.namespace(), pod, "app", &["sh", "-c", script])
             .await?;
@@ -241,7 +357,7 @@ impl<'a> Workload<'a> {
                 )))?;
         }
         for name in names {
-            wait::wait_deleted(&self.pods, name, WAIT).await?;
+            wait::wait_deleted(&self.pods, name, self.timeouts.pod_deleted).await?;
         }
         Ok(())
     }

@@ -1,0 +1,289 @@
+//! `conformance run`: the suites on the embedded default or an existing cluster.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::Context;
+use clap::Args;
+use regex::Regex;
+use suites::conformance::catalog;
+use suites::conformance::progress::{Console, Progress};
+use suites::conformance::run::{self, RunConfig, TargetChoice};
+use suites::conformance::target::embedded::EmbeddedOptions;
+use suites::conformance::target::existing::ExistingOptions;
+use suites::conformance::{RunReport, RunnerOptions, SetupError};
+
+/// The spec file of the Manila driver the embedded default deploys.
+const DEFAULT_SPEC: &str = "fixtures/driver-specs/manila-nfs.yaml";
+
+#[derive(Debug, Args)]
+pub struct RunArgs {
+    /// Run only these suites (repeatable or comma-separated; `--list` shows them).
+    #[arg(long = "suite", value_delimiter = ',')]
+    suites: Vec<String>,
+    /// Do not run these suites.
+    #[arg(long = "skip-suite", value_delimiter = ',')]
+    skip_suites: Vec<String>,
+    /// Run only the tests whose full name (`[suite] name`) matches this regular expression.
+    #[arg(long)]
+    focus: Option<String>,
+    /// Skip the tests whose full name matches this regular expression.
+    #[arg(long)]
+    skip: Option<String>,
+    /// The driver spec file (the Kubernetes external-storage format, YAML or JSON); default
+    /// the Manila driver's spec file of this repository for the embedded default.
+    #[arg(long = "driver-spec", value_name = "FILE")]
+    driver_spec: Option<PathBuf>,
+    /// Run against the cluster of this kubeconfig, where the driver is installed, instead of
+    /// the embedded default.
+    #[arg(long, value_name = "FILE")]
+    kubeconfig: Option<PathBuf>,
+    /// With --kubeconfig: the namespace of the driver's pods (their logs go into the
+    /// evidence of failures).
+    #[arg(long = "driver-namespace", requires = "kubeconfig")]
+    driver_namespace: Option<String>,
+    /// With --kubeconfig: a clouds.yaml to read the cloud's shares and snapshots with (the
+    /// leftover checks and the tests' cloud-side checks).
+    #[arg(long = "clouds-yaml", value_name = "FILE", requires = "kubeconfig")]
+    clouds_yaml: Option<PathBuf>,
+    /// The cloud of --clouds-yaml.
+    #[arg(long = "os-cloud", env = "OS_CLOUD", default_value = "openstack")]
+    os_cloud: String,
+    /// How many tests run at the same time.
+    #[arg(long, default_value_t = 4)]
+    parallel: usize,
+    /// Longest one test may take, in seconds.
+    #[arg(long = "test-timeout", default_value_t = 600)]
+    test_timeout: u64,
+    /// Where the report, JUnit XML, evidence of failures and the log go; default
+    /// `target/conformance/<UTC time>` of this workspace.
+    #[arg(long, value_name = "DIR")]
+    output: Option<PathBuf>,
+    /// Write JUnit XML here (default `<output>/junit.xml`).
+    #[arg(long, value_name = "FILE")]
+    junit: Option<PathBuf>,
+    /// Write the Markdown report here (default `<output>/report.md`).
+    #[arg(long, value_name = "FILE")]
+    report: Option<PathBuf>,
+    /// Embedded default: leave the cluster, the fake cloud and the driver up after the tests
+    /// (this process keeps serving them until Ctrl-C or SIGTERM, then cleans up).
+    #[arg(long)]
+    keep: bool,
+    /// Embedded default: how many nodes.
+    #[arg(long, default_value_t = 3)]
+    nodes: usize,
+    /// Plain progress lines even on a terminal.
+    #[arg(long)]
+    plain: bool,
+    /// Print the suites and their tests and exit.
+    #[arg(long)]
+    list: bool,
+}
+
+/// Exit status 2: the input is wrong.
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub struct BadInput(pub String);
+
+/// Runs the command; `Ok(true)` when every test passed or was skipped.
+pub async fn run(args: RunArgs) -> anyhow::Result<bool> {
+    if args.list {
+        list();
+        return Ok(true);
+    }
+    let config = config(&args)?;
+    let plan = run::plan(&config).map_err(bad_input)?;
+    let output = output_dir(&args);
+    std::fs::create_dir_all(&output)
+        .with_context(|| format!("creating the output directory {}", output.display()))?;
+    let progress: Arc<dyn Progress> = Arc::new(Console::new(args.plain));
+    progress.step(&format!(
+        "{} tests of driver {} (spec {}); output in {}",
+        plan.len(),
+        plan.spec.driver_info.name,
+        config.spec.display(),
+        output.display()
+    ));
+    let config = RunConfig {
+        runner: RunnerOptions {
+            evidence_dir: Some(output.join("evidence")),
+            ..config.runner
+        },
+        ..config
+    };
+    let executed = run::execute(&config, plan, progress.clone()).await;
+    let result = async {
+        let (mut report, target) = match executed {
+            Ok(done) => done,
+            Err(e) if e.is_bad_input() => return Err(bad_input(e).into()),
+            Err(e) => return Err(anyhow::Error::from(e)),
+        };
+        if args.keep && target.environment().is_some() {
+            keep_until_signal(&target).await?;
+        }
+        run::finish(&mut report, target, progress.as_ref()).await;
+        write_outputs(&args, &output, &report)?;
+        Ok(report.success())
+    }
+    .await;
+    if let Err(e) = std::fs::remove_dir_all(&config.scratch)
+        && e.kind() != std::io::ErrorKind::NotFound
+    {
+        tracing::warn!(
+            "removing the scratch directory {}: {e}",
+            config.scratch.display()
+        );
+    }
+    result
+}
+
+fn bad_input(error: SetupError) -> BadInput {
+    BadInput(error.to_string())
+}
+
+fn config(args: &RunArgs) -> anyhow::Result<RunConfig> {
+    let regex = |flag: &str, text: &Option<String>| {
+        text.as_ref()
+            .map(|t| {
+                Regex::new(t).map_err(|e| {
+                    BadInput(format!("--{flag} {t:?} is not a regular expression: {e}"))
+                })
+            })
+            .transpose()
+    };
+    if args.parallel == 0 {
+        return Err(BadInput("--parallel must be at least 1".into()).into());
+    }
+    let spec = match (&args.driver_spec, &args.kubeconfig) {
+        (Some(spec), _) => spec.clone(),
+        (None, None) => harness::workspace::root().join(DEFAULT_SPEC),
+        (None, Some(_)) => {
+            return Err(BadInput(
+                "--kubeconfig needs --driver-spec: the spec file of the driver installed there"
+                    .into(),
+            )
+            .into());
+        }
+    };
+    let target = match &args.kubeconfig {
+        Some(kubeconfig) => TargetChoice::Existing(ExistingOptions {
+            kubeconfig: kubeconfig.clone(),
+            driver_namespace: args.driver_namespace.clone(),
+            clouds_yaml: args
+                .clouds_yaml
+                .clone()
+                .map(|path| (path, args.os_cloud.clone())),
+        }),
+        None => {
+            if args.keep && args.nodes == 0 {
+                return Err(BadInput("--nodes must be at least 1".into()).into());
+            }
+            TargetChoice::Embedded(EmbeddedOptions {
+                nodes: args.nodes,
+                ..EmbeddedOptions::default()
+            })
+        }
+    };
+    if args.keep && args.kubeconfig.is_some() {
+        return Err(
+            BadInput("--keep applies to the embedded default, not to --kubeconfig".into()).into(),
+        );
+    }
+    Ok(RunConfig {
+        spec,
+        suites: args.suites.clone(),
+        skip_suites: args.skip_suites.clone(),
+        focus: regex("focus", &args.focus)?,
+        skip: regex("skip", &args.skip)?,
+        target,
+        runner: RunnerOptions {
+            parallel: args.parallel,
+            test_timeout: Duration::from_secs(args.test_timeout),
+            ..RunnerOptions::default()
+        },
+        scratch: scratch_dir(),
+    })
+}
+
+/// A short scratch directory for sockets (unix socket paths are limited to 107 bytes).
+fn scratch_dir() -> PathBuf {
+    std::env::temp_dir().join(format!("occ-run-{}", std::process::id()))
+}
+
+fn output_dir(args: &RunArgs) -> PathBuf {
+    args.output.clone().unwrap_or_else(|| {
+        let stamp = chrono::Utc::now().format("%Y%m%dT%H%M%SZ").to_string();
+        harness::workspace::root()
+            .join("target/conformance")
+            .join(stamp)
+    })
+}
+
+fn list() {
+    let tests = catalog::storage_tests();
+    for (suite, about) in catalog::SUITES {
+        println!("{suite}: {about}");
+        if *suite == catalog::SANITY_SUITE {
+            println!(
+                "  ({} CSI sanity cases: `conformance sanity --list`)",
+                suites::sanity::cases::all().len()
+            );
+        }
+        for test in tests.iter().filter(|t| t.suite == *suite) {
+            println!("  {}", test.name);
+        }
+    }
+}
+
+fn write_outputs(args: &RunArgs, output: &Path, report: &RunReport) -> anyhow::Result<()> {
+    let report_path = args
+        .report
+        .clone()
+        .unwrap_or_else(|| output.join("report.md"));
+    let base = report_path.parent().unwrap_or(Path::new("."));
+    std::fs::write(&report_path, report.markdown(base))
+        .with_context(|| format!("writing {}", report_path.display()))?;
+    let junit_path = args
+        .junit
+        .clone()
+        .unwrap_or_else(|| output.join("junit.xml"));
+    let junit = report.junit().map_err(anyhow::Error::msg)?;
+    std::fs::write(&junit_path, junit)
+        .with_context(|| format!("writing {}", junit_path.display()))?;
+    let mut out = std::io::stdout().lock();
+    write!(out, "\n{}", report.summary())?;
+    writeln!(out, "report: {}", report_path.display())?;
+    writeln!(out, "junit:  {}", junit_path.display())?;
+    Ok(())
+}
+
+async fn keep_until_signal(target: &suites::conformance::Target) -> anyhow::Result<()> {
+    use tokio::signal::unix::{SignalKind, signal};
+    let mut term = signal(SignalKind::terminate()).context("handling SIGTERM")?;
+    let mut int = signal(SignalKind::interrupt()).context("handling SIGINT")?;
+    let kubeconfig = target.cluster.kubeconfig().display().to_string();
+    let mut out = std::io::stdout().lock();
+    writeln!(
+        out,
+        "\nThe cluster is kept (run directory {}).",
+        target.cluster.run_dir().display()
+    )?;
+    writeln!(out, "  export KUBECONFIG={kubeconfig}")?;
+    writeln!(
+        out,
+        "It lives as long as this process (pid {}), which also serves the fake cloud: press Ctrl-C or `kill {}` to stop it and clean up.",
+        std::process::id(),
+        std::process::id()
+    )?;
+    writeln!(out, "KUBECONFIG={kubeconfig}")?;
+    out.flush()?;
+    drop(out);
+    tokio::select! {
+        _ = term.recv() => {}
+        _ = int.recv() => {}
+    }
+    eprintln!("stopping the kept cluster");
+    Ok(())
+}

@@ -1,0 +1,196 @@
+//! What a run can contain: [`TestCase`]s grouped into suites, each with the [`Needs`] that
+//! decide, before it runs, whether it applies to the driver under test (capabilities claimed
+//! by the driver spec file, nodes, a driver configuration, access to the cloud).
+
+use std::future::Future;
+use std::pin::Pin;
+
+use harness::driver_spec::Capability;
+
+use super::context::TestContext;
+use super::outcome::TestResult;
+
+/// The future a test body returns.
+pub type TestFuture<'a> = Pin<Box<dyn Future<Output = TestResult> + Send + 'a>>;
+
+/// A test body: an async function of the test's context.
+pub type TestFn = for<'a> fn(&'a TestContext<'a>) -> TestFuture<'a>;
+
+/// The driver configuration a test runs against. Tests that need one other than the default
+/// get a driver instance of their own from the runner (on the embedded cluster) instead of
+/// changing the driver the other tests use.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum DriverConfig {
+    /// The driver as installed (the spec file describes it).
+    Default,
+    /// A CSIDriver with `attachRequired: true` (VolumeAttachments, the external attacher).
+    AttachRequired,
+    /// The driver with topology on (`--with-topology`; capability `topology`).
+    Topology,
+}
+
+impl DriverConfig {
+    /// How reports name it.
+    pub fn describe(self) -> &'static str {
+        match self {
+            DriverConfig::Default => "the installed driver",
+            DriverConfig::AttachRequired => "a driver instance whose CSIDriver requires attach",
+            DriverConfig::Topology => "a driver instance with topology",
+        }
+    }
+}
+
+/// What a test needs; checked before it runs, so that a test that does not apply is skipped
+/// with the reason instead of failing.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Needs {
+    /// Capabilities the driver spec file must claim.
+    pub capabilities: &'static [Capability],
+    /// At least this many schedulable nodes.
+    pub nodes: usize,
+    /// The driver configuration.
+    pub driver: DriverConfig,
+    /// Access to the cloud's API (to look at the shares behind volumes).
+    pub cloud: bool,
+    /// A Manila driver (its StorageClass parameters, share types): the driver-specific tests.
+    pub manila: bool,
+    /// A VolumeSnapshotClass (the spec file's `SnapshotClass`).
+    pub snapshot_class: bool,
+}
+
+impl Needs {
+    /// Nothing beyond a driver and a node.
+    pub const NONE: Needs = Needs {
+        capabilities: &[],
+        nodes: 1,
+        driver: DriverConfig::Default,
+        cloud: false,
+        manila: false,
+        snapshot_class: false,
+    };
+
+    /// These capabilities.
+    pub const fn capabilities(capabilities: &'static [Capability]) -> Needs {
+        Needs {
+            capabilities,
+            ..Needs::NONE
+        }
+    }
+
+    /// And at least `nodes` schedulable nodes.
+    pub const fn nodes(self, nodes: usize) -> Needs {
+        Needs { nodes, ..self }
+    }
+
+    /// And this driver configuration.
+    pub const fn driver(self, driver: DriverConfig) -> Needs {
+        Needs { driver, ..self }
+    }
+
+    /// And access to the cloud's API.
+    pub const fn cloud(self) -> Needs {
+        Needs {
+            cloud: true,
+            ..self
+        }
+    }
+
+    /// And a Manila driver.
+    pub const fn manila(self) -> Needs {
+        Needs {
+            manila: true,
+            ..self
+        }
+    }
+
+    /// And a VolumeSnapshotClass.
+    pub const fn snapshot_class(self) -> Needs {
+        Needs {
+            snapshot_class: true,
+            ..self
+        }
+    }
+}
+
+/// One test of a suite.
+#[derive(Clone, Copy)]
+pub struct TestCase {
+    /// The suite, as upstream names its test suites (`provisioning`, `multiVolume`, …).
+    pub suite: &'static str,
+    /// What it checks, as a sentence (`should …`).
+    pub name: &'static str,
+    /// What it needs to apply.
+    pub needs: Needs,
+    /// Its body.
+    pub run: TestFn,
+}
+
+impl std::fmt::Debug for TestCase {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TestCase")
+            .field("suite", &self.suite)
+            .field("name", &self.name)
+            .field("needs", &self.needs)
+            .finish_non_exhaustive()
+    }
+}
+
+impl TestCase {
+    /// `<suite> <name>`, what `--focus`/`--skip` match and reports print.
+    pub fn full_name(&self) -> String {
+        format!("[{}] {}", self.suite, self.name)
+    }
+}
+
+/// Declares a [`TestCase`] from an `async fn(&TestContext<'_>) -> TestResult`.
+///
+/// ```ignore
+/// test_case!("provisioning", "should provision storage", Needs::NONE, provision)
+/// ```
+#[macro_export]
+macro_rules! test_case {
+    ($suite:expr, $name:expr, $needs:expr, $body:path) => {
+        $crate::conformance::TestCase {
+            suite: $suite,
+            name: $name,
+            needs: $needs,
+            run: |ctx| Box::pin($body(ctx)),
+        }
+    };
+}
+
+/// The CSI sanity suite's name in a run (its cases are reported one by one).
+pub const SANITY_SUITE: &str = "sanity";
+
+/// Every suite a run knows, in run order, with a line about each (`conformance run --list`).
+pub const SUITES: &[(&str, &str)] = &[
+    (
+        SANITY_SUITE,
+        "CSI spec conformance of the driver's endpoint (csi-sanity's cases); embedded default only",
+    ),
+    (
+        "provisioning",
+        "dynamic provisioning: claims bound to volumes of their size, deleted with them, bad parameters refused",
+    ),
+    (
+        "snapshottable",
+        "VolumeSnapshots: ready with a snapshot in the cloud, restored into claims holding the data",
+    ),
+    (
+        "multiVolume",
+        "volumes shared by pods on several nodes (RWX), and RWO volumes refused on a second node",
+    ),
+    (
+        "volume-expand",
+        "claims resized while in use: the volume, PV and claim grow",
+    ),
+    (
+        "topology",
+        "WaitForFirstConsumer provisioning in the zone of the pod's node",
+    ),
+];
+
+/// Every test case of the storage suites, in run order.
+pub fn storage_tests() -> Vec<TestCase> {
+    crate::storage::tests()
+}

@@ -1,0 +1,128 @@
+//! The run's view of the cloud: Manila through the driver's own client
+//! (`manila_csi_plugin::openstack`), built from the fake cloud's credentials or from a
+//! `clouds.yaml` of a real cloud. Tests read the shares behind their volumes; the runner
+//! proves that the shares and snapshots of a test are gone after it.
+
+use std::collections::HashMap;
+use std::path::Path;
+use std::sync::Arc;
+
+use manila_csi_plugin::error::Error as ManilaError;
+use manila_csi_plugin::openstack::model::{Share, Snapshot};
+use manila_csi_plugin::openstack::{Connector, Credentials, ManilaClient};
+
+/// The cloud could not be reached or read.
+#[derive(Debug, thiserror::Error)]
+pub enum CloudError {
+    /// The clouds.yaml file could not be read.
+    #[error("reading {path}: {source}")]
+    Read {
+        /// The file.
+        path: String,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// The credentials are unusable, or Manila answered with an error.
+    #[error("{what}: {source}")]
+    Manila {
+        /// What was being done.
+        what: String,
+        /// Manila's (or Keystone's) answer.
+        #[source]
+        source: ManilaError,
+    },
+}
+
+/// A Manila client for the run, with where its credentials came from.
+#[derive(Clone)]
+pub struct Cloud {
+    client: Arc<ManilaClient>,
+    source: String,
+}
+
+impl std::fmt::Debug for Cloud {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Cloud")
+            .field("source", &self.source)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Cloud {
+    /// A client for the flat `os-*` credentials `secret` (the fake cloud's), checked by a
+    /// version request.
+    pub async fn from_flat_secret(
+        secret: HashMap<String, String>,
+        source: &str,
+    ) -> Result<Cloud, CloudError> {
+        let client = Connector::new("openstack-csi-conformance".into())
+            .connect(&secret)
+            .await
+            .map_err(|source_error| CloudError::Manila {
+                what: format!("connecting to Manila with the credentials of {source}"),
+                source: source_error,
+            })?;
+        Ok(Cloud {
+            client,
+            source: source.to_string(),
+        })
+    }
+
+    /// A client for cloud `cloud` of the clouds.yaml file `path`.
+    pub async fn from_clouds_yaml(path: &Path, cloud: &str) -> Result<Cloud, CloudError> {
+        let text = std::fs::read_to_string(path).map_err(|source| CloudError::Read {
+            path: path.display().to_string(),
+            source,
+        })?;
+        let source = format!("{} (cloud {cloud})", path.display());
+        let credentials =
+            Credentials::from_clouds_yaml_str(&text, cloud, &source).map_err(|e| {
+                CloudError::Manila {
+                    what: format!("reading {source}"),
+                    source: e,
+                }
+            })?;
+        let secret = credentials.to_flat_secret().into_iter().collect();
+        Self::from_flat_secret(secret, &source).await
+    }
+
+    /// Where the credentials came from (never the credentials).
+    pub fn source(&self) -> &str {
+        &self.source
+    }
+
+    /// The share `id`, or `None` when Manila does not know it.
+    pub async fn share(&self, id: &str) -> Result<Option<Share>, CloudError> {
+        match self.client.share(id).await {
+            Ok(share) => Ok(Some(share)),
+            Err(ManilaError::NotFound(_)) => Ok(None),
+            Err(source) => Err(CloudError::Manila {
+                what: format!("reading share {id}"),
+                source,
+            }),
+        }
+    }
+
+    /// The shares named `name`.
+    pub async fn shares_named(&self, name: &str) -> Result<Vec<Share>, CloudError> {
+        self.client
+            .shares_named(name)
+            .await
+            .map_err(|source| CloudError::Manila {
+                what: format!("listing shares named {name}"),
+                source,
+            })
+    }
+
+    /// The snapshot `id`, or `None` when Manila does not know it.
+    pub async fn snapshot(&self, id: &str) -> Result<Option<Snapshot>, CloudError> {
+        match self.client.snapshot(id).await {
+            Ok(snapshot) => Ok(Some(snapshot)),
+            Err(ManilaError::NotFound(_)) => Ok(None),
+            Err(source) => Err(CloudError::Manila {
+                what: format!("reading snapshot {id}"),
+                source,
+            }),
+        }
+    }
+}

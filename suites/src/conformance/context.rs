@@ -1,0 +1,193 @@
+//! [`TestContext`]: what a test body gets: its own namespace (a [`Workload`]), the driver under
+//! test in the configuration it asked for, the run's nodes and cloud, and the classes to
+//! provision from. Cluster-scoped objects it makes through the context (StorageClasses,
+//! VolumeSnapshotClasses) carry the namespace's label and go with the test.
+
+use harness::cluster::Cluster;
+use harness::driver_spec::DriverSpec;
+use k8s_openapi::api::storage::v1::StorageClass;
+use kube::api::{Api, DynamicObject, ObjectMeta, PostParams};
+
+use super::catalog::TestCase;
+use super::cloud::Cloud;
+use super::outcome::{TestError, TestResult};
+use super::target::{DriverUnderTest, Target, TargetNode};
+use crate::e2e::snapshots;
+use crate::e2e::workload::Workload;
+
+/// What a test body gets (see the module docs).
+pub struct TestContext<'a> {
+    case: &'a TestCase,
+    workload: Workload<'a>,
+    driver: &'a DriverUnderTest,
+    target: &'a Target,
+}
+
+impl std::fmt::Debug for TestContext<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TestContext")
+            .field("test", &self.case.full_name())
+            .field("namespace", &self.workload.namespace())
+            .field("driver", &self.driver.name)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<'a> TestContext<'a> {
+    pub(super) fn new(
+        case: &'a TestCase,
+        workload: Workload<'a>,
+        driver: &'a DriverUnderTest,
+        target: &'a Target,
+    ) -> Self {
+        TestContext {
+            case,
+            workload,
+            driver,
+            target,
+        }
+    }
+
+    /// The test's namespace with its claims and pods.
+    pub fn workload(&self) -> &Workload<'a> {
+        &self.workload
+    }
+
+    pub(super) fn into_workload(self) -> Workload<'a> {
+        self.workload
+    }
+
+    /// The test's namespace.
+    pub fn namespace(&self) -> &str {
+        self.workload.namespace()
+    }
+
+    /// The driver under test, in the configuration the test asked for.
+    pub fn driver(&self) -> &DriverUnderTest {
+        self.driver
+    }
+
+    /// The spec file as it applies to the driver.
+    pub fn spec(&self) -> &DriverSpec {
+        &self.driver.spec
+    }
+
+    /// The cluster.
+    pub fn cluster(&self) -> &Cluster {
+        &self.target.cluster
+    }
+
+    /// An admin kube client.
+    pub fn client(&self) -> kube::Client {
+        self.target.cluster.client()
+    }
+
+    /// The schedulable nodes.
+    pub fn nodes(&self) -> &[TargetNode] {
+        &self.target.nodes
+    }
+
+    /// The zone of `node`, if it has one.
+    pub fn zone_of(&self, node: &str) -> Option<&str> {
+        self.target
+            .nodes
+            .iter()
+            .find(|n| n.name == node)
+            .and_then(|n| n.zone.as_deref())
+    }
+
+    /// The cloud, or a skip when the run cannot reach it.
+    pub fn cloud(&self) -> TestResult<&Cloud> {
+        self.target.cloud.as_ref().ok_or_else(|| {
+            TestError::skip("the run has no access to the cloud's API (give --clouds-yaml)")
+        })
+    }
+
+    /// The embedded environment of the run (the fake cloud's share directories, the
+    /// cluster's run directory), when the run started one.
+    pub fn environment(&self) -> Option<&crate::e2e::ManilaCsiEnvironment> {
+        self.target.environment()
+    }
+
+    /// Where mounts of this run's volumes appear on this host, if they do.
+    pub fn mounts_root(&self) -> Option<&std::path::Path> {
+        self.target.mounts_root.as_deref()
+    }
+
+    /// The size to request for a claim: the smallest the spec file allows (at least 1 Gi,
+    /// since Manila sizes shares in whole GiB).
+    pub fn claim_size(&self) -> String {
+        const GIB: i64 = 1 << 30;
+        let min = self.driver.spec.driver_info.supported_size_range.min;
+        sidecar_common::quantity::format_bytes(min.max(GIB))
+    }
+
+    /// The name of the StorageClass to provision from: the spec file's existing class, or a
+    /// class of the test's own made from the spec file's.
+    pub async fn storage_class(&self) -> TestResult<String> {
+        let template = self.class_template()?;
+        if let Some(existing) = &template.existing {
+            return Ok(existing.clone());
+        }
+        self.storage_class_with("sc", |_| {}).await
+    }
+
+    /// A StorageClass of the test's own, `<namespace>-<suffix>`, made from the spec file's
+    /// class and changed by `edit` (binding mode, expansion, parameters, …).
+    pub async fn storage_class_with(
+        &self,
+        suffix: &str,
+        edit: impl FnOnce(&mut StorageClass),
+    ) -> TestResult<String> {
+        let template = self.class_template()?;
+        let name = format!("{}-{suffix}", self.namespace());
+        let mut class = template.class.clone();
+        class.metadata = ObjectMeta {
+            name: Some(name.clone()),
+            labels: Some(self.workload.labels()),
+            ..Default::default()
+        };
+        edit(&mut class);
+        let classes: Api<StorageClass> = Api::all(self.client());
+        classes
+            .create(&PostParams::default(), &class)
+            .await
+            .map_err(|e| TestError::failed(format!("creating StorageClass {name}: {e}")))?;
+        Ok(name)
+    }
+
+    /// The name of the VolumeSnapshotClass to snapshot with: the spec file's existing class,
+    /// or one of the test's own made from the spec file's.
+    pub async fn snapshot_class(&self) -> TestResult<String> {
+        let template = self.driver.snapshot_class.as_ref().ok_or_else(|| {
+            TestError::skip(format!(
+                "the driver spec of {} names no SnapshotClass",
+                self.driver.name
+            ))
+        })?;
+        if let Some(existing) = &template.existing {
+            return Ok(existing.clone());
+        }
+        let name = format!("{}-vsc", self.namespace());
+        let mut class: DynamicObject = template.class.clone();
+        class.metadata = ObjectMeta {
+            name: Some(name.clone()),
+            labels: Some(self.workload.labels()),
+            ..Default::default()
+        };
+        snapshots::volume_snapshot_classes(&self.client())
+            .create(&PostParams::default(), &class)
+            .await
+            .map_err(|e| TestError::failed(format!("creating VolumeSnapshotClass {name}: {e}")))?;
+        Ok(name)
+    }
+
+    fn class_template(&self) -> TestResult<&super::target::ClassTemplate> {
+        self.driver.storage_class.as_ref().ok_or_else(|| {
+            TestError::skip(format!(
+                "the driver spec of {} names no StorageClass: dynamic provisioning does not apply",
+                self.driver.name
+            ))
+        })
+    }
+}

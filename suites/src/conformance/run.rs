@@ -1,0 +1,225 @@
+//! One conformance run from start to end: [`plan`] checks the input and picks the tests
+//! before anything starts (bad input is exit status 2); [`execute`] sets up the target, runs
+//! the sanity suite and the storage tests side by side, and returns the report with the
+//! target; [`finish`] tears the target down, proving the run left nothing behind.
+
+use std::collections::BTreeSet;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Instant;
+
+use harness::driver_spec::DriverSpec;
+use regex::Regex;
+
+use super::catalog::{self, DriverConfig, SANITY_SUITE, SUITES, TestCase};
+use super::progress::Progress;
+use super::report::{Outcome, RunReport, TestReport};
+use super::runner::{self, RunnerOptions};
+use super::sanity_suite;
+use super::setup::SetupError;
+use super::target::Target;
+use super::target::embedded::{self, EmbeddedOptions};
+use super::target::existing::{self, ExistingOptions};
+use crate::sanity::case::Case;
+
+/// What the run runs against.
+#[derive(Debug, Clone)]
+pub enum TargetChoice {
+    /// The embedded default, started for the run.
+    Embedded(EmbeddedOptions),
+    /// A cluster with the driver installed.
+    Existing(ExistingOptions),
+}
+
+/// A run's configuration, as the command line gives it.
+#[derive(Debug, Clone)]
+pub struct RunConfig {
+    /// The driver spec file.
+    pub spec: PathBuf,
+    /// Suites to run (all when empty).
+    pub suites: Vec<String>,
+    /// Suites not to run.
+    pub skip_suites: Vec<String>,
+    /// Only tests whose full name (`[suite] name`) matches.
+    pub focus: Option<Regex>,
+    /// No test whose full name matches.
+    pub skip: Option<Regex>,
+    /// The target.
+    pub target: TargetChoice,
+    /// How tests run.
+    pub runner: RunnerOptions,
+    /// Scratch space on this host (the sanity suite's sockets and mounts).
+    pub scratch: PathBuf,
+}
+
+/// What a run will do, decided before anything starts.
+#[derive(Debug)]
+pub struct Plan {
+    /// The parsed spec file.
+    pub spec: DriverSpec,
+    /// The storage tests to run, in order.
+    pub cases: Vec<TestCase>,
+    /// The sanity cases to run (none when the suite is not selected).
+    pub sanity: Vec<Case>,
+}
+
+impl Plan {
+    /// The driver configurations the tests need.
+    pub fn configs(&self) -> BTreeSet<DriverConfig> {
+        self.cases.iter().map(|c| c.needs.driver).collect()
+    }
+
+    /// How many tests the report will hold.
+    pub fn len(&self) -> usize {
+        self.cases.len() + self.sanity.len()
+    }
+
+    /// Whether nothing is selected.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+/// Checks the configuration (suite names, the spec file) and selects the tests.
+pub fn plan(config: &RunConfig) -> Result<Plan, SetupError> {
+    let known: Vec<&str> = SUITES.iter().map(|(name, _)| *name).collect();
+    for name in config.suites.iter().chain(&config.skip_suites) {
+        if !known.contains(&name.as_str()) {
+            return Err(SetupError::Usage(format!(
+                "unknown suite {name:?}; the suites are: {}",
+                known.join(", ")
+            )));
+        }
+    }
+    let spec = DriverSpec::from_file(&config.spec).map_err(|e| SetupError::Spec(e.to_string()))?;
+    let selected = |suite: &str| {
+        (config.suites.is_empty() || config.suites.iter().any(|s| s == suite))
+            && !config.skip_suites.iter().any(|s| s == suite)
+    };
+    let matches = |full_name: &str| {
+        config.focus.as_ref().is_none_or(|f| f.is_match(full_name))
+            && !config.skip.as_ref().is_some_and(|s| s.is_match(full_name))
+    };
+    let cases: Vec<TestCase> = catalog::storage_tests()
+        .into_iter()
+        .filter(|c| selected(c.suite) && matches(&c.full_name()))
+        .collect();
+    let sanity = if selected(SANITY_SUITE) {
+        crate::sanity::cases::all()
+            .into_iter()
+            .filter(|c| matches(&format!("[{SANITY_SUITE}] {}", c.name())))
+            .collect()
+    } else {
+        Vec::new()
+    };
+    let plan = Plan {
+        spec,
+        cases,
+        sanity,
+    };
+    if plan.is_empty() {
+        return Err(SetupError::Usage(
+            "no test is selected: check --suite, --skip-suite, --focus and --skip".into(),
+        ));
+    }
+    Ok(plan)
+}
+
+/// Sets up the target, runs the plan on it and returns the report (without teardown: see
+/// [`finish`]) and the target. Set-up failures are errors; test failures are in the report.
+pub async fn execute(
+    config: &RunConfig,
+    plan: Plan,
+    progress: Arc<dyn Progress>,
+) -> Result<(RunReport, Arc<Target>), SetupError> {
+    let started = Instant::now();
+    let mut report = RunReport {
+        spec: Some(config.spec.clone()),
+        driver: plan.spec.driver_info.name.clone(),
+        ..RunReport::default()
+    };
+    let target = match &config.target {
+        TargetChoice::Embedded(options) => {
+            let options = EmbeddedOptions {
+                configs: plan.configs(),
+                ..options.clone()
+            };
+            let (target, steps) = embedded::start(&plan.spec, &options, progress.as_ref()).await?;
+            report.setup = steps;
+            target
+        }
+        TargetChoice::Existing(options) => {
+            progress.step(&format!(
+                "connecting to the cluster of {}",
+                options.kubeconfig.display()
+            ));
+            existing::connect(&plan.spec, options).await?
+        }
+    };
+    report.target = target.description.clone();
+    if target.cloud.is_none() {
+        report.notes.push(
+            "no access to the cloud: shares and snapshots left behind were not checked (give --clouds-yaml)"
+                .into(),
+        );
+    }
+    if target.mounts_root.is_none() {
+        report
+            .notes
+            .push("the nodes are other machines: mounts left behind were not checked".into());
+    }
+    let target = Arc::new(target);
+
+    progress.tests_begin(plan.len());
+    // Side by side in this task: the sanity cases' futures are not Send.
+    let scratch = config.scratch.join("sanity");
+    let sanity = async {
+        if plan.sanity.is_empty() {
+            return Vec::new();
+        }
+        sanity_suite::run(&target, plan.sanity, &scratch, progress.as_ref()).await
+    };
+    let storage = runner::run_cases(
+        target.clone(),
+        &plan.cases,
+        &config.runner,
+        progress.clone(),
+    );
+    let (sanity, storage) = tokio::join!(sanity, storage);
+    progress.tests_end();
+    report.tests = sanity;
+    report.tests.extend(storage);
+    report.duration = started.elapsed();
+    Ok((report, target))
+}
+
+/// Tears the target down: on the embedded default the environment's teardown, which fails
+/// if any PV, VolumeSnapshotContent, share or snapshot is left; the result is added to the
+/// report as the test `[teardown] the run leaves nothing behind`.
+pub async fn finish(report: &mut RunReport, target: Arc<Target>, progress: &dyn Progress) {
+    let started = Instant::now();
+    let Ok(mut target) = Arc::try_unwrap(target) else {
+        report
+            .notes
+            .push("the target is still in use: not torn down".into());
+        return;
+    };
+    let Some(environment) = target.environment.take() else {
+        return;
+    };
+    progress.step("tearing down the embedded cluster");
+    let outcome = match environment.teardown().await {
+        Ok(()) => Outcome::Passed,
+        Err(e) => Outcome::Failed(harness::errors::error_chain(&e)),
+    };
+    let test = TestReport {
+        suite: "teardown".into(),
+        name: "the run leaves nothing behind".into(),
+        outcome,
+        duration: started.elapsed(),
+        evidence: None,
+    };
+    progress.test_finished(&test);
+    report.tests.push(test);
+    report.duration += started.elapsed();
+}

@@ -1,0 +1,156 @@
+//! `volume-expand`: claims resized while a pod uses them.
+
+use harness::cluster::wait;
+use harness::driver_spec::Capability;
+use k8s_openapi::api::core::v1::{PersistentVolume, PersistentVolumeClaim};
+use kube::api::{Api, Patch, PatchParams};
+
+use super::provisioning::{access_mode, is_manila};
+use super::{WAIT, restarts, wait_share};
+use crate::conformance::{Needs, TestCase, TestContext, TestResult};
+use crate::e2e::workload::{
+    claim, claim_capacity, describe_pod, pod_is_ready, pod_with_claim, volume_capacity,
+};
+use crate::{ensure, ensure_eq, test_case};
+
+const SUITE: &str = "volume-expand";
+
+/// The suite's tests.
+pub fn tests() -> Vec<TestCase> {
+    vec![
+        test_case!(
+            SUITE,
+            "should grow a volume no pod uses (offline expansion): the volume, PV and claim",
+            Needs::capabilities(&[
+                Capability::ControllerExpansion,
+                Capability::OfflineExpansion
+            ]),
+            offline_expansion
+        ),
+        test_case!(
+            SUITE,
+            "should grow a volume in use by a pod (online expansion): the volume, PV and claim, without restarting the pod",
+            Needs::capabilities(&[
+                Capability::ControllerExpansion,
+                Capability::OnlineExpansion,
+                Capability::Exec
+            ]),
+            online_expansion
+        ),
+    ]
+}
+
+/// `size` plus 2 GiB, as a quantity, and in whole GiB.
+fn grown(size: &str) -> (String, u64) {
+    let bytes = sidecar_common::quantity::parse_bytes(size).unwrap_or(1 << 30) + (2 << 30);
+    (
+        sidecar_common::quantity::format_bytes(bytes),
+        u64::try_from(bytes).unwrap_or(0).div_ceil(1 << 30),
+    )
+}
+
+/// Resizes the claim `name` to `bigger` and waits until the share (on a Manila driver with
+/// the cloud), the PV and the claim's status have grown.
+async fn resize_and_wait(
+    ctx: &TestContext<'_>,
+    name: &str,
+    bound: &crate::e2e::workload::BoundClaim,
+    bigger: &str,
+    gib: u64,
+) -> TestResult {
+    let w = ctx.workload();
+    let pv_name = bound.volume_name().to_string();
+    let patch = serde_json::json!({"spec": {"resources": {"requests": {"storage": bigger}}}});
+    w.claims
+        .patch(name, &PatchParams::default(), &Patch::Merge(&patch))
+        .await?;
+    if ctx.cloud().is_ok() && is_manila(ctx) {
+        wait_share(
+            ctx,
+            &bound.share_id,
+            &format!("extended to {gib} GiB"),
+            |share| share.size == gib && share.status == "available",
+        )
+        .await?;
+    }
+    let volumes: Api<PersistentVolume> = Api::all(ctx.client());
+    let pv_grown = wait::wait_for_described(
+        &volumes,
+        &pv_name,
+        &format!("PV {pv_name} capacity {bigger}"),
+        |pv: Option<&PersistentVolume>| pv.and_then(volume_capacity).as_deref() == Some(bigger),
+        WAIT,
+    )
+    .await;
+    w.check("PV capacity grown", pv_grown).await?;
+    let claim_grown = wait::wait_for_described(
+        &w.claims,
+        name,
+        &format!("PVC {name} status capacity {bigger}"),
+        |c: Option<&PersistentVolumeClaim>| c.and_then(claim_capacity).as_deref() == Some(bigger),
+        WAIT,
+    )
+    .await;
+    w.check("PVC capacity grown", claim_grown).await?;
+    Ok(())
+}
+
+async fn expandable_class(ctx: &TestContext<'_>) -> TestResult<String> {
+    ctx.storage_class_with("expandable", |class| {
+        class.allow_volume_expansion = Some(true);
+    })
+    .await
+}
+
+async fn offline_expansion(ctx: &TestContext<'_>) -> TestResult {
+    let class = expandable_class(ctx).await?;
+    let w = ctx.workload();
+    let size = ctx.claim_size();
+    let (bigger, gib) = grown(&size);
+    let idle = w
+        .bound_claim(&claim("idle", Some(&class), &size, access_mode(ctx)))
+        .await?;
+    resize_and_wait(ctx, "idle", &idle, &bigger, gib).await
+}
+
+async fn online_expansion(ctx: &TestContext<'_>) -> TestResult {
+    let class = expandable_class(ctx).await?;
+    let w = ctx.workload();
+    let size = ctx.claim_size();
+    let (bigger, gib) = grown(&size);
+    let growing = w
+        .bound_claim(&claim("growing", Some(&class), &size, access_mode(ctx)))
+        .await?;
+    let running = w
+        .ready_pod(&pod_with_claim(
+            "user",
+            "growing",
+            None,
+            "echo before > /data/before",
+        ))
+        .await?;
+    resize_and_wait(ctx, "growing", &growing, &bigger, gib).await?;
+
+    // The pod kept running through it (same pod, no restart) and still uses the volume.
+    let after = w.pods.get("user").await?;
+    ensure_eq!(after.metadata.uid, running.metadata.uid, "the pod's uid");
+    ensure!(
+        pod_is_ready(&after),
+        "the pod is not Ready: {}",
+        describe_pod(&after)
+    );
+    ensure_eq!(
+        restarts(&after),
+        0,
+        "the pod's restarts ({})",
+        describe_pod(&after)
+    );
+    w.exec("user", "echo after > /data/after").await?;
+    ensure_eq!(
+        w.exec("user", "cat /data/before").await?,
+        "before\n",
+        "the data written before"
+    );
+    w.delete_pods(&["user"]).await?;
+    Ok(())
+}

@@ -1,0 +1,390 @@
+//! `conformance run` as a user runs it: the real binary, on the embedded default and on an
+//! existing cluster through its kubeconfig; its report, JUnit XML and evidence; exit status
+//! 2 for bad input before anything starts, 1 for a failed test.
+#![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+use harness::cluster::{EmbeddedCluster, EmbeddedOptions};
+use rstest::rstest;
+use suites::e2e::{EnvironmentOptions, ManilaCsiEnvironment};
+
+const SPEC: &str = "fixtures/driver-specs/manila-nfs.yaml";
+
+fn conformance() -> PathBuf {
+    harness::workspace::binary("suites", "conformance").expect("the conformance binary")
+}
+
+fn workspace(path: &str) -> PathBuf {
+    harness::workspace::root().join(path)
+}
+
+fn run(args: &[&str]) -> Output {
+    Command::new(conformance())
+        .arg("run")
+        .arg("--plain")
+        .args(args)
+        .output()
+        .expect("conformance runs")
+}
+
+fn text(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).into_owned()
+}
+
+fn read(path: &Path) -> String {
+    std::fs::read_to_string(path).unwrap_or_else(|e| panic!("reading {}: {e}", path.display()))
+}
+
+/// `(name, outcome)` of every test case of a JUnit report, outcome `passed`, `failed` or
+/// `skipped: <reason>`.
+fn junit_cases(xml: &str) -> Vec<(String, String)> {
+    let mut cases = Vec::new();
+    for part in xml.split("<testcase ").skip(1) {
+        let name = attribute(part, "name");
+        let classname = attribute(part, "classname");
+        let head = part.split("</testcase>").next().unwrap_or(part);
+        let outcome = if head.contains("<failure") {
+            "failed".to_string()
+        } else if let Some(skip) = head.split("<skipped").nth(1) {
+            format!("skipped: {}", attribute(skip, "message"))
+        } else {
+            "passed".to_string()
+        };
+        cases.push((format!("[{classname}] {name}"), outcome));
+    }
+    cases
+}
+
+fn attribute(text: &str, name: &str) -> String {
+    text.split(&format!("{name}=\""))
+        .nth(1)
+        .and_then(|rest| rest.split('"').next())
+        .unwrap_or_default()
+        .replace("&apos;", "'")
+        .replace("&quot;", "\"")
+        .replace("&amp;", "&")
+}
+
+fn scratch(prefix: &str) -> tempfile::TempDir {
+    tempfile::Builder::new().prefix(prefix).tempdir().unwrap()
+}
+
+#[test]
+fn the_default_run_passes_every_suite_and_leaves_nothing_behind() {
+    let out_dir = scratch("conformance-run-");
+    let output = out_dir.path().join("out");
+    let out = run(&["--output", output.to_str().unwrap()]);
+    let stdout = text(&out.stdout);
+    let stderr = text(&out.stderr);
+    assert!(
+        out.status.success(),
+        "exit {}:\n{stdout}\n{stderr}",
+        out.status
+    );
+
+    let cases = junit_cases(&read(&output.join("junit.xml")));
+    let failed: Vec<_> = cases.iter().filter(|(_, o)| o == "failed").collect();
+    assert!(failed.is_empty(), "{failed:?}");
+    for suite in [
+        "sanity",
+        "provisioning",
+        "snapshottable",
+        "multiVolume",
+        "volume-expand",
+        "topology",
+        "teardown",
+    ] {
+        let passed = cases
+            .iter()
+            .filter(|(n, o)| n.starts_with(&format!("[{suite}] ")) && o == "passed")
+            .count();
+        assert!(passed > 0, "no passed test of suite {suite}: {cases:?}");
+    }
+    // Every storage test applies to the embedded default: none is skipped.
+    let skipped: Vec<_> = cases
+        .iter()
+        .filter(|(n, o)| !n.starts_with("[sanity] ") && o.starts_with("skipped"))
+        .collect();
+    assert!(skipped.is_empty(), "{skipped:?}");
+    // Sanity skips say why (the capability the driver does not advertise).
+    assert!(
+        cases.iter().any(|(n, o)| n.starts_with("[sanity] ")
+            && o.starts_with("skipped: ")
+            && o.contains("not supported")),
+        "{cases:?}"
+    );
+    let report = read(&output.join("report.md"));
+    assert!(report.starts_with("# Conformance run: PASSED"), "{report}");
+    assert!(report.contains("| volume-expand |"), "{report}");
+    assert!(stdout.contains("0 failed"), "{stdout}");
+    assert!(stderr.contains("PASS [multiVolume]"), "{stderr}");
+    assert!(
+        !output.join("evidence").exists(),
+        "evidence without failures"
+    );
+}
+
+#[rstest]
+#[case::unknown_suite(&["--suite", "volumes-typo"], "unknown suite \"volumes-typo\"")]
+#[case::bad_regex(&["--focus", "("], "--focus \"(\" is not a regular expression")]
+#[case::no_parallelism(&["--parallel", "0"], "--parallel must be at least 1")]
+#[case::kubeconfig_without_spec(&["--kubeconfig", "/nonexistent"], "--kubeconfig needs --driver-spec")]
+#[case::missing_kubeconfig(
+    &["--kubeconfig", "/nonexistent/kubeconfig", "--driver-spec", SPEC],
+    "--kubeconfig /nonexistent/kubeconfig: no such file"
+)]
+#[case::missing_spec(&["--driver-spec", "/nonexistent/spec.yaml"], "/nonexistent/spec.yaml")]
+fn bad_input_exits_2_before_anything_starts(#[case] args: &[&str], #[case] message: &str) {
+    let args: Vec<String> = args
+        .iter()
+        .map(|a| {
+            if *a == SPEC {
+                workspace(SPEC).display().to_string()
+            } else {
+                a.to_string()
+            }
+        })
+        .collect();
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let out = run(&args);
+    let stderr = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains(message), "{stderr}");
+    assert!(!stderr.contains("starting an embedded cluster"), "{stderr}");
+}
+
+#[test]
+fn a_spec_file_error_names_the_key_and_line() {
+    let dir = scratch("conformance-spec-");
+    let spec = dir.path().join("driver.yaml");
+    std::fs::write(
+        &spec,
+        "StorageClass:\n  FromName: true\nDriverInfo:\n  Name: manila.csi.openstack.org\n  Capabilities:\n    persistance: true\n",
+    )
+    .unwrap();
+    let out = run(&["--driver-spec", spec.to_str().unwrap()]);
+    let stderr = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("driver.yaml:6:5"), "{stderr}");
+    assert!(stderr.contains("persistance"), "{stderr}");
+    assert!(stderr.contains("persistence"), "{stderr}");
+}
+
+/// A class whose share type Manila does not have: the provisioning test fails (its claim is
+/// never bound within the spec's ClaimProvision timeout), the run exits 1, and the report
+/// points at evidence holding the claim, its events and the driver's logs.
+#[test]
+fn a_failing_test_is_reported_with_its_evidence() {
+    let dir = scratch("conformance-fail-");
+    let class = dir.path().join("class.yaml");
+    std::fs::write(
+        &class,
+        "apiVersion: storage.k8s.io/v1\nkind: StorageClass\nmetadata:\n  name: broken\nprovisioner: manila.csi.openstack.org\nparameters:\n  type: no-such-type\n  csi.storage.k8s.io/provisioner-secret-name: manila-csi-secrets\n  csi.storage.k8s.io/provisioner-secret-namespace: manila-csi\n",
+    )
+    .unwrap();
+    let spec = dir.path().join("driver.yaml");
+    std::fs::write(
+        &spec,
+        "StorageClass:\n  FromFile: class.yaml\nTimeouts:\n  ClaimProvision: 15s\nDriverInfo:\n  Name: manila.csi.openstack.org\n  SupportedSizeRange:\n    Min: 1Gi\n  Capabilities:\n    persistence: true\n",
+    )
+    .unwrap();
+    let output = dir.path().join("out");
+    let out = run(&[
+        "--driver-spec",
+        spec.to_str().unwrap(),
+        "--suite",
+        "provisioning",
+        "--focus",
+        "claim's size",
+        "--output",
+        output.to_str().unwrap(),
+    ]);
+    let stdout = text(&out.stdout);
+    let stderr = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stdout}\n{stderr}");
+    assert!(
+        output.join("junit.xml").is_file(),
+        "no junit.xml:\n{stdout}\n{stderr}"
+    );
+
+    let cases = junit_cases(&read(&output.join("junit.xml")));
+    let failed: Vec<&String> = cases
+        .iter()
+        .filter(|(_, o)| o == "failed")
+        .map(|(n, _)| n)
+        .collect();
+    assert_eq!(
+        failed,
+        [
+            "[provisioning] should provision a volume of the claim's size and delete it with the claim"
+        ],
+        "{cases:?}"
+    );
+    // The run still tore down cleanly: the failed claim left nothing behind.
+    assert!(
+        cases
+            .iter()
+            .any(|(n, o)| n == "[teardown] the run leaves nothing behind" && o == "passed"),
+        "{cases:?}"
+    );
+    let report = read(&output.join("report.md"));
+    assert!(report.starts_with("# Conformance run: FAILED"), "{report}");
+    assert!(report.contains("claim data Bound"), "{report}");
+    let evidence = output
+        .join("evidence/provisioning")
+        .join("should-provision-a-volume-of-the-claim-s-size-and-delete-it-with-the-claim");
+    assert!(
+        report.contains("evidence/provisioning/should-provision"),
+        "{report}"
+    );
+    let objects = read(&evidence.join("objects.yaml"));
+    assert!(objects.contains("# PersistentVolumeClaims: 1"), "{objects}");
+    assert!(objects.contains("name: data"), "{objects}");
+    assert!(objects.contains("# CSINodes: 3"), "{objects}");
+    let events = read(&evidence.join("events.txt"));
+    assert!(
+        events.contains("ProvisioningFailed") && events.contains("no-such-type"),
+        "{events}"
+    );
+    let driver_logs: Vec<String> = std::fs::read_dir(evidence.join("driver"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    assert!(
+        driver_logs
+            .iter()
+            .any(|f| f.starts_with("openstack-manila-csi-controllerplugin")
+                && f.ends_with(".provisioner.log")),
+        "{driver_logs:?}"
+    );
+    assert!(evidence.join("nodes/node-1.log").is_file());
+    // The cloud's password is nowhere in the evidence (the logs show secrets redacted).
+    let password = fakes::config::Account::default()
+        .password
+        .expose()
+        .to_string();
+    for file in walk(&evidence) {
+        let text = std::fs::read_to_string(&file).unwrap_or_default();
+        assert!(
+            !text.contains(&password),
+            "{} holds the password",
+            file.display()
+        );
+    }
+}
+
+fn walk(dir: &Path) -> Vec<PathBuf> {
+    let mut files = Vec::new();
+    for entry in std::fs::read_dir(dir).unwrap() {
+        let path = entry.unwrap().path();
+        if path.is_dir() {
+            files.extend(walk(&path));
+        } else {
+            files.push(path);
+        }
+    }
+    files
+}
+
+/// The driver installed beforehand (here: the fixtures on an embedded cluster this test
+/// starts); `--kubeconfig` runs the same suites, skipping what needs a second driver
+/// instance, and reaches the cloud through a clouds.yaml.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_existing_cluster_runs_the_same_suites_through_its_kubeconfig() -> anyhow::Result<()> {
+    testkit::init_tracing("suites=info");
+    let env = ManilaCsiEnvironment::start(EnvironmentOptions::default()).await?;
+    let dir = scratch("conformance-existing-");
+    let clouds = dir.path().join("clouds.yaml");
+    std::fs::write(&clouds, env.cloud().clouds_yaml("fake"))?;
+    let output = dir.path().join("out");
+    let kubeconfig = env.cluster().kubeconfig().to_path_buf();
+    let spec = workspace(SPEC);
+    let args = vec![
+        "--kubeconfig".to_string(),
+        kubeconfig.display().to_string(),
+        "--driver-spec".into(),
+        spec.display().to_string(),
+        "--driver-namespace".into(),
+        env.namespace().into(),
+        "--clouds-yaml".into(),
+        clouds.display().to_string(),
+        "--os-cloud".into(),
+        "fake".into(),
+        "--output".into(),
+        output.display().to_string(),
+    ];
+    let out = tokio::task::spawn_blocking(move || {
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        run(&args)
+    })
+    .await?;
+    let stdout = text(&out.stdout);
+    let stderr = text(&out.stderr);
+    assert!(
+        out.status.success(),
+        "exit {}:\n{stdout}\n{stderr}",
+        out.status
+    );
+    let cases = junit_cases(&read(&output.join("junit.xml")));
+    let outcome = |name: &str| {
+        cases
+            .iter()
+            .find(|(n, _)| n.contains(name))
+            .map(|(_, o)| o.clone())
+            .unwrap_or_else(|| panic!("no test {name} in {cases:?}"))
+    };
+    assert_eq!(
+        outcome("[provisioning] should provision a volume of the claim's size"),
+        "passed"
+    );
+    assert_eq!(
+        outcome("[multiVolume] should let pods on two nodes"),
+        "passed"
+    );
+    assert!(
+        outcome("[multiVolume] should refuse a ReadWriteOnce volume")
+            .starts_with("skipped: needs a driver whose CSIDriver requires attach"),
+        "{cases:?}"
+    );
+    assert!(
+        outcome("[topology]").starts_with("skipped: needs a driver with topology"),
+        "{cases:?}"
+    );
+    assert!(
+        outcome("[sanity]").starts_with("skipped: sanity runs against a CSI endpoint"),
+        "{cases:?}"
+    );
+    let report = read(&output.join("report.md"));
+    assert!(report.contains("through --kubeconfig"), "{report}");
+    // Nothing of the run is left on the cluster or in the cloud.
+    env.teardown().await?;
+    Ok(())
+}
+
+/// A cluster where the driver is not installed: exit 2 naming the driver, no test runs.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cluster_without_the_driver_is_refused() -> anyhow::Result<()> {
+    testkit::init_tracing("harness=info");
+    let cluster = EmbeddedCluster::start(EmbeddedOptions {
+        nodes: 1,
+        zones: vec!["zone-a".into()],
+        ..Default::default()
+    })
+    .await?;
+    let kubeconfig = cluster.description().kubeconfig.display().to_string();
+    let spec = workspace(SPEC).display().to_string();
+    let out = tokio::task::spawn_blocking(move || {
+        run(&["--kubeconfig", &kubeconfig, "--driver-spec", &spec])
+    })
+    .await?;
+    let stderr = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("has no CSIDriver manila.csi.openstack.org and no node lists it"),
+        "{stderr}"
+    );
+    cluster.stop().await?;
+    Ok(())
+}
