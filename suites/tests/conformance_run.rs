@@ -388,3 +388,65 @@ async fn a_cluster_without_the_driver_is_refused() -> anyhow::Result<()> {
     cluster.stop().await?;
     Ok(())
 }
+
+/// `--keep`: after the tests the cluster stays up (the kubeconfig printed works, the driver is
+/// there) until the process is told to stop; then it tears down and exits with the result.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn keep_leaves_the_cluster_up_until_told_to_stop() -> anyhow::Result<()> {
+    use std::io::BufRead;
+    let dir = scratch("conformance-keep-");
+    let output = dir.path().join("out");
+    let mut child = Command::new(conformance())
+        .args([
+            "run",
+            "--plain",
+            "--keep",
+            "--suite",
+            "provisioning",
+            "--focus",
+            "claim's size",
+        ])
+        .arg("--output")
+        .arg(&output)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::fs::File::create(dir.path().join("stderr"))?)
+        .spawn()?;
+    let stdout = child.stdout.take().expect("piped stdout");
+    let kubeconfig = tokio::task::spawn_blocking(move || {
+        let mut lines = std::io::BufReader::new(stdout)
+            .lines()
+            .map_while(Result::ok);
+        let found = lines
+            .by_ref()
+            .find_map(|line| line.strip_prefix("KUBECONFIG=").map(PathBuf::from));
+        // Keep reading, as a terminal would, until the process ends.
+        std::thread::spawn(move || lines.for_each(drop));
+        found
+    })
+    .await?;
+    let stderr = || read(&dir.path().join("stderr"));
+    let kubeconfig =
+        kubeconfig.unwrap_or_else(|| panic!("no KUBECONFIG line; stderr:\n{}", stderr()));
+    let cluster = harness::cluster::Cluster::from_kubeconfig(&kubeconfig).await?;
+    let run_dir = cluster.run_dir().to_path_buf();
+    assert!(run_dir.is_dir());
+    let drivers: kube::Api<k8s_openapi::api::storage::v1::CSIDriver> =
+        kube::Api::all(cluster.client());
+    assert!(drivers.get_opt("manila.csi.openstack.org").await?.is_some());
+
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(i32::try_from(child.id())?),
+        nix::sys::signal::Signal::SIGTERM,
+    )?;
+    let status = tokio::task::spawn_blocking(move || child.wait()).await??;
+    assert!(status.success(), "exit {status}; stderr:\n{}", stderr());
+    assert!(!run_dir.exists(), "{} left behind", run_dir.display());
+    let cases = junit_cases(&read(&output.join("junit.xml")));
+    assert!(
+        cases
+            .iter()
+            .any(|(n, o)| n == "[teardown] the run leaves nothing behind" && o == "passed"),
+        "{cases:?}"
+    );
+    Ok(())
+}

@@ -7,9 +7,10 @@
 //!
 //! # Backends
 //!
-//! [`embedded`] (the default, and for now the only one): a real control plane plus simulated
-//! nodes, owned by one process ([`EmbeddedCluster`]) and attachable from others by its run
-//! directory ([`EmbeddedCluster::connect`]).
+//! [`embedded`] (the default): a real control plane plus simulated nodes, owned by one
+//! process ([`EmbeddedCluster`]) and attachable from others by its run directory
+//! ([`EmbeddedCluster::connect`]). Any other cluster is reached through its kubeconfig
+//! ([`Cluster::from_kubeconfig`]): exec and logs then go through the apiserver.
 //!
 //! # One cluster per test run
 //!

@@ -253,10 +253,14 @@ fn write_outputs(args: &RunArgs, output: &Path, report: &RunReport) -> anyhow::R
     std::fs::write(&junit_path, junit)
         .with_context(|| format!("writing {}", junit_path.display()))?;
     let mut out = std::io::stdout().lock();
-    write!(out, "\n{}", report.summary())?;
-    writeln!(out, "report: {}", report_path.display())?;
-    writeln!(out, "junit:  {}", junit_path.display())?;
-    Ok(())
+    let printed = write!(out, "\n{}", report.summary())
+        .and_then(|()| writeln!(out, "report: {}", report_path.display()))
+        .and_then(|()| writeln!(out, "junit:  {}", junit_path.display()));
+    match printed {
+        // Whoever read stdout went away (`| head`): the files hold everything.
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),
+        other => Ok(other?),
+    }
 }
 
 async fn keep_until_signal(target: &suites::conformance::Target) -> anyhow::Result<()> {
