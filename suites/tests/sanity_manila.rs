@@ -236,6 +236,43 @@ async fn csi_sanity_binary_runs_against_the_manila_driver() {
     assert!(env.cloud.leftovers().is_empty());
 }
 
+/// The same suite as `conformance sanity`, with `--endpoint` for `--csi.endpoint`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn conformance_sanity_runs_against_the_manila_driver() {
+    let env = Manila::start().await;
+    let secrets =
+        support::write_secrets_file(env.dir.path(), &env.cloud.secret(SecretKind::Password));
+    let output = tokio::process::Command::new(env!("CARGO_BIN_EXE_conformance"))
+        .arg("sanity")
+        .arg(format!("--endpoint={}", env.manila.endpoint))
+        .arg(format!("--csi.secrets={}", secrets.display()))
+        .arg(format!(
+            "--csi.mountdir={}",
+            env.dir.path().join("c-mount").display()
+        ))
+        .arg(format!(
+            "--csi.stagingdir={}",
+            env.dir.path().join("c-staging").display()
+        ))
+        .args(["--focus", "Identity|CreateVolume"])
+        .output()
+        .await
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        output.status.success(),
+        "{stdout}\n{stderr}\n{}",
+        env.logs()
+    );
+    assert!(stdout.contains(" passed, 0 failed, "), "{stdout}");
+    assert!(
+        stderr.contains("[PASS] Identity Service GetPluginInfo"),
+        "{stderr}"
+    );
+    assert!(env.cloud.leftovers().is_empty());
+}
+
 #[test]
 fn csi_sanity_binary_names_bad_flags() {
     let output = std::process::Command::new(env!("CARGO_BIN_EXE_csi-sanity"))

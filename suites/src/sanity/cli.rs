@@ -25,6 +25,7 @@ pub struct Args {
     /// CSI endpoint: unix:///path, a path, or tcp://host:port.
     #[arg(
         long = "csi.endpoint",
+        visible_alias = "endpoint",
         env = "CSI_ENDPOINT",
         required_unless_present = "list"
     )]
