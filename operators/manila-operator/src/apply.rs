@@ -48,7 +48,7 @@ pub enum ApplyError {
 
 /// The API's own words for an error: its message, reason and code for a refusal, the
 /// error's text otherwise (kube's text of an API error also dumps the whole Status).
-fn api_message(error: &kube::Error) -> String {
+pub(crate) fn api_message(error: &kube::Error) -> String {
     match error {
         kube::Error::Api(status) => {
             let mut text = status.message.clone();

@@ -5,6 +5,8 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
+use crate::assets::Release;
+
 /// The images of the driver's containers. Defaults are upstream's image names; the embedded
 /// cluster maps them to this workspace's binaries.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -83,7 +85,10 @@ pub struct OperatorConfig {
     pub share_type_sync_interval: Duration,
     /// How often everything is reconciled even without a watch event.
     pub resync_interval: Duration,
-    /// The operator's release, reported in `status.version` and the ClusterOperator.
+    /// Which release's objects the operator installs (`--release`, default current).
+    pub release: Release,
+    /// The version reported in `status.version` and the ClusterOperator: the release's
+    /// ([`Release::version`]; see [`OperatorConfig::set_release`]).
     pub version: String,
 }
 
@@ -103,7 +108,14 @@ impl OperatorConfig {
             controller_health_port: 9808,
             share_type_sync_interval: Duration::from_secs(60),
             resync_interval: Duration::from_secs(600),
-            version: env!("CARGO_PKG_VERSION").into(),
+            release: Release::Current,
+            version: Release::Current.version().into(),
         }
+    }
+
+    /// Installs `release`'s objects and reports its version.
+    pub fn set_release(&mut self, release: Release) {
+        self.release = release;
+        self.version = release.version().into();
     }
 }

@@ -12,6 +12,9 @@ pub enum Error {
     /// Applying or deleting the driver's objects.
     #[error(transparent)]
     Apply(#[from] crate::apply::ApplyError),
+    /// Deleting objects the running release no longer installs.
+    #[error(transparent)]
+    Prune(#[from] crate::prune::PruneError),
     /// Creating or re-creating share-type StorageClasses.
     #[error(transparent)]
     StorageClasses(#[from] crate::storage_classes::SyncError),

@@ -4,7 +4,8 @@
 //!
 //! One reconcile ([`controller`]) reads the cloud credentials ([`cloud`]), looks Manila up in
 //! the Keystone catalog and lists share types; when Manila is there it writes the driver's
-//! flat Secret ([`secret_sync`]), applies the embedded manifests ([`assets`], [`apply`]) and
+//! flat Secret ([`secret_sync`]), applies the embedded manifests of its release ([`assets`],
+//! [`apply`]), deletes what an earlier release installed and this one does not ([`prune`]) and
 //! creates one StorageClass per share type ([`storage_classes`]); then it reports conditions
 //! ([`status`]) on the ClusterCSIDriver and the ClusterOperator.
 
@@ -17,6 +18,7 @@ pub mod controller;
 pub mod crds;
 pub mod error;
 pub mod metrics;
+pub mod prune;
 pub mod secret_sync;
 pub mod status;
 pub mod storage_classes;

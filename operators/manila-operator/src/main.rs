@@ -11,6 +11,7 @@ use anyhow::Context as _;
 use clap::{ArgAction, Parser};
 use manila_operator::OperatorConfig;
 use manila_operator::api::LogLevel;
+use manila_operator::assets::Release;
 use manila_operator::config::{Images, NfsMounter};
 use manila_operator::controller::{self, Context};
 use manila_operator::metrics::Metrics;
@@ -89,6 +90,10 @@ struct Args {
     /// `host:port` serving Prometheus `/metrics` (off when absent).
     #[arg(long)]
     metrics_address: Option<SocketAddr>,
+    /// Which release's objects to install: `current`, or `previous` (N-1, the older layout the
+    /// upgrade suite starts from; it reports its own version).
+    #[arg(long, env = "OPERATOR_RELEASE", default_value = "current")]
+    release: Release,
     /// Verbosity as klog's `-v` (spec.operatorLogLevel overrides it; RUST_LOG wins over both).
     #[arg(short = 'v', long = "v", default_value_t = 2)]
     verbosity: u8,
@@ -97,6 +102,7 @@ struct Args {
 impl Args {
     fn config(&self) -> OperatorConfig {
         let mut config = OperatorConfig::new(&self.namespace);
+        config.set_release(self.release);
         config.credentials_secret = self.credentials_secret.clone();
         config.cloud_name = self.cloud_name.clone();
         config.ca_config_map = self.ca_config_map.clone();
@@ -193,7 +199,7 @@ async fn main() -> anyhow::Result<()> {
         tracing::info!(%bound, "serving /metrics");
     }
     let ctx = Arc::new(ctx);
-    tracing::info!(namespace = %config.namespace, version = %config.version, "starting");
+    tracing::info!(namespace = %config.namespace, version = %config.version, release = %config.release, "starting");
     if !args.leader_election {
         controller::run(ctx, sidecar_common::shutdown::signal_received()).await;
         return Ok(());

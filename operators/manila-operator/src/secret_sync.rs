@@ -2,15 +2,28 @@
 //! secrets, translated from clouds.yaml (+ the CA bundle), as upstream's older operators
 //! wrote `csi-manila-secrets`. The hash of its data goes into the driver pods' template, so
 //! rotated credentials or a new CA restart them.
+//!
+//! Two layouts of the CA: the current release puts the bundle inline (`os-certAuthority`);
+//! the previous one mounts the CA ConfigMap into the driver's pods and names the file
+//! (`os-certAuthorityPath`, [`Release::ca_path`]). The hash then covers the path only, so
+//! under the previous release a changed CA does not restart the driver (one reason the CA
+//! moved inline).
 
 use std::collections::BTreeMap;
 use std::hash::Hasher;
 
+use crate::assets::Release;
 use crate::cloud::CloudInputs;
 
-/// The flat `os-*` keys the driver reads, for `inputs`.
-pub fn driver_secret_data(inputs: &CloudInputs) -> BTreeMap<String, String> {
-    inputs.credentials.to_flat_secret()
+/// The flat `os-*` keys the driver reads, for `inputs`, in `release`'s layout.
+pub fn driver_secret_data(inputs: &CloudInputs, release: Release) -> BTreeMap<String, String> {
+    let mut data = inputs.credentials.to_flat_secret();
+    if let Some(path) = release.ca_path()
+        && data.remove("os-certAuthority").is_some()
+    {
+        data.insert("os-certAuthorityPath".into(), path);
+    }
+    data
 }
 
 /// A short hash of `data`, the same in every process and release (SipHash with fixed zero
@@ -59,7 +72,8 @@ mod tests {
     #[test]
     fn the_driver_reads_back_the_same_credentials() {
         let inputs = inputs(Some(CA));
-        let data = driver_secret_data(&inputs);
+        let data = driver_secret_data(&inputs, Release::Current);
+        assert!(!data.contains_key("os-certAuthorityPath"));
         assert_eq!(
             data.get("os-certAuthority").map(String::as_str),
             Some(CA.trim())
@@ -75,8 +89,8 @@ mod tests {
 
     #[test]
     fn the_hash_changes_with_any_value_and_is_stable() {
-        let data = driver_secret_data(&inputs(None));
-        let with_ca = driver_secret_data(&inputs(Some(CA)));
+        let data = driver_secret_data(&inputs(None), Release::Current);
+        let with_ca = driver_secret_data(&inputs(Some(CA)), Release::Current);
         assert_eq!(data_hash(&data), data_hash(&data.clone()));
         assert_ne!(data_hash(&data), data_hash(&with_ca));
         assert_eq!(data_hash(&data).len(), 16);
@@ -84,5 +98,41 @@ mod tests {
         // restart the driver's pods for nothing).
         let fixed = BTreeMap::from([("os-authURL".to_string(), "http://k/v3".to_string())]);
         assert_eq!(data_hash(&fixed), "0a9b3c515b857a1f");
+    }
+
+    #[test]
+    fn the_previous_release_names_the_mounted_ca_file_instead() {
+        let with_ca = inputs(Some(CA));
+        let previous = driver_secret_data(&with_ca, Release::Previous);
+        let current = driver_secret_data(&with_ca, Release::Current);
+        assert!(!previous.contains_key("os-certAuthority"));
+        assert_eq!(
+            previous.get("os-certAuthorityPath").map(String::as_str),
+            Some("/usr/share/pki/ca-trust-source/cloud-provider-ca-bundle.pem")
+        );
+        // Everything else is the same.
+        let strip = |mut data: BTreeMap<String, String>| {
+            data.remove("os-certAuthority");
+            data.remove("os-certAuthorityPath");
+            data
+        };
+        assert_eq!(strip(previous.clone()), strip(current.clone()));
+        // The driver reads the path layout too (and loads the file when it connects).
+        let map: HashMap<String, String> = previous.clone().into_iter().collect();
+        let read_back = Credentials::try_from(&map).unwrap();
+        assert_eq!(
+            read_back.tls.ca_file.as_deref(),
+            Some(std::path::Path::new(
+                "/usr/share/pki/ca-trust-source/cloud-provider-ca-bundle.pem"
+            ))
+        );
+        assert_eq!(read_back.tls.ca_pem, None);
+        // A different layout, a different hash: the upgrade restarts the driver's pods.
+        assert_ne!(data_hash(&previous), data_hash(&current));
+        // Without a CA both layouts are the same.
+        assert_eq!(
+            driver_secret_data(&inputs(None), Release::Previous),
+            driver_secret_data(&inputs(None), Release::Current)
+        );
     }
 }

@@ -6,6 +6,10 @@
 //! it made has (a new secret name, a share network configured later), the class is deleted
 //! and created again; PVs keep their own copy of what they need, so nothing else changes.
 //! Classes the operator did not make (no `managed-by` label) are never touched.
+//!
+//! The previous release ([`crate::assets::Release::Previous`]) made classes without the `controller-expand`
+//! secret parameters and without `allowVolumeExpansion` (it had no resizer); the current
+//! release re-creates those, so that new claims can be expanded.
 
 use std::collections::BTreeMap;
 
@@ -65,7 +69,7 @@ pub fn class_name(share_type: &str) -> String {
 }
 
 /// The class the operator wants for `share_type` (`None`: a DHSS=True type without a share
-/// network, see [`ClassChange::Skipped`]).
+/// network, see [`ClassChange::Skipped`]), in the configured release's layout.
 pub fn desired(
     share_type: &ShareType,
     share_network: Option<&str>,
@@ -78,12 +82,16 @@ pub fn desired(
     if let Some(network) = share_network {
         parameters.insert("shareNetworkID".into(), network.to_string());
     }
+    let expands = config.release.expands_volumes();
     for operation in [
         "provisioner",
         "controller-expand",
         "node-stage",
         "node-publish",
     ] {
+        if operation == "controller-expand" && !expands {
+            continue;
+        }
         parameters.insert(
             format!("csi.storage.k8s.io/{operation}-secret-name"),
             config.driver_secret.clone(),
@@ -106,7 +114,7 @@ pub fn desired(
         parameters: Some(parameters),
         reclaim_policy: Some("Delete".into()),
         volume_binding_mode: Some("Immediate".into()),
-        allow_volume_expansion: Some(true),
+        allow_volume_expansion: expands.then_some(true),
         ..Default::default()
     })
 }
@@ -300,5 +308,34 @@ mod tests {
         existing.allow_volume_expansion = Some(false);
         existing.parameters = wanted.parameters.clone();
         assert!(differences(&existing, &wanted).is_empty());
+    }
+
+    #[test]
+    fn the_previous_release_makes_classes_without_expansion_which_the_current_one_recreates() {
+        use crate::assets::Release;
+        let mut config = OperatorConfig::new("manila-csi");
+        let current = desired(&share_type("default", false), None, &config).unwrap();
+        config.set_release(Release::Previous);
+        let previous = desired(&share_type("default", false), None, &config).unwrap();
+        assert_eq!(previous.allow_volume_expansion, None);
+        assert_eq!(current.allow_volume_expansion, Some(true));
+        let keys = |class: &StorageClass| -> Vec<String> {
+            class.parameters.clone().unwrap().into_keys().collect()
+        };
+        assert!(
+            !keys(&previous)
+                .iter()
+                .any(|k| k.contains("controller-expand")),
+            "{:?}",
+            keys(&previous)
+        );
+        // What the current release's Event says when it re-creates such a class.
+        assert_eq!(
+            differences(&previous, &current),
+            vec![
+                "parameter csi.storage.k8s.io/controller-expand-secret-name",
+                "parameter csi.storage.k8s.io/controller-expand-secret-namespace",
+            ]
+        );
     }
 }

@@ -3,8 +3,10 @@
 //! `managed-by` label on every object, the namespace on namespaced ones, and the NFS export
 //! directory added when the NFS plugin binds local exports.
 //!
-//! One asset set per release ([`Release`]): the upgrade suite needs the previous release's
-//! objects as well as the current ones.
+//! One asset set per release ([`Release`], `assets/current/` and `assets/previous/`): the
+//! upgrade suite installs the previous release's objects, which the current release then
+//! adopts and migrates. Placeholders, labels, namespaces and the export root are
+//! release-independent.
 
 use std::collections::BTreeMap;
 
@@ -15,6 +17,13 @@ use serde_json::{Value, json};
 use crate::api::LogLevel;
 use crate::config::{NfsMounter, OperatorConfig};
 use crate::controller::{MANAGED_BY, MANAGED_BY_LABEL};
+
+mod release;
+
+pub use release::{
+    CURRENT_VERSION, PREVIOUS_CA_DIR, PREVIOUS_CA_FILE_NAME, PREVIOUS_VERSION, Release,
+    UnknownRelease,
+};
 
 /// A manifest could not be rendered.
 #[derive(Debug, thiserror::Error)]
@@ -35,23 +44,6 @@ pub enum AssetError {
         /// What is wrong.
         reason: String,
     },
-}
-
-/// Which release's objects to render.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub enum Release {
-    /// This operator's release.
-    #[default]
-    Current,
-}
-
-impl Release {
-    /// The release's templates, in apply order.
-    fn assets(self) -> &'static [Asset] {
-        match self {
-            Release::Current => CURRENT,
-        }
-    }
 }
 
 /// What the rendered manifests depend on.
@@ -79,41 +71,13 @@ enum When {
 /// One template file of an asset set.
 #[derive(Debug)]
 struct Asset {
-    /// File name under `assets/<release>/`, named in errors.
+    /// `<release dir>/<file name>` under `assets/`, named in errors.
     file: &'static str,
     /// Its text, with `${NAME}` placeholders.
     template: &'static str,
     /// When it is rendered.
     when: When,
 }
-
-/// Declares an asset of `assets/current/`.
-macro_rules! current {
-    ($file:literal, $when:expr) => {
-        Asset {
-            file: $file,
-            template: include_str!(concat!("../../assets/current/", $file)),
-            when: $when,
-        }
-    };
-}
-
-/// The templates of the current release, in apply order: identities and RBAC first, then the
-/// driver object, the workloads (the NFS plugin before the Manila node plugin that waits for
-/// its socket), and the snapshot class.
-///
-/// A second release (N-1, for upgrade tests) gets its own directory `assets/<release>/`, its
-/// own table like this one and a [`Release`] variant; placeholders, labels, namespaces and the
-/// export root are release-independent.
-const CURRENT: &[Asset] = &[
-    current!("controller-rbac.yaml", When::Always),
-    current!("node-rbac.yaml", When::Always),
-    current!("csidriver.yaml", When::Always),
-    current!("nfs-node.yaml", When::Always),
-    current!("node.yaml", When::Always),
-    current!("controller.yaml", When::Always),
-    current!("snapshotclass.yaml", When::SnapshotCrds),
-];
 
 /// The NFS node plugin's DaemonSet, which gets the export directory with a local mounter.
 pub const NFS_DAEMON_SET: &str = "csi-nodeplugin-nfsplugin";
@@ -124,9 +88,10 @@ pub const CONTROLLER_DEPLOYMENT: &str = "openstack-manila-csi-controllerplugin";
 /// The pod-template annotation carrying [`AssetInputs::credentials_hash`].
 pub const CREDENTIALS_HASH_ANNOTATION: &str = "manila.csi.openstack.org/credentials-hash";
 
-/// Every object of the driver, in apply order.
+/// Every object of the driver for the configured release ([`OperatorConfig::release`]), in
+/// apply order.
 pub fn render(inputs: &AssetInputs<'_>) -> Result<Vec<DynamicObject>, AssetError> {
-    render_release(Release::Current, inputs)
+    render_release(inputs.config.release, inputs)
 }
 
 /// Every object of `release`, in apply order: placeholders filled, the `managed-by` label on
@@ -209,6 +174,11 @@ fn variables(inputs: &AssetInputs<'_>) -> BTreeMap<&'static str, String> {
             sidecar_common::telemetry::level_for(verbosity).to_string(),
         ),
         ("NFS_MOUNTER", mounter.to_string()),
+        // The previous release mounts the CA ConfigMap into the driver's pods.
+        ("CA_CONFIG_MAP", config.ca_config_map.clone()),
+        ("CA_BUNDLE_KEY", config.ca_bundle_key.clone()),
+        ("CA_MOUNT_DIR", PREVIOUS_CA_DIR.to_string()),
+        ("CA_FILE_NAME", PREVIOUS_CA_FILE_NAME.to_string()),
     ])
 }
 
@@ -605,7 +575,7 @@ mod tests {
     fn every_placeholder_of_every_template_has_a_value() {
         let config = OperatorConfig::new("manila-csi");
         let vars = variables(&inputs(&config));
-        for release in [Release::Current] {
+        for release in Release::ALL {
             for asset in release.assets() {
                 let text = substitute(asset.file, asset.template, &vars).unwrap();
                 assert!(!text.contains("${"), "{}", asset.file);

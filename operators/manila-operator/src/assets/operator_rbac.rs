@@ -1,7 +1,8 @@
 //! The operator's own RBAC (`fixtures/manila-operator/rbac.yaml`) against what it renders:
 //! it must be able to apply every object, and, since it holds neither `escalate` nor `bind`,
 //! it must hold every right of each role it creates (RBAC refuses the role or its binding
-//! otherwise; cluster-wide for a ClusterRole, in the namespace for a Role).
+//! otherwise; cluster-wide for a ClusterRole, in the namespace for a Role). For every release:
+//! the current operator adopts and prunes what the previous one installed.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -9,7 +10,7 @@ use kube::api::DynamicObject;
 use serde::Deserialize;
 use serde_json::Value;
 
-use super::{AssetInputs, render};
+use super::{AssetInputs, Release, render};
 use crate::api::LogLevel;
 use crate::config::OperatorConfig;
 
@@ -83,8 +84,9 @@ fn needs(group: &str, resource: &str, verbs: &[&str]) -> Vec<Right> {
         .collect()
 }
 
-fn rendered() -> Vec<DynamicObject> {
-    let config = OperatorConfig::new("manila-csi");
+fn rendered(release: Release) -> Vec<DynamicObject> {
+    let mut config = OperatorConfig::new("manila-csi");
+    config.set_release(release);
     render(&AssetInputs {
         config: &config,
         log_level: LogLevel::Normal,
@@ -94,12 +96,17 @@ fn rendered() -> Vec<DynamicObject> {
     .unwrap()
 }
 
-#[test]
-fn the_operator_holds_every_right_of_the_roles_it_creates() {
+#[rstest::rstest]
+#[case::current(Release::Current, 4)]
+#[case::previous(Release::Previous, 2)]
+fn the_operator_holds_every_right_of_the_roles_it_creates(
+    #[case] release: Release,
+    #[case] expected_roles: usize,
+) {
     let (cluster, namespaced) = operator();
     let both: Vec<Right> = cluster.iter().chain(&namespaced).cloned().collect();
     let mut roles = 0;
-    for object in rendered() {
+    for object in rendered(release) {
         let kind = object.types.as_ref().unwrap().kind.as_str();
         let name = object.metadata.name.clone().unwrap();
         let held = match kind {
@@ -114,18 +121,21 @@ fn the_operator_holds_every_right_of_the_roles_it_creates() {
             "{kind} {name} grants what the operator lacks: {gaps:?}"
         );
     }
-    assert_eq!(roles, 4);
+    assert_eq!(roles, expected_roles);
 }
 
-#[test]
-fn the_operator_may_apply_watch_and_remove_every_object_it_renders() {
+#[rstest::rstest]
+fn the_operator_may_apply_watch_and_remove_every_object_it_renders(
+    #[values(Release::Current, Release::Previous)] release: Release,
+) {
     let (cluster, namespaced) = operator();
     let both: Vec<Right> = cluster.iter().chain(&namespaced).cloned().collect();
-    for object in rendered() {
+    for object in rendered(release) {
         let types = object.types.clone().unwrap();
         let (resource, is_namespaced) =
             crate::apply::api_resource(&types.api_version, &types.kind).unwrap();
-        // Never deleted (kept when Removed) nor watched: the snapshot class.
+        // Never deleted (kept when Removed, never pruned) nor watched: the snapshot class.
+        // Everything else may be pruned, which lists by label and deletes.
         let verbs: &[&str] = if types.kind == "VolumeSnapshotClass" {
             &["get", "create", "patch"]
         } else {
@@ -201,5 +211,20 @@ fn the_operator_may_do_what_its_controller_does_beyond_the_assets() {
             !matches!(right.2.as_str(), "escalate" | "bind" | "impersonate" | "*"),
             "{right:?}"
         );
+    }
+}
+
+#[test]
+fn the_operator_may_list_and_delete_every_kind_it_prunes() {
+    let (cluster, namespaced) = operator();
+    let both: Vec<Right> = cluster.iter().chain(&namespaced).cloned().collect();
+    for (api_version, kind) in crate::prune::PRUNED_KINDS {
+        let (resource, is_namespaced) = crate::apply::api_resource(api_version, kind).unwrap();
+        let held = if is_namespaced { &both } else { &cluster };
+        let gaps = missing(
+            held,
+            &needs(&resource.group, &resource.plural, &["list", "delete"]),
+        );
+        assert!(gaps.is_empty(), "{kind}: {gaps:?}");
     }
 }

@@ -47,10 +47,11 @@ pub(super) async fn manage(driver: &ClusterCSIDriver, ctx: &Context) -> Report {
         )));
         return report;
     };
+    let owner_uid = owner.uid.clone();
     let applier = Applier::new(ctx.client.clone(), FIELD_MANAGER, owner);
 
     // Credentials first: the pods' hash annotation depends on them.
-    let secret_data = secret_sync::driver_secret_data(&inputs);
+    let secret_data = secret_sync::driver_secret_data(&inputs, ctx.config.release);
     let credentials_hash = secret_sync::data_hash(&secret_data);
     match driver_secret(&ctx.config, &secret_data) {
         Ok(secret) => match applier.apply(&secret).await {
@@ -110,7 +111,34 @@ pub(super) async fn manage(driver: &ClusterCSIDriver, ctx: &Context) -> Report {
     }
     match static_failure {
         Some(error) => report.failed(status::STATIC_RESOURCES, "ApplyFailed", error),
-        None => report.health(status::STATIC_RESOURCES, &Health::ok("AsExpected", "")),
+        None => {
+            // Everything wanted is in place: what an earlier release (or configuration)
+            // installed and this one does not goes now, e.g. N-1's shared sidecar role.
+            let mut wanted: BTreeSet<ObjectKey> = objects.iter().map(ObjectKey::of).collect();
+            wanted.insert(ObjectKey {
+                api_version: "v1".into(),
+                kind: "Secret".into(),
+                namespace: Some(ctx.config.namespace.clone()),
+                name: ctx.config.driver_secret.clone(),
+            });
+            match prune::prune(
+                &ctx.client,
+                &applier,
+                &ctx.config.namespace,
+                &owner_uid,
+                &wanted,
+            )
+            .await
+            {
+                Ok(deleted) => {
+                    for key in &deleted {
+                        record_pruned(driver, ctx, key).await;
+                    }
+                    report.health(status::STATIC_RESOURCES, &Health::ok("AsExpected", ""));
+                }
+                Err(error) => report.failed(status::STATIC_RESOURCES, "PruneFailed", error.into()),
+            }
+        }
     }
 
     let share_networks = driver

@@ -3,7 +3,7 @@
 //! credentials Secret and CA ConfigMap, and the operator's StorageClasses; plus a periodic
 //! resync that picks up new share types.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -33,6 +33,7 @@ use crate::cloud::{self, ManilaStatus};
 use crate::config::OperatorConfig;
 use crate::error::{Error, Result, kube as kube_error};
 use crate::metrics::Metrics;
+use crate::prune::{self, ObjectKey};
 use crate::secret_sync;
 use crate::status::{self, Condition, Health, Status};
 use crate::storage_classes::{self, ClassChange};
@@ -222,6 +223,8 @@ mod record;
 mod workloads;
 
 use manage::{manage, remove};
-use record::{describe, new_changes, record_applied, record_class_change, write_status};
+use record::{
+    describe, new_changes, record_applied, record_class_change, record_pruned, write_status,
+};
 use workloads::workload_health;
 pub use workloads::{daemon_set_health, deployment_health};

@@ -29,6 +29,26 @@ pub(super) async fn record_applied(driver: &ClusterCSIDriver, ctx: &Context, app
         .await;
 }
 
+/// An Event for an object pruned because the running release no longer installs it.
+pub(super) async fn record_pruned(driver: &ClusterCSIDriver, ctx: &Context, key: &ObjectKey) {
+    ctx.metrics.object_changed();
+    let message = format!(
+        "deleted {}: the operator's release {} ({}) no longer installs it",
+        key.describe(),
+        ctx.config.release,
+        ctx.config.version
+    );
+    tracing::info!("{message}");
+    ctx.recorder
+        .publish(
+            driver,
+            EventType::Normal,
+            &format!("{}Deleted", key.kind),
+            message,
+        )
+        .await;
+}
+
 /// The changes worth an Event: all but a skip already reported (a skip no longer seen is
 /// forgotten, so it is reported again if it comes back).
 pub(super) fn new_changes<'a>(ctx: &Context, changes: &'a [ClassChange]) -> Vec<&'a ClassChange> {

@@ -2,20 +2,27 @@
 //! the `cloud-credentials` Secret (clouds.yaml) and, for a TLS cloud, the CA ConfigMap; the
 //! operator then installs the driver. Teardown removes what the operator made that outlives
 //! it by design (its StorageClasses, the ClusterOperator).
+//!
+//! The operator may be installed as release N-1 ([`OperatorOptions::PREVIOUS_RELEASE`]) and
+//! upgraded to the current release the way a user would: the operator manifests applied again
+//! with the new release ([`ManilaCsiEnvironment::upgrade_operator`]), a rollout of the
+//! operator's Deployment.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
 
 use harness::cluster::wait;
+use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::{ConfigMap, Secret};
 use k8s_openapi::api::storage::v1::StorageClass;
 use kube::api::{Api, DeleteParams, DynamicObject, ListParams, PostParams};
 use kube::core::{ApiResource, GroupVersionKind};
 
+use super::super::binaries::workspace_root;
 use super::super::error::{Error, Result};
-use super::super::manifests;
+use super::super::manifests::{self, Applier};
 use super::teardown::ignore_not_found;
-use super::{CONTROLLER_SELECTOR, ManilaCsiEnvironment};
+use super::{CONTROLLER_SELECTOR, Install, ManilaCsiEnvironment};
 
 /// The label on everything the operator creates.
 pub const OPERATOR_MANAGED_SELECTOR: &str =
@@ -30,6 +37,62 @@ pub const CA_CONFIG_MAP: &str = "cloud-provider-config";
 pub const DRIVER_SECRET: &str = "csi-manila-secrets";
 /// The ClusterOperator the operator reports on.
 pub const CLUSTER_OPERATOR: &str = "manila-csi-driver-operator";
+/// The operator's Deployment (`fixtures/manila-operator/operator.yaml`).
+pub const OPERATOR_DEPLOYMENT: &str = "manila-csi-driver-operator";
+
+/// Which release of the operator's driver objects the operator installs: its
+/// `OPERATOR_RELEASE` (`--release`). Reach the values through
+/// [`OperatorOptions::PREVIOUS_RELEASE`] and [`OperatorOptions::CURRENT_RELEASE`].
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum OperatorRelease {
+    /// N-1: the older layout (no resizer, one ClusterRole for every sidecar, the CA mounted
+    /// from the ConfigMap, classes without expansion), reporting its own version.
+    Previous,
+    /// The current release.
+    #[default]
+    Current,
+}
+
+impl OperatorRelease {
+    /// The value of `${OPERATOR_RELEASE}`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            OperatorRelease::Previous => "previous",
+            OperatorRelease::Current => "current",
+        }
+    }
+
+    /// The version the operator reports for this release (`status.version`, the
+    /// ClusterOperator's versions): the version of the `manila-operator` crate of this
+    /// workspace, with the suffix `-previous` for N-1 (see the operator's README,
+    /// "Releases").
+    pub fn version(self) -> Result<String> {
+        let path = workspace_root().join("operators/manila-operator/Cargo.toml");
+        let text = std::fs::read_to_string(&path).map_err(Error::io("reading", &path))?;
+        let version = package_version(&text).ok_or_else(|| Error::Fixture {
+            path: path.clone(),
+            reason: "no version in [package]".into(),
+        })?;
+        Ok(match self {
+            OperatorRelease::Previous => format!("{version}-previous"),
+            OperatorRelease::Current => version,
+        })
+    }
+}
+
+/// The `version` of a Cargo manifest's `[package]` section.
+fn package_version(manifest: &str) -> Option<String> {
+    let mut in_package = false;
+    for line in manifest.lines().map(str::trim) {
+        if line.starts_with('[') {
+            in_package = line == "[package]";
+        } else if in_package && let Some(value) = line.strip_prefix("version") {
+            let value = value.trim_start().strip_prefix('=')?.trim();
+            return Some(value.trim_matches('"').to_string());
+        }
+    }
+    None
+}
 
 /// How the operator is installed.
 #[derive(Debug, Clone)]
@@ -43,6 +106,19 @@ pub struct OperatorOptions {
     pub replicas: u32,
     /// The clouds.yaml cloud name the Secret holds (default `openstack`).
     pub cloud_name: String,
+    /// The release the operator installs (default the current one; N-1 is
+    /// [`OperatorOptions::PREVIOUS_RELEASE`]).
+    pub release: OperatorRelease,
+    /// The driver controller plugin's liveness port (`--controller-health-port`; default: a
+    /// free port chosen at start, kept for an upgrade).
+    pub controller_health_port: Option<u16>,
+}
+
+impl OperatorOptions {
+    /// Release N-1 of the operator's driver objects.
+    pub const PREVIOUS_RELEASE: OperatorRelease = OperatorRelease::Previous;
+    /// The current release.
+    pub const CURRENT_RELEASE: OperatorRelease = OperatorRelease::Current;
 }
 
 impl Default for OperatorOptions {
@@ -52,6 +128,8 @@ impl Default for OperatorOptions {
             share_type_sync_interval: Duration::from_secs(2),
             replicas: 1,
             cloud_name: "openstack".into(),
+            release: OperatorRelease::Current,
+            controller_health_port: None,
         }
     }
 }
@@ -83,6 +161,31 @@ pub fn condition<'a>(object: &'a DynamicObject, type_: &str) -> Option<&'a serde
         .find(|c| c.get("type").and_then(|t| t.as_str()) == Some(type_))
 }
 
+/// The `(name, version)` pairs of a ClusterOperator's `status.versions`.
+fn operand_versions(object: &DynamicObject) -> Vec<(String, String)> {
+    object
+        .data
+        .pointer("/status/versions")
+        .and_then(|v| v.as_array())
+        .into_iter()
+        .flatten()
+        .map(|v| {
+            let text = |key: &str| {
+                v.get(key)
+                    .and_then(|t| t.as_str())
+                    .unwrap_or("")
+                    .to_string()
+            };
+            (text("name"), text("version"))
+        })
+        .collect()
+}
+
+/// `fixtures/manila-operator/`.
+fn operator_fixtures_dir() -> std::path::PathBuf {
+    manifests::fixtures_dir().join("../manila-operator")
+}
+
 /// `type=status (reason: message)` of every condition, for failure messages.
 pub fn describe_conditions(object: &DynamicObject) -> String {
     let Some(conditions) = object
@@ -109,22 +212,26 @@ pub fn describe_conditions(object: &DynamicObject) -> String {
 
 impl ManilaCsiEnvironment {
     /// The operator's way: Secret (+ CA), operator manifests, then (optionally) the waits.
+    /// The options actually used (the liveness port chosen) are kept in the environment's
+    /// options for [`ManilaCsiEnvironment::upgrade_operator`].
     pub(super) async fn deploy_operator(
         &mut self,
         operator: &OperatorOptions,
         vars: &BTreeMap<String, String>,
     ) -> Result<()> {
+        let mut operator = operator.clone();
+        if operator.controller_health_port.is_none() {
+            operator.controller_health_port = vars
+                .get("CONTROLLER_HEALTH_PORT")
+                .and_then(|port| port.parse().ok());
+        }
+        self.options.install = Install::Operator(operator.clone());
         self.create_credentials_secret(&operator.cloud_name).await?;
         if let Some(ca) = self.cloud.ca_pem() {
             self.create_ca_config_map(&ca).await?;
         }
-        let mut vars = vars.clone();
-        vars.insert(
-            "SHARE_TYPE_SYNC_INTERVAL".into(),
-            format!("{}ms", operator.share_type_sync_interval.as_millis()),
-        );
-        vars.insert("OPERATOR_REPLICAS".into(), operator.replicas.to_string());
-        let dir = manifests::fixtures_dir().join("../manila-operator");
+        let vars = self.operator_vars(&operator)?;
+        let dir = operator_fixtures_dir();
         for file in ["rbac.yaml", "operator.yaml", "clustercsidriver.yaml"] {
             self.applier.apply_file(&dir.join(file), &vars).await?;
         }
@@ -135,6 +242,182 @@ impl ManilaCsiEnvironment {
             self.wait_registered(timeout).await?;
         }
         Ok(())
+    }
+
+    /// The values of the operator manifests' `${VARS}` for `operator`.
+    fn operator_vars(&self, operator: &OperatorOptions) -> Result<BTreeMap<String, String>> {
+        let port = operator.controller_health_port.ok_or_else(|| {
+            Error::Unexpected("the operator's controller health port is not known".into())
+        })?;
+        Ok(BTreeMap::from([
+            ("NAMESPACE".to_string(), self.options.namespace.clone()),
+            (
+                "EXPORT_ROOT".to_string(),
+                self.export_root.display().to_string(),
+            ),
+            ("CONTROLLER_HEALTH_PORT".to_string(), port.to_string()),
+            (
+                "SHARE_TYPE_SYNC_INTERVAL".to_string(),
+                format!("{}ms", operator.share_type_sync_interval.as_millis()),
+            ),
+            (
+                "OPERATOR_REPLICAS".to_string(),
+                operator.replicas.to_string(),
+            ),
+            (
+                "OPERATOR_RELEASE".to_string(),
+                operator.release.as_str().to_string(),
+            ),
+        ]))
+    }
+
+    /// Upgrades (or downgrades) the installed operator to `release` the way a user would:
+    /// the operator manifests (`rbac.yaml`, `operator.yaml`) applied again with the same
+    /// values and the new `${OPERATOR_RELEASE}` — a rollout of the operator's Deployment —
+    /// then waits until the rollout is complete: every replica updated and available, none
+    /// of the old ones left. What the new operator then does to the driver is for the caller
+    /// to wait on (e.g. [`ManilaCsiEnvironment::wait_operator_version`]).
+    pub async fn upgrade_operator(&self, release: OperatorRelease) -> Result<()> {
+        let Install::Operator(installed) = &self.options.install else {
+            return Err(Error::Unexpected(
+                "the environment did not install the operator (Install::Operator)".into(),
+            ));
+        };
+        let operator = OperatorOptions {
+            release,
+            ..installed.clone()
+        };
+        let vars = self.operator_vars(&operator)?;
+        // The same field manager as the environment's applier, which already remembers
+        // these objects for teardown.
+        let mut applier = Applier::new(self.client());
+        let dir = operator_fixtures_dir();
+        for file in ["rbac.yaml", "operator.yaml"] {
+            applier.apply_file(&dir.join(file), &vars).await?;
+        }
+        tracing::info!(
+            release = release.as_str(),
+            "operator manifests applied: rolling out"
+        );
+        self.wait_operator_rollout(self.options.ready_timeout).await
+    }
+
+    /// Waits until the operator's Deployment has rolled out: its current generation
+    /// observed, every replica updated and available, no old replica left.
+    pub async fn wait_operator_rollout(&self, timeout: Duration) -> Result<()> {
+        let api: Api<Deployment> = Api::namespaced(self.client(), &self.options.namespace);
+        let found = wait::wait_until(
+            format!("Deployment {OPERATOR_DEPLOYMENT} rolled out"),
+            timeout,
+            || {
+                let api = api.clone();
+                async move {
+                    let deployment = api
+                        .get(OPERATOR_DEPLOYMENT)
+                        .await
+                        .map_err(|e| e.to_string())?;
+                    let wanted = deployment
+                        .spec
+                        .as_ref()
+                        .and_then(|s| s.replicas)
+                        .unwrap_or(1);
+                    let status = deployment.status.unwrap_or_default();
+                    let observed = status.observed_generation.unwrap_or(0)
+                        >= deployment.metadata.generation.unwrap_or(0);
+                    let updated = status.updated_replicas.unwrap_or(0);
+                    let available = status.available_replicas.unwrap_or(0);
+                    let total = status.replicas.unwrap_or(0);
+                    if observed && updated == wanted && available == wanted && total == wanted {
+                        Ok(Some(()))
+                    } else {
+                        Err(format!(
+                            "generation observed: {observed}; replicas {total}, updated \
+                             {updated}, available {available} of {wanted}"
+                        ))
+                    }
+                }
+            },
+        )
+        .await;
+        match found {
+            Ok(()) => Ok(()),
+            Err(e) => Err(Error::Diagnosed {
+                what: format!("waiting for Deployment {OPERATOR_DEPLOYMENT} to roll out"),
+                cause: e.to_string(),
+                diagnostics: self.diagnostics().await,
+            }),
+        }
+    }
+
+    /// Waits until the ClusterCSIDriver's `status.version` and every version of the
+    /// ClusterOperator are `version`, and the ClusterOperator is Available, not Progressing,
+    /// not Degraded; returns the ClusterOperator. The error shows the versions and
+    /// conditions last seen.
+    pub async fn wait_operator_version(
+        &self,
+        version: &str,
+        timeout: Duration,
+    ) -> Result<DynamicObject> {
+        let drivers: Api<DynamicObject> =
+            Api::all_with(self.client(), &cluster_csi_driver_resource());
+        let operators: Api<DynamicObject> =
+            Api::all_with(self.client(), &cluster_operator_resource());
+        let found = wait::wait_until(
+            format!("version {version} reported, ClusterOperator {CLUSTER_OPERATOR} Available"),
+            timeout,
+            || {
+                let drivers = drivers.clone();
+                let operators = operators.clone();
+                async move {
+                    let driver = drivers
+                        .get(super::DRIVER_NAME)
+                        .await
+                        .map_err(|e| e.to_string())?;
+                    let operator = operators
+                        .get_opt(CLUSTER_OPERATOR)
+                        .await
+                        .map_err(|e| e.to_string())?
+                        .ok_or("no ClusterOperator yet")?;
+                    let driver_version = driver
+                        .data
+                        .pointer("/status/version")
+                        .and_then(|v| v.as_str())
+                        .unwrap_or("")
+                        .to_string();
+                    let versions = operand_versions(&operator);
+                    let is = |type_: &str, status: &str| {
+                        condition(&operator, type_)
+                            .and_then(|c| c.get("status"))
+                            .and_then(|s| s.as_str())
+                            == Some(status)
+                    };
+                    let reported = driver_version == version
+                        && !versions.is_empty()
+                        && versions.iter().all(|(_, v)| v == version);
+                    let healthy = is("Available", "True")
+                        && is("Progressing", "False")
+                        && is("Degraded", "False");
+                    if reported && healthy {
+                        Ok(Some(operator))
+                    } else {
+                        Err(format!(
+                            "ClusterCSIDriver version {driver_version:?}, ClusterOperator \
+                             versions {versions:?}; {}",
+                            describe_conditions(&operator)
+                        ))
+                    }
+                }
+            },
+        )
+        .await;
+        match found {
+            Ok(object) => Ok(object),
+            Err(e) => Err(Error::Diagnosed {
+                what: format!("waiting for the operator to report version {version}"),
+                cause: e.to_string(),
+                diagnostics: self.diagnostics().await,
+            }),
+        }
     }
 
     async fn create_credentials_secret(&self, cloud_name: &str) -> Result<()> {
@@ -310,5 +593,29 @@ impl ManilaCsiEnvironment {
         })
         .await?;
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    #[test]
+    fn the_package_version_is_read_from_the_package_section_only() {
+        let manifest = "[workspace]\nversion = \"9\"\n[package]\nname = \"x\"\nversion = \"0.1.0\"\n[dependencies]\nversion = \"2\"\n";
+        assert_eq!(package_version(manifest).as_deref(), Some("0.1.0"));
+        assert_eq!(package_version("[package]\nname = \"x\"\n"), None);
+    }
+
+    #[test]
+    fn the_releases_report_the_operator_crates_version() {
+        let current = OperatorOptions::CURRENT_RELEASE.version().unwrap();
+        assert!(!current.is_empty());
+        assert_eq!(
+            OperatorOptions::PREVIOUS_RELEASE.version().unwrap(),
+            format!("{current}-previous")
+        );
+        assert_eq!(OperatorOptions::default().release.as_str(), "current");
     }
 }
