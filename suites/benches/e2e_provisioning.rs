@@ -62,7 +62,12 @@ async fn measure(env: &ManilaCsiEnvironment, count: usize) -> anyhow::Result<()>
     let created = started.elapsed();
     wait_claims_bound(&workload.claims, count, TIMEOUT).await;
     let bound = started.elapsed();
-    let shares = env.inspector().shares().await?.len();
+    let shares = env
+        .inspector()
+        .context("the fake cloud")?
+        .shares()
+        .await?
+        .len();
     anyhow::ensure!(shares == count, "{shares} shares for {count} claims");
 
     let deleting = Instant::now();
@@ -71,7 +76,12 @@ async fn measure(env: &ManilaCsiEnvironment, count: usize) -> anyhow::Result<()>
         .delete_collection(&DeleteParams::default(), &ListParams::default())
         .await
         .context("deleting the claims")?;
-    wait_volumes_and_shares_gone(&env.client(), env.cloud(), TIMEOUT).await;
+    wait_volumes_and_shares_gone(
+        &env.client(),
+        env.fake_cloud().context("the fake cloud")?,
+        TIMEOUT,
+    )
+    .await;
     let deleted = deleting.elapsed();
 
     let verdict = |d: Duration| if d <= TARGET { "ok" } else { "over target" };

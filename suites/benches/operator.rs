@@ -67,7 +67,8 @@ async fn measure(env: &ManilaCsiEnvironment, interval: Duration) -> anyhow::Resu
     let classes: Api<StorageClass> = Api::all(client.clone());
 
     let started = Instant::now();
-    env.cloud()
+    env.fake_cloud()
+        .context("the fake cloud")?
         .add_share_type(&ShareTypeSeed::named("bench_type"))?;
     wait_present(&classes, "csi-manila-bench-type", None).await?;
     report(

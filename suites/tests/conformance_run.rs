@@ -297,7 +297,12 @@ async fn an_existing_cluster_runs_the_same_suites_through_its_kubeconfig() -> an
     let env = ManilaCsiEnvironment::start(EnvironmentOptions::default()).await?;
     let dir = scratch("conformance-existing-");
     let clouds = dir.path().join("clouds.yaml");
-    std::fs::write(&clouds, env.cloud().clouds_yaml("fake"))?;
+    std::fs::write(
+        &clouds,
+        env.fake_cloud()
+            .expect("the fake cloud")
+            .clouds_yaml("fake"),
+    )?;
     let output = dir.path().join("out");
     let kubeconfig = env.cluster().kubeconfig().to_path_buf();
     let spec = workspace(SPEC);
@@ -449,4 +454,81 @@ async fn keep_leaves_the_cluster_up_until_told_to_stop() -> anyhow::Result<()> {
         "{cases:?}"
     );
     Ok(())
+}
+
+/// A cloud the run does not start, given by a clouds.yaml: a `fake-openstack` process over
+/// TLS (clouds.yaml's `cacert` names its CA file), whose NFS exports are directories of this
+/// host that the NFS plugin binds (`--nfs-export-root`). Every suite runs against it and
+/// leaves nothing in it.
+#[test]
+fn the_embedded_default_runs_against_a_cloud_given_by_clouds_yaml() {
+    let dir = scratch("conformance-cloud-");
+    let backend = dir.path().join("backend");
+    std::fs::create_dir(&backend).unwrap();
+    let clouds = dir.path().join("clouds.yaml");
+    let fake = harness::workspace::binary("fakes", "fake-openstack").unwrap();
+    let mut cloud = Command::new(fake)
+        .args(["--port", "0", "--tls", "--cloud-name", "external"])
+        .args([
+            "--availability-zone",
+            "zone-a",
+            "--availability-zone",
+            "zone-b",
+        ])
+        .arg("--backend-root")
+        .arg(&backend)
+        .arg("--write-clouds-yaml")
+        .arg(&clouds)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::fs::File::create(dir.path().join("fake-openstack.log")).unwrap())
+        .spawn()
+        .unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while !clouds.is_file() && std::time::Instant::now() < deadline {
+        assert!(
+            cloud.try_wait().unwrap().is_none(),
+            "fake-openstack exited: {}",
+            read(&dir.path().join("fake-openstack.log"))
+        );
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    assert!(clouds.is_file(), "no clouds.yaml after 30 s");
+
+    let output = dir.path().join("out");
+    let out = run(&[
+        "--clouds-yaml",
+        clouds.to_str().unwrap(),
+        "--os-cloud",
+        "external",
+        "--nfs-export-root",
+        backend.to_str().unwrap(),
+        "--output",
+        output.to_str().unwrap(),
+    ]);
+    let stdout = text(&out.stdout);
+    let stderr = text(&out.stderr);
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(i32::try_from(cloud.id()).unwrap()),
+        nix::sys::signal::Signal::SIGTERM,
+    )
+    .unwrap();
+    cloud.wait().unwrap();
+    assert!(
+        out.status.success(),
+        "exit {}:\n{stdout}\n{stderr}",
+        out.status
+    );
+    let cases = junit_cases(&read(&output.join("junit.xml")));
+    let not_passed: Vec<_> = cases
+        .iter()
+        .filter(|(n, o)| !n.starts_with("[sanity] ") && o != "passed")
+        .collect();
+    assert!(not_passed.is_empty(), "{not_passed:?}");
+    let report = read(&output.join("report.md"));
+    assert!(report.contains("(cloud external)"), "{report}");
+    // Every share the run made went again: the backend holds no share directory.
+    let left: Vec<_> = std::fs::read_dir(backend.join("shares"))
+        .map(|d| d.map(|e| e.unwrap().file_name()).collect())
+        .unwrap_or_default();
+    assert!(left.is_empty(), "{left:?}");
 }

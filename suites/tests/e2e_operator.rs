@@ -204,12 +204,15 @@ async fn the_operator_installs_the_driver_keeps_classes_per_share_type_and_heals
 
     // Share-type sync: a new type (with `_`) gets its class; a DHSS=True type waits for a
     // share network from the operator's configuration; a removed type keeps its class.
-    env.cloud()
+    env.fake_cloud()
+        .expect("the fake cloud")
         .add_share_type(&ShareTypeSeed::named("Gold_Fast"))?;
     wait_exists(&classes, "csi-manila-gold-fast").await;
     let mut dhss = ShareTypeSeed::named("tenant");
     dhss.driver_handles_share_servers = true;
-    env.cloud().add_share_type(&dhss)?;
+    env.fake_cloud()
+        .expect("the fake cloud")
+        .add_share_type(&dhss)?;
     wait_driver_condition(
         &env,
         "ManilaStorageClassControllerAvailable",
@@ -233,7 +236,9 @@ async fn the_operator_installs_the_driver_keeps_classes_per_share_type_and_heals
             .map(String::as_str),
         Some("net-1234")
     );
-    env.cloud().remove_share_type("Gold_Fast")?;
+    env.fake_cloud()
+        .expect("the fake cloud")
+        .remove_share_type("Gold_Fast")?;
     // Two sync intervals later the class is still there.
     let driver_before = env.cluster_csi_driver().await?;
     wait::wait_until("two share-type syncs", WAIT, || {
@@ -310,17 +315,23 @@ async fn without_manila_the_driver_is_disabled_not_degraded_and_credential_error
     assert!(deployments.get_opt(CONTROLLER_DEPLOYMENT).await?.is_none());
 
     // Manila appears: installed at the next sync.
-    env.cloud().set_manila_present(true);
+    env.fake_cloud()
+        .expect("the fake cloud")
+        .set_manila_present(true);
     wait_driver_condition(&env, "ManilaControllerDisabled", "False", "share type").await;
     env.wait_operator_available(Duration::from_secs(120))
         .await?;
     assert!(deployments.get_opt(CONTROLLER_DEPLOYMENT).await?.is_some());
 
     // Manila goes away again: Disabled, the driver stays.
-    env.cloud().set_manila_present(false);
+    env.fake_cloud()
+        .expect("the fake cloud")
+        .set_manila_present(false);
     wait_driver_condition(&env, "ManilaControllerDisabled", "True", "kept").await;
     assert!(deployments.get_opt(CONTROLLER_DEPLOYMENT).await?.is_some());
-    env.cloud().set_manila_present(true);
+    env.fake_cloud()
+        .expect("the fake cloud")
+        .set_manila_present(true);
     wait_driver_condition(&env, "ManilaControllerDisabled", "False", "share type").await;
 
     // Credentials problems are Degraded and name the Secret and key; nothing is deleted.
@@ -426,7 +437,12 @@ async fn over_tls_the_operator_and_driver_trust_the_ca_bundle_and_a_wrong_ca_is_
         ..operator_options(OperatorOptions::default())
     })
     .await?;
-    assert!(env.cloud().auth_url().starts_with("https://"));
+    assert!(
+        env.fake_cloud()
+            .expect("the fake cloud")
+            .auth_url()
+            .starts_with("https://")
+    );
     let client = env.client();
     let namespace = env.namespace().to_string();
 
@@ -440,7 +456,11 @@ async fn over_tls_the_operator_and_driver_trust_the_ca_bundle_and_a_wrong_ca_is_
 
     // A CA bundle that did not sign the cloud's certificate: Degraded, naming the problem.
     let maps: Api<ConfigMap> = Api::namespaced(client.clone(), &namespace);
-    let good = env.cloud().ca_pem().expect("a TLS cloud has a CA");
+    let good = env
+        .fake_cloud()
+        .expect("the fake cloud")
+        .ca_pem()
+        .expect("a TLS cloud has a CA");
     let set_ca = |pem: String| {
         let maps = maps.clone();
         async move {
@@ -535,11 +555,11 @@ async fn two_replicas_elect_one_leader_rotated_credentials_reach_the_driver_and_
             .and_then(|a| a.get("manila.csi.openstack.org/credentials-hash").cloned())
     };
     let before = hash_of(&deployments.get(CONTROLLER_DEPLOYMENT).await?);
-    let account = env.cloud().account();
+    let account = env.fake_cloud().expect("the fake cloud").account();
     let credential = account.application_credential.clone().unwrap();
     let clouds_yaml = format!(
         "clouds:\n  openstack:\n    auth_type: v3applicationcredential\n    auth:\n      auth_url: {}\n      application_credential_id: {}\n      application_credential_secret: {}\n    region_name: RegionOne\n",
-        env.cloud().auth_url(),
+        env.fake_cloud().expect("the fake cloud").auth_url(),
         credential.id,
         credential.secret.expose()
     );

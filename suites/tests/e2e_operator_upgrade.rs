@@ -433,7 +433,7 @@ async fn the_current_operator_adopts_release_n_minus_1_and_a_volume_in_use_is_un
     let snapshot = workload
         .ready_snapshot("before", "data", SNAPSHOT_CLASS)
         .await?;
-    let manila = Manila::new(env.cloud());
+    let manila = Manila::new(env.fake_cloud().expect("the fake cloud"));
     let shares_before = manila.shares().await;
     assert_eq!(
         shares_before.get(&data.share_id),
@@ -476,7 +476,11 @@ async fn the_current_operator_adopts_release_n_minus_1_and_a_volume_in_use_is_un
         assert!(bindings.get_opt(&name).await?.is_some(), "{name}");
     }
     let secret = secret_text(&secrets.get(DRIVER_SECRET).await?);
-    let ca = env.cloud().ca_pem().expect("a TLS cloud has a CA");
+    let ca = env
+        .fake_cloud()
+        .expect("the fake cloud")
+        .ca_pem()
+        .expect("a TLS cloud has a CA");
     assert_eq!(
         secret.get("os-certAuthority").map(|s| s.trim()),
         Some(ca.trim())
@@ -551,7 +555,10 @@ async fn the_current_operator_adopts_release_n_minus_1_and_a_volume_in_use_is_un
     workload
         .exec("writer", "echo after-the-upgrade > /data/after")
         .await?;
-    let share_dir = env.cloud().share_dir(&data.share_id);
+    let share_dir = env
+        .fake_cloud()
+        .expect("the fake cloud")
+        .share_dir(&data.share_id);
     assert_eq!(
         std::fs::read_to_string(share_dir.join("after"))?,
         "after-the-upgrade\n"

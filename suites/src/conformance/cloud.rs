@@ -3,7 +3,7 @@
 //! `clouds.yaml` of a real cloud. Tests read the shares behind their volumes; the runner
 //! proves that the shares and snapshots of a test are gone after it.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::path::Path;
 use std::sync::Arc;
 
@@ -31,6 +31,46 @@ pub enum CloudError {
         #[source]
         source: ManilaError,
     },
+}
+
+/// How a clouds.yaml and cloud name are named in messages.
+pub fn describe(path: &Path, cloud: &str) -> String {
+    format!("{} (cloud {cloud})", path.display())
+}
+
+/// The flat `os-*` credentials (the driver's Secret) of cloud `cloud` in the clouds.yaml file
+/// `path`, its `cacert` file (relative to the clouds.yaml's directory) inlined as
+/// `os-certAuthority`.
+pub fn flat_secret_from_clouds_yaml(
+    path: &Path,
+    cloud: &str,
+) -> Result<BTreeMap<String, String>, CloudError> {
+    let text = std::fs::read_to_string(path).map_err(|source| CloudError::Read {
+        path: path.display().to_string(),
+        source,
+    })?;
+    let origin = describe(path, cloud);
+    let mut credentials =
+        Credentials::from_clouds_yaml_str(&text, cloud, &origin).map_err(|e| {
+            CloudError::Manila {
+                what: format!("reading {origin}"),
+                source: e,
+            }
+        })?;
+    if credentials.tls.ca_pem.is_none()
+        && let Some(ca_file) = credentials.tls.ca_file.take()
+    {
+        let ca_file = match path.parent() {
+            Some(dir) if ca_file.is_relative() => dir.join(ca_file),
+            _ => ca_file,
+        };
+        let pem = std::fs::read_to_string(&ca_file).map_err(|source| CloudError::Read {
+            path: format!("{} (the cacert of {origin})", ca_file.display()),
+            source,
+        })?;
+        credentials.tls.ca_pem = Some(pem);
+    }
+    Ok(credentials.to_flat_secret())
 }
 
 /// A Manila client for the run, with where its credentials came from.
@@ -70,20 +110,8 @@ impl Cloud {
 
     /// A client for cloud `cloud` of the clouds.yaml file `path`.
     pub async fn from_clouds_yaml(path: &Path, cloud: &str) -> Result<Cloud, CloudError> {
-        let text = std::fs::read_to_string(path).map_err(|source| CloudError::Read {
-            path: path.display().to_string(),
-            source,
-        })?;
-        let source = format!("{} (cloud {cloud})", path.display());
-        let credentials =
-            Credentials::from_clouds_yaml_str(&text, cloud, &source).map_err(|e| {
-                CloudError::Manila {
-                    what: format!("reading {source}"),
-                    source: e,
-                }
-            })?;
-        let secret = credentials.to_flat_secret().into_iter().collect();
-        Self::from_flat_secret(secret, &source).await
+        let secret = flat_secret_from_clouds_yaml(path, cloud)?;
+        Self::from_flat_secret(secret.into_iter().collect(), &describe(path, cloud)).await
     }
 
     /// Where the credentials came from (never the credentials).

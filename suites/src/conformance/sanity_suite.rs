@@ -11,7 +11,6 @@ use std::time::Duration;
 use csi_proto::Endpoint;
 use csi_proto::v1::ProbeRequest;
 use csi_proto::v1::identity_client::IdentityClient;
-use fakes::SecretKind;
 use harness::cluster::wait;
 use tokio::process::{Child, Command};
 
@@ -47,12 +46,19 @@ pub async fn run(
             .map_err(|e| e.to_string())?;
         std::fs::create_dir_all(scratch)
             .map_err(|e| format!("creating {}: {e}", scratch.display()))?;
-        let nfs = start_nfs_plugin(binaries.dir(), scratch).await?;
+        let kernel = matches!(
+            &environment.options().cloud_source,
+            crate::e2e::CloudSource::External(crate::e2e::ExternalCloud {
+                nfs: crate::e2e::NfsAccess::Kernel,
+                ..
+            })
+        );
+        let nfs = start_nfs_plugin(binaries.dir(), scratch, kernel).await?;
         let manila = start_manila_plugin(binaries.dir(), scratch, &nfs.socket).await?;
         let mut config = SanityConfig::new(Endpoint::Unix(manila.socket.clone()));
         config.mount_dir = scratch.join("mnt");
         config.staging_dir = scratch.join("staging");
-        let secret = environment.cloud().secret(SecretKind::Password);
+        let secret = environment.driver_secret();
         config.secrets = CsiSecrets::everywhere(&secret.into_iter().collect());
         let report = crate::sanity::run_cases(config, &cases, |case| {
             progress.test_finished(&TestReport {
@@ -121,14 +127,19 @@ struct Plugin {
     log: PathBuf,
 }
 
-async fn start_nfs_plugin(bin: &Path, dir: &Path) -> Result<Plugin, String> {
+async fn start_nfs_plugin(bin: &Path, dir: &Path, kernel: bool) -> Result<Plugin, String> {
     let socket = dir.join("nfs.sock");
     let mut command = Command::new("unshare");
     command
         .args(["--mount", "--propagation", "private", "--"])
         .arg(bin.join("nfs-csi-plugin"))
         .arg(format!("--endpoint=unix://{}", socket.display()))
-        .args(["--nodeid=sanity-node", "--mounter=local"]);
+        .arg("--nodeid=sanity-node")
+        .arg(if kernel {
+            "--mounter=kernel"
+        } else {
+            "--mounter=local"
+        });
     spawn("nfs-csi-plugin", command, dir, socket).await
 }
 

@@ -28,12 +28,12 @@ pub mod snapshots;
 pub mod workload;
 
 pub use environment::{
-    CA_CONFIG_MAP, CLUSTER_OPERATOR, CONTROLLER_SELECTOR, CREDENTIALS_SECRET, DEFAULT_INSTANCE,
-    DEFAULT_STORAGE_CLASS, DRIVER_NAME, DRIVER_SECRET, DriverInstance, EXPANDABLE_STORAGE_CLASS,
-    EnvironmentOptions, Install, InstanceOptions, ManilaCsiEnvironment, NODE_PLUGIN_SELECTOR,
-    OPERATOR_MANAGED_SELECTOR, OPERATOR_SELECTOR, OperatorOptions, SNAPSHOT_CLASS,
-    SNAPSHOT_CONTROLLER_SELECTOR, StartTimings, TOPOLOGY_KEY, WFFC_STORAGE_CLASS,
-    cluster_csi_driver_resource, cluster_operator_resource, condition, describe_conditions,
-    pod_diagnostics,
+    CA_CONFIG_MAP, CLUSTER_OPERATOR, CONTROLLER_SELECTOR, CREDENTIALS_SECRET, CloudSource,
+    DEFAULT_INSTANCE, DEFAULT_STORAGE_CLASS, DRIVER_NAME, DRIVER_SECRET, DriverInstance,
+    EXPANDABLE_STORAGE_CLASS, EnvironmentOptions, ExternalCloud, Install, InstanceOptions,
+    ManilaCsiEnvironment, NODE_PLUGIN_SELECTOR, NfsAccess, OPERATOR_MANAGED_SELECTOR,
+    OPERATOR_SELECTOR, OperatorOptions, SNAPSHOT_CLASS, SNAPSHOT_CONTROLLER_SELECTOR, StartTimings,
+    TOPOLOGY_KEY, WFFC_STORAGE_CLASS, cluster_csi_driver_resource, cluster_operator_resource,
+    condition, describe_conditions, pod_diagnostics,
 };
 pub use error::{Error, Result};

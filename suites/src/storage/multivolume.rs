@@ -87,11 +87,9 @@ async fn read_write_many(ctx: &TestContext<'_>) -> TestResult {
         "a's file as b sees it after a appended"
     );
     // On the embedded default the bytes are in the fake cloud's share directory.
-    if let (Some(environment), true) = (ctx.environment(), is_manila(ctx)) {
-        let path = environment
-            .cloud()
-            .share_dir(&shared.share_id)
-            .join("b.txt");
+    let fake = ctx.environment().and_then(|e| e.fake_cloud());
+    if let (Some(cloud), true) = (fake, is_manila(ctx)) {
+        let path = cloud.share_dir(&shared.share_id).join("b.txt");
         let on_host = std::fs::read_to_string(&path).map_err(|e| {
             crate::conformance::TestError::failed(format!("reading {}: {e}", path.display()))
         })?;

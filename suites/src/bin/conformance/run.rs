@@ -44,9 +44,10 @@ pub struct RunArgs {
     /// evidence of failures).
     #[arg(long = "driver-namespace", requires = "kubeconfig")]
     driver_namespace: Option<String>,
-    /// With --kubeconfig: a clouds.yaml to read the cloud's shares and snapshots with (the
-    /// leftover checks and the tests' cloud-side checks).
-    #[arg(long = "clouds-yaml", value_name = "FILE", requires = "kubeconfig")]
+    /// A clouds.yaml for a real cloud: on the embedded default the driver uses it instead of
+    /// the fake cloud; with --kubeconfig the runner reads the cloud's shares and snapshots with
+    /// it (the leftover checks and the tests' cloud-side checks).
+    #[arg(long = "clouds-yaml", value_name = "FILE")]
     clouds_yaml: Option<PathBuf>,
     /// The cloud of --clouds-yaml.
     #[arg(long = "os-cloud", env = "OS_CLOUD", default_value = "openstack")]
@@ -74,6 +75,15 @@ pub struct RunArgs {
     /// Embedded default: how many nodes.
     #[arg(long, default_value_t = 3)]
     nodes: usize,
+    /// Embedded default: the nodes' zones, in turn (with --clouds-yaml: the cloud's Manila
+    /// availability zones).
+    #[arg(long, value_delimiter = ',', default_value = "zone-a,zone-b")]
+    zones: Vec<String>,
+    /// Embedded default with --clouds-yaml: the directory on this host below which the
+    /// cloud's NFS export paths are (e.g. a fake-openstack process's --backend-root); the
+    /// NFS plugin then binds them instead of mounting with the kernel NFS client.
+    #[arg(long = "nfs-export-root", value_name = "DIR", requires = "clouds_yaml", conflicts_with = "kubeconfig")]
+    nfs_export_root: Option<PathBuf>,
     /// Plain progress lines even on a terminal.
     #[arg(long)]
     plain: bool,
@@ -180,8 +190,26 @@ fn config(args: &RunArgs) -> anyhow::Result<RunConfig> {
             if args.keep && args.nodes == 0 {
                 return Err(BadInput("--nodes must be at least 1".into()).into());
             }
+            if let Some(path) = &args.clouds_yaml
+                && !path.is_file()
+            {
+                return Err(BadInput(format!("--clouds-yaml {}: no such file", path.display())).into());
+            }
+            if let Some(root) = &args.nfs_export_root
+                && !root.is_dir()
+            {
+                return Err(
+                    BadInput(format!("--nfs-export-root {}: no such directory", root.display())).into(),
+                );
+            }
             TargetChoice::Embedded(EmbeddedOptions {
                 nodes: args.nodes,
+                zones: args.zones.clone(),
+                clouds_yaml: args
+                    .clouds_yaml
+                    .clone()
+                    .map(|path| (path, args.os_cloud.clone())),
+                nfs_export_root: args.nfs_export_root.clone(),
                 ..EmbeddedOptions::default()
             })
         }

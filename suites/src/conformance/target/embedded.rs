@@ -4,20 +4,20 @@
 //! `suites::e2e::InstanceOptions`).
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
-use fakes::SecretKind;
 use harness::driver_spec::{Capability, DriverSpec};
 
 use super::super::catalog::DriverConfig;
-use super::super::cloud::Cloud;
+use super::super::cloud::{self, Cloud};
 use super::super::progress::Progress;
 use super::super::report::SetupStep;
 use super::super::setup::SetupError;
 use super::{DriverUnderTest, Target, TargetNode, classes};
 use crate::e2e::{
-    DRIVER_NAME, DriverInstance, EnvironmentOptions, InstanceOptions, ManilaCsiEnvironment,
-    TOPOLOGY_KEY,
+    CloudSource, DRIVER_NAME, DriverInstance, EnvironmentOptions, ExternalCloud, InstanceOptions,
+    ManilaCsiEnvironment, NfsAccess, TOPOLOGY_KEY,
 };
 
 /// How the embedded default is set up.
@@ -33,6 +33,11 @@ pub struct EmbeddedOptions {
     pub keep_run_dir: bool,
     /// How long the driver may take to be ready.
     pub ready_timeout: Duration,
+    /// A cloud the run does not start (a clouds.yaml and the cloud in it) instead of the fake.
+    pub clouds_yaml: Option<(PathBuf, String)>,
+    /// With `clouds_yaml`: the directory below which the cloud's NFS exports are on this host
+    /// (the NFS plugin binds them); without it the plugin mounts with the kernel NFS client.
+    pub nfs_export_root: Option<PathBuf>,
 }
 
 impl Default for EmbeddedOptions {
@@ -43,6 +48,8 @@ impl Default for EmbeddedOptions {
             configs: BTreeSet::new(),
             keep_run_dir: false,
             ready_timeout: Duration::from_secs(180),
+            clouds_yaml: None,
+            nfs_export_root: None,
         }
     }
 }
@@ -60,8 +67,25 @@ pub async fn start(
             spec.driver_info.name
         )));
     }
+    let (cloud_source, cloud_name) = match &options.clouds_yaml {
+        Some((path, name)) => {
+            let secret = cloud::flat_secret_from_clouds_yaml(path, name)
+                .map_err(|e| SetupError::Cloud(e.to_string()))?;
+            let external = ExternalCloud {
+                secret,
+                source: cloud::describe(path, name),
+                nfs: match &options.nfs_export_root {
+                    Some(root) => NfsAccess::Local(root.clone()),
+                    None => NfsAccess::Kernel,
+                },
+            };
+            let described = external.source.clone();
+            (CloudSource::External(external), described)
+        }
+        None => (CloudSource::Fake, "the fake cloud".to_string()),
+    };
     progress.step(&format!(
-        "starting an embedded cluster ({} nodes, zones {}), the fake cloud and the Manila CSI driver (the first run builds the binaries and installs the control plane: minutes)",
+        "starting an embedded cluster ({} nodes, zones {}) and the Manila CSI driver against {cloud_name} (the first run builds the binaries and installs the control plane: minutes)",
         options.nodes,
         options.zones.join(",")
     ));
@@ -70,6 +94,7 @@ pub async fn start(
         zones: options.zones.clone(),
         keep_run_dir: options.keep_run_dir,
         ready_timeout: options.ready_timeout,
+        cloud_source,
         ..EnvironmentOptions::default()
     })
     .await
@@ -115,12 +140,9 @@ pub async fn start(
 
     let cluster = environment.cluster().clone();
     let client = cluster.client();
-    let secret: std::collections::HashMap<String, String> = environment
-        .cloud()
-        .secret(SecretKind::Password)
-        .into_iter()
-        .collect();
-    let cloud = Cloud::from_flat_secret(secret, "the fake cloud")
+    let secret: std::collections::HashMap<String, String> =
+        environment.driver_secret().into_iter().collect();
+    let cloud = Cloud::from_flat_secret(secret, &cloud_name)
         .await
         .map_err(|e| SetupError::Environment(e.to_string()))?;
 
@@ -159,7 +181,7 @@ pub async fn start(
     let mounts_root = Some(environment.run_dir().to_path_buf());
     let target = Target {
         description: format!(
-            "embedded cluster ({} nodes, zones {}) in {}",
+            "embedded cluster ({} nodes, zones {}) in {}, against {cloud_name}",
             options.nodes,
             options.zones.join(","),
             environment.run_dir().display()

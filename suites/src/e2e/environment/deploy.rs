@@ -5,7 +5,6 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use fakes::SecretKind;
 use harness::cluster::wait;
 use k8s_openapi::ByteString;
 use k8s_openapi::api::core::v1::{Namespace, Pod, Secret};
@@ -41,6 +40,7 @@ impl ManilaCsiEnvironment {
                 "WITH_TOPOLOGY".to_string(),
                 self.options.topology.to_string(),
             ),
+            ("NFS_MOUNTER".to_string(), self.nfs_mounter().to_string()),
             ("CONTROLLER_HEALTH_PORT".to_string(), port.to_string()),
         ]))
     }
@@ -131,6 +131,18 @@ impl ManilaCsiEnvironment {
         Ok(())
     }
 
+    /// The NFS node plugin's `--mounter`: `local` (bind the export directory, on this host)
+    /// unless the cloud's exports are reached by the kernel client.
+    fn nfs_mounter(&self) -> &'static str {
+        match &self.options.cloud_source {
+            super::CloudSource::External(super::ExternalCloud {
+                nfs: super::NfsAccess::Kernel,
+                ..
+            }) => "kernel",
+            _ => "local",
+        }
+    }
+
     /// The cluster's zones, each once, sorted.
     pub(super) fn zones(&self) -> Vec<String> {
         let mut zones: Vec<String> = self
@@ -158,7 +170,7 @@ impl ManilaCsiEnvironment {
         secret.metadata.name = Some(name.to_string());
         secret.data = Some(
             self.cloud
-                .secret(SecretKind::Password)
+                .driver_secret()
                 .into_iter()
                 .map(|(k, v)| (k, ByteString(v.into_bytes())))
                 .collect(),

@@ -9,6 +9,7 @@
 //!   host: processes, mounts and the run directory.
 
 mod cleanup;
+mod cloud_source;
 mod deploy;
 mod instance;
 mod operator;
@@ -29,6 +30,8 @@ use super::error::Result;
 use super::manifests::Applier;
 use super::workload::describe_pod;
 use cleanup::ClusterGuard;
+use cloud_source::EnvironmentCloud;
+pub use cloud_source::{CloudSource, ExternalCloud, NfsAccess};
 pub use instance::{DEFAULT_INSTANCE, DriverInstance, InstanceOptions};
 pub use operator::{
     CA_CONFIG_MAP, CLUSTER_OPERATOR, CREDENTIALS_SECRET, DRIVER_SECRET, OPERATOR_MANAGED_SELECTOR,
@@ -84,6 +87,8 @@ pub struct EnvironmentOptions {
     pub cloud: CloudConfig,
     /// Serve the fake cloud over HTTPS with a CA of its own (default false).
     pub cloud_tls: bool,
+    /// The fake cloud of this process (default), or a cloud the environment does not start.
+    pub cloud_source: CloudSource,
     /// How the driver is installed (default: the plain fixtures).
     pub install: Install,
     /// The namespace of the driver (default `manila-csi`).
@@ -112,6 +117,7 @@ impl Default for EnvironmentOptions {
             topology: false,
             cloud: CloudConfig::default(),
             cloud_tls: false,
+            cloud_source: CloudSource::Fake,
             install: Install::Fixtures,
             namespace: "manila-csi".into(),
             secret_name: "manila-csi-secrets".into(),
@@ -151,8 +157,7 @@ pub struct StartTimings {
 pub struct ManilaCsiEnvironment {
     options: EnvironmentOptions,
     cluster: Cluster,
-    cloud: FakeCloud,
-    inspector: CloudInspector,
+    cloud: EnvironmentCloud,
     applier: Applier,
     export_root: PathBuf,
     timings: StartTimings,
@@ -194,18 +199,44 @@ impl ManilaCsiEnvironment {
         let cluster = cluster_guard.cluster().await?;
 
         let export_root = cluster_guard.run_dir().join("exports");
-        let mut cloud_config = options.cloud.clone();
-        cloud_config.manila.availability_zones = options.zones.clone();
-        let cloud = FakeCloud::builder(cloud_config)
-            .backend_root(&export_root)
-            .tls(options.cloud_tls)
-            .start()
-            .await?;
-        tracing::info!(cloud = cloud.base_url(), exports = %export_root.display(), "fake cloud started");
+        let cloud = match &options.cloud_source {
+            CloudSource::Fake => {
+                let mut cloud_config = options.cloud.clone();
+                cloud_config.manila.availability_zones = options.zones.clone();
+                let cloud = FakeCloud::builder(cloud_config)
+                    .backend_root(&export_root)
+                    .tls(options.cloud_tls)
+                    .start()
+                    .await?;
+                tracing::info!(cloud = cloud.base_url(), exports = %export_root.display(), "fake cloud started");
+                let inspector = CloudInspector::new(&cloud);
+                EnvironmentCloud::Fake(Box::new(cloud), Box::new(inspector))
+            }
+            CloudSource::External(external) => {
+                if matches!(options.install, Install::Operator(_)) {
+                    return Err(super::error::Error::Unexpected(
+                        "installing the driver by its operator needs the fake cloud".into(),
+                    ));
+                }
+                tracing::info!(cloud = %external.source, "using a cloud this environment does not start");
+                EnvironmentCloud::External(external.clone())
+            }
+        };
+        let export_root = match &options.cloud_source {
+            CloudSource::External(ExternalCloud {
+                nfs: NfsAccess::Local(root),
+                ..
+            }) => root.clone(),
+            // With the kernel mounter the plugin only needs the directory to exist.
+            _ => {
+                std::fs::create_dir_all(&export_root)
+                    .map_err(super::error::Error::io("creating", &export_root))?;
+                export_root
+            }
+        };
 
         let mut environment = ManilaCsiEnvironment {
             applier: Applier::new(cluster.client()),
-            inspector: CloudInspector::new(&cloud),
             options,
             cluster,
             cloud,
@@ -240,14 +271,20 @@ impl ManilaCsiEnvironment {
         self.cluster.client()
     }
 
-    /// The fake cloud.
-    pub fn cloud(&self) -> &FakeCloud {
-        &self.cloud
+    /// The fake cloud, unless the environment uses a cloud it did not start.
+    pub fn fake_cloud(&self) -> Option<&FakeCloud> {
+        self.cloud.fake()
     }
 
-    /// A Manila client of the fake cloud (shares with sizes and zones, snapshots).
-    pub fn inspector(&self) -> &CloudInspector {
-        &self.inspector
+    /// A Manila client of the fake cloud (shares with sizes and zones, snapshots), unless the
+    /// environment uses a cloud it did not start.
+    pub fn inspector(&self) -> Option<&CloudInspector> {
+        self.cloud.inspector()
+    }
+
+    /// The flat `os-*` credentials the driver's Secret holds (never log them).
+    pub fn driver_secret(&self) -> BTreeMap<String, String> {
+        self.cloud.driver_secret()
     }
 
     /// The driver's namespace.
@@ -261,7 +298,8 @@ impl ManilaCsiEnvironment {
     }
 
     /// Where the fake cloud keeps share directories (`shares/<id>`, `snapshots/<id>`):
-    /// `exports/` in the run directory.
+    /// `exports/` in the run directory; with an external cloud, the export root the NFS
+    /// plugin binds from (local access) or an empty directory (kernel mounts).
     pub fn export_root(&self) -> &Path {
         &self.export_root
     }

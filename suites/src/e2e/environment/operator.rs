@@ -227,7 +227,7 @@ impl ManilaCsiEnvironment {
         }
         self.options.install = Install::Operator(operator.clone());
         self.create_credentials_secret(&operator.cloud_name).await?;
-        if let Some(ca) = self.cloud.ca_pem() {
+        if let Some(ca) = self.cloud.fake().and_then(|c| c.ca_pem()) {
             self.create_ca_config_map(&ca).await?;
         }
         let vars = self.operator_vars(&operator)?;
@@ -426,8 +426,10 @@ impl ManilaCsiEnvironment {
         secret.metadata.name = Some(CREDENTIALS_SECRET.into());
         // As on OpenShift, the CA comes from the `cloud-provider-config` ConfigMap, not from
         // a `cacert` path of clouds.yaml (a file of this host, not of the operator's pod).
-        let clouds_yaml: String = self
-            .cloud
+        let cloud = self.cloud.fake().ok_or_else(|| {
+            Error::Unexpected("installing the driver by its operator needs the fake cloud".into())
+        })?;
+        let clouds_yaml: String = cloud
             .clouds_yaml(cloud_name)
             .lines()
             .filter(|line| !line.trim_start().starts_with("cacert:"))
