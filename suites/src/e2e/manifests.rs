@@ -269,6 +269,7 @@ mod tests {
             ("NAMESPACE", "manila-csi"),
             ("DRIVER_NAME", "manila.csi.openstack.org"),
             ("INSTANCE", "openstack-manila-csi"),
+            ("NFS_MOUNTER", "local"),
             ("SECRET_NAME", "manila-csi-secrets"),
             ("EXPORT_ROOT", "/srv/exports"),
             ("ZONE", "zone-a"),
