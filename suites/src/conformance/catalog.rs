@@ -168,25 +168,37 @@ pub const SUITES: &[(&str, &str)] = &[
         SANITY_SUITE,
         "CSI spec conformance of the driver's endpoint (csi-sanity's cases); embedded default only",
     ),
+    ("volumes", "a volume stores data; its files can be executed"),
     (
         "provisioning",
-        "dynamic provisioning: claims bound to volumes of their size, deleted with them, bad parameters refused",
+        "dynamic provisioning: claims bound to volumes of their size, deleted with them, data sources, bad parameters refused",
     ),
     (
         "snapshottable",
-        "VolumeSnapshots: ready with a snapshot in the cloud, restored into claims holding the data",
+        "VolumeSnapshots, dynamic and pre-provisioned, Delete and Retain: ready with a snapshot in the cloud, restored into claims holding the data",
     ),
     (
         "multiVolume",
-        "volumes shared by pods on several nodes (RWX), and RWO volumes refused on a second node",
+        "several volumes and pods: one node and several, RWX across nodes, read-only, RWO refused on a second node",
     ),
     (
         "volume-expand",
-        "claims resized while in use: the volume, PV and claim grow",
+        "claims resized, offline and in use; refused without allowVolumeExpansion",
     ),
     (
+        "volumeMode",
+        "block volumes refused by a filesystem-only driver; unused volumes not mounted",
+    ),
+    ("subPath", "directories of a volume mounted with subPath"),
+    ("volumeIO", "files of several sizes written and read back"),
+    ("fsGroup", "volume ownership by the pod's fsGroup"),
+    (
         "topology",
-        "WaitForFirstConsumer provisioning in the zone of the pod's node",
+        "provisioning that follows where pods run; AllowedTopologies honoured and conflicts refused",
+    ),
+    (
+        "demo",
+        "the seed's demo: writer-one and writer-two on two nodes append to one RWX claim of csi-manila-nfs",
     ),
 ];
 

@@ -156,6 +156,30 @@ impl<'a> TestContext<'a> {
         Ok(name)
     }
 
+    /// A StorageClass named `name` (a name the test needs to show, e.g. `csi-manila-nfs`),
+    /// made like [`TestContext::storage_class_with`]; it goes with the test. Tests using a
+    /// fixed name must not run beside each other.
+    pub async fn storage_class_named(
+        &self,
+        name: &str,
+        edit: impl FnOnce(&mut StorageClass),
+    ) -> TestResult<String> {
+        let template = self.class_template()?;
+        let mut class = template.class.clone();
+        class.metadata = ObjectMeta {
+            name: Some(name.to_string()),
+            labels: Some(self.workload.labels()),
+            ..Default::default()
+        };
+        edit(&mut class);
+        let classes: Api<StorageClass> = Api::all(self.client());
+        classes
+            .create(&PostParams::default(), &class)
+            .await
+            .map_err(|e| TestError::failed(format!("creating StorageClass {name}: {e}")))?;
+        Ok(name.to_string())
+    }
+
     /// The name of the VolumeSnapshotClass to snapshot with: the spec file's existing class,
     /// or one of the test's own made from the spec file's.
     pub async fn snapshot_class(&self) -> TestResult<String> {

@@ -2,6 +2,7 @@
 //! storage test suites, each gated by the driver spec file through its
 //! [`Needs`](crate::conformance::Needs):
 //!
+//! - [`volumes`]: a volume stores data; its files can be executed;
 //! - [`provisioning`]: claims bound to volumes of their size, deleted with them; the
 //!   cluster's default class; a Manila share type that does not exist;
 //! - [`snapshottable`]: VolumeSnapshots ready with a snapshot in the cloud; claims restored
@@ -9,13 +10,26 @@
 //! - [`multivolume`]: a ReadWriteMany volume used by pods on two nodes; a ReadWriteOnce
 //!   volume refused on a second node while the first pod uses it;
 //! - [`expansion`]: a claim resized while a pod uses it;
-//! - [`topology`]: WaitForFirstConsumer provisioning in the zone of the pod's node.
+//! - [`volume_mode`]: block volumes on a filesystem-only driver; unused volumes not mounted;
+//! - [`subpath`]: subPath mounts; [`volume_io`]: files of several sizes; [`fs_group`]:
+//!   ownership by fsGroup;
+//! - [`topology`]: provisioning that follows where the pod runs, and AllowedTopologies;
+//! - [`demo`]: the seed's two writers on two nodes sharing one claim.
+//!
+//! [`data`] writes and checks seeded data through pods.
 
+pub mod data;
+pub mod demo;
 pub mod expansion;
+pub mod fs_group;
 pub mod multivolume;
 pub mod provisioning;
 pub mod snapshottable;
+pub mod subpath;
 pub mod topology;
+pub mod volume_io;
+pub mod volume_mode;
+pub mod volumes;
 
 use std::time::Duration;
 
@@ -28,11 +42,17 @@ use crate::conformance::{TestCase, TestContext, TestError, TestResult};
 /// Every storage test, in run order.
 pub fn tests() -> Vec<TestCase> {
     let mut tests = Vec::new();
+    tests.extend(volumes::tests());
     tests.extend(provisioning::tests());
     tests.extend(snapshottable::tests());
     tests.extend(multivolume::tests());
     tests.extend(expansion::tests());
+    tests.extend(volume_mode::tests());
+    tests.extend(subpath::tests());
+    tests.extend(volume_io::tests());
+    tests.extend(fs_group::tests());
     tests.extend(topology::tests());
+    tests.extend(demo::tests());
     tests
 }
 

@@ -19,6 +19,7 @@
 //! ```
 
 mod objects;
+mod pods;
 mod waits;
 
 use std::collections::BTreeMap;
@@ -39,6 +40,7 @@ pub use objects::{
     MOUNT_PATH, TEST_IMAGE, claim, claim_capacity, claim_from_snapshot, describe_pod, pod_is_ready,
     pod_with_claim, volume_capacity, volume_handle,
 };
+pub use pods::{PodBuilder, TEST_POD_LABEL};
 pub use waits::{bound_volume, events_about, wait_claim_bound, wait_event, wait_pod_ready};
 
 /// How long a [`Workload`]'s waits take at most, unless its [`WorkloadTimeouts`] say
