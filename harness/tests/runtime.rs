@@ -1,15 +1,15 @@
-//! The pod runtime with real processes, namespaces and mounts (needs root, as CI runs).
+//! The pod runtime with real processes, namespaces and mounts (needs root, as CI runs). Mount
+//! propagation and what a container's mount namespace holds: `runtime_mounts.rs`.
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
 
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use harness::runtime::host_mounts::{ScratchDir, is_mount_point, make_shared};
+use harness::runtime::host_mounts::ScratchDir;
 use harness::runtime::{
-    Container, ContainerSpec, Error, ExitStatus, ImageMap, Lifeline, Mount, Propagation, Runtime,
-    RuntimeConfig, Sandbox, SandboxSpec, User,
+    Container, ContainerSpec, Error, ExitStatus, ImageMap, Lifeline, Mount, Runtime, RuntimeConfig,
+    Sandbox, SandboxSpec, User,
 };
-use nix::mount::MsFlags;
 
 const WAIT: Duration = Duration::from_secs(20);
 
@@ -119,7 +119,10 @@ fn mountinfo() -> String {
 #[tokio::test]
 async fn two_sandboxes_share_a_host_volume_directory() {
     let run = ScratchDir::new().unwrap();
-    let volume = tempfile::tempdir().unwrap();
+    let volume = tempfile::Builder::new()
+        .prefix("runtime-")
+        .tempdir()
+        .unwrap();
     let runtime = runtime(run.path());
     let mut spec_a = SandboxSpec::new("pod-a", "writer-a");
     spec_a.mounts.push(Mount::bind(volume.path(), "/data"));
@@ -185,7 +188,10 @@ async fn hostname_is_the_pod_name_and_pid_1_is_the_sandbox_s() {
 async fn writes_inside_do_not_reach_the_host_and_mounts_leave_no_trace() {
     let before = mountinfo();
     let run = ScratchDir::new().unwrap();
-    let volume = tempfile::tempdir().unwrap();
+    let volume = tempfile::Builder::new()
+        .prefix("runtime-")
+        .tempdir()
+        .unwrap();
     let runtime = runtime(run.path());
     let marker = format!("written-by-pod-{}", std::process::id());
     let mut spec = SandboxSpec::new("uid-2", "isolated");
@@ -304,7 +310,10 @@ async fn exec_returns_output_and_exit_code_with_the_container_env_and_workdir() 
 
 #[tokio::test]
 async fn container_mounts_and_user_apply_to_that_container_only() {
-    let volume = tempfile::tempdir().unwrap();
+    let volume = tempfile::Builder::new()
+        .prefix("runtime-")
+        .tempdir()
+        .unwrap();
     std::fs::write(volume.path().join("token"), "secret-ish").unwrap();
     let pod = one_sandbox("uid-7", "users").await;
     let OneSandbox {
@@ -461,244 +470,6 @@ async fn a_taken_sandbox_id_is_refused() {
     runtime.teardown().await.unwrap();
 }
 
-// Mount propagation. These tests mount on the "host", so each first moves its thread (and so
-// the sandboxes it creates) into a mount namespace of its own: the real host's mount table
-// never changes, whatever runs in parallel. Inside, a scratch directory is a private mount
-// point, so the outcome does not depend on the host's propagation either.
-
-/// A private mount point in a mount namespace of the test thread's own; unmounts everything
-/// below it when dropped, then removes it ([`ScratchDir`]).
-struct Scratch(ScratchDir);
-
-impl Scratch {
-    fn new() -> Self {
-        nix::sched::unshare(nix::sched::CloneFlags::CLONE_NEWNS).unwrap();
-        mount(None, Path::new("/"), MsFlags::MS_REC | MsFlags::MS_PRIVATE);
-        let dir = ScratchDir::new().unwrap();
-        bind(dir.path(), dir.path());
-        mount(None, dir.path(), MsFlags::MS_PRIVATE);
-        Scratch(dir)
-    }
-
-    /// A new directory `name` in the scratch directory.
-    fn dir(&self, name: &str) -> PathBuf {
-        let path = self.0.path().join(name);
-        std::fs::create_dir_all(&path).unwrap();
-        path
-    }
-}
-
-/// mount(2) of `source` (none: a change of `target`'s flags) at `target` with `flags`.
-fn mount(source: Option<&Path>, target: &Path, flags: MsFlags) {
-    nix::mount::mount(source, target, None::<&str>, flags, None::<&str>).unwrap();
-}
-
-fn bind(source: &Path, target: &Path) {
-    mount(Some(source), target, MsFlags::MS_BIND);
-}
-
-/// A directory holding one file, `hello`.
-fn disk(scratch: &Scratch, name: &str) -> PathBuf {
-    let dir = scratch.dir(name);
-    std::fs::write(dir.join("hello"), format!("from {name}")).unwrap();
-    dir
-}
-
-/// A scratch directory holding `kubelet` (a shared mount point, as the node agent makes its
-/// `pods` and `plugins`), `share` (a disk) and a runtime's run directory. Fields drop in
-/// this order: the runtime before the scratch directory is unmounted.
-struct SharedKubelet {
-    runtime: Runtime,
-    kubelet: PathBuf,
-    share: PathBuf,
-    scratch: Scratch,
-}
-
-impl SharedKubelet {
-    fn new() -> Self {
-        let scratch = Scratch::new();
-        let kubelet = scratch.dir("kubelet");
-        make_shared(&kubelet).unwrap();
-        let share = disk(&scratch, "share");
-        let runtime = runtime(&scratch.dir("run"));
-        SharedKubelet {
-            runtime,
-            kubelet,
-            share,
-            scratch,
-        }
-    }
-
-    /// A sandbox `id` (`hostname`) running the sleeping container `container`, which mounts
-    /// the kubelet directory at `target` with `propagation` and the share at `/export`.
-    async fn sandbox(
-        &self,
-        (id, hostname): (&str, &str),
-        container: &str,
-        target: &str,
-        propagation: Propagation,
-    ) -> Sandbox {
-        let sandbox = self
-            .runtime
-            .create_sandbox(SandboxSpec::new(id, hostname))
-            .await
-            .unwrap();
-        let mut spec = sleeper(container);
-        spec.mounts
-            .push(Mount::bind(&self.kubelet, target).with_propagation(propagation));
-        spec.mounts.push(Mount::bind(&self.share, "/export"));
-        sandbox.run_container(spec).await.unwrap();
-        sandbox
-    }
-
-    /// Bind-mounts the share on the host at `kubelet/late`, after the containers started.
-    fn mount_late_on_host(&self) {
-        bind(&self.share, &self.scratch.dir("kubelet/late"));
-    }
-
-    /// Has the container `app` of `sandbox` (the kubelet directory at `/host`) bind-mount
-    /// the share at `/host/own`; returns that directory's path on the host.
-    async fn mount_own_in_container(&self, sandbox: &Sandbox) -> PathBuf {
-        let own = self.scratch.dir("kubelet/own");
-        let argv = ["mount", "--bind", "/export", "/host/own"];
-        exec_ok(sandbox, "app", &argv).await;
-        own
-    }
-}
-
-#[tokio::test]
-async fn bidirectional_mounts_made_in_a_container_reach_the_host_and_later_pods() {
-    let node = SharedKubelet::new();
-    let SharedKubelet {
-        runtime, kubelet, ..
-    } = &node;
-    let plugin = node
-        .sandbox(
-            ("csi-node", "csi-node"),
-            "plugin",
-            "/var/lib/kubelet",
-            Propagation::Bidirectional,
-        )
-        .await;
-
-    exec_ok(
-        &plugin,
-        "plugin",
-        &[
-            "sh",
-            "-c",
-            "mkdir -p /var/lib/kubelet/pods/vol && mount --bind /export /var/lib/kubelet/pods/vol",
-        ],
-    )
-    .await;
-    let published = kubelet.join("pods/vol");
-    assert!(
-        is_mount_point(&published).unwrap(),
-        "{}",
-        mountinfo_of_thread()
-    );
-    assert_eq!(
-        std::fs::read_to_string(published.join("hello")).unwrap(),
-        "from share"
-    );
-
-    // A pod created afterwards with a plain (private) mount of the published path sees it.
-    let mut consumer_spec = SandboxSpec::new("consumer", "consumer");
-    consumer_spec.mounts.push(Mount::bind(&published, "/data"));
-    let consumer = runtime.create_sandbox(consumer_spec).await.unwrap();
-    consumer.run_container(sleeper("app")).await.unwrap();
-    assert_eq!(
-        exec_ok(&consumer, "app", &["cat", "/data/hello"]).await,
-        "from share"
-    );
-
-    exec_ok(&plugin, "plugin", &["umount", "/var/lib/kubelet/pods/vol"]).await;
-    assert!(!is_mount_point(&published).unwrap());
-    assert!(!published.join("hello").exists());
-    runtime.teardown().await.unwrap();
-}
-
-#[tokio::test]
-async fn host_to_container_mounts_receive_later_host_mounts_but_never_send() {
-    let node = SharedKubelet::new();
-    let sandbox = node
-        .sandbox(
-            ("uid-h2c", "watcher"),
-            "app",
-            "/host",
-            Propagation::HostToContainer,
-        )
-        .await;
-
-    node.mount_late_on_host();
-    assert_eq!(
-        exec_ok(&sandbox, "app", &["cat", "/host/late/hello"]).await,
-        "from share"
-    );
-
-    let own = node.mount_own_in_container(&sandbox).await;
-    assert_eq!(
-        exec_ok(&sandbox, "app", &["cat", "/host/own/hello"]).await,
-        "from share"
-    );
-    assert!(
-        !is_mount_point(&own).unwrap(),
-        "the container's mount reached the host"
-    );
-    node.runtime.teardown().await.unwrap();
-}
-
-#[tokio::test]
-async fn private_container_mounts_of_a_shared_source_stay_private_both_ways() {
-    let node = SharedKubelet::new();
-    let sandbox = node
-        .sandbox(
-            ("uid-private", "private"),
-            "app",
-            "/host",
-            Propagation::Private,
-        )
-        .await;
-
-    let own = node.mount_own_in_container(&sandbox).await;
-    assert!(
-        !is_mount_point(&own).unwrap(),
-        "the container's mount reached the host"
-    );
-    assert!(!own.join("hello").exists());
-
-    node.mount_late_on_host();
-    assert_eq!(
-        exec_ok(&sandbox, "app", &["sh", "-c", "ls -A /host/late | wc -l"]).await,
-        "0\n",
-        "a later host mount reached the container"
-    );
-    node.runtime.teardown().await.unwrap();
-}
-
-#[tokio::test]
-async fn bidirectional_mount_of_a_non_shared_source_fails_naming_it() {
-    let scratch = Scratch::new();
-    let private = scratch.dir("private");
-    let run = scratch.dir("run");
-    let runtime = runtime(&run);
-    let sandbox = runtime
-        .create_sandbox(SandboxSpec::new("uid-noshare", "noshare"))
-        .await
-        .unwrap();
-    let mut spec = sleeper("plugin");
-    spec.mounts.push(
-        Mount::bind(&private, "/var/lib/kubelet").with_propagation(Propagation::Bidirectional),
-    );
-    let err = sandbox.run_container(spec).await.unwrap_err().to_string();
-    assert!(
-        err.contains(&private.display().to_string()) && err.contains("must be a shared mount"),
-        "{err}"
-    );
-    assert!(sandbox.run_container(sleeper("other")).await.is_ok());
-    runtime.teardown().await.unwrap();
-}
-
 #[tokio::test]
 async fn an_image_binary_under_the_host_s_tmp_runs_as_a_container() {
     // The sandbox's /tmp is private: only the binary's own mount makes it visible.
@@ -733,8 +504,4 @@ async fn an_image_binary_under_the_host_s_tmp_runs_as_a_container() {
     assert!(app.wait().await.unwrap().success());
     assert_eq!(app.logs().unwrap(), "hello\n");
     runtime.teardown().await.unwrap();
-}
-
-fn mountinfo_of_thread() -> String {
-    std::fs::read_to_string("/proc/thread-self/mountinfo").unwrap()
 }

@@ -11,11 +11,10 @@ use k8s_openapi::api::apps::v1::{DaemonSet, Deployment};
 use k8s_openapi::api::core::v1::{Event, PersistentVolume, Pod, Secret};
 use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding};
 use k8s_openapi::api::storage::v1::StorageClass;
-use kube::api::{Api, ApiResource, DeleteParams, DynamicObject, ListParams, Patch, PatchParams};
+use kube::api::{Api, ApiResource, DynamicObject, ListParams, Patch, PatchParams};
 use kube::core::GroupVersionKind;
 use suites::e2e::workload::{
-    Workload, claim, claim_capacity, describe_pod, events_about, pod_is_ready, pod_with_claim,
-    volume_capacity,
+    Workload, claim, claim_capacity, describe_pod, pod_is_ready, pod_with_claim, volume_capacity,
 };
 use suites::e2e::{
     CA_CONFIG_MAP, DEFAULT_STORAGE_CLASS, DRIVER_NAME, DRIVER_SECRET, EnvironmentOptions, Install,
@@ -264,73 +263,6 @@ impl Manila {
                 )
             })
             .collect()
-    }
-}
-
-/// Deletes the writer pod and waits until it is gone.
-///
-/// Works around a limitation of the harness's container runtime (`harness/src/runtime`): a
-/// container created while a volume is published on its node inherits a private copy of that
-/// mount in its mount namespace, outside its root (the runtime chroots; unlike runc it does
-/// not pivot_root and detach the host's mounts). The NFS node plugin restarted by the upgrade
-/// is such a container: its NodeUnpublishVolume unmounts the target where it sees it, then
-/// cannot remove the directory (`EBUSY`, a `FailedUnmount` event) and never will. An NFS
-/// plugin started after that unmount has no copy, so the node agent's next retry succeeds:
-/// when the event shows, the plugin's pod on the writer's node is restarted. Without the
-/// limitation this is a plain deletion.
-async fn delete_writer(env: &ManilaCsiEnvironment, workload: &Workload<'_>, node: &str) {
-    workload
-        .pods
-        .delete("writer", &DeleteParams::default())
-        .await
-        .unwrap();
-    let client = env.client();
-    let namespace = workload.namespace().to_string();
-    let blocked = wait::wait_until("the writer pod to be deleted", WAIT, || {
-        let client = client.clone();
-        let namespace = namespace.clone();
-        let pods = workload.pods.clone();
-        async move {
-            if pods
-                .get_opt("writer")
-                .await
-                .map_err(|e| e.to_string())?
-                .is_none()
-            {
-                return Ok(Some(false));
-            }
-            let events = events_about(&client, &namespace, "writer")
-                .await
-                .map_err(|e| e.to_string())?;
-            let busy = events.iter().any(|e| {
-                e.reason.as_deref() == Some("FailedUnmount")
-                    && e.message.as_deref().unwrap_or("").contains("busy")
-            });
-            if busy {
-                Ok(Some(true))
-            } else {
-                Err("still there".to_string())
-            }
-        }
-    })
-    .await
-    .unwrap();
-    if blocked {
-        tracing::warn!(
-            node,
-            "the writer's volume cannot be unpublished by the restarted NFS plugin (harness \
-             runtime limitation, see delete_writer): restarting the plugin on its node"
-        );
-        let pods: Api<Pod> = Api::namespaced(client.clone(), env.namespace());
-        let nfs = ListParams::default()
-            .labels("app=csi-nfsplugin,component=nodeplugin")
-            .fields(&format!("spec.nodeName={node}"));
-        pods.delete_collection(&DeleteParams::default(), &nfs)
-            .await
-            .unwrap();
-        wait::wait_deleted(&workload.pods, "writer", WAIT)
-            .await
-            .unwrap();
     }
 }
 
@@ -664,12 +596,9 @@ async fn the_current_operator_adopts_release_n_minus_1_and_a_volume_in_use_is_un
     .await;
     workload.check("claim capacity 2Gi", claim_grown).await?;
 
-    let node = after
-        .spec
-        .as_ref()
-        .and_then(|s| s.node_name.clone())
-        .unwrap();
-    delete_writer(&env, &workload, &node).await;
+    // Its volume was published before the upgrade restarted the node plugin: the restarted
+    // plugin unpublishes it.
+    workload.delete_pods(&["writer"]).await?;
     workload.cleanup().await?;
     env.teardown().await?;
     Ok(())

@@ -9,9 +9,13 @@
 //!   everything is writable inside and nothing written reaches the host; fresh `/proc`, the
 //!   host's `/dev` and `/sys`, private `/tmp` and `/run`, `/etc/hostname` and `/etc/hosts`
 //!   naming the pod, and the pod's volumes bind-mounted at their mount paths (created inside the
-//!   overlay when missing, e.g. under `/etc`).
-//! - A **container** ([`Container`]) is a process started inside the sandbox's namespaces
-//!   (chrooted into its root) with its command, environment, working directory and user; its
+//!   overlay when missing, e.g. under `/etc`). As with runc, the sandbox's mount namespace
+//!   holds only those mounts: its PID 1 pivots into the root (`pivot_root`) and detaches the
+//!   host's mounts, so the sandbox keeps no copy of a mount the host had when it was created
+//!   (the copy would keep that mount point busy: removing the directory, e.g. when a volume is
+//!   unpublished, would fail with `EBUSY` in the sandbox and in its containers).
+//! - A **container** ([`Container`]) is a process started inside the sandbox's namespaces (at
+//!   the sandbox's root) with its command, environment, working directory and user; its
 //!   stdout and stderr go to one log file; its exit status (code or signal) is awaited from
 //!   tokio. Containers may add mounts of their own (a mount namespace per container), with
 //!   Kubernetes' mount propagation ([`Propagation`]). [`Container::exec`] runs a command the
@@ -26,13 +30,17 @@
 //! The namespace work happens in the single-threaded `pod-sandbox` helper binary (this crate's
 //! `src/bin/pod-sandbox`), never in the multi-threaded tokio process: `setns` into a mount
 //! namespace is refused to multi-threaded processes, and `fork` in one is fragile.
-//! `pod-sandbox init` unshares the namespaces, makes every mount private (so nothing propagates
-//! to the host), builds the root and starts PID 1; `pod-sandbox run` (the container's
-//! *monitor*) enters the sandbox's namespaces, starts the process, records its pid and, when it
-//! ends, its exit status; `pod-sandbox exec` does the same for a one-off command. Mounts exist
-//! only inside the sandbox's (or container's) mount namespace and vanish with it, so the
-//! host's mount table does not change, with one exception by design: see *Mount propagation*.
-//! The chroot is an isolation of convenience for tests, not a security boundary.
+//! `pod-sandbox init` unshares the UTS and PID namespaces and starts PID 1 (`pause`), which
+//! unshares the mount namespace, makes every mount private (so nothing propagates to the
+//! host), builds the root, then pivots into it and lazily unmounts the old root;
+//! `pod-sandbox run` (the container's *monitor*) joins the sandbox's UTS and PID namespaces,
+//! starts the process, records its pid and, when it ends, its exit status; `pod-sandbox exec`
+//! does the same for a one-off command. The monitor stays in the host's mount namespace, where
+//! the run directory is: the process it starts (`pod-sandbox enter`) joins the sandbox's mount
+//! namespace last, which puts it at the sandbox's root. Mounts exist only inside the sandbox's
+//! (or container's) mount namespace and vanish with it, so the host's mount table does not
+//! change, with one exception by design: see *Mount propagation*. The separate root is an
+//! isolation of convenience for tests, not a security boundary.
 //!
 //! Everything lives under one run directory (layout in [`layout`]); volume sources are host
 //! paths that must be ready (mounted) when the sandbox is created, as kubelet mounts volumes
@@ -42,14 +50,16 @@
 //! # Mount propagation
 //!
 //! A CSI node plugin runs as a pod and publishes volumes by mounting them at kubelet's target
-//! paths, which the node agent and later pods must see: Kubernetes' `mountPropagation`. A
-//! container [`Mount`] with [`Propagation::Bidirectional`] or [`Propagation::HostToContainer`]
-//! is not a plain bind mount: the monitor, still in the host's mount namespace, clones the
-//! source's mount tree (`open_tree(OPEN_TREE_CLONE | AT_RECURSIVE)`), and attaches the clone
-//! (`move_mount`) at the target once in the container's private namespace. The clone of a
-//! shared mount stays in its peer group, so mounts made below the target in the container
-//! appear on the host below the source, and the other way round; `HostToContainer` makes the
-//! clone a slave (receives, never sends). So a `Bidirectional` mount **may change the host's
+//! paths, which the node agent and later pods must see: Kubernetes' `mountPropagation`. As the
+//! sandbox's namespace does not reach the host's paths, every container [`Mount`] is cloned
+//! where they are: `pod-sandbox enter`, still in the host's mount namespace, clones the
+//! source's mount tree (`open_tree(OPEN_TREE_CLONE | AT_RECURSIVE)`), joins the sandbox's
+//! namespace, makes a private copy of it for the container and attaches the clone
+//! (`move_mount`) at the target there. The clone of a shared mount stays in its peer group, so
+//! with [`Propagation::Bidirectional`] mounts made below the target in the container appear on
+//! the host below the source, and the other way round; [`Propagation::HostToContainer`] makes
+//! the clone a slave (receives, never sends), [`Propagation::Private`] takes it out of the
+//! group. So a `Bidirectional` mount **may change the host's
 //! mount table**, by design; the source must be on a shared mount
 //! ([`host_mounts::make_shared`]) or the container fails to start. Before removing a directory
 //! that may hold such mounts, call [`host_mounts::unmount_all_under`]. Sandbox-level mounts
@@ -84,7 +94,8 @@
 //!
 //! There, overlayfs needs Linux ≥ 5.11, only the mapped user exists (containers with a
 //! [`User`] other than root fail), and the host's files owned by other users appear as
-//! `nobody`.
+//! `nobody`. Everywhere, pivoting into the sandbox's root needs the current root to be a mount
+//! point with a parent mount, as it is except in an initramfs (the helper says so otherwise).
 //!
 //! # Example
 //!
@@ -196,7 +207,7 @@ impl Runtime {
         }
         let sandboxes = sandboxes_dir(&config.run_dir);
         std::fs::create_dir_all(&sandboxes).map_err(|e| Error::io("creating", &sandboxes, e))?;
-        // Absolute paths: the helper chroots and changes directories.
+        // Absolute paths: the helpers change directories and mount namespaces.
         config.run_dir = std::fs::canonicalize(&config.run_dir)
             .map_err(|e| Error::io("resolving", &config.run_dir, e))?;
         Ok(Runtime {

@@ -1,11 +1,17 @@
 //! `pod-sandbox`: the single-threaded helper that does the namespace work of the pod runtime
 //! (`harness::runtime`), which calls it; not meant to be run by hand.
 //!
-//! - `init`: unshares mount/UTS/PID namespaces, builds the sandbox root, starts PID 1.
-//! - `pause`: PID 1 of a sandbox: mounts `/proc`, reaps orphans, exits when the lifeline breaks.
-//! - `run`: a container's monitor: enters the sandbox, starts the process, records its exit.
+//! - `init`: unshares UTS/PID namespaces, starts PID 1, records the sandbox's state.
+//! - `pause`: PID 1 of a sandbox: unshares the mount namespace, builds the sandbox root and
+//!   pivots into it (detaching the host's mounts, as runc does), reaps orphans, exits when the
+//!   lifeline breaks.
+//! - `run`: a container's monitor: starts the process in the sandbox, records its exit.
 //! - `exec`: runs a command in a running container and records how it ended.
-//! - `enter`: the last step before the command: chroot, working directory, user, exec.
+//! - `enter`: the last step before the command: the container's mount namespace (joined, or
+//!   made with the container's own mounts), working directory, user, exec.
+//!
+//! `init`, `run` and `exec` stay in the host's mount namespace, where the run directory is;
+//! only `pause` and `enter` go into the sandbox's, whose root is the sandbox's root.
 
 mod namespaces;
 mod rootfs;
@@ -34,10 +40,10 @@ enum Step {
         #[arg(long)]
         lifeline_fd: Option<RawFd>,
     },
-    /// PID 1 of a sandbox.
+    /// PID 1 of a sandbox described by `<dir>/spec.json`.
     Pause {
         #[arg(long)]
-        root: PathBuf,
+        dir: PathBuf,
         #[arg(long)]
         lifeline_fd: Option<RawFd>,
     },
@@ -55,10 +61,16 @@ enum Step {
         #[arg(last = true, required = true)]
         argv: Vec<String>,
     },
-    /// Chroots, sets the working directory and user, and executes the command.
+    /// Enters the container's mount namespace, sets the working directory and user, and
+    /// executes the command.
     Enter {
+        /// The mount namespace to join (the container's, or the sandbox's with `--mounts-of`).
         #[arg(long)]
-        root: PathBuf,
+        mount_ns_fd: RawFd,
+        /// A container directory: make a mount namespace of its own with the mounts of its
+        /// `spec.json` (cloned from the current, host's, namespace first).
+        #[arg(long)]
+        mounts_of: Option<PathBuf>,
         /// Write end of a close-on-exec pipe: gets the error when the exec fails.
         #[arg(long)]
         status_fd: RawFd,
@@ -77,7 +89,7 @@ fn main() -> std::process::ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
         Step::Init { dir, lifeline_fd } => sandbox::init(&dir, lifeline_fd),
-        Step::Pause { root, lifeline_fd } => sandbox::pause(&root, lifeline_fd),
+        Step::Pause { dir, lifeline_fd } => sandbox::pause(&dir, lifeline_fd),
         Step::Run { container_dir } => namespaces::run(&container_dir),
         Step::Exec {
             container_dir,
@@ -85,13 +97,23 @@ fn main() -> std::process::ExitCode {
             argv,
         } => namespaces::exec(&container_dir, &result_file, &argv),
         Step::Enter {
-            root,
+            mount_ns_fd,
+            mounts_of,
             status_fd,
             workdir,
             uid,
             gid,
             argv,
-        } => namespaces::enter(&root, status_fd, workdir.as_deref(), uid.zip(gid), &argv),
+        } => namespaces::enter(
+            &namespaces::Entry {
+                mount_ns_fd,
+                mounts_of,
+                workdir,
+                user: uid.zip(gid),
+            },
+            status_fd,
+            &argv,
+        ),
     };
     match result {
         Ok(()) => std::process::ExitCode::SUCCESS,

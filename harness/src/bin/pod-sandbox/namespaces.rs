@@ -1,4 +1,9 @@
 //! `run`, `exec` and `enter`: processes inside a sandbox's namespaces.
+//!
+//! `run` (the monitor) and `exec` join the sandbox's (or container's) UTS and PID namespaces
+//! but stay in the host's mount namespace, where the run directory is; the `enter` child they
+//! start joins the mount namespace last, whose root is the sandbox's root (see `pause`), so
+//! the command finds itself at that root with none of the host's mounts.
 
 use std::fs::File;
 use std::io::{Read, Write};
@@ -30,6 +35,12 @@ fn failed(e: anyhow::Error) -> HelperOutcome {
     }
 }
 
+/// What `enter` writes to the status pipe when the command does not run: one of these kinds on
+/// the first line, then the message. It writes nothing when the exec succeeds.
+const CANNOT_EXECUTE: &str = "cannot-execute";
+/// Setting up the container's mount namespace failed (not the command's fault).
+const SETUP_FAILED: &str = "setup-failed";
+
 /// Everything needed to start a process in a container.
 struct Target {
     spec: ContainerSpec,
@@ -49,17 +60,27 @@ impl Target {
         })
     }
 
-    /// `pod-sandbox enter …` for `argv`, with the container's environment; `status` is the
-    /// write end of the exec-status pipe.
-    fn enter_command(&self, argv: &[String], status: &OwnedFd) -> anyhow::Result<Command> {
+    /// `pod-sandbox enter …` for `argv`, with the container's environment: it joins
+    /// `mount_ns` (and with `mounts_of`, makes a namespace of its own with that container's
+    /// mounts); `status` is the write end of the exec-status pipe.
+    fn enter_command(
+        &self,
+        argv: &[String],
+        mount_ns: &OwnedFd,
+        mounts_of: Option<&ContainerDir>,
+        status: &OwnedFd,
+    ) -> anyhow::Result<Command> {
         let exe = std::env::current_exe().context("locating the pod-sandbox binary")?;
         let mut command = Command::new(exe);
         command
             .arg("enter")
-            .arg("--root")
-            .arg(self.sandbox.rootfs())
+            .arg("--mount-ns-fd")
+            .arg(mount_ns.as_raw_fd().to_string())
             .arg("--status-fd")
             .arg(status.as_raw_fd().to_string());
+        if let Some(dir) = mounts_of {
+            command.arg("--mounts-of").arg(&dir.0);
+        }
         if let Some(dir) = &self.spec.working_dir {
             command.arg("--workdir").arg(dir);
         }
@@ -79,8 +100,9 @@ impl Target {
     }
 }
 
-/// Joins the UTS, PID (for children) and mount namespaces of `process`.
-fn enter_namespaces(process: ProcessId) -> anyhow::Result<()> {
+/// Joins the UTS and PID (for children) namespaces of `process` and returns its mount
+/// namespace, open and inheritable, for `enter` to join: this process stays in the host's.
+fn join_namespaces(process: ProcessId) -> anyhow::Result<OwnedFd> {
     let open = |ns: &str| {
         File::open(format!("/proc/{}/ns/{ns}", process.pid))
             .with_context(|| format!("opening the {ns} namespace of process {}", process.pid))
@@ -91,8 +113,9 @@ fn enter_namespaces(process: ProcessId) -> anyhow::Result<()> {
     }
     setns(uts, CloneFlags::CLONE_NEWUTS).context("joining the UTS namespace")?;
     setns(pid, CloneFlags::CLONE_NEWPID).context("joining the PID namespace")?;
-    setns(mnt, CloneFlags::CLONE_NEWNS).context("joining the mount namespace")?;
-    Ok(())
+    fcntl(&mnt, FcntlArg::F_SETFD(FdFlag::empty()))
+        .context("making the mount namespace inheritable")?;
+    Ok(OwnedFd::from(mnt))
 }
 
 /// A close-on-exec pipe whose write end is inherited by the next child (and closed by `enter`
@@ -103,9 +126,14 @@ fn status_pipe() -> anyhow::Result<(File, OwnedFd)> {
     Ok((File::from(read), write))
 }
 
-/// Spawns `command`, then learns from the status pipe whether its exec succeeded.
-fn spawn_checked(mut command: Command, program: &str) -> Outcome<Child> {
+/// Spawns the command `build` makes for the write end of a status pipe, then learns from the
+/// pipe whether its exec succeeded.
+fn spawn_checked(
+    build: impl FnOnce(&OwnedFd) -> anyhow::Result<Command>,
+    program: &str,
+) -> Outcome<Child> {
     let (mut status_read, status_write) = status_pipe().map_err(failed)?;
+    let mut command = build(&status_write).map_err(failed)?;
     let spawned = command.spawn();
     drop(status_write);
     let mut child = match spawned {
@@ -122,9 +150,18 @@ fn spawn_checked(mut command: Command, program: &str) -> Outcome<Child> {
         return Ok(child);
     }
     let _ = child.wait();
-    Err(HelperOutcome::CannotExecute {
-        command: program.to_string(),
-        reason: message,
+    Err(match message.split_once('\n') {
+        Some((SETUP_FAILED, message)) => HelperOutcome::Failed {
+            message: message.to_string(),
+        },
+        Some((CANNOT_EXECUTE, reason)) => HelperOutcome::CannotExecute {
+            command: program.to_string(),
+            reason: reason.to_string(),
+        },
+        _ => HelperOutcome::CannotExecute {
+            command: program.to_string(),
+            reason: message,
+        },
     })
 }
 
@@ -155,12 +192,7 @@ fn start(dir: &ContainerDir) -> Outcome<(ContainerState, Child)> {
     if !sandbox.pause.is_alive() {
         return Err(HelperOutcome::NotRunning);
     }
-    // Still in the host's mount namespace: clone the sources of propagating mounts here.
-    let clones = rootfs::clone_propagating_sources(&target.spec.mounts).map_err(failed)?;
-    enter_namespaces(sandbox.pause).map_err(|_| HelperOutcome::NotRunning)?;
-    if !target.spec.mounts.is_empty() {
-        container_mounts(&target, clones).map_err(failed)?;
-    }
+    let mount_ns = join_namespaces(sandbox.pause).map_err(|_| HelperOutcome::NotRunning)?;
     let log = std::fs::OpenOptions::new()
         .create(true)
         .append(true)
@@ -171,14 +203,18 @@ fn start(dir: &ContainerDir) -> Outcome<(ContainerState, Child)> {
         .try_clone()
         .context("duplicating the log")
         .map_err(failed)?;
-    let (_, status_write) = status_pipe().map_err(failed)?;
-    let mut command = target
-        .enter_command(&target.spec.argv, &status_write)
-        .map_err(failed)?;
-    drop(status_write);
-    command.stdin(Stdio::null()).stdout(log).stderr(log2);
+    let mounts_of = (!target.spec.mounts.is_empty()).then_some(dir);
     let program = target.spec.argv.first().cloned().unwrap_or_default();
-    let child = spawn_checked(command, &program)?;
+    let child = spawn_checked(
+        |status| {
+            let mut command =
+                target.enter_command(&target.spec.argv, &mount_ns, mounts_of, status)?;
+            command.stdin(Stdio::null()).stdout(log).stderr(log2);
+            Ok(command)
+        },
+        &program,
+    )?;
+    drop(mount_ns);
     let process = ProcessId::including_zombie(child.id() as i32)
         .context("the container process vanished")
         .map_err(failed)?;
@@ -188,29 +224,6 @@ fn start(dir: &ContainerDir) -> Outcome<(ContainerState, Child)> {
     let state = ContainerState { monitor, process };
     write_json(&dir.state(), &state).map_err(|e| failed(e.into()))?;
     Ok((state, child))
-}
-
-/// A mount namespace of the container's own (a copy of the sandbox's) with its mounts;
-/// `clones` holds the host clones of the propagating ones (see
-/// [`rootfs::clone_propagating_sources`]).
-fn container_mounts(target: &Target, clones: Vec<Option<OwnedFd>>) -> anyhow::Result<()> {
-    unshare(CloneFlags::CLONE_NEWNS).context("creating the container's mount namespace")?;
-    mount(
-        None::<&str>,
-        "/",
-        None::<&str>,
-        MsFlags::MS_REC | MsFlags::MS_PRIVATE,
-        None::<&str>,
-    )
-    .context("making the container's mounts private")?;
-    let root = target.sandbox.rootfs();
-    for (m, clone) in target.spec.mounts.iter().zip(clones) {
-        match clone {
-            Some(clone) => rootfs::attach_into_root(&root, m, clone)?,
-            None => rootfs::bind_into_root(&root, m)?,
-        }
-    }
-    Ok(())
 }
 
 /// Runs `argv` in a running container with this process's stdout/stderr; the outcome goes to
@@ -230,12 +243,13 @@ fn exec_command(dir: &ContainerDir, argv: &[String]) -> Outcome<ExitStatus> {
     if !state.process.is_alive() {
         return Err(HelperOutcome::NotRunning);
     }
-    enter_namespaces(state.process).map_err(|_| HelperOutcome::NotRunning)?;
-    let (_, status_write) = status_pipe().map_err(failed)?;
-    let command = target.enter_command(argv, &status_write).map_err(failed)?;
-    drop(status_write);
+    let mount_ns = join_namespaces(state.process).map_err(|_| HelperOutcome::NotRunning)?;
     let program = argv.first().cloned().unwrap_or_default();
-    let mut child = spawn_checked(command, &program)?;
+    let mut child = spawn_checked(
+        |status| target.enter_command(argv, &mount_ns, None, status),
+        &program,
+    )?;
+    drop(mount_ns);
     let status = child
         .wait()
         .context("waiting for the command")
@@ -243,31 +257,76 @@ fn exec_command(dir: &ContainerDir, argv: &[String]) -> Outcome<ExitStatus> {
     Ok(ExitStatus::from_std(status))
 }
 
-/// The last step: chroot into the sandbox root, set the working directory and user, exec.
-pub fn enter(
-    root: &Path,
-    status_fd: RawFd,
-    workdir: Option<&Path>,
-    user: Option<(u32, u32)>,
-    argv: &[String],
-) -> anyhow::Result<()> {
+/// How `enter` gets into the container.
+#[derive(Debug)]
+pub struct Entry {
+    /// The inherited mount namespace to join: the container's, or the sandbox's when
+    /// `mounts_of` is set.
+    pub mount_ns_fd: RawFd,
+    /// The container directory whose mounts get a mount namespace of their own.
+    pub mounts_of: Option<PathBuf>,
+    /// The working directory (created when missing); `/` when unset.
+    pub workdir: Option<PathBuf>,
+    /// The uid and gid to run as.
+    pub user: Option<(u32, u32)>,
+}
+
+/// The last step: into the container's mount namespace (whose root is the sandbox's root),
+/// working directory, user, exec. Why the command does not run goes to the status pipe.
+pub fn enter(entry: &Entry, status_fd: RawFd, argv: &[String]) -> anyhow::Result<()> {
     let mut status = inherited_fd(status_fd)?;
     fcntl(&status, FcntlArg::F_SETFD(FdFlag::FD_CLOEXEC)).context("marking the status pipe")?;
-    let error = match prepare(root, workdir, user) {
-        Ok(()) => {
-            let (program, args) = argv.split_first().context("no command")?;
-            // Only returns on failure.
-            let e = Command::new(program).args(args).exec();
-            e.to_string()
-        }
-        Err(e) => format!("{e:#}"),
+    let report = match enter_mount_namespace(entry) {
+        Err(e) => format!("{SETUP_FAILED}\n{e:#}"),
+        Ok(()) => match prepare(entry.workdir.as_deref(), entry.user) {
+            Ok(()) => {
+                let (program, args) = argv.split_first().context("no command")?;
+                // Only returns on failure.
+                let e = Command::new(program).args(args).exec();
+                format!("{CANNOT_EXECUTE}\n{e}")
+            }
+            Err(e) => format!("{CANNOT_EXECUTE}\n{e:#}"),
+        },
     };
-    let _ = status.write_all(error.as_bytes());
+    let _ = status.write_all(report.as_bytes());
     std::process::exit(127)
 }
 
-fn prepare(root: &Path, workdir: Option<&Path>, user: Option<(u32, u32)>) -> anyhow::Result<()> {
-    nix::unistd::chroot(root).with_context(|| format!("chroot into {root:?}"))?;
+/// Joins the inherited mount namespace; with `mounts_of`, first clones the container's mount
+/// sources here (the host's namespace, where their paths are), then makes a namespace of the
+/// container's own (a private copy of the sandbox's) and attaches them in it.
+fn enter_mount_namespace(entry: &Entry) -> anyhow::Result<()> {
+    let namespace = inherited_fd(entry.mount_ns_fd)?;
+    let mounts = match &entry.mounts_of {
+        Some(dir) => {
+            let spec: ContainerSpec = read_required_json(&ContainerDir(dir.clone()).spec())?;
+            let clones = rootfs::clone_sources(&spec.mounts)?;
+            spec.mounts.into_iter().zip(clones).collect()
+        }
+        None => Vec::new(),
+    };
+    // Closes the descriptor, so the command does not inherit it.
+    setns(namespace, CloneFlags::CLONE_NEWNS).context("joining the sandbox's mount namespace")?;
+    if mounts.is_empty() {
+        return Ok(());
+    }
+    unshare(CloneFlags::CLONE_NEWNS).context("creating the container's mount namespace")?;
+    mount(
+        None::<&str>,
+        "/",
+        None::<&str>,
+        MsFlags::MS_REC | MsFlags::MS_PRIVATE,
+        None::<&str>,
+    )
+    .context("making the container's mounts private")?;
+    for (m, clone) in mounts {
+        rootfs::attach_into_root(Path::new("/"), &m, clone)?;
+    }
+    Ok(())
+}
+
+/// Working directory, user and parent-death signal, in the container's mount namespace.
+fn prepare(workdir: Option<&Path>, user: Option<(u32, u32)>) -> anyhow::Result<()> {
     let workdir = workdir.map_or_else(|| PathBuf::from("/"), Path::to_path_buf);
     std::fs::create_dir_all(&workdir)
         .with_context(|| format!("creating the working directory {workdir:?}"))?;

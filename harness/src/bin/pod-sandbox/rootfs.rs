@@ -1,7 +1,7 @@
 //! The sandbox root: a tmpfs with the host's top-level directories as overlays (host = lower
 //! layer, upper layer in a tmpfs of the sandbox), special file systems, the pod's identity
-//! files and its bind mounts. Runs inside the sandbox's private mount namespace only, except
-//! [`clone_propagating_sources`], which runs in the host's.
+//! files and its bind mounts; the pivot into it; the containers' own mounts. Runs inside the
+//! sandbox's private mount namespace only, except [`clone_sources`], which runs in the host's.
 
 use std::fs::OpenOptions;
 use std::os::fd::OwnedFd;
@@ -11,14 +11,15 @@ use anyhow::{Context, bail};
 use harness::runtime::host_mounts;
 use harness::runtime::layout::SandboxDir;
 use harness::runtime::{Mount, Propagation, SandboxSpec};
-use nix::mount::{MsFlags, mount};
+use nix::mount::{MntFlags, MsFlags, mount};
 use rustix::fs::CWD;
 use rustix::mount::{MoveMountFlags, OpenTreeFlags, move_mount, open_tree};
 
 /// Host top-level entries the sandbox gets fresh or private versions of instead of overlays.
 const NOT_OVERLAID: &[&str] = &["proc", "sys", "dev", "tmp", "run"];
 
-/// Builds the root at `dir.rootfs()` from the host's `/`.
+/// Builds the root at `dir.rootfs()` from the host's `/`, in the sandbox's PID 1 (so that the
+/// fresh `/proc` is the sandbox's PID namespace's) before it pivots into it.
 pub fn build(dir: &SandboxDir, spec: &SandboxSpec) -> anyhow::Result<()> {
     let root = dir.rootfs();
     let layers = dir.layers();
@@ -49,7 +50,16 @@ pub fn build(dir: &SandboxDir, spec: &SandboxSpec) -> anyhow::Result<()> {
     for name in ["proc", "sys", "dev", "tmp", "run"] {
         mkdir(&root.join(name))?;
     }
-    // /proc is mounted by PID 1, which alone is in the new PID namespace.
+    // Before the pivot: in a user namespace a new proc mount is refused unless a full one is
+    // visible.
+    mount(
+        Some("proc"),
+        &root.join("proc"),
+        Some("proc"),
+        MsFlags::MS_NOSUID | MsFlags::MS_NODEV | MsFlags::MS_NOEXEC,
+        None::<&str>,
+    )
+    .context("mounting /proc")?;
     bind(Path::new("/dev"), &root.join("dev"), false)?;
     bind(Path::new("/sys"), &root.join("sys"), true)?;
     tmpfs(&root.join("tmp"), "mode=1777")?;
@@ -61,50 +71,59 @@ pub fn build(dir: &SandboxDir, spec: &SandboxSpec) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Bind-mounts `m.source` at `m.target` inside `root`, creating the mount point when missing.
+/// Bind-mounts `m.source` at `m.target` inside `root`, creating the mount point when missing
+/// (sandbox mounts, made before the pivot, while the host's paths are reachable).
 pub fn bind_into_root(root: &Path, m: &Mount) -> anyhow::Result<()> {
-    let target = mount_point_in_root(root, m)?;
+    let is_dir = std::fs::metadata(&m.source)
+        .with_context(|| format!("inspecting mount source {:?}", m.source))?
+        .is_dir();
+    let target = mount_point_in_root(root, &m.target, is_dir)?;
     bind(&m.source, &target, m.read_only)
         .with_context(|| format!("mounting {:?} at {:?}", m.source, m.target))
 }
 
-/// Where `m` goes inside `root`, created (like its source: directory or file) when missing.
-fn mount_point_in_root(root: &Path, m: &Mount) -> anyhow::Result<PathBuf> {
-    let target = resolve_in_root(root, &m.target)?;
-    let is_dir = std::fs::metadata(&m.source)
-        .with_context(|| format!("inspecting mount source {:?}", m.source))?
-        .is_dir();
+/// Where `inner` goes inside `root`, created (a directory or a file, like the mount's source)
+/// when missing.
+fn mount_point_in_root(root: &Path, inner: &Path, is_dir: bool) -> anyhow::Result<PathBuf> {
+    let target = resolve_in_root(root, inner)?;
     if is_dir {
         std::fs::create_dir_all(&target)
-            .with_context(|| format!("creating mount point {:?}", m.target))?;
+            .with_context(|| format!("creating mount point {inner:?}"))?;
     } else if !target.exists() {
         // An existing file is left alone: opening it for writing would copy it up into the
         // overlay's upper layer (a whole binary, for an image's entrypoint).
         if let Some(parent) = target.parent() {
             std::fs::create_dir_all(parent)
-                .with_context(|| format!("creating the directory of mount point {:?}", m.target))?;
+                .with_context(|| format!("creating the directory of mount point {inner:?}"))?;
         }
         OpenOptions::new()
             .create(true)
             .append(true)
             .open(&target)
-            .with_context(|| format!("creating mount point {:?}", m.target))?;
+            .with_context(|| format!("creating mount point {inner:?}"))?;
     }
     Ok(target)
 }
 
-/// For each mount, a detached recursive clone of its source when it propagates (`None` for
-/// private ones), made in the calling process's mount namespace, which must be the host's:
-/// the clone of a shared mount stays in the host mount's peer group wherever it is attached.
-/// A `Bidirectional` mount of a source that is not on a shared mount is refused, as it could
-/// never propagate.
-pub fn clone_propagating_sources(mounts: &[Mount]) -> anyhow::Result<Vec<Option<OwnedFd>>> {
+/// The source of a container mount, cloned where its host path is reachable, to be attached
+/// where it is not (the container's mount namespace, whose root is the sandbox's).
+#[derive(Debug)]
+pub struct SourceClone {
+    /// The detached mount tree (`open_tree`).
+    tree: OwnedFd,
+    /// Whether the source is a directory (else a file).
+    is_dir: bool,
+}
+
+/// For each mount, a detached recursive clone of its source, made in the calling process's
+/// mount namespace, which must be the host's: the clone of a shared mount stays in the host
+/// mount's peer group wherever it is attached (what propagation needs; a private mount leaves
+/// the group when attached). A `Bidirectional` mount of a source that is not on a shared mount
+/// is refused, as it could never propagate.
+pub fn clone_sources(mounts: &[Mount]) -> anyhow::Result<Vec<SourceClone>> {
     mounts
         .iter()
         .map(|m| {
-            if m.propagation == Propagation::Private {
-                return Ok(None);
-            }
             if m.propagation == Propagation::Bidirectional
                 && !host_mounts::is_shared_mount(&m.source)
                     .with_context(|| format!("inspecting mount source {:?}", m.source))?
@@ -117,7 +136,7 @@ pub fn clone_propagating_sources(mounts: &[Mount]) -> anyhow::Result<Vec<Option<
                     m.target
                 );
             }
-            let clone = open_tree(
+            let tree = open_tree(
                 CWD,
                 &m.source,
                 OpenTreeFlags::OPEN_TREE_CLONE
@@ -125,38 +144,67 @@ pub fn clone_propagating_sources(mounts: &[Mount]) -> anyhow::Result<Vec<Option<
                     | OpenTreeFlags::AT_RECURSIVE,
             )
             .with_context(|| format!("cloning the mount tree of {:?}", m.source))?;
-            Ok(Some(clone))
+            let is_dir = nix::sys::stat::fstat(&tree)
+                .with_context(|| format!("inspecting mount source {:?}", m.source))?
+                .st_mode
+                & nix::libc::S_IFMT
+                == nix::libc::S_IFDIR;
+            Ok(SourceClone { tree, is_dir })
         })
         .collect()
 }
 
-/// Attaches `clone` (from [`clone_propagating_sources`]) at `m.target` inside `root`, in the
-/// container's own (private) mount namespace; `HostToContainer` makes it a slave (receives,
-/// never sends); `read_only` applies to the top mount as in [`bind`].
-pub fn attach_into_root(root: &Path, m: &Mount, clone: OwnedFd) -> anyhow::Result<()> {
-    let target = mount_point_in_root(root, m)?;
+/// Attaches `clone` (from [`clone_sources`]) at `m.target` inside `root`, in the container's
+/// own (private) mount namespace, with `m`'s propagation: `Private` takes it out of the host
+/// mount's peer group, `HostToContainer` makes it a slave (receives, never sends),
+/// `Bidirectional` leaves it a peer; `read_only` applies to the top mount as in [`bind`].
+pub fn attach_into_root(root: &Path, m: &Mount, clone: SourceClone) -> anyhow::Result<()> {
+    let target = mount_point_in_root(root, &m.target, clone.is_dir)?;
     move_mount(
-        &clone,
+        &clone.tree,
         "",
         CWD,
         &target,
         MoveMountFlags::MOVE_MOUNT_F_EMPTY_PATH,
     )
     .with_context(|| format!("attaching the clone of {:?} at {:?}", m.source, m.target))?;
-    if m.propagation == Propagation::HostToContainer {
+    let propagation = match m.propagation {
+        Propagation::Private => Some((MsFlags::MS_PRIVATE, "private")),
+        Propagation::HostToContainer => Some((MsFlags::MS_SLAVE, "a slave")),
+        Propagation::Bidirectional => None,
+    };
+    if let Some((flag, what)) = propagation {
         mount(
             None::<&str>,
             &target,
             None::<&str>,
-            MsFlags::MS_SLAVE | MsFlags::MS_REC,
+            flag | MsFlags::MS_REC,
             None::<&str>,
         )
-        .with_context(|| format!("making {:?} a slave mount", m.target))?;
+        .with_context(|| format!("making the mount at {:?} {what}", m.target))?;
     }
     if m.read_only {
         remount_read_only(&target)?;
     }
     Ok(())
+}
+
+/// Makes `root` (a mount point) the root of the calling process's mount namespace, which must
+/// be private, and detaches every other mount from it, as runc does: `pivot_root`, then a lazy
+/// unmount of the old root. The namespace then holds only the mounts below `root`, so it keeps
+/// no copy of the host's (whose mount points it would keep busy) and a process entering it
+/// (setns) starts at `root`. Mount anything taken from the host's tree (e.g. `/proc`) first.
+pub fn pivot_into(root: &Path) -> anyhow::Result<()> {
+    std::env::set_current_dir(root).with_context(|| format!("entering {root:?}"))?;
+    // The old root ends up stacked on the new one, at ".", without a directory for it.
+    nix::unistd::pivot_root(".", ".").map_err(|e| {
+        anyhow::anyhow!(
+            "pivot_root into {root:?} failed: {e} (the current root must be a mount point \
+             with a parent mount, as it is everywhere but in an initramfs)"
+        )
+    })?;
+    nix::mount::umount2(".", MntFlags::MNT_DETACH).context("detaching the old root")?;
+    std::env::set_current_dir("/").context("entering the new root")
 }
 
 /// Where `path` (absolute, inside the sandbox) lives under `root`, following symbolic links as

@@ -16,32 +16,24 @@ use nix::sys::wait::{WaitPidFlag, WaitStatus, waitpid};
 
 use crate::{inherited_fd, rootfs};
 
-/// The line PID 1 prints once `/proc` is mounted.
+/// The line PID 1 prints once the sandbox's root is ready (and it is in it).
 const READY: &str = "ready";
 
+/// Creates the sandbox: new UTS and PID namespaces (this process stays in the host's mount
+/// namespace, where the sandbox's files are), the hostname, and PID 1, which makes the mount
+/// namespace and the root ([`pause`]); records and prints its state once PID 1 is ready.
 pub fn init(dir: &Path, lifeline_fd: Option<RawFd>) -> anyhow::Result<()> {
     let dir = SandboxDir(dir.to_path_buf());
     let spec: SandboxSpec = read_required_json(&dir.spec())?;
-    unshare(CloneFlags::CLONE_NEWNS | CloneFlags::CLONE_NEWUTS | CloneFlags::CLONE_NEWPID)
-        .map_err(|e| match e {
-            Errno::EPERM => anyhow::anyhow!(
-                "unshare(mount, UTS, PID namespaces) refused (EPERM): root or CAP_SYS_ADMIN is \
-                 needed; as a normal user run inside `unshare --user --map-root-user --mount`"
-            ),
-            e => anyhow::anyhow!("unshare(mount, UTS, PID namespaces) failed: {e}"),
-        })?;
-    // First of all: nothing mounted from now on may propagate back to the host.
-    mount(
-        None::<&str>,
-        "/",
-        None::<&str>,
-        MsFlags::MS_REC | MsFlags::MS_PRIVATE,
-        None::<&str>,
-    )
-    .context("making the sandbox's mounts private")?;
+    unshare(CloneFlags::CLONE_NEWUTS | CloneFlags::CLONE_NEWPID).map_err(|e| match e {
+        Errno::EPERM => anyhow::anyhow!(
+            "unshare(UTS, PID namespaces) refused (EPERM): root or CAP_SYS_ADMIN is needed; as \
+             a normal user run inside `unshare --user --map-root-user --mount`"
+        ),
+        e => anyhow::anyhow!("unshare(UTS, PID namespaces) failed: {e}"),
+    })?;
     nix::unistd::sethostname(&spec.hostname)
         .with_context(|| format!("setting the hostname to {:?}", spec.hostname))?;
-    rootfs::build(&dir, &spec)?;
 
     let log = std::fs::OpenOptions::new()
         .create(true)
@@ -50,7 +42,7 @@ pub fn init(dir: &Path, lifeline_fd: Option<RawFd>) -> anyhow::Result<()> {
         .with_context(|| format!("opening {:?}", dir.log()))?;
     let exe = std::env::current_exe().context("locating the pod-sandbox binary")?;
     let mut pause = Command::new(&exe);
-    pause.arg("pause").arg("--root").arg(dir.rootfs());
+    pause.arg("pause").arg("--dir").arg(&dir.0);
     if let Some(fd) = lifeline_fd {
         pause.arg("--lifeline-fd").arg(fd.to_string());
     }
@@ -83,15 +75,30 @@ pub fn init(dir: &Path, lifeline_fd: Option<RawFd>) -> anyhow::Result<()> {
     Ok(())
 }
 
-pub fn pause(root: &Path, lifeline_fd: Option<RawFd>) -> anyhow::Result<()> {
+/// PID 1 of a sandbox: makes the sandbox's mount namespace (private: nothing propagates to
+/// the host) and its root, pivots into it so the namespace holds none of the host's mounts,
+/// then reaps orphans until the lifeline breaks.
+pub fn pause(dir: &Path, lifeline_fd: Option<RawFd>) -> anyhow::Result<()> {
+    let dir = SandboxDir(dir.to_path_buf());
+    let spec: SandboxSpec = read_required_json(&dir.spec())?;
+    unshare(CloneFlags::CLONE_NEWNS).map_err(|e| match e {
+        Errno::EPERM => anyhow::anyhow!(
+            "unshare(mount namespace) refused (EPERM): root or CAP_SYS_ADMIN is needed; as a \
+             normal user run inside `unshare --user --map-root-user --mount`"
+        ),
+        e => anyhow::anyhow!("unshare(mount namespace) failed: {e}"),
+    })?;
+    // First of all: nothing mounted from now on may propagate back to the host.
     mount(
-        Some("proc"),
-        &root.join("proc"),
-        Some("proc"),
-        MsFlags::MS_NOSUID | MsFlags::MS_NODEV | MsFlags::MS_NOEXEC,
+        None::<&str>,
+        "/",
+        None::<&str>,
+        MsFlags::MS_REC | MsFlags::MS_PRIVATE,
         None::<&str>,
     )
-    .context("mounting /proc")?;
+    .context("making the sandbox's mounts private")?;
+    rootfs::build(&dir, &spec)?;
+    rootfs::pivot_into(&dir.rootfs())?;
     let mut sigchld = SigSet::empty();
     sigchld.add(Signal::SIGCHLD);
     // Blocked before the lifeline thread starts, so it inherits the mask and sigwait below
