@@ -48,7 +48,10 @@ async fn dropping_the_cloud_removes_a_backend_with_written_shares() {
 
 #[tokio::test]
 async fn a_backend_root_chosen_by_the_caller_is_kept() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = tempfile::Builder::new()
+        .prefix("backend-cleanup-")
+        .tempdir()
+        .unwrap();
     let root = dir.path().join("backend");
     let cloud = FakeCloud::builder(CloudConfig::default())
         .backend_root(&root)

@@ -137,7 +137,10 @@ fn entries(dir: &Path) -> Vec<String> {
 #[case::sigint(Signal::SIGINT)]
 #[case::sigterm(Signal::SIGTERM)]
 fn serves_and_exits_cleanly_on_signal(#[case] signal: Signal) {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = tempfile::Builder::new()
+        .prefix("binary-")
+        .tempdir()
+        .unwrap();
     let secret = dir.path().join("secret.json");
     let backend = dir.path().join("backend");
     let (child, auth_url) = start(
@@ -169,7 +172,10 @@ fn serves_and_exits_cleanly_on_signal(#[case] signal: Signal) {
 
 #[test]
 fn no_manila_flag_makes_a_manila_less_cloud() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = tempfile::Builder::new()
+        .prefix("binary-")
+        .tempdir()
+        .unwrap();
     let (child, auth_url) = start(dir.path(), &["--no-manila"]);
     let token = tokio::runtime::Runtime::new()
         .unwrap()
@@ -188,7 +194,10 @@ fn no_manila_flag_makes_a_manila_less_cloud() {
 fn seed_file_is_loaded() {
     let seed =
         Path::new(env!("CARGO_MANIFEST_DIR")).join("../fixtures/fake-cloud/manila-less.yaml");
-    let dir = tempfile::tempdir().unwrap();
+    let dir = tempfile::Builder::new()
+        .prefix("binary-")
+        .tempdir()
+        .unwrap();
     let (child, auth_url) = start(dir.path(), &["--seed", seed.to_str().unwrap()]);
     let token = tokio::runtime::Runtime::new()
         .unwrap()
@@ -199,7 +208,10 @@ fn seed_file_is_loaded() {
 
 #[test]
 fn bad_seed_fails_with_the_culprit_named() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = tempfile::Builder::new()
+        .prefix("binary-")
+        .tempdir()
+        .unwrap();
     let seed = dir.path().join("seed.yaml");
     std::fs::write(&seed, "manila:\n  share_typez: []\n").unwrap();
     let out = Command::new(EXE)
@@ -219,8 +231,14 @@ fn bad_seed_fails_with_the_culprit_named() {
 #[case::sigint(Signal::SIGINT)]
 #[case::sigterm(Signal::SIGTERM)]
 fn a_signal_removes_the_temporary_backend_with_its_shares(#[case] signal: Signal) {
-    let dir = tempfile::tempdir().unwrap();
-    let tmpdir = tempfile::tempdir().unwrap();
+    let dir = tempfile::Builder::new()
+        .prefix("binary-")
+        .tempdir()
+        .unwrap();
+    let tmpdir = tempfile::Builder::new()
+        .prefix("binary-")
+        .tempdir()
+        .unwrap();
     let (child, auth_url) = start_in(dir.path(), &[], tmpdir.path());
     let share = tokio::runtime::Runtime::new()
         .unwrap()
@@ -239,7 +257,10 @@ fn a_signal_removes_the_temporary_backend_with_its_shares(#[case] signal: Signal
 
 #[test]
 fn written_files_get_their_parent_directories() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = tempfile::Builder::new()
+        .prefix("binary-")
+        .tempdir()
+        .unwrap();
     let nested = dir.path().join("a/b");
     let secret = nested.join("secret.yaml");
     let (child, _) = start(&nested, &["--write-secret", secret.to_str().unwrap()]);
@@ -250,7 +271,10 @@ fn written_files_get_their_parent_directories() {
 
 #[test]
 fn an_unwritable_path_is_named() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = tempfile::Builder::new()
+        .prefix("binary-")
+        .tempdir()
+        .unwrap();
     let blocker = dir.path().join("a-file");
     std::fs::write(&blocker, "").unwrap();
     let target = blocker.join("clouds.yaml");

@@ -82,7 +82,10 @@ async fn openstack_cli_drives_a_full_share_lifecycle() {
     // Zero delays: each call answers the transitional state and the clients' first --wait
     // poll sees the final one (their poll interval is 5 s; any delay would cost that much).
     let cloud = FakeCloud::start(CloudConfig::default()).await.unwrap();
-    let dir = tempfile::tempdir().unwrap();
+    let dir = tempfile::Builder::new()
+        .prefix("official-clients-")
+        .tempdir()
+        .unwrap();
     let clouds = dir.path().join("clouds.yaml");
     std::fs::write(&clouds, cloud.clouds_yaml("fake")).unwrap();
     let cli = Cli { exe, clouds };

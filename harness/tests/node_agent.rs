@@ -510,7 +510,10 @@ async fn node_agent_runs_pods_like_a_kubelet() {
     );
 
     // 5. Graceful deletion: SIGTERM reaches the container, then the pod object goes.
-    let marker_dir = tempfile::tempdir().unwrap();
+    let marker_dir = tempfile::Builder::new()
+        .prefix("node-agent-")
+        .tempdir()
+        .unwrap();
     pods.create(
         &PostParams::default(),
         &pod(json!({

@@ -155,7 +155,10 @@ impl Node for Deviant {
 
 #[tokio::test]
 async fn suite_fails_exactly_the_cases_a_buggy_plugin_breaks() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = tempfile::Builder::new()
+        .prefix("sanity-detects-deviations-")
+        .tempdir()
+        .unwrap();
     let endpoint = Endpoint::Unix(dir.path().join("deviant.sock"));
     let plugin = Deviant::default();
     let listener = Listener::bind(&endpoint).await.unwrap();

@@ -91,7 +91,10 @@ async fn assert_identity_answers(endpoint: &Endpoint) {
 
 #[tokio::test]
 async fn identity_round_trips_over_a_unix_socket_and_the_socket_is_removed_after() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = tempfile::Builder::new()
+        .prefix("round-trip-")
+        .tempdir()
+        .unwrap();
     let socket = dir.path().join("csi.sock");
     let endpoint: Endpoint = format!("unix://{}", socket.display()).parse().unwrap();
 
@@ -106,7 +109,10 @@ async fn identity_round_trips_over_a_unix_socket_and_the_socket_is_removed_after
 
 #[tokio::test]
 async fn a_lazy_channel_connects_once_the_server_is_up() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = tempfile::Builder::new()
+        .prefix("round-trip-")
+        .tempdir()
+        .unwrap();
     let endpoint = Endpoint::Unix(dir.path().join("late.sock"));
     let channel = connect_lazy(&endpoint).unwrap();
 
@@ -139,7 +145,10 @@ async fn identity_round_trips_over_tcp_on_a_system_chosen_port() {
 
 #[tokio::test]
 async fn a_stale_socket_from_a_previous_run_is_replaced() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = tempfile::Builder::new()
+        .prefix("round-trip-")
+        .tempdir()
+        .unwrap();
     let socket = dir.path().join("csi.sock");
     // A socket nobody listens on any more, as a crashed plugin leaves it.
     drop(std::os::unix::net::UnixListener::bind(&socket).unwrap());
@@ -154,7 +163,10 @@ async fn a_stale_socket_from_a_previous_run_is_replaced() {
 
 #[tokio::test]
 async fn binding_in_a_missing_directory_names_the_directory() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = tempfile::Builder::new()
+        .prefix("round-trip-")
+        .tempdir()
+        .unwrap();
     let missing = dir.path().join("no-such-dir");
     let endpoint = Endpoint::Unix(missing.join("csi.sock"));
 
@@ -169,7 +181,10 @@ async fn binding_in_a_missing_directory_names_the_directory() {
 
 #[tokio::test]
 async fn a_regular_file_at_the_socket_path_is_not_deleted() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = tempfile::Builder::new()
+        .prefix("round-trip-")
+        .tempdir()
+        .unwrap();
     let path = dir.path().join("important.txt");
     std::fs::write(&path, "keep me").unwrap();
 
@@ -183,7 +198,10 @@ async fn a_regular_file_at_the_socket_path_is_not_deleted() {
 
 #[tokio::test]
 async fn connecting_to_a_missing_socket_fails_with_the_endpoint_and_cause() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = tempfile::Builder::new()
+        .prefix("round-trip-")
+        .tempdir()
+        .unwrap();
     let endpoint = Endpoint::Unix(dir.path().join("nobody.sock"));
     let message = connect(&endpoint).await.unwrap_err().to_string();
     assert!(message.contains(&endpoint.to_string()), "{message}");
@@ -214,7 +232,10 @@ async fn rpcs_left_out_of_an_implementation_answer_unimplemented() {
         }
     }
 
-    let dir = tempfile::tempdir().unwrap();
+    let dir = tempfile::Builder::new()
+        .prefix("round-trip-")
+        .tempdir()
+        .unwrap();
     let endpoint = Endpoint::Unix(dir.path().join("node.sock"));
     let listener = Listener::bind(&endpoint).await.unwrap();
     let (stop, stopped) = oneshot::channel::<()>();

@@ -65,7 +65,10 @@ async fn main() {
 
     let cloud = FakeCloud::start(CloudConfig::default()).await.unwrap();
     let secrets: HashMap<String, String> = cloud.secret(SecretKind::Password).into_iter().collect();
-    let dir = tempfile::tempdir().unwrap();
+    let dir = tempfile::Builder::new()
+        .prefix("provisioning-")
+        .tempdir()
+        .unwrap();
     let endpoint = format!("unix://{}", dir.path().join("csi.sock").display());
     let config = Config::try_parse_from([
         "manila-csi-plugin",

@@ -14,7 +14,10 @@ use support::{GIB, create_request, secrets};
 #[tokio::test]
 async fn the_binary_serves_and_keeps_secrets_out_of_its_logs() {
     let cloud = FakeCloud::start(CloudConfig::default()).await.unwrap();
-    let dir = tempfile::tempdir().unwrap();
+    let dir = tempfile::Builder::new()
+        .prefix("binary-")
+        .tempdir()
+        .unwrap();
     let socket = dir.path().join("csi.sock");
     let log_path = dir.path().join("driver.log");
     let mut child = KillOnDrop(

@@ -113,7 +113,10 @@ async fn a_bad_ca_bundle_is_invalid_argument_naming_the_secret() {
 #[tokio::test]
 async fn cephfs_grants_cephx_and_forwards_the_key_as_partner_secrets() {
     let cloud = FakeCloud::start(CloudConfig::default()).await.unwrap();
-    let dir = tempfile::tempdir().unwrap();
+    let dir = tempfile::Builder::new()
+        .prefix("credentials-and-cephfs-")
+        .tempdir()
+        .unwrap();
     let partner = FakePartner::start(
         &dir.path().join("ceph.sock"),
         vec![rpc::Type::StageUnstageVolume],

@@ -27,7 +27,7 @@ struct NodeEnv {
 impl NodeEnv {
     async fn start(config: CloudConfig, partner_caps: Vec<rpc::Type>, extra: &[&str]) -> Self {
         let cloud = FakeCloud::start(config).await.unwrap();
-        let dir = tempfile::tempdir().unwrap();
+        let dir = tempfile::Builder::new().prefix("node-").tempdir().unwrap();
         let partner = FakePartner::start(&dir.path().join("partner.sock"), partner_caps).await;
         let fwd = format!("--fwdendpoint={}", partner.endpoint);
         let mut args = vec![
@@ -430,7 +430,7 @@ async fn pre_provisioned_volumes_are_found_by_name_or_id() {
 
 #[tokio::test]
 async fn start_up_fails_clearly_when_the_partner_never_answers() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = tempfile::Builder::new().prefix("node-").tempdir().unwrap();
     let missing = dir.path().join("absent.sock");
     let fwd = format!("--fwdendpoint=unix://{}", missing.display());
     let error = RunningDriver::start(
@@ -454,7 +454,7 @@ async fn start_up_fails_clearly_when_the_partner_never_answers() {
 
 #[tokio::test]
 async fn the_binary_exits_non_zero_when_the_partner_never_answers() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = tempfile::Builder::new().prefix("node-").tempdir().unwrap();
     let output = std::process::Command::new(env!("CARGO_BIN_EXE_manila-csi-plugin"))
         .arg(format!(
             "--endpoint=unix://{}",

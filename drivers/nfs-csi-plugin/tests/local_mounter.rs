@@ -185,7 +185,10 @@ async fn readonly_publish_refuses_writes_with_erofs(
 
 #[tokio::test]
 async fn exports_resolve_under_the_local_export_root() {
-    let root = tempfile::tempdir().unwrap();
+    let root = tempfile::Builder::new()
+        .prefix("local-mounter-")
+        .tempdir()
+        .unwrap();
     std::fs::create_dir_all(root.path().join("exports/share-r")).unwrap();
     std::fs::write(root.path().join("exports/share-r/f"), "rooted").unwrap();
     let root_flag = format!("--local-export-root={}", root.path().display());

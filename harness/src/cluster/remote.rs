@@ -217,7 +217,10 @@ mod tests {
 
     #[test]
     fn an_embedded_admin_kubeconfig_is_recognised_by_its_run_dir() {
-        let dir = tempfile::tempdir().unwrap();
+        let dir = tempfile::Builder::new()
+            .prefix("remote-")
+            .tempdir()
+            .unwrap();
         let kubeconfig = dir.path().join("control-plane/admin.kubeconfig");
         std::fs::create_dir_all(kubeconfig.parent().unwrap()).unwrap();
         std::fs::write(&kubeconfig, "").unwrap();

@@ -214,7 +214,10 @@ mod tests {
 
     #[test]
     fn an_incomplete_directory_names_what_is_missing() {
-        let dir = tempfile::tempdir().unwrap();
+        let dir = tempfile::Builder::new()
+            .prefix("binaries-")
+            .tempdir()
+            .unwrap();
         std::fs::write(dir.path().join("etcd"), "").unwrap();
         let message = Binaries::in_dir(dir.path()).unwrap_err().to_string();
         for name in NAMES {

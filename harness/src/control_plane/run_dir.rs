@@ -269,7 +269,10 @@ mod tests {
         nix::sched::unshare(nix::sched::CloneFlags::CLONE_NEWNS).unwrap();
         let private = MsFlags::MS_REC | MsFlags::MS_PRIVATE;
         nix::mount::mount(None::<&str>, "/", None::<&str>, private, None::<&str>).unwrap();
-        let base = tempfile::tempdir().unwrap();
+        let base = tempfile::Builder::new()
+            .prefix("run-dir-")
+            .tempdir()
+            .unwrap();
         let share = base.path().join("share");
         std::fs::create_dir(&share).unwrap();
         std::fs::write(share.join("data"), "published").unwrap();

@@ -341,7 +341,7 @@ fn class_file_error<T: std::fmt::Debug>(
     text: &str,
     read: impl Fn(&Path) -> Result<T, SpecError>,
 ) -> String {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = tempfile::Builder::new().prefix("tests-").tempdir().unwrap();
     let path = dir.path().join(name);
     std::fs::write(&path, text).unwrap();
     let message = read(&path).unwrap_err().to_string();

@@ -111,7 +111,10 @@ mod tests {
 
     #[test]
     fn both_kinds_of_pod_directory_are_found_and_told_apart() {
-        let run = tempfile::tempdir().unwrap();
+        let run = tempfile::Builder::new()
+            .prefix("layout-")
+            .tempdir()
+            .unwrap();
         let agent = pod_dir(run.path(), "ns", "web", "u-1");
         let kubelet = host_path(run.path(), &kubelet_pod_dir("u-1"));
         std::fs::create_dir_all(&agent).unwrap();

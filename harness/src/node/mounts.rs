@@ -53,7 +53,10 @@ mod tests {
     #[test]
     fn the_root_is_a_mount_point_and_a_fresh_dir_is_not() {
         assert!(is_mount_point(Path::new("/")).unwrap());
-        let dir = tempfile::tempdir().unwrap();
+        let dir = tempfile::Builder::new()
+            .prefix("mounts-")
+            .tempdir()
+            .unwrap();
         assert!(!is_mount_point(dir.path()).unwrap());
         assert!(mounts_under(dir.path()).unwrap().is_empty());
         std::fs::create_dir_all(dir.path().join("a/b")).unwrap();

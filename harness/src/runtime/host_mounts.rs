@@ -222,7 +222,9 @@ impl ScratchDir {
     /// A new empty directory under the system's temporary directory.
     pub fn new() -> Result<Self> {
         let dir = std::env::temp_dir();
-        tempfile::tempdir()
+        tempfile::Builder::new()
+            .prefix("scratch-")
+            .tempdir()
             .map(ScratchDir)
             .map_err(|e| Error::io("creating a temporary directory in", dir, e))
     }
@@ -250,12 +252,25 @@ impl Drop for ScratchDir {
                 Err(e) if e.kind() == std::io::ErrorKind::NotFound => return,
                 Err(e) if std::time::Instant::now() >= deadline => {
                     tracing::warn!(path = %path.display(), error = %e, "cannot remove a scratch directory");
+                    leave_a_note(path, &e);
                     return;
                 }
                 Err(_) => std::thread::sleep(std::time::Duration::from_millis(20)),
             }
         }
     }
+}
+
+/// Next to a scratch directory that could not be removed, a file naming the thread (a test
+/// runner names it after the test) and the error, so a leftover check can say who left it.
+fn leave_a_note(path: &Path, error: &std::io::Error) {
+    let thread = std::thread::current()
+        .name()
+        .unwrap_or("unnamed")
+        .replace(|c: char| !c.is_ascii_alphanumeric() && c != '_', "-");
+    let mut note = path.as_os_str().to_owned();
+    note.push(format!(".left-by-{thread}"));
+    let _ = std::fs::write(&note, format!("{}: {error}\n", path.display()));
 }
 
 #[cfg(test)]
@@ -313,7 +328,10 @@ mod tests {
             None::<&str>,
         )
         .unwrap();
-        let dir = tempfile::tempdir().unwrap();
+        let dir = tempfile::Builder::new()
+            .prefix("host-mounts-")
+            .tempdir()
+            .unwrap();
         bind(dir.path(), dir.path());
         nix::mount::mount(
             None::<&str>,

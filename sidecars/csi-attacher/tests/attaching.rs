@@ -201,7 +201,10 @@ async fn attacher_on_a_real_control_plane() {
         .await
         .expect("control plane starts");
     let client = cp.client();
-    let dir = tempfile::tempdir().unwrap();
+    let dir = tempfile::Builder::new()
+        .prefix("attaching-")
+        .tempdir()
+        .unwrap();
     tokio::join!(
         without_publish_capability_attachments_are_marked_attached(&client, dir.path()),
         with_publish_capability_the_driver_is_called(&client, dir.path()),

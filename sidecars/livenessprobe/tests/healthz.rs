@@ -81,7 +81,10 @@ impl Identity for SwitchableProbe {
 
 #[tokio::test]
 async fn probe_answers_follow_the_drivers_probe() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = tempfile::Builder::new()
+        .prefix("healthz-")
+        .tempdir()
+        .unwrap();
     let socket = dir.path().join("csi.sock");
     let answer = Arc::new(Mutex::new(Answer::Ready));
     let driver = SwitchableProbe {
@@ -111,7 +114,10 @@ async fn probe_answers_follow_the_drivers_probe() {
 
 #[tokio::test]
 async fn nothing_listening_is_a_500_naming_the_failure() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = tempfile::Builder::new()
+        .prefix("healthz-")
+        .tempdir()
+        .unwrap();
     let address = start_probe(&dir.path().join("absent.sock")).await;
     let (status, body) = healthz(address).await;
     assert_eq!(status, 500);
@@ -120,7 +126,10 @@ async fn nothing_listening_is_a_500_naming_the_failure() {
 
 #[tokio::test]
 async fn real_manila_driver_is_healthy_until_killed() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = tempfile::Builder::new()
+        .prefix("healthz-")
+        .tempdir()
+        .unwrap();
     let mut driver = ManilaController::start(dir.path(), MANILA_DRIVER, &[]);
     let address = start_probe(&driver.socket).await;
 

@@ -28,7 +28,10 @@ struct Setup {
 /// A node-only in-test driver and the registrar for it, with its health endpoint on a free
 /// port.
 async fn start() -> Setup {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = tempfile::Builder::new()
+        .prefix("registrar-")
+        .tempdir()
+        .unwrap();
     let driver_socket = dir.path().join("csi.sock");
     let router =
         tonic::transport::Server::builder().add_service(TestIdentity::node_only(DRIVER).service());
@@ -156,7 +159,10 @@ async fn a_refused_registration_ends_the_process_with_the_error() {
 
 #[tokio::test]
 async fn probe_mode_passes_only_once_registered() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = tempfile::Builder::new()
+        .prefix("registrar-")
+        .tempdir()
+        .unwrap();
     let kubelet_path = dir.path().join("csi.sock");
     let probe = || {
         std::process::Command::new(env!("CARGO_BIN_EXE_node-driver-registrar"))

@@ -482,7 +482,10 @@ mod tests {
 
     #[test]
     fn clouds_yaml_mode() {
-        let dir = tempfile::tempdir().unwrap();
+        let dir = tempfile::Builder::new()
+            .prefix("credentials-")
+            .tempdir()
+            .unwrap();
         let path = dir.path().join("clouds.yaml");
         std::fs::write(
             &path,

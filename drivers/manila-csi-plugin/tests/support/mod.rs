@@ -117,7 +117,10 @@ impl ControllerEnv {
 
     pub async fn with_cloud(config: CloudConfig, extra: &[&str]) -> Self {
         let cloud = FakeCloud::start(config).await.expect("fake cloud starts");
-        let dir = tempfile::tempdir().unwrap();
+        let dir = tempfile::Builder::new()
+            .prefix("support-")
+            .tempdir()
+            .unwrap();
         let mut args = vec![
             "--share-protocol-selector=NFS",
             "--provide-node-service=false",

@@ -40,7 +40,10 @@ impl Plugin {
     /// Starts the plugin under `unshare --mount --propagation private` (so its mounts
     /// never reach the host) and waits until Probe answers, or reports why not.
     pub async fn start(args: &[&str]) -> Result<Plugin, String> {
-        let dir = tempfile::tempdir().unwrap();
+        let dir = tempfile::Builder::new()
+            .prefix("common-")
+            .tempdir()
+            .unwrap();
         let socket = dir.path().join("csi.sock");
         let log = std::fs::File::create(dir.path().join("plugin.log")).unwrap();
         let mut command = Command::new("unshare");

@@ -106,7 +106,10 @@ mod tests {
 
     #[test]
     fn round_trips_and_names_unknown_nodes() {
-        let dir = tempfile::tempdir().unwrap();
+        let dir = tempfile::Builder::new()
+            .prefix("description-")
+            .tempdir()
+            .unwrap();
         let description = ClusterDescription {
             kubeconfig: "/x/admin.kubeconfig".into(),
             api_url: "https://127.0.0.1:6443".into(),
@@ -126,7 +129,10 @@ mod tests {
 
     #[test]
     fn a_missing_description_says_the_cluster_is_not_running() {
-        let dir = tempfile::tempdir().unwrap();
+        let dir = tempfile::Builder::new()
+            .prefix("description-")
+            .tempdir()
+            .unwrap();
         let err = ClusterDescription::read(dir.path()).unwrap_err();
         assert!(matches!(err, Error::NotRunning { .. }), "{err}");
     }

@@ -205,7 +205,10 @@ mod tests {
 
     #[tokio::test]
     async fn node_capabilities_are_asked_once_per_registration() {
-        let dir = tempfile::tempdir().unwrap();
+        let dir = tempfile::Builder::new()
+            .prefix("drivers-")
+            .tempdir()
+            .unwrap();
         let socket = dir.path().join("csi.sock");
         let node = CountingNode::default();
         let listener = Listener::bind(&Endpoint::Unix(socket.clone()))
@@ -231,7 +234,10 @@ mod tests {
 
     #[tokio::test]
     async fn a_failed_capabilities_call_is_kubelets_message_and_is_not_kept() {
-        let dir = tempfile::tempdir().unwrap();
+        let dir = tempfile::Builder::new()
+            .prefix("drivers-")
+            .tempdir()
+            .unwrap();
         let driver = driver_at(dir.path().join("absent.sock")).await;
         for _ in 0..2 {
             let error = driver.node_capabilities().await.unwrap_err().to_string();

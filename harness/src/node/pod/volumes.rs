@@ -375,7 +375,10 @@ mod tests {
 
     #[test]
     fn escaping_paths_are_refused() {
-        let dir = tempfile::tempdir().unwrap();
+        let dir = tempfile::Builder::new()
+            .prefix("volumes-")
+            .tempdir()
+            .unwrap();
         let files = [File {
             path: "../x".into(),
             content: vec![],

@@ -82,7 +82,12 @@ pub struct RunArgs {
     /// Embedded default with --clouds-yaml: the directory on this host below which the
     /// cloud's NFS export paths are (e.g. a fake-openstack process's --backend-root); the
     /// NFS plugin then binds them instead of mounting with the kernel NFS client.
-    #[arg(long = "nfs-export-root", value_name = "DIR", requires = "clouds_yaml", conflicts_with = "kubeconfig")]
+    #[arg(
+        long = "nfs-export-root",
+        value_name = "DIR",
+        requires = "clouds_yaml",
+        conflicts_with = "kubeconfig"
+    )]
     nfs_export_root: Option<PathBuf>,
     /// Plain progress lines even on a terminal.
     #[arg(long)]
@@ -193,14 +198,18 @@ fn config(args: &RunArgs) -> anyhow::Result<RunConfig> {
             if let Some(path) = &args.clouds_yaml
                 && !path.is_file()
             {
-                return Err(BadInput(format!("--clouds-yaml {}: no such file", path.display())).into());
+                return Err(
+                    BadInput(format!("--clouds-yaml {}: no such file", path.display())).into(),
+                );
             }
             if let Some(root) = &args.nfs_export_root
                 && !root.is_dir()
             {
-                return Err(
-                    BadInput(format!("--nfs-export-root {}: no such directory", root.display())).into(),
-                );
+                return Err(BadInput(format!(
+                    "--nfs-export-root {}: no such directory",
+                    root.display()
+                ))
+                .into());
             }
             TargetChoice::Embedded(EmbeddedOptions {
                 nodes: args.nodes,

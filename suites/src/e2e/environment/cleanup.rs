@@ -268,7 +268,10 @@ mod tests {
 
     #[test]
     fn a_directory_without_mounts_is_removed_with_rm() {
-        let dir = tempfile::tempdir().unwrap();
+        let dir = tempfile::Builder::new()
+            .prefix("cleanup-")
+            .tempdir()
+            .unwrap();
         assert_eq!(
             removal_command(dir.path()),
             format!("rm -rf '{}'", dir.path().display())
@@ -277,7 +280,10 @@ mod tests {
 
     #[test]
     fn processes_naming_a_directory_are_found_until_they_end() {
-        let dir = tempfile::tempdir().unwrap();
+        let dir = tempfile::Builder::new()
+            .prefix("cleanup-")
+            .tempdir()
+            .unwrap();
         let file = dir.path().join("followed");
         std::fs::write(&file, "").unwrap();
         let mut child = std::process::Command::new("tail")

@@ -149,7 +149,10 @@ mod tests {
 
     #[test]
     fn vol_data_round_trips_and_bad_files_are_named() {
-        let dir = tempfile::tempdir().unwrap();
+        let dir = tempfile::Builder::new()
+            .prefix("vol-data-")
+            .tempdir()
+            .unwrap();
         let path = dir.path().join("pv-1").join(VOL_DATA_FILE);
         let data = VolData {
             driver_name: "d".into(),
@@ -176,7 +179,10 @@ mod tests {
 
     #[test]
     fn removing_what_is_not_there_is_fine() {
-        let dir = tempfile::tempdir().unwrap();
+        let dir = tempfile::Builder::new()
+            .prefix("vol-data-")
+            .tempdir()
+            .unwrap();
         remove_dir_if_present(&dir.path().join("absent")).unwrap();
         remove_file_if_present(&dir.path().join("absent.json")).unwrap();
         std::fs::create_dir_all(dir.path().join("full/x")).unwrap();
@@ -190,7 +196,10 @@ mod tests {
 
     #[test]
     fn a_volume_directory_goes_with_its_vol_data_and_parent() {
-        let dir = tempfile::tempdir().unwrap();
+        let dir = tempfile::Builder::new()
+            .prefix("vol-data-")
+            .tempdir()
+            .unwrap();
         let mount = dir.path().join("pv-1/mount");
         std::fs::create_dir_all(&mount).unwrap();
         std::fs::write(dir.path().join("pv-1").join(VOL_DATA_FILE), b"{}").unwrap();
