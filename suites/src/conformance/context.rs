@@ -183,27 +183,45 @@ impl<'a> TestContext<'a> {
     /// The name of the VolumeSnapshotClass to snapshot with: the spec file's existing class,
     /// or one of the test's own made from the spec file's.
     pub async fn snapshot_class(&self) -> TestResult<String> {
-        let template = self.driver.snapshot_class.as_ref().ok_or_else(|| {
-            TestError::skip(format!(
-                "the driver spec of {} names no SnapshotClass",
-                self.driver.name
-            ))
-        })?;
+        let template = self.snapshot_template()?;
         if let Some(existing) = &template.existing {
             return Ok(existing.clone());
         }
-        let name = format!("{}-vsc", self.namespace());
+        self.snapshot_class_with("vsc", |_| {}).await
+    }
+
+    /// A VolumeSnapshotClass of the test's own, `<namespace>-<suffix>`, made from the spec
+    /// file's class and changed by `edit` (e.g. `deletionPolicy`).
+    pub async fn snapshot_class_with(
+        &self,
+        suffix: &str,
+        edit: impl FnOnce(&mut DynamicObject),
+    ) -> TestResult<String> {
+        let template = self.snapshot_template()?;
+        let name = format!("{}-{suffix}", self.namespace());
         let mut class: DynamicObject = template.class.clone();
         class.metadata = ObjectMeta {
             name: Some(name.clone()),
             labels: Some(self.workload.labels()),
             ..Default::default()
         };
+        edit(&mut class);
         snapshots::volume_snapshot_classes(&self.client())
             .create(&PostParams::default(), &class)
             .await
-            .map_err(|e| TestError::failed(format!("creating VolumeSnapshotClass {name}: {e}")))?;
+            .map_err(|e| {
+                TestError::failed(format!("creating VolumeSnapshotClass {name}: {e}"))
+            })?;
         Ok(name)
+    }
+
+    fn snapshot_template(&self) -> TestResult<&super::target::SnapshotClassTemplate> {
+        self.driver.snapshot_class.as_ref().ok_or_else(|| {
+            TestError::skip(format!(
+                "the driver spec of {} names no SnapshotClass",
+                self.driver.name
+            ))
+        })
     }
 
     fn class_template(&self) -> TestResult<&super::target::ClassTemplate> {

@@ -84,6 +84,16 @@ pub fn volume_snapshot_classes(client: &kube::Client) -> Api<DynamicObject> {
     )
 }
 
+/// The VolumeSnapshot kind, for building snapshots.
+pub fn volume_snapshot_resource() -> ApiResource {
+    resource("VolumeSnapshot", "volumesnapshots")
+}
+
+/// The VolumeSnapshotContent kind, for building (pre-provisioned) contents.
+pub fn volume_snapshot_content_resource() -> ApiResource {
+    resource("VolumeSnapshotContent", "volumesnapshotcontents")
+}
+
 /// The VolumeSnapshotClass kind, for building classes.
 pub fn volume_snapshot_class_resource() -> ApiResource {
     resource("VolumeSnapshotClass", "volumesnapshotclasses")
