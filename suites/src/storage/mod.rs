@@ -23,6 +23,7 @@ pub mod demo;
 pub mod expansion;
 pub mod fs_group;
 pub mod multivolume;
+pub mod node_agent;
 pub mod provisioning;
 pub mod snapshottable;
 pub mod subpath;

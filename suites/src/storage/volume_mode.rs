@@ -1,11 +1,308 @@
-//! `volumeMode`: block volumes refused by a filesystem-only driver; unused volumes not mounted.
+//! `volumeMode` (upstream `volumemode.go`): a filesystem-only driver refuses to provision
+//! block claims; a volume no container of a pod uses is not mounted for it; and, where the
+//! driver claims `block`, block volumes are raw devices in pods and a volume used in the other
+//! mode than its own is refused.
 
-use crate::conformance::TestCase;
+use harness::driver_spec::Capability;
+use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod, VolumeDevice};
 
-#[allow(dead_code)]
+use super::node_agent::gap_or_failure;
+use super::node_of;
+use super::provisioning::{access_mode, is_manila};
+use crate::conformance::{Needs, TestCase, TestContext, TestError, TestResult};
+use crate::e2e::workload::{PodBuilder, claim, describe_pod, wait_event};
+use crate::{ensure, ensure_eq, test_case};
+
 const SUITE: &str = "volumeMode";
+
+/// Where the pods of the suite use the volume (as upstream's).
+const VOLUME_PATH: &str = "/mnt/volume1";
 
 /// The suite's tests.
 pub fn tests() -> Vec<TestCase> {
-    Vec::new()
+    vec![
+        test_case!(
+            SUITE,
+            "should fail in binding dynamic provisioned PV to PVC",
+            Needs::NONE,
+            block_claim_not_provisioned
+        ),
+        test_case!(
+            SUITE,
+            "should not mount / map unused volumes in a pod",
+            Needs::NONE,
+            unused_volume_not_mounted
+        ),
+        test_case!(
+            SUITE,
+            "should create sc, pod, pv, and pvc, read/write to the pv, and delete all created resources",
+            Needs::capabilities(&[Capability::Block]),
+            block_volume_read_write
+        ),
+        test_case!(
+            SUITE,
+            "should fail to use a volume in a pod with mismatched mode",
+            Needs::capabilities(&[Capability::Block]),
+            mismatched_mode_refused
+        ),
+    ]
+}
+
+/// `claim` with `volumeMode`.
+fn with_mode(mut claim: PersistentVolumeClaim, mode: &str) -> PersistentVolumeClaim {
+    if let Some(spec) = claim.spec.as_mut() {
+        spec.volume_mode = Some(mode.into());
+    }
+    claim
+}
+
+/// `pod` with its container using every claim mount as a raw device at the mount's path.
+fn as_devices(mut pod: Pod) -> Pod {
+    for container in pod.spec.iter_mut().flat_map(|s| s.containers.iter_mut()) {
+        let devices = container
+            .volume_mounts
+            .take()
+            .unwrap_or_default()
+            .into_iter()
+            .map(|m| VolumeDevice {
+                name: m.name,
+                device_path: m.mount_path,
+            })
+            .collect();
+        container.volume_devices = Some(devices);
+    }
+    pod
+}
+
+/// A Block claim of a driver without `block`, from a class binding at once: the claim stays
+/// Pending, and no volume is made for it. Upstream waits for a `ProvisioningFailed` event only
+/// to be quick; on the Manila driver the event must come and say why (block access).
+async fn block_claim_not_provisioned(ctx: &TestContext<'_>) -> TestResult {
+    if ctx.spec().has(Capability::Block) {
+        return Err(TestError::skip(format!(
+            "driver {} claims capability block: its block claims bind (the block read/write test)",
+            ctx.driver().name
+        )));
+    }
+    let class = ctx
+        .storage_class_with("immediate", |class| {
+            class.volume_binding_mode = Some("Immediate".into());
+        })
+        .await?;
+    let w = ctx.workload();
+    let block = claim("block", Some(&class), &ctx.claim_size(), access_mode(ctx));
+    w.create_claim(&with_mode(block, "Block")).await?;
+
+    let client = ctx.client();
+    let event = wait_event(
+        &client,
+        w.namespace(),
+        "block",
+        "ProvisioningFailed",
+        "",
+        w.timeouts().event,
+    )
+    .await;
+    match event {
+        Ok(event) if is_manila(ctx) => {
+            let message = event.message.unwrap_or_default();
+            ensure!(
+                message.contains("block"),
+                "the ProvisioningFailed event does not say block volumes are refused: {message}"
+            );
+        }
+        Ok(_) => {}
+        Err(e) if is_manila(ctx) => {
+            w.check(
+                "a ProvisioningFailed event about the block claim",
+                Err::<(), _>(e),
+            )
+            .await?;
+        }
+        Err(e) => tracing::info!(
+            namespace = w.namespace(),
+            "no ProvisioningFailed event about the block claim ({e}); checking the claim anyway, as upstream"
+        ),
+    }
+
+    let pending = w.claims.get("block").await?;
+    ensure_eq!(
+        pending.status.as_ref().and_then(|s| s.phase.as_deref()),
+        Some("Pending"),
+        "the block claim's phase"
+    );
+    let volume = pending.spec.as_ref().and_then(|s| s.volume_name.clone());
+    ensure!(
+        volume.is_none(),
+        "the block claim names a volume: {volume:?}"
+    );
+    if let (Ok(cloud), true) = (ctx.cloud(), is_manila(ctx)) {
+        // The provisioner names a claim's volume pvc-<claim uid>.
+        let name = format!("pvc-{}", pending.metadata.uid.unwrap_or_default());
+        let shares = cloud.shares_named(&name).await?;
+        ensure!(shares.is_empty(), "shares named {name} exist: {shares:?}");
+    }
+    Ok(())
+}
+
+/// Host mount points of the CSI volumes of the pod `uid` (kubelet's
+/// `pods/<uid>/volumes/kubernetes.io~csi/<pv>/mount`) below `root`.
+fn pod_csi_mounts(root: &std::path::Path, uid: &str) -> TestResult<Vec<String>> {
+    let pattern = format!("/pods/{uid}/volumes/kubernetes.io~csi/");
+    let mounts = harness::runtime::host_mounts::mount_points_under(root)
+        .map_err(|e| TestError::failed(format!("reading the mounts below {root:?}: {e}")))?;
+    Ok(mounts
+        .iter()
+        .map(|m| m.display().to_string())
+        .filter(|m| m.contains(&pattern))
+        .collect())
+}
+
+/// A pod lists the claim among its volumes but no container mounts it: the pod runs and the
+/// volume is not mounted in the pod's directory on the node. A pod that does use the claim on
+/// the same node then shows the check sees such mounts.
+async fn unused_volume_not_mounted(ctx: &TestContext<'_>) -> TestResult {
+    let Some(root) = ctx.mounts_root() else {
+        return Err(TestError::skip(
+            "the run cannot look at the nodes' kubelet directories (upstream lists \
+             /var/lib/kubelet/pods/<uid>/volumes on the pod's node)",
+        ));
+    };
+    let class = ctx.storage_class().await?;
+    let w = ctx.workload();
+    w.bound_claim(&claim(
+        "data",
+        Some(&class),
+        &ctx.claim_size(),
+        access_mode(ctx),
+    ))
+    .await?;
+    let mut unused = PodBuilder::new("unused", "true")
+        .claim("data", VOLUME_PATH)
+        .build();
+    for container in unused.spec.iter_mut().flat_map(|s| s.containers.iter_mut()) {
+        container.volume_mounts = None;
+        container.volume_devices = None;
+    }
+    let running = w.ready_pod(&unused).await?;
+    let node = node_of(&running).ok_or_else(|| TestError::failed("the pod has no node"))?;
+    let uid = running.metadata.uid.clone().unwrap_or_default();
+    let mounted = pod_csi_mounts(root, &uid)?;
+    if !mounted.is_empty() {
+        return Err(gap_or_failure(
+            ctx,
+            &node,
+            &format!(
+                "the claim no container of pod unused mounts is mounted for it: {}",
+                mounted.join(", ")
+            ),
+            "leaves volumes no container uses unmounted",
+            "harness/src/node/pod/volumes.rs prepare mounts every persistentVolumeClaim volume \
+             of a pod",
+        )
+        .await);
+    }
+    w.delete_pods(&["unused"]).await?;
+
+    let user = PodBuilder::new("user", "true")
+        .claim("data", VOLUME_PATH)
+        .node(&node)
+        .build();
+    let used = w.ready_pod(&user).await?;
+    let uid = used.metadata.uid.clone().unwrap_or_default();
+    let mounted = pod_csi_mounts(root, &uid)?;
+    ensure!(
+        !mounted.is_empty(),
+        "no mount of the claim for pod user, which mounts it, below {root:?}: the check above \
+         cannot see volume mounts"
+    );
+    w.delete_pods(&["user"]).await?;
+    Ok(())
+}
+
+/// A Block claim binds (whatever the class's binding mode: the pod is made at once); in the
+/// pod its volume is a block device, not a directory, and 64 bytes written to it read back the
+/// same, while writing a file below it fails.
+async fn block_volume_read_write(ctx: &TestContext<'_>) -> TestResult {
+    let class = ctx.storage_class().await?;
+    let w = ctx.workload();
+    let block = claim("block", Some(&class), &ctx.claim_size(), access_mode(ctx));
+    w.create_claim(&with_mode(block, "Block")).await?;
+    let pod = as_devices(
+        PodBuilder::new("raw", "true")
+            .claim("block", VOLUME_PATH)
+            .build(),
+    );
+    w.ready_pod(&pod).await?;
+    w.wait_bound("block").await?;
+    w.exec(
+        "raw",
+        &format!("test -b {VOLUME_PATH} && ! test -d {VOLUME_PATH}"),
+    )
+    .await
+    .map_err(|e| TestError::failed(format!("{VOLUME_PATH} is not a block device: {e}")))?;
+    w.exec(
+        "raw",
+        &format!(
+            "dd if=/dev/urandom of=/tmp/written bs=64 count=1 && \
+             dd if=/tmp/written of={VOLUME_PATH} bs=64 count=1 conv=fsync && \
+             dd if={VOLUME_PATH} of=/tmp/read bs=64 count=1 && cmp /tmp/written /tmp/read"
+        ),
+    )
+    .await
+    .map_err(|e| {
+        TestError::failed(format!(
+            "64 bytes written to the device did not read back: {e}"
+        ))
+    })?;
+    let refused = w
+        .exec("raw", &format!("echo text > {VOLUME_PATH}/file1.txt"))
+        .await;
+    ensure!(
+        refused.is_err(),
+        "writing a file below the block device {VOLUME_PATH} succeeded"
+    );
+    w.delete_pods(&["raw"]).await?;
+    Ok(())
+}
+
+/// A Filesystem volume used as a raw device: the pod does not start (kubelet's `FailedMount`
+/// "has volumeMode Filesystem, but is specified in volumeDevices"; upstream waits for the
+/// event only to be quick) and stays Pending.
+async fn mismatched_mode_refused(ctx: &TestContext<'_>) -> TestResult {
+    let class = ctx.storage_class().await?;
+    let w = ctx.workload();
+    let fs = claim("fs", Some(&class), &ctx.claim_size(), access_mode(ctx));
+    w.create_claim(&with_mode(fs, "Filesystem")).await?;
+    let pod = as_devices(
+        PodBuilder::new("mismatched", "true")
+            .claim("fs", VOLUME_PATH)
+            .build(),
+    );
+    w.create_pod(&pod).await?;
+    let client = ctx.client();
+    let event = wait_event(
+        &client,
+        w.namespace(),
+        "mismatched",
+        "FailedMount",
+        "has volumeMode Filesystem, but is specified in volumeDevices",
+        w.timeouts().pod_ready,
+    )
+    .await;
+    if let Err(e) = event {
+        tracing::info!(
+            namespace = w.namespace(),
+            "no FailedMount event about the mismatched pod ({e}); checking the pod anyway, as upstream"
+        );
+    }
+    let seen = w.pods.get("mismatched").await?;
+    ensure_eq!(
+        seen.status.as_ref().and_then(|s| s.phase.as_deref()),
+        Some("Pending"),
+        "the phase of the pod using a Filesystem volume as a device ({})",
+        describe_pod(&seen)
+    );
+    w.delete_pods(&["mismatched"]).await?;
+    Ok(())
 }
