@@ -98,7 +98,7 @@ async fn control_plane_behaves_as_a_real_cluster() {
     // An in-cluster style client: the published ca.crt verifies the apiserver, the token
     // authenticates the service account.
     let dir = tempfile::Builder::new()
-        .prefix("control-plane-")
+        .prefix("cp-")
         .tempdir()
         .unwrap();
     let ca_path = dir.path().join("ca.crt");

@@ -74,7 +74,7 @@ async fn start_helper(base: &Path) -> (tokio::process::Child, HelperReport) {
 #[tokio::test]
 async fn two_control_planes_run_side_by_side_and_leave_nothing_behind() {
     let base = tempfile::Builder::new()
-        .prefix("control-plane-lifecycle-")
+        .prefix("cpl-")
         .tempdir()
         .unwrap();
     let (in_process, (mut helper, other)) = tokio::join!(
@@ -136,7 +136,7 @@ async fn two_control_planes_run_side_by_side_and_leave_nothing_behind() {
 #[tokio::test]
 async fn a_component_that_cannot_start_is_named_with_its_log_and_nothing_is_left() {
     let base = tempfile::Builder::new()
-        .prefix("control-plane-lifecycle-")
+        .prefix("cpl-")
         .tempdir()
         .unwrap();
     let err = ControlPlane::builder()

@@ -9,7 +9,7 @@ use harness::control_plane::{Error, RunDir, run_dir};
 #[test]
 fn stale_run_directory_is_cleaned_and_its_processes_killed() {
     let base = tempfile::Builder::new()
-        .prefix("control-plane-run-dir-")
+        .prefix("cprd-")
         .tempdir()
         .unwrap();
 
@@ -55,7 +55,7 @@ fn stale_run_directory_is_cleaned_and_its_processes_killed() {
 #[test]
 fn a_recycled_pid_is_not_killed() {
     let base = tempfile::Builder::new()
-        .prefix("control-plane-run-dir-")
+        .prefix("cprd-")
         .tempdir()
         .unwrap();
     let stale = RunDir::create_in(base.path(), "control-plane-").unwrap();

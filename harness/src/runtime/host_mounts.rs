@@ -318,7 +318,24 @@ mod tests {
     // (so the host's mount table never changes, whatever runs in parallel), inside a scratch
     // directory made a private mount point; each unmounts what it mounted.
 
-    fn private_scratch() -> tempfile::TempDir {
+    /// The scratch directory of a mounting test: a private mount point of its own, unmounted
+    /// (if the test did not) before it is removed, or its removal would fail with EBUSY and
+    /// leave an emptied directory behind.
+    struct PrivateScratch(tempfile::TempDir);
+
+    impl PrivateScratch {
+        fn path(&self) -> &Path {
+            self.0.path()
+        }
+    }
+
+    impl Drop for PrivateScratch {
+        fn drop(&mut self) {
+            let _ = nix::mount::umount2(self.0.path(), nix::mount::MntFlags::MNT_DETACH);
+        }
+    }
+
+    fn private_scratch() -> PrivateScratch {
         nix::sched::unshare(nix::sched::CloneFlags::CLONE_NEWNS).unwrap();
         nix::mount::mount(
             None::<&str>,
@@ -341,7 +358,7 @@ mod tests {
             None::<&str>,
         )
         .unwrap();
-        dir
+        PrivateScratch(dir)
     }
 
     #[test]

@@ -122,8 +122,13 @@ pub async fn clean_up(
         problems.push(format!("namespace {namespace} not deleted: {e}"));
     }
 
-    // Then what the claims and snapshots had in the cluster.
+    // PVs the test made itself (labelled: pre-provisioned ones, often Retain) go with it,
+    // also when it failed before deleting them.
+    let selector = format!("{TEST_NAMESPACE_LABEL}={namespace}");
     let volumes: Api<PersistentVolume> = Api::all(client.clone());
+    delete_labelled(&volumes, &selector, "PersistentVolume", &mut problems).await;
+
+    // Then what the claims and snapshots had in the cluster.
     for (name, _) in &footprint.volumes {
         if let Err(e) = wait::wait_deleted(&volumes, name, timeout).await {
             problems.push(format!("PV {name} left: {e}"));
@@ -145,7 +150,6 @@ pub async fn clean_up(
     }
 
     // The classes the test made through its context, now unused.
-    let selector = format!("{TEST_NAMESPACE_LABEL}={namespace}");
     let classes: Api<StorageClass> = Api::all(client.clone());
     delete_labelled(&classes, &selector, "StorageClass", &mut problems).await;
     let snapshot_classes = snapshots::volume_snapshot_classes(&client);
@@ -184,7 +188,8 @@ where
         // No snapshot CRDs: no snapshot classes either.
         Err(kube::Error::Api(e)) if e.code == 404 => return,
         Err(e) => {
-            problems.push(format!("listing {kind}es labelled {selector}: {e}"));
+            let plural = if kind.ends_with('s') { "es" } else { "s" };
+            problems.push(format!("listing {kind}{plural} labelled {selector}: {e}"));
             return;
         }
     };

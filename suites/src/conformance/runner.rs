@@ -106,8 +106,9 @@ pub fn skip_reason(target: &Target, case: &TestCase) -> Option<String> {
     for capability in needs.capabilities {
         if !driver.spec.has(*capability) {
             return Some(format!(
-                "driver {} does not claim capability {capability} in its spec file",
-                driver.name
+                "Driver {} does not support {} - skipping (capability {capability} is not claimed in its spec file)",
+                driver.name,
+                unsupported(*capability)
             ));
         }
     }
@@ -222,6 +223,36 @@ async fn run_one(
         };
     }
     report(outcome, evidence)
+}
+
+/// What a missing capability means, as upstream's skip messages say it.
+fn unsupported(capability: harness::driver_spec::Capability) -> &'static str {
+    use harness::driver_spec::Capability as C;
+    match capability {
+        C::Persistence => "persistence",
+        C::Block => "BlockVolume",
+        C::FsGroup => "FsGroup",
+        C::VolumeMountGroup => "VolumeMountGroup",
+        C::Exec => "exec",
+        C::SnapshotDataSource => "snapshots",
+        C::PvcDataSource => "cloning",
+        C::OfflineSnapshotClone => "offline snapshots and clones",
+        C::MultiPods => "multiple concurrent pods",
+        C::Rwx | C::RwxFilesystemOnly | C::RwxBlockOnly => "ReadWriteMany",
+        C::ControllerExpansion => "volume expansion",
+        C::NodeExpansion => "node volume expansion",
+        C::OfflineExpansion => "offline volume expansion",
+        C::OnlineExpansion => "online volume expansion",
+        C::VolumeLimits => "volume limits",
+        C::SingleNodeVolume => "single node volumes",
+        C::Topology => "topology",
+        C::Capacity => "storage capacity",
+        C::FsResizeFromSourceNotSupported => "resizing restored volumes",
+        C::ReadWriteOncePod => "the ReadWriteOncePod access mode",
+        C::MultiplePvsSameId => "multiple PVs with same volume ID",
+        C::ReadOnlyMany => "ROX access mode",
+        C::GroupSnapshot => "volume group snapshots",
+    }
 }
 
 /// The spec file's timeouts for a test's waits.

@@ -1,4 +1,6 @@
-//! `volume-expand`: claims resized while a pod uses them.
+//! `volume-expand` (upstream `volume_expand.go`): resizing refused without
+//! `allowVolumeExpansion`; claims resized while no pod uses them (also with a pod re-created
+//! on the grown volume, as upstream's offline test) and while a pod uses them.
 
 use harness::cluster::wait;
 use harness::driver_spec::Capability;
@@ -18,6 +20,22 @@ const SUITE: &str = "volume-expand";
 /// The suite's tests.
 pub fn tests() -> Vec<TestCase> {
     vec![
+        test_case!(
+            SUITE,
+            "should not allow expansion of pvcs without AllowVolumeExpansion property",
+            Needs::NONE,
+            expansion_refused
+        ),
+        test_case!(
+            SUITE,
+            "Verify if offline PVC expansion works (a pod re-created on the volume after a controller resize)",
+            Needs::capabilities(&[
+                Capability::ControllerExpansion,
+                Capability::OfflineExpansion,
+                Capability::Exec
+            ]),
+            offline_with_pod_recreated
+        ),
         test_case!(
             SUITE,
             "should grow a volume no pod uses (offline expansion): the volume, PV and claim",
@@ -100,6 +118,90 @@ async fn expandable_class(ctx: &TestContext<'_>) -> TestResult<String> {
         class.allow_volume_expansion = Some(true);
     })
     .await
+}
+
+/// A class without `allowVolumeExpansion`: the apiserver refuses a bigger request and the
+/// claim keeps its size.
+async fn expansion_refused(ctx: &TestContext<'_>) -> TestResult {
+    let class = ctx
+        .storage_class_with("fixed", |class| class.allow_volume_expansion = Some(false))
+        .await?;
+    let w = ctx.workload();
+    let size = ctx.claim_size();
+    let (bigger, _) = grown(&size);
+    w.bound_claim(&claim("fixed", Some(&class), &size, access_mode(ctx)))
+        .await?;
+    let patch = serde_json::json!({"spec": {"resources": {"requests": {"storage": bigger}}}});
+    match w
+        .claims
+        .patch("fixed", &PatchParams::default(), &Patch::Merge(&patch))
+        .await
+    {
+        Err(kube::Error::Api(status)) => {
+            ensure!(
+                status
+                    .message
+                    .contains("storageclass that provisions the pvc must support resize"),
+                "the apiserver refused the resize, but not for the class: {}",
+                status.message
+            );
+        }
+        Err(e) => return Err(e.into()),
+        Ok(_) => {
+            return Err(crate::conformance::TestError::failed(format!(
+                "the apiserver accepted a resize to {bigger} although class {class} does not allow expansion"
+            )));
+        }
+    }
+    let claim = w.claims.get("fixed").await?;
+    let requested = claim
+        .spec
+        .as_ref()
+        .and_then(|s| s.resources.as_ref())
+        .and_then(|r| r.requests.as_ref())
+        .and_then(|r| r.get("storage"))
+        .map(|q| q.0.clone());
+    ensure_eq!(
+        requested.as_deref(),
+        Some(size.as_str()),
+        "the claim's request"
+    );
+    Ok(())
+}
+
+/// Upstream's offline expansion: a pod writes, goes; the claim grows (the controller
+/// resize); a new pod on the grown volume reads the data and writes more.
+async fn offline_with_pod_recreated(ctx: &TestContext<'_>) -> TestResult {
+    let class = expandable_class(ctx).await?;
+    let w = ctx.workload();
+    let size = ctx.claim_size();
+    let (bigger, gib) = grown(&size);
+    let bound = w
+        .bound_claim(&claim("data", Some(&class), &size, access_mode(ctx)))
+        .await?;
+    w.ready_pod(&pod_with_claim(
+        "before",
+        "data",
+        None,
+        "echo before > /data/before",
+    ))
+    .await?;
+    w.delete_pods(&["before"]).await?;
+    resize_and_wait(ctx, "data", &bound, &bigger, gib).await?;
+    w.ready_pod(&pod_with_claim(
+        "after",
+        "data",
+        None,
+        "echo after > /data/after",
+    ))
+    .await?;
+    ensure_eq!(
+        w.exec("after", "cat /data/before /data/after").await?,
+        "before\nafter\n",
+        "the data on the grown volume"
+    );
+    w.delete_pods(&["after"]).await?;
+    Ok(())
 }
 
 async fn offline_expansion(ctx: &TestContext<'_>) -> TestResult {

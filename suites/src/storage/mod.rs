@@ -19,6 +19,7 @@
 //! [`data`] writes and checks seeded data through pods.
 
 pub mod data;
+pub mod data_sources;
 pub mod demo;
 pub mod expansion;
 pub mod fs_group;
@@ -45,6 +46,7 @@ pub fn tests() -> Vec<TestCase> {
     let mut tests = Vec::new();
     tests.extend(volumes::tests());
     tests.extend(provisioning::tests());
+    tests.extend(data_sources::tests());
     tests.extend(snapshottable::tests());
     tests.extend(multivolume::tests());
     tests.extend(expansion::tests());

@@ -32,6 +32,12 @@ pub fn tests() -> Vec<TestCase> {
         ),
         test_case!(
             SUITE,
+            "should provision storage with mount options",
+            Needs::NONE,
+            mount_options
+        ),
+        test_case!(
+            SUITE,
             "should fail to provision from a share type Manila does not have, naming it in an event",
             Needs::NONE.manila(),
             unknown_share_type
@@ -149,6 +155,59 @@ async fn default_class(ctx: &TestContext<'_>) -> TestResult {
         Some(class.as_str()),
         "the class given to the claim"
     );
+    Ok(())
+}
+
+/// The spec file's supported and required mount options on the class: the PV carries them
+/// and a pod mounts the volume with them.
+async fn mount_options(ctx: &TestContext<'_>) -> TestResult {
+    let info = &ctx.spec().driver_info;
+    if info.supported_mount_options.is_empty() {
+        return Err(TestError::skip(format!(
+            "Driver {} does not define supported mount option",
+            info.name
+        )));
+    }
+    let options: Vec<String> = info
+        .supported_mount_options
+        .union(&info.required_mount_options)
+        .cloned()
+        .collect();
+    let wanted = options.clone();
+    let class = ctx
+        .storage_class_with("mount-options", move |class| {
+            class.mount_options = Some(wanted);
+        })
+        .await?;
+    let w = ctx.workload();
+    let data = w
+        .bound_claim(&claim(
+            "data",
+            Some(&class),
+            &ctx.claim_size(),
+            access_mode(ctx),
+        ))
+        .await?;
+    let on_pv = data
+        .volume
+        .spec
+        .as_ref()
+        .and_then(|s| s.mount_options.clone())
+        .unwrap_or_default();
+    ensure_eq!(on_pv, options, "the PV's mount options");
+    w.ready_pod(&crate::e2e::workload::pod_with_claim(
+        "user",
+        "data",
+        None,
+        "echo ok > /data/ok",
+    ))
+    .await?;
+    ensure_eq!(
+        w.exec("user", "cat /data/ok").await?,
+        "ok\n",
+        "data written with the options"
+    );
+    w.delete_pods(&["user"]).await?;
     Ok(())
 }
 

@@ -1,0 +1,284 @@
+//! The `provisioning` tests of upstream's `provisioning.go` about where a volume's data comes
+//! from and what else may point at it: a snapshot data source (also into a larger claim, and
+//! read-only many), a claim data source (clone), and two PVs of one volume handle.
+
+use harness::driver_spec::Capability;
+use k8s_openapi::api::core::v1::{
+    ObjectReference, PersistentVolume, PersistentVolumeClaim, TypedLocalObjectReference,
+};
+use kube::api::{Api, PostParams};
+
+use super::data::{check_seeded, write_seeded};
+use super::provisioning::{access_mode, is_manila};
+use crate::conformance::{Needs, TestCase, TestContext, TestError, TestResult};
+use crate::e2e::workload::{PodBuilder, claim, claim_from_snapshot, volume_capacity};
+use crate::{ensure, ensure_eq, test_case};
+
+const SUITE: &str = "provisioning";
+
+/// The tests, in the `provisioning` suite.
+pub fn tests() -> Vec<TestCase> {
+    vec![
+        test_case!(
+            SUITE,
+            "should provision storage with snapshot data source",
+            Needs::capabilities(&[Capability::SnapshotDataSource, Capability::Exec])
+                .snapshot_class(),
+            snapshot_source
+        ),
+        test_case!(
+            SUITE,
+            "should provision correct filesystem size when restoring snapshot to larger size pvc",
+            Needs::capabilities(&[Capability::SnapshotDataSource, Capability::Exec])
+                .snapshot_class(),
+            larger_restore
+        ),
+        test_case!(
+            SUITE,
+            "should provision storage with snapshot data source (ROX mode)",
+            Needs::capabilities(&[
+                Capability::SnapshotDataSource,
+                Capability::ReadOnlyMany,
+                Capability::Exec
+            ])
+            .snapshot_class(),
+            read_only_many_from_snapshot
+        ),
+        test_case!(
+            SUITE,
+            "should provision storage with pvc data source",
+            Needs::capabilities(&[Capability::PvcDataSource, Capability::Exec]),
+            clone
+        ),
+        test_case!(
+            SUITE,
+            "should mount multiple PV pointing to the same storage on the same node",
+            Needs::capabilities(&[Capability::MultiplePvsSameId, Capability::Exec]),
+            two_pvs_one_handle
+        ),
+    ]
+}
+
+/// A claim `source` with seeded data (seed 1) and a ready snapshot `snap` of it; the class.
+async fn snapshotted_source(ctx: &TestContext<'_>) -> TestResult<String> {
+    let class = ctx.storage_class().await?;
+    let snapshot_class = ctx.snapshot_class().await?;
+    let w = ctx.workload();
+    w.bound_claim(&claim(
+        "source",
+        Some(&class),
+        &ctx.claim_size(),
+        access_mode(ctx),
+    ))
+    .await?;
+    w.ready_pod(
+        &PodBuilder::new("writer", "true")
+            .claim("source", "/data")
+            .build(),
+    )
+    .await?;
+    write_seeded(w, "writer", "/data/data", 1).await?;
+    w.delete_pods(&["writer"]).await?;
+    w.ready_snapshot("snap", "source", &snapshot_class).await?;
+    Ok(class)
+}
+
+async fn snapshot_source(ctx: &TestContext<'_>) -> TestResult {
+    let class = snapshotted_source(ctx).await?;
+    let w = ctx.workload();
+    let size = ctx.claim_size();
+    w.bound_claim(&claim_from_snapshot(
+        "restored",
+        Some(&class),
+        &size,
+        access_mode(ctx),
+        "snap",
+    ))
+    .await?;
+    w.ready_pod(
+        &PodBuilder::new("reader", "true")
+            .claim("restored", "/data")
+            .build(),
+    )
+    .await?;
+    check_seeded(w, "reader", "/data/data", 1).await?;
+    w.delete_pods(&["reader"]).await?;
+    Ok(())
+}
+
+async fn larger_restore(ctx: &TestContext<'_>) -> TestResult {
+    let class = snapshotted_source(ctx).await?;
+    let w = ctx.workload();
+    let bytes = sidecar_common::quantity::parse_bytes(&ctx.claim_size()).unwrap_or(1 << 30);
+    let larger = sidecar_common::quantity::format_bytes(bytes + (1 << 30));
+    let restored = w
+        .bound_claim(&claim_from_snapshot(
+            "larger",
+            Some(&class),
+            &larger,
+            access_mode(ctx),
+            "snap",
+        ))
+        .await?;
+    ensure_eq!(
+        volume_capacity(&restored.volume).as_deref(),
+        Some(larger.as_str()),
+        "the restored PV's capacity"
+    );
+    if let (Ok(cloud), true) = (ctx.cloud(), is_manila(ctx)) {
+        let share = cloud
+            .share(&restored.share_id)
+            .await?
+            .ok_or_else(|| TestError::failed("the restored share is not in the cloud"))?;
+        let gib = u64::try_from(bytes + (1 << 30))
+            .unwrap_or(0)
+            .div_ceil(1 << 30);
+        ensure_eq!(share.size, gib, "the restored share's size in GiB");
+        ensure!(
+            share.snapshot_id.is_some(),
+            "the restored share has no source snapshot"
+        );
+    }
+    w.ready_pod(
+        &PodBuilder::new("reader", "true")
+            .claim("larger", "/data")
+            .build(),
+    )
+    .await?;
+    check_seeded(w, "reader", "/data/data", 1).await?;
+    w.delete_pods(&["reader"]).await?;
+    Ok(())
+}
+
+async fn read_only_many_from_snapshot(ctx: &TestContext<'_>) -> TestResult {
+    let class = snapshotted_source(ctx).await?;
+    let w = ctx.workload();
+    w.bound_claim(&claim_from_snapshot(
+        "rox",
+        Some(&class),
+        &ctx.claim_size(),
+        "ReadOnlyMany",
+        "snap",
+    ))
+    .await?;
+    w.ready_pod(
+        &PodBuilder::new("reader", "true")
+            .read_only_claim("rox", "/data")
+            .build(),
+    )
+    .await?;
+    check_seeded(w, "reader", "/data/data", 1).await?;
+    ensure!(
+        w.exec("reader", "echo x > /data/x").await.is_err(),
+        "a ReadOnlyMany volume mounted read-only took a write"
+    );
+    w.delete_pods(&["reader"]).await?;
+    Ok(())
+}
+
+async fn clone(ctx: &TestContext<'_>) -> TestResult {
+    let class = ctx.storage_class().await?;
+    let w = ctx.workload();
+    let size = ctx.claim_size();
+    let mode = access_mode(ctx);
+    w.bound_claim(&claim("source", Some(&class), &size, mode))
+        .await?;
+    w.ready_pod(
+        &PodBuilder::new("writer", "true")
+            .claim("source", "/data")
+            .build(),
+    )
+    .await?;
+    write_seeded(w, "writer", "/data/data", 1).await?;
+    w.delete_pods(&["writer"]).await?;
+    let mut cloned = claim("clone", Some(&class), &size, mode);
+    if let Some(spec) = cloned.spec.as_mut() {
+        spec.data_source = Some(TypedLocalObjectReference {
+            api_group: None,
+            kind: "PersistentVolumeClaim".into(),
+            name: "source".into(),
+        });
+    }
+    w.bound_claim(&cloned).await?;
+    w.ready_pod(
+        &PodBuilder::new("reader", "true")
+            .claim("clone", "/data")
+            .build(),
+    )
+    .await?;
+    check_seeded(w, "reader", "/data/data", 1).await?;
+    w.delete_pods(&["reader"]).await?;
+    Ok(())
+}
+
+/// A second PV with the first one's volume handle (and everything the driver needs to use
+/// it), bound to a second claim; one pod mounts both claims and sees one volume.
+async fn two_pvs_one_handle(ctx: &TestContext<'_>) -> TestResult {
+    let class = ctx.storage_class().await?;
+    let w = ctx.workload();
+    let size = ctx.claim_size();
+    let mode = access_mode(ctx);
+    let first = w
+        .bound_claim(&claim("first", Some(&class), &size, mode))
+        .await?;
+    let spec = first
+        .volume
+        .spec
+        .clone()
+        .ok_or_else(|| TestError::failed("the first PV has no spec"))?;
+    let name = format!("{}-second", w.namespace());
+    let mut second = PersistentVolume::default();
+    second.metadata.name = Some(name.clone());
+    second.metadata.labels = Some(w.labels());
+    second.spec = Some(k8s_openapi::api::core::v1::PersistentVolumeSpec {
+        claim_ref: Some(ObjectReference {
+            namespace: Some(w.namespace().into()),
+            name: Some("second".into()),
+            ..Default::default()
+        }),
+        // Not the class: nothing may delete the volume through this PV.
+        storage_class_name: Some(String::new()),
+        persistent_volume_reclaim_policy: Some("Retain".into()),
+        node_affinity: spec.node_affinity.clone(),
+        ..spec
+    });
+    let volumes: Api<PersistentVolume> = Api::all(ctx.client());
+    volumes.create(&PostParams::default(), &second).await?;
+    let mut claim_two: PersistentVolumeClaim = claim("second", None, &size, mode);
+    if let Some(spec) = claim_two.spec.as_mut() {
+        spec.storage_class_name = Some(String::new());
+        spec.volume_name = Some(name.clone());
+    }
+    w.bound_claim(&claim_two).await?;
+    w.ready_pod(
+        &PodBuilder::new("both", "true")
+            .claim("first", "/mnt/first")
+            .claim("second", "/mnt/second")
+            .build(),
+    )
+    .await?;
+    write_seeded(w, "both", "/mnt/first/data", 3).await?;
+    check_seeded(w, "both", "/mnt/second/data", 3).await?;
+    w.delete_pods(&["both"]).await?;
+    // The second PV (Retain, no class) goes by hand once its claim is gone.
+    w.claims
+        .delete("second", &kube::api::DeleteParams::default())
+        .await?;
+    let released = harness::cluster::wait::wait_for_described(
+        &volumes,
+        &name,
+        &format!("PV {name} Released"),
+        |pv: Option<&PersistentVolume>| {
+            pv.and_then(|p| p.status.as_ref())
+                .and_then(|s| s.phase.as_deref())
+                == Some("Released")
+        },
+        super::WAIT,
+    )
+    .await;
+    w.check("the second PV Released", released).await?;
+    volumes
+        .delete(&name, &kube::api::DeleteParams::default())
+        .await?;
+    Ok(())
+}
