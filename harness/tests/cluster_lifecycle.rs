@@ -141,10 +141,7 @@ async fn cluster_process_serves_attaching_processes_and_stops_with_the_watched_p
 
 #[tokio::test]
 async fn down_stops_the_cluster_and_a_live_run_directory_is_not_taken_twice() {
-    let base = tempfile::Builder::new()
-        .prefix("lc-")
-        .tempdir()
-        .unwrap();
+    let base = tempfile::Builder::new().prefix("lc-").tempdir().unwrap();
     let dir = base.path().join("shared");
     let dir_arg = dir.to_str().unwrap();
     let started = up(&["--run-dir", dir_arg]);

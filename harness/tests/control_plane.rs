@@ -97,10 +97,7 @@ async fn control_plane_behaves_as_a_real_cluster() {
 
     // An in-cluster style client: the published ca.crt verifies the apiserver, the token
     // authenticates the service account.
-    let dir = tempfile::Builder::new()
-        .prefix("cp-")
-        .tempdir()
-        .unwrap();
+    let dir = tempfile::Builder::new().prefix("cp-").tempdir().unwrap();
     let ca_path = dir.path().join("ca.crt");
     let token_path = dir.path().join("token");
     std::fs::write(&ca_path, &root_ca).unwrap();

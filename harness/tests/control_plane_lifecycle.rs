@@ -73,10 +73,7 @@ async fn start_helper(base: &Path) -> (tokio::process::Child, HelperReport) {
 
 #[tokio::test]
 async fn two_control_planes_run_side_by_side_and_leave_nothing_behind() {
-    let base = tempfile::Builder::new()
-        .prefix("cpl-")
-        .tempdir()
-        .unwrap();
+    let base = tempfile::Builder::new().prefix("cpl-").tempdir().unwrap();
     let (in_process, (mut helper, other)) = tokio::join!(
         ControlPlane::builder().base_dir(base.path()).start(),
         start_helper(base.path())
@@ -135,10 +132,7 @@ async fn two_control_planes_run_side_by_side_and_leave_nothing_behind() {
 
 #[tokio::test]
 async fn a_component_that_cannot_start_is_named_with_its_log_and_nothing_is_left() {
-    let base = tempfile::Builder::new()
-        .prefix("cpl-")
-        .tempdir()
-        .unwrap();
+    let base = tempfile::Builder::new().prefix("cpl-").tempdir().unwrap();
     let err = ControlPlane::builder()
         .base_dir(base.path())
         .apiserver_arg("--no-such-flag=1")

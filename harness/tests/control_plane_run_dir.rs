@@ -8,10 +8,7 @@ use harness::control_plane::{Error, RunDir, run_dir};
 
 #[test]
 fn stale_run_directory_is_cleaned_and_its_processes_killed() {
-    let base = tempfile::Builder::new()
-        .prefix("cprd-")
-        .tempdir()
-        .unwrap();
+    let base = tempfile::Builder::new().prefix("cprd-").tempdir().unwrap();
 
     // A "dead harness": a run directory with a recorded process still running, released
     // without cleaning (as when the harness process dies).
@@ -54,10 +51,7 @@ fn stale_run_directory_is_cleaned_and_its_processes_killed() {
 
 #[test]
 fn a_recycled_pid_is_not_killed() {
-    let base = tempfile::Builder::new()
-        .prefix("cprd-")
-        .tempdir()
-        .unwrap();
+    let base = tempfile::Builder::new().prefix("cprd-").tempdir().unwrap();
     let stale = RunDir::create_in(base.path(), "control-plane-").unwrap();
     // Recorded with the wrong start time: as if the pid now belonged to another process.
     let mut bystander = std::process::Command::new("sleep")

@@ -55,6 +55,21 @@ pub enum Error {
         /// Why.
         reason: String,
     },
+    /// A volume mount's subPath was refused or could not be prepared (the container waits in
+    /// `CreateContainerConfigError`): kubelet's message. Past the checks of the path's text,
+    /// the cause is not in the message (kubelet keeps what it learns about the node's file
+    /// system out of the pod's status); the agent logs it.
+    #[error("{}", cause.kubelet_message(container, mount, sub_path))]
+    SubPath {
+        /// The container name.
+        container: String,
+        /// The volume mount's name (the volume's).
+        mount: String,
+        /// The subPath (expanded, for `subPathExpr`).
+        sub_path: String,
+        /// Why.
+        cause: Box<SubPathError>,
+    },
     /// A pod or container was not found in a node's run directory.
     #[error("{what} not found in {run_dir:?}")]
     NotFound {
@@ -74,6 +89,109 @@ pub enum Error {
         #[source]
         source: std::io::Error,
     },
+}
+
+/// Why a subPath was refused (see [`Error::SubPath`]).
+#[derive(Debug, thiserror::Error)]
+pub enum SubPathError {
+    /// The subPath is an absolute path.
+    #[error("the subPath must not be an absolute path")]
+    Absolute,
+    /// The subPath has a `..` component.
+    #[error("the subPath must not contain '..'")]
+    Backsteps,
+    /// The subPath did not exist and its directory could not be created inside the volume.
+    #[error("creating the missing subPath directory")]
+    MakeDir(#[source] SubPathFault),
+    /// The subPath could not be opened inside the volume and bind-mounted for the container.
+    #[error("bind-mounting the subPath")]
+    Bind(#[source] SubPathFault),
+}
+
+impl SubPathError {
+    /// kubelet's message for the subPath `sub_path` of volume mount `mount` of `container`.
+    pub fn kubelet_message(&self, container: &str, mount: &str, sub_path: &str) -> String {
+        match self {
+            SubPathError::Absolute => {
+                format!("error SubPath `{sub_path}` must not be an absolute path")
+            }
+            SubPathError::Backsteps => {
+                format!("unable to provision SubPath `{sub_path}`: must not contain '..'")
+            }
+            SubPathError::MakeDir(_) => format!(
+                "failed to create subPath directory for volumeMount {mount:?} of container {container:?}"
+            ),
+            SubPathError::Bind(_) => format!(
+                "failed to prepare subPath for volumeMount {mount:?} of container {container:?}"
+            ),
+        }
+    }
+}
+
+/// What went wrong opening, creating or bind-mounting a subPath inside its volume (paths are
+/// the node's).
+#[derive(Debug, thiserror::Error)]
+pub enum SubPathFault {
+    /// With its symbolic links resolved, the path leaves the volume.
+    #[error("{} resolves to {}, outside the volume {}", path.display(), resolved.display(), volume.display())]
+    Escapes {
+        /// The path (volume and subPath joined).
+        path: PathBuf,
+        /// Where it leads.
+        resolved: PathBuf,
+        /// The volume, its links resolved.
+        volume: PathBuf,
+    },
+    /// A component of the subPath is a symbolic link to nothing: it is not followed to create
+    /// what it names (outside the volume, or not).
+    #[error(
+        "{} is a symbolic link to {}, which does not exist{}",
+        path.display(),
+        target.display(),
+        if *outside { " and is outside the volume" } else { "" }
+    )]
+    DanglingLink {
+        /// The link.
+        path: PathBuf,
+        /// Its target, as written.
+        target: PathBuf,
+        /// Whether the target is outside the volume.
+        outside: bool,
+    },
+    /// A component turned out to be a symbolic link while the path was opened one component
+    /// at a time (it was swapped in after the path was resolved).
+    #[error("{} is a symbolic link, not followed", path.display())]
+    Symlink {
+        /// The component's path.
+        path: PathBuf,
+    },
+    /// The subPath exists and is not a directory where one is needed.
+    #[error("{} exists and is not a directory", path.display())]
+    NotADirectory {
+        /// The path.
+        path: PathBuf,
+    },
+    /// A file-system call failed.
+    #[error("{action} {}", path.display())]
+    Io {
+        /// What was being done.
+        action: &'static str,
+        /// The path involved.
+        path: PathBuf,
+        /// The cause.
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+impl crate::errors::IoContext for SubPathFault {
+    fn from_io(action: &'static str, path: PathBuf, source: std::io::Error) -> Self {
+        SubPathFault::Io {
+            action,
+            path,
+            source,
+        }
+    }
 }
 
 /// The node agent's result type.
@@ -96,6 +214,20 @@ impl Error {
         Error::Volume {
             volume: volume.into(),
             reason: reason.into(),
+        }
+    }
+
+    pub(crate) fn sub_path(
+        container: &str,
+        mount: &str,
+        sub_path: &str,
+    ) -> impl FnOnce(SubPathError) -> Self {
+        let (container, mount, sub_path) = (container.into(), mount.into(), sub_path.into());
+        move |cause| Error::SubPath {
+            container,
+            mount,
+            sub_path,
+            cause: Box::new(cause),
         }
     }
 

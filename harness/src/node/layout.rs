@@ -4,7 +4,9 @@
 //! - `<run_dir>/pods/<namespace>_<name>_<uid>/`: the agent's directory of a pod (its
 //!   emptyDir, configMap, secret, … volumes), [`pod_dir`];
 //! - `<run_dir>/pods/<uid>/`: kubelet's directory of a pod, `/var/lib/kubelet/pods/<uid>`
-//!   ([`kubelet_pod_dir`]), where the CSI volume manager publishes volumes;
+//!   ([`kubelet_pod_dir`]), where the CSI volume manager publishes volumes
+//!   (`volumes/kubernetes.io~csi/<pv>/mount`) and containers' subPaths are bind-mounted
+//!   (`volume-subpaths/<volume>/<container>/<mount index>`);
 //! - `<run_dir>/plugins/`, `<run_dir>/plugins_registry/`: CSI plugins (see
 //!   [`PluginPaths`](super::csi::PluginPaths)).
 //!

@@ -12,10 +12,16 @@
 //! - **Lease** ([`lease`]): `kube-node-lease/<node>`, renewed every 10 s, 40 s duration.
 //! - **Pods** (`pod`): a watch on `spec.nodeName=<node>`, one worker per pod: volumes
 //!   (emptyDir, hostPath, configMap, secret, downwardAPI, projected service-account token via
-//!   TokenRequest + `kube-root-ca.crt` + namespace), environment (values, ConfigMap/Secret
-//!   keys, `envFrom`, downward API fields and resources, `$(VAR)` expansion), command/args
-//!   through the [`ImageMap`](crate::runtime::ImageMap), working directory, `runAsUser`;
-//!   init containers in order; startup/readiness/liveness probes (exec, httpGet,
+//!   TokenRequest + `kube-root-ca.crt` + namespace; only those a container or init container
+//!   mounts or maps, as kubelet), the pod's `fsGroup` on them (`ownership`: group, group
+//!   permissions, setgid directories; `fsGroupChangePolicy`), `subPath`/`subPathExpr` mounts
+//!   opened inside their volume without following links out of it and bind-mounted from
+//!   `volume-subpaths/` (a subPath leading out is refused: `CreateContainerConfigError`),
+//!   environment (values, ConfigMap/Secret keys, `envFrom`, downward API fields and
+//!   resources, `$(VAR)` expansion), command/args through the
+//!   [`ImageMap`](crate::runtime::ImageMap), working directory, `runAsUser` (with
+//!   `runAsGroup`), `supplementalGroups` and `fsGroup` as supplementary groups; init
+//!   containers in order; startup/readiness/liveness probes (exec, httpGet,
 //!   tcpSocket); restart policies with kubelet's back-off (immediate first restart, then
 //!   [`Timings::backoff_initial`] doubling up to [`Timings::backoff_max`]) and
 //!   `CrashLoopBackOff`; graceful deletion (SIGTERM, the shorter of the pod's grace periods
@@ -37,13 +43,16 @@
 //!   `STAGE_UNSTAGE_VOLUME` capability, then NodePublishVolume at kubelet's paths
 //!   (`/var/lib/kubelet/…`, the run directory on this machine, `vol_data.json` next to
 //!   them; pod info in the volume context with `podInfoOnMount`; secrets from the PV's
-//!   secret refs); containers bind-mount the target. Errors are `FailedMount` events with
+//!   secret refs), then the pod's `fsGroup` as the CSIDriver's `fsGroupPolicy` says
+//!   (`ReadWriteOnceWithFSType` by default: RWO volumes with an `fsType` only; `File`;
+//!   `None`); containers bind-mount the target. Errors are `FailedMount` events with
 //!   kubelet's messages, retried with back-off. On pod deletion, after the sandbox is gone:
-//!   NodeUnpublishVolume, NodeUnstageVolume when no pod uses the volume any more, then out
-//!   of `volumesInUse`; a directory still holding a mount point is never removed (the
-//!   unmount is retried). After a restart, published volumes (their `vol_data.json` and a
-//!   mount point at the target) are reconstructed, not published again; orphaned pods'
-//!   volumes are unpublished before their directories go. Claims with the
+//!   the pod's subPath bind mounts, NodeUnpublishVolume, NodeUnstageVolume when no pod uses
+//!   the volume any more, then out of `volumesInUse`; a directory still holding a mount
+//!   point is never removed (the unmount is retried). After a restart, published volumes
+//!   (their `vol_data.json` and a mount point at the target) are reconstructed, not
+//!   published again; orphaned pods' subPath mounts and volumes are unmounted before their
+//!   directories go. Claims with the
 //!   `FileSystemResizePending` condition get NodeExpandVolume (drivers with
 //!   `EXPAND_VOLUME`) and their status capacity. `<run_dir>/pods` and `<run_dir>/plugins`
 //!   are shared mount points, so node plugin pods' Bidirectional mounts reach the host;
@@ -104,6 +113,7 @@ mod inspect;
 pub mod layout;
 pub mod lease;
 mod mounts;
+mod ownership;
 mod pod;
 pub mod registration;
 

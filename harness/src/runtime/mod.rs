@@ -15,11 +15,11 @@
 //!   (the copy would keep that mount point busy: removing the directory, e.g. when a volume is
 //!   unpublished, would fail with `EBUSY` in the sandbox and in its containers).
 //! - A **container** ([`Container`]) is a process started inside the sandbox's namespaces (at
-//!   the sandbox's root) with its command, environment, working directory and user; its
-//!   stdout and stderr go to one log file; its exit status (code or signal) is awaited from
-//!   tokio. Containers may add mounts of their own (a mount namespace per container), with
-//!   Kubernetes' mount propagation ([`Propagation`]). [`Container::exec`] runs a command the
-//!   same way and returns its output and exit code.
+//!   the sandbox's root) with its command, environment, working directory, user and
+//!   supplementary groups; its stdout and stderr go to one log file; its exit status (code or
+//!   signal) is awaited from tokio. Containers may add mounts of their own (a mount namespace
+//!   per container), with Kubernetes' mount propagation ([`Propagation`]).
+//!   [`Container::exec`] runs a command the same way and returns its output and exit code.
 //! - [`ImageMap`] turns an image + command + args into the argv to run: the project's images
 //!   run the binaries cargo built (bind-mounted read-only at their host path:
 //!   [`ImageMap::binary_mount`], as the sandbox's `/tmp` and `/run` are private), generic
@@ -93,8 +93,8 @@
 //! ```
 //!
 //! There, overlayfs needs Linux ≥ 5.11, only the mapped user exists (containers with a
-//! [`User`] other than root fail), and the host's files owned by other users appear as
-//! `nobody`. Everywhere, pivoting into the sandbox's root needs the current root to be a mount
+//! [`User`] other than root, or with supplementary groups, fail: `setgroups` is denied), and
+//! the host's files owned by other users appear as `nobody`. Everywhere, pivoting into the sandbox's root needs the current root to be a mount
 //! point with a parent mount, as it is except in an initramfs (the helper says so otherwise).
 //!
 //! # Example

@@ -59,7 +59,8 @@ pub enum Propagation {
 pub struct User {
     /// The user id.
     pub uid: u32,
-    /// The group id (also the only supplementary group).
+    /// The group id (also the first supplementary group, before
+    /// [`ContainerSpec::supplementary_groups`]).
     pub gid: u32,
 }
 
@@ -79,6 +80,11 @@ pub struct ContainerSpec {
     pub working_dir: Option<PathBuf>,
     /// The user to run as; the runtime's own user (root) by default.
     pub user: Option<User>,
+    /// Groups the processes get besides their group id (a pod's `supplementalGroups` and
+    /// `fsGroup`): the supplementary groups are the group id followed by these. Empty, the
+    /// runtime's own groups are kept when no [`user`](Self::user) is set.
+    #[serde(default)]
+    pub supplementary_groups: Vec<u32>,
     /// Bind mounts only this container sees (in a mount namespace of its own).
     pub mounts: Vec<Mount>,
 }
@@ -93,6 +99,7 @@ impl ContainerSpec {
             env: Vec::new(),
             working_dir: None,
             user: None,
+            supplementary_groups: Vec::new(),
             mounts: Vec::new(),
         }
     }
@@ -315,6 +322,15 @@ mod tests {
             err.contains("/data") && err.contains("Bidirectional"),
             "{err}"
         );
+    }
+
+    #[test]
+    fn supplementary_groups_default_to_none_in_old_state_files() {
+        let old = r#"{"name":"app","attempt":0,"argv":["true"],"env":[],"working_dir":null,
+            "user":{"uid":1,"gid":2},"mounts":[]}"#;
+        let spec: ContainerSpec = serde_json::from_str(old).unwrap();
+        assert!(spec.supplementary_groups.is_empty());
+        assert_eq!(spec.user, Some(User { uid: 1, gid: 2 }));
     }
 
     #[test]

@@ -209,9 +209,7 @@ impl<'a> TestContext<'a> {
         snapshots::volume_snapshot_classes(&self.client())
             .create(&PostParams::default(), &class)
             .await
-            .map_err(|e| {
-                TestError::failed(format!("creating VolumeSnapshotClass {name}: {e}"))
-            })?;
+            .map_err(|e| TestError::failed(format!("creating VolumeSnapshotClass {name}: {e}")))?;
         Ok(name)
     }
 

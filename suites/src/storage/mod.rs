@@ -24,7 +24,6 @@ pub mod demo;
 pub mod expansion;
 pub mod fs_group;
 pub mod multivolume;
-pub mod node_agent;
 pub mod provisioning;
 pub mod snapshottable;
 pub mod subpath;

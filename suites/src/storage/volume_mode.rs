@@ -6,7 +6,6 @@
 use harness::driver_spec::Capability;
 use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod, VolumeDevice};
 
-use super::node_agent::gap_or_failure;
 use super::node_of;
 use super::provisioning::{access_mode, is_manila};
 use crate::conformance::{Needs, TestCase, TestContext, TestError, TestResult};
@@ -188,20 +187,12 @@ async fn unused_volume_not_mounted(ctx: &TestContext<'_>) -> TestResult {
     let node = node_of(&running).ok_or_else(|| TestError::failed("the pod has no node"))?;
     let uid = running.metadata.uid.clone().unwrap_or_default();
     let mounted = pod_csi_mounts(root, &uid)?;
-    if !mounted.is_empty() {
-        return Err(gap_or_failure(
-            ctx,
-            &node,
-            &format!(
-                "the claim no container of pod unused mounts is mounted for it: {}",
-                mounted.join(", ")
-            ),
-            "leaves volumes no container uses unmounted",
-            "harness/src/node/pod/volumes.rs prepare mounts every persistentVolumeClaim volume \
-             of a pod",
-        )
-        .await);
-    }
+    ensure!(
+        mounted.is_empty(),
+        "the claim no container of pod unused mounts is mounted for it on node {node}, where \
+         kubelet leaves volumes no container uses unmounted: {}",
+        mounted.join(", ")
+    );
     w.delete_pods(&["unused"]).await?;
 
     let user = PodBuilder::new("user", "true")

@@ -80,6 +80,9 @@ enum Step {
         uid: Option<u32>,
         #[arg(long, requires = "uid")]
         gid: Option<u32>,
+        /// A supplementary group besides the gid (repeated).
+        #[arg(long = "group")]
+        groups: Vec<u32>,
         #[arg(last = true, required = true)]
         argv: Vec<String>,
     },
@@ -103,6 +106,7 @@ fn main() -> std::process::ExitCode {
             workdir,
             uid,
             gid,
+            groups,
             argv,
         } => namespaces::enter(
             &namespaces::Entry {
@@ -110,6 +114,7 @@ fn main() -> std::process::ExitCode {
                 mounts_of,
                 workdir,
                 user: uid.zip(gid),
+                groups,
             },
             status_fd,
             &argv,

@@ -91,6 +91,9 @@ impl Target {
                 .arg("--gid")
                 .arg(user.gid.to_string());
         }
+        for group in &self.spec.supplementary_groups {
+            command.arg("--group").arg(group.to_string());
+        }
         command
             .arg("--")
             .args(argv)
@@ -269,6 +272,8 @@ pub struct Entry {
     pub workdir: Option<PathBuf>,
     /// The uid and gid to run as.
     pub user: Option<(u32, u32)>,
+    /// Supplementary groups besides the gid.
+    pub groups: Vec<u32>,
 }
 
 /// The last step: into the container's mount namespace (whose root is the sandbox's root),
@@ -278,7 +283,7 @@ pub fn enter(entry: &Entry, status_fd: RawFd, argv: &[String]) -> anyhow::Result
     fcntl(&status, FcntlArg::F_SETFD(FdFlag::FD_CLOEXEC)).context("marking the status pipe")?;
     let report = match enter_mount_namespace(entry) {
         Err(e) => format!("{SETUP_FAILED}\n{e:#}"),
-        Ok(()) => match prepare(entry.workdir.as_deref(), entry.user) {
+        Ok(()) => match prepare(entry.workdir.as_deref(), entry.user, &entry.groups) {
             Ok(()) => {
                 let (program, args) = argv.split_first().context("no command")?;
                 // Only returns on failure.
@@ -325,16 +330,34 @@ fn enter_mount_namespace(entry: &Entry) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Working directory, user and parent-death signal, in the container's mount namespace.
-fn prepare(workdir: Option<&Path>, user: Option<(u32, u32)>) -> anyhow::Result<()> {
+/// Working directory, user (supplementary groups: the gid, then `groups`) and parent-death
+/// signal, in the container's mount namespace. Without a user, the groups are set only when
+/// `groups` is not empty (a user namespace may refuse `setgroups`).
+fn prepare(workdir: Option<&Path>, user: Option<(u32, u32)>, groups: &[u32]) -> anyhow::Result<()> {
     let workdir = workdir.map_or_else(|| PathBuf::from("/"), Path::to_path_buf);
     std::fs::create_dir_all(&workdir)
         .with_context(|| format!("creating the working directory {workdir:?}"))?;
     std::env::set_current_dir(&workdir)
         .with_context(|| format!("entering the working directory {workdir:?}"))?;
+    let supplementary = |gid: Gid| {
+        let mut all = vec![gid];
+        for group in groups.iter().copied().map(Gid::from_raw) {
+            if !all.contains(&group) {
+                all.push(group);
+            }
+        }
+        all
+    };
+    if user.is_none() && !groups.is_empty() {
+        let all = supplementary(nix::unistd::getgid());
+        nix::unistd::setgroups(&all)
+            .with_context(|| format!("setting supplementary groups {all:?}"))?;
+    }
     if let Some((uid, gid)) = user {
         let gid = Gid::from_raw(gid);
-        nix::unistd::setgroups(&[gid]).context("setting supplementary groups")?;
+        let all = supplementary(gid);
+        nix::unistd::setgroups(&all)
+            .with_context(|| format!("setting supplementary groups {all:?}"))?;
         nix::unistd::setgid(gid).with_context(|| format!("setting gid {gid}"))?;
         nix::unistd::setuid(Uid::from_raw(uid)).with_context(|| format!("setting uid {uid}"))?;
     }

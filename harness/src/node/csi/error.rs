@@ -291,6 +291,14 @@ pub enum Error {
         /// The RPC that should have unmounted it.
         call: &'static str,
     },
+    /// The pod's `fsGroup` could not be applied to the published volume.
+    #[error("applyFSGroup failed for vol {handle}: {}", error_chain(cause.as_ref()))]
+    ApplyFsGroup {
+        /// The volume handle.
+        handle: String,
+        /// Why.
+        cause: Box<Error>,
+    },
     /// A `vol_data.json` file could not be parsed or encoded.
     #[error("{action} {}", path.display())]
     VolData {

@@ -2,7 +2,7 @@
 //! others), restarts with back-off by restart policy, exits, probe results (readiness,
 //! liveness and startup kills).
 
-use std::path::{Component, Path, PathBuf};
+use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use k8s_openapi::api::core::v1::Container as PodContainer;
@@ -12,6 +12,7 @@ use super::env;
 use super::probes::{self, ProbeKind, ProbeResult};
 use super::record::{Attempt, ContainerRecord, Termination, container_id};
 use super::sources::Sources;
+use super::subpath::{self, SubPathMount};
 use super::worker::{Worker, WorkerEvent};
 use crate::node::error::{Error, Result};
 use crate::node::error_chain;
@@ -426,9 +427,11 @@ impl Worker {
         run.attempt = attempt;
         run.working_dir = spec.working_dir.as_ref().map(PathBuf::from);
         run.user = self.user(spec);
+        run.supplementary_groups = self.supplementary_groups();
         let volumes = self.volumes();
-        for mount in spec.volume_mounts.iter().flatten() {
-            let Some((source, forced_read_only)) = volumes.and_then(|v| v.get(&mount.name)) else {
+        for (index, mount) in spec.volume_mounts.iter().flatten().enumerate() {
+            let Some((volume_path, forced_read_only)) = volumes.and_then(|v| v.get(&mount.name))
+            else {
                 return Err(Error::container(
                     &spec.name,
                     format!("volume mount {:?} names no volume of the pod", mount.name),
@@ -440,13 +443,21 @@ impl Worker {
                 _ => None,
             };
             let source = match sub {
-                Some(sub) => sub_path(source, &sub).map_err(|reason| {
-                    Error::container(
-                        &spec.name,
-                        format!("subPath of volume mount {:?}: {reason}", mount.name),
-                    )
-                })?,
-                None => source.to_path_buf(),
+                Some(sub) => {
+                    let sub_path = SubPathMount {
+                        pod_uid: &self.uid,
+                        container: &spec.name,
+                        index,
+                        volume: &mount.name,
+                        volume_path,
+                        sub_path: &sub,
+                    };
+                    subpath::prepare(&self.ctx.config.run_dir, &sub_path).map_err(|cause| {
+                        tracing::warn!(pod = %self.name(), container = %spec.name, mount = %mount.name, sub_path = %sub, error = %error_chain(&cause), "preparing a subPath failed");
+                        Error::sub_path(&spec.name, &mount.name, &sub)(cause)
+                    })?
+                }
+                None => volume_path.to_path_buf(),
             };
             let propagation = propagation(spec, mount.mount_propagation.as_deref())
                 .map_err(|reason| Error::container(&spec.name, reason))?;
@@ -483,6 +494,35 @@ impl Worker {
             gid: u32::try_from(gid).ok()?,
         })
     }
+
+    /// The groups the container's processes get besides their group: the pod's
+    /// `supplementalGroups`, then its `fsGroup` (as kubelet hands them to the runtime).
+    fn supplementary_groups(&self) -> Vec<u32> {
+        let Some(context) = self
+            .pod
+            .spec
+            .as_ref()
+            .and_then(|s| s.security_context.as_ref())
+        else {
+            return Vec::new();
+        };
+        let mut groups = Vec::new();
+        for group in context
+            .supplemental_groups
+            .iter()
+            .flatten()
+            .chain(context.fs_group.as_ref())
+        {
+            match u32::try_from(*group) {
+                Ok(group) if !groups.contains(&group) => groups.push(group),
+                Ok(_) => {}
+                Err(_) => {
+                    tracing::warn!(pod = %self.name(), group, "ignoring a group id out of range");
+                }
+            }
+        }
+        groups
+    }
 }
 
 /// A volume mount's `mountPropagation` as the runtime's, checked as kubelet does:
@@ -505,22 +545,6 @@ fn propagation(
         }
         Some(other) => Err(format!("invalid mount propagation mode {other:?}")),
     }
-}
-
-/// The host path of a `subPath` (created as a directory when missing, as kubelet does).
-fn sub_path(volume: &Path, sub: &str) -> std::result::Result<PathBuf, String> {
-    let relative = Path::new(sub);
-    if !relative
-        .components()
-        .all(|c| matches!(c, Component::Normal(_)))
-    {
-        return Err(format!("{sub:?} must be a relative path without \"..\""));
-    }
-    let path = volume.join(relative);
-    if !path.exists() {
-        std::fs::create_dir_all(&path).map_err(|e| format!("creating {path:?}: {e}"))?;
-    }
-    Ok(path)
 }
 
 #[cfg(test)]

@@ -4,11 +4,11 @@
 //!
 //! Dependencies go one way. Inside: [`worker`] (with its `impl Worker` parts in
 //! [`containers`] and [`adoption`]) uses [`probes`], [`record`], [`status`], [`volumes`],
-//! [`sources`], [`env`], [`downward`] and [`backoff`], none of which uses the worker (probe
-//! results reach it through any channel whose messages can be made from a
+//! [`subpath`], [`sources`], [`env`], [`downward`] and [`backoff`], none of which uses the
+//! worker (probe results reach it through any channel whose messages can be made from a
 //! [`probes::ProbeResult`]). Outside: this module uses [`csi`](super::csi) (the volume
-//! manager mounts `persistentVolumeClaim` volumes) and [`layout`](super::layout); neither
-//! uses it.
+//! manager mounts `persistentVolumeClaim` volumes), [`ownership`](super::ownership) (a pod's
+//! `fsGroup` on its other volumes) and [`layout`](super::layout); none of them uses it.
 
 mod adoption;
 mod backoff;
@@ -19,6 +19,7 @@ mod probes;
 mod record;
 mod sources;
 mod status;
+mod subpath;
 mod volumes;
 mod worker;
 
@@ -212,11 +213,16 @@ async fn clean_orphans(
     orphans
 }
 
-/// Unmounts the CSI volumes of orphaned pods (their `vol_data.json` names driver and volume),
-/// then removes their directories; those that fail stay in `orphans`.
+/// Unmounts the subPath bind mounts and the CSI volumes of orphaned pods (their
+/// `vol_data.json` names driver and volume), then removes their directories; those that fail
+/// stay in `orphans`.
 async fn retry_orphans(ctx: &Context, orphans: &mut BTreeSet<String>) {
     let mut done = Vec::new();
     for uid in orphans.iter() {
+        if let Err(e) = subpath::clean_pod(&ctx.config.run_dir, uid) {
+            tracing::warn!(pod = %uid, error = %error_chain(&e), "unmounting the subPaths of an orphaned pod failed; retrying");
+            continue;
+        }
         match ctx.csi.unmount_pod(uid).await {
             Ok(()) => done.push(uid.clone()),
             Err(e) => {

@@ -1,10 +1,11 @@
 //! A pod's volumes as host directories, set up before its containers start: emptyDir,
 //! hostPath, configMap, secret, downwardAPI and projected (service-account token via
-//! TokenRequest, ConfigMaps, Secrets, downward API). Containers bind-mount them at their
+//! TokenRequest, ConfigMaps, Secrets, downward API), with the pod's `fsGroup`. Only the
+//! volumes its containers use are set up. Containers bind-mount them at their
 //! `volumeMounts`.
 
 use crate::errors::IoContext;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Component, Path, PathBuf};
 
@@ -22,9 +23,12 @@ use crate::node::config::NodeAgentConfig;
 use crate::node::csi::VolumeManager;
 use crate::node::error::{Error, Result};
 use crate::node::layout;
+use crate::node::ownership::{FsGroup, set_volume_ownership};
 
 /// The default file mode of configMap, secret, downwardAPI and projected volumes.
 const DEFAULT_MODE: i32 = 0o644;
+/// The mode of a new emptyDir volume.
+const EMPTY_DIR_MODE: u32 = 0o777;
 /// The default lifetime of a projected service-account token.
 const DEFAULT_TOKEN_SECONDS: i64 = 3600;
 
@@ -47,8 +51,12 @@ struct File {
     mode: i32,
 }
 
-/// Sets up every volume of `pod` under `pod_dir/volumes/`; `persistentVolumeClaim` volumes
-/// (and inline `csi` ones, refused) through the CSI volume manager.
+/// Sets up the volumes of `pod` its containers use (as kubelet, which leaves a volume no
+/// container or init container names in `volumeMounts` or `volumeDevices` alone: not
+/// mounted, not in `volumesInUse`) under `pod_dir/volumes/`; `persistentVolumeClaim`
+/// volumes (and inline `csi` ones, refused) through the CSI volume manager. With the pod's
+/// `fsGroup`, a new emptyDir and the configMap, secret, downwardAPI and projected volumes get
+/// it (see [`ownership`](crate::node::ownership); the volume manager decides for CSI volumes).
 pub async fn prepare(
     client: &Client,
     config: &NodeAgentConfig,
@@ -57,19 +65,69 @@ pub async fn prepare(
     pod: &Pod,
     pod_dir: &Path,
 ) -> Result<Volumes> {
+    // The pod's directory, whatever its volumes (kubelet's makePodDataDirs); it is also how
+    // `exec` and `logs` find the pod.
+    std::fs::create_dir_all(pod_dir).map_err(Error::io("creating", pod_dir))?;
+    let used = used_volumes(pod);
+    let fs_group = FsGroup::of_pod(pod);
     let mut volumes = Volumes::default();
     for volume in pod.spec.iter().flat_map(|s| s.volumes.iter().flatten()) {
+        if !used.contains(volume.name.as_str()) {
+            tracing::debug!(pod = ?pod.metadata.name, volume = %volume.name, "no container uses the volume; not mounted");
+            continue;
+        }
         if volume.persistent_volume_claim.is_some() || volume.csi.is_some() {
             let (path, read_only) = csi.mount(pod, volume).await?;
             volumes.0.insert(volume.name.clone(), (path, read_only));
             continue;
         }
         let dir = pod_dir.join("volumes").join(&volume.name);
+        // kubelet sets an emptyDir up once (its ownership too); the others on every setup.
+        let new_empty_dir = volume.empty_dir.is_some() && !dir.exists();
         let path = prepare_one(client, config, sources, pod, volume, &dir).await?;
+        if new_empty_dir {
+            // Writable by any user, whatever the umask (kubelet's emptyDir is 0777).
+            std::fs::set_permissions(&path, std::fs::Permissions::from_mode(EMPTY_DIR_MODE))
+                .map_err(Error::io("setting the mode of", &path))?;
+        }
         let read_only = volume.host_path.is_none() && volume.empty_dir.is_none();
+        let owned = volume.host_path.is_none() && (read_only || new_empty_dir);
+        if let Some(fs_group) = fs_group.filter(|_| owned) {
+            set_volume_ownership::<Error>(&path, fs_group.always(), read_only).map_err(|e| {
+                if new_empty_dir {
+                    // Set up again next time (kubelet's emptyDir is ready only once owned).
+                    let _ = std::fs::remove_dir_all(&path);
+                }
+                Error::volume(
+                    &volume.name,
+                    format!(
+                        "applying fsGroup {}: {}",
+                        fs_group.gid,
+                        crate::node::error_chain(&e)
+                    ),
+                )
+            })?;
+        }
         volumes.0.insert(volume.name.clone(), (path, read_only));
     }
     Ok(volumes)
+}
+
+/// The names of the volumes some container or init container of `pod` mounts or maps
+/// (kubelet's `GetPodVolumeNames`).
+fn used_volumes(pod: &Pod) -> BTreeSet<&str> {
+    let Some(spec) = pod.spec.as_ref() else {
+        return BTreeSet::new();
+    };
+    spec.containers
+        .iter()
+        .chain(spec.init_containers.iter().flatten())
+        .flat_map(|c| {
+            let mounts = c.volume_mounts.iter().flatten().map(|m| m.name.as_str());
+            let devices = c.volume_devices.iter().flatten().map(|d| d.name.as_str());
+            mounts.chain(devices)
+        })
+        .collect()
 }
 
 async fn prepare_one(
@@ -371,6 +429,32 @@ mod tests {
         }];
         let err = project(&data, Some(&missing), 0o644, false).err().unwrap();
         assert!(err.contains("\"b\""), "{err}");
+    }
+
+    #[test]
+    fn only_volumes_a_container_or_init_container_names_are_used() {
+        let pod: Pod = serde_json::from_value(serde_json::json!({
+            "spec": {
+                "initContainers": [{"name": "init", "volumeMounts": [
+                    {"name": "seeded", "mountPath": "/seed"}
+                ]}],
+                "containers": [{"name": "app",
+                    "volumeMounts": [{"name": "data", "mountPath": "/data"}],
+                    "volumeDevices": [{"name": "raw", "devicePath": "/dev/xvda"}]
+                }],
+                "volumes": [
+                    {"name": "data", "persistentVolumeClaim": {"claimName": "a"}},
+                    {"name": "seeded", "emptyDir": {}},
+                    {"name": "raw", "persistentVolumeClaim": {"claimName": "b"}},
+                    {"name": "unused", "persistentVolumeClaim": {"claimName": "c"}}
+                ]
+            }
+        }))
+        .unwrap();
+        assert_eq!(
+            used_volumes(&pod),
+            BTreeSet::from(["data", "raw", "seeded"])
+        );
     }
 
     #[test]

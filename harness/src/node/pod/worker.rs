@@ -18,6 +18,7 @@ use super::probes::ProbeResult;
 use super::record::ContainerRecord;
 use super::sources::Sources;
 use super::status::{self, ConditionClock, StatusInput};
+use super::subpath;
 use super::volumes::{self, Volumes};
 use crate::node::error::{Error, Result};
 use crate::node::error_chain;
@@ -421,12 +422,16 @@ impl Worker {
         {
             tracing::warn!(pod = %self.name(), error = %error_chain(&e), "removing the sandbox failed");
         }
-        // CSI volumes: unpublished (and unstaged when no other pod uses them) before any
+        // subPath bind mounts first, as kubelet cleans them before tearing a volume down;
+        // then CSI volumes: unpublished (and unstaged when no other pod uses them) before any
         // directory goes; a directory still holding a mount point is never removed.
-        let unmounted = match self.ctx.csi.unmount_pod(&self.uid).await {
-            Ok(()) => mounts::remove_unmounted_dir(&self.pod_dir())
-                .map_err(|e| format!("removing the pod directory: {e}")),
-            Err(e) => Err(error_chain(&e)),
+        let unmounted = match subpath::clean_pod(&self.ctx.config.run_dir, &self.uid) {
+            Err(e) => Err(format!("cleaning the subPath mounts: {}", error_chain(&e))),
+            Ok(()) => match self.ctx.csi.unmount_pod(&self.uid).await {
+                Ok(()) => mounts::remove_unmounted_dir(&self.pod_dir())
+                    .map_err(|e| format!("removing the pod directory: {e}")),
+                Err(e) => Err(error_chain(&e)),
+            },
         };
         if let Err(message) = unmounted {
             self.problem(None, "FailedUnmount", message);

@@ -12,6 +12,7 @@ use k8s_openapi::api::storage::v1::{CSIDriver, VolumeAttachment};
 use kube::api::Api;
 
 use super::VolumeManager;
+use super::fs_group::FsGroupPolicy;
 use super::resolve::ResolvedVolume;
 use crate::node::csi::error::{Error, Result};
 
@@ -22,6 +23,8 @@ pub(super) struct DriverPolicy {
     pub attach_required: bool,
     /// `podInfoOnMount` (false without a CSIDriver object).
     pub pod_info_on_mount: bool,
+    /// `fsGroupPolicy` (`ReadWriteOnceWithFSType` without a CSIDriver object or the field).
+    pub fs_group_policy: FsGroupPolicy,
 }
 
 impl VolumeManager {
@@ -44,6 +47,9 @@ impl VolumeManager {
                 .as_ref()
                 .and_then(|s| s.pod_info_on_mount)
                 .unwrap_or(false),
+            fs_group_policy: FsGroupPolicy::parse(
+                spec.as_ref().and_then(|s| s.fs_group_policy.as_deref()),
+            ),
         })
     }
 

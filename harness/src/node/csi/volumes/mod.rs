@@ -17,7 +17,8 @@
 //!    `attachmentMetadata` is the publish context;
 //! 4. [`stage`]: with the node `STAGE_UNSTAGE_VOLUME` capability ([`capability`] says
 //!    which volume capability), the volume is staged once per node, shared by its pods;
-//! 5. [`publish`]: then it is published for the pod.
+//! 5. [`publish`]: then it is published for the pod, and gets the pod's `fsGroup` when the
+//!    CSIDriver's `fsGroupPolicy` says so ([`fs_group`]).
 //!
 //! Then [`teardown`] when the pod goes, [`expand`] for `FileSystemResizePending` claims,
 //! [`reconstruct`] after a restart. Errors are kubelet's event messages
@@ -26,6 +27,7 @@
 mod attach;
 mod capability;
 mod expand;
+mod fs_group;
 mod in_use;
 mod paths;
 mod publish;
@@ -102,8 +104,8 @@ impl VolumeManager {
     }
 
     /// Mounts `volume` (a `persistentVolumeClaim` volume; inline `csi` volumes are refused)
-    /// of `pod`: returns the host directory containers bind-mount and whether it is
-    /// read-only. An error is kubelet's `FailedMount` message; [`Error::is_not_attached`]
+    /// of `pod` (the pod worker asks only for volumes a container uses): returns the host
+    /// directory containers bind-mount and whether it is read-only. An error is kubelet's `FailedMount` message; [`Error::is_not_attached`]
     /// says whether it is only waiting for attachment.
     pub async fn mount(&self, pod: &Pod, volume: &Volume) -> Result<(PathBuf, bool)> {
         let resolved = self.resolve(pod, volume).await?;
@@ -156,6 +158,7 @@ impl VolumeManager {
             capability,
             attachment,
             pod_info_on_mount: policy.pod_info_on_mount,
+            fs_group_policy: policy.fs_group_policy,
         };
         let host_target = self.publish(&resolved, input).await?;
         Ok((host_target, resolved.read_only))

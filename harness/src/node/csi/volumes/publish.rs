@@ -2,7 +2,7 @@
 //! `/var/lib/kubelet/pods/<pod uid>/volumes/kubernetes.io~csi/<pv>/mount`, with
 //! `vol_data.json` next to it (what unpublishing and reconstruction read), the staging
 //! path when staged, the PV's attributes plus pod info (with `podInfoOnMount`) as volume
-//! context, and the `nodePublishSecretRef` secrets.
+//! context, and the `nodePublishSecretRef` secrets; then the pod's `fsGroup` ([`fs_group`]).
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -11,6 +11,7 @@ use csi_proto::v1::{NodePublishVolumeRequest, VolumeCapability};
 use k8s_openapi::api::core::v1::Pod;
 
 use super::VolumeManager;
+use super::fs_group::{self, FsGroupPolicy};
 use super::paths::publish_path;
 use super::resolve::ResolvedVolume;
 use super::vol_data::{VOL_DATA_FILE, VolData};
@@ -35,6 +36,8 @@ pub(super) struct PublishInput<'a> {
     pub attachment: Option<String>,
     /// Whether the CSIDriver asks for pod info in the volume context.
     pub pod_info_on_mount: bool,
+    /// The CSIDriver's `fsGroupPolicy`.
+    pub fs_group_policy: FsGroupPolicy,
 }
 
 impl VolumeManager {
@@ -95,6 +98,9 @@ impl VolumeManager {
         };
         node_call(input.driver.node_client().node_publish_volume(request))
             .await
+            .map_err(setup_failed)?;
+        // Before the volume counts as published: a failure is retried, publish included.
+        fs_group::apply(pod, resolved, input.fs_group_policy, &host_target)
             .map_err(setup_failed)?;
         let identity = resolved.identity();
         tracing::info!(volume = %identity.unique_name(), pod = %uid, target = %host_target.display(), "volume published");
