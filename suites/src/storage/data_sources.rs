@@ -212,7 +212,8 @@ async fn clone(ctx: &TestContext<'_>) -> TestResult {
 }
 
 /// A second PV with the first one's volume handle (and everything the driver needs to use
-/// it), bound to a second claim; one pod mounts both claims and sees one volume.
+/// it), bound to a second claim; a pod of each claim on the same node, running at once, see
+/// one volume.
 async fn two_pvs_one_handle(ctx: &TestContext<'_>) -> TestResult {
     let class = ctx.storage_class().await?;
     let w = ctx.workload();
@@ -250,16 +251,26 @@ async fn two_pvs_one_handle(ctx: &TestContext<'_>) -> TestResult {
         spec.volume_name = Some(name.clone());
     }
     w.bound_claim(&claim_two).await?;
+    // As upstream: one pod per claim, on the same node, both running at once.
+    let first_pod = w
+        .ready_pod(
+            &PodBuilder::new("one", "true")
+                .claim("first", "/mnt/volume")
+                .build(),
+        )
+        .await?;
+    let node =
+        super::node_of(&first_pod).ok_or_else(|| TestError::failed("pod one has no node"))?;
     w.ready_pod(
-        &PodBuilder::new("both", "true")
-            .claim("first", "/mnt/first")
-            .claim("second", "/mnt/second")
+        &PodBuilder::new("two", "true")
+            .claim("second", "/mnt/volume")
+            .node(&node)
             .build(),
     )
     .await?;
-    write_seeded(w, "both", "/mnt/first/data", 3).await?;
-    check_seeded(w, "both", "/mnt/second/data", 3).await?;
-    w.delete_pods(&["both"]).await?;
+    write_seeded(w, "one", "/mnt/volume/data", 3).await?;
+    check_seeded(w, "two", "/mnt/volume/data", 3).await?;
+    w.delete_pods(&["one", "two"]).await?;
     // The second PV (Retain, no class) goes by hand once its claim is gone.
     w.claims
         .delete("second", &kube::api::DeleteParams::default())
