@@ -139,21 +139,8 @@ impl<'a> TestContext<'a> {
         suffix: &str,
         edit: impl FnOnce(&mut StorageClass),
     ) -> TestResult<String> {
-        let template = self.class_template()?;
         let name = format!("{}-{suffix}", self.namespace());
-        let mut class = template.class.clone();
-        class.metadata = ObjectMeta {
-            name: Some(name.clone()),
-            labels: Some(self.workload.labels()),
-            ..Default::default()
-        };
-        edit(&mut class);
-        let classes: Api<StorageClass> = Api::all(self.client());
-        classes
-            .create(&PostParams::default(), &class)
-            .await
-            .map_err(|e| TestError::failed(format!("creating StorageClass {name}: {e}")))?;
-        Ok(name)
+        self.storage_class_named(&name, edit).await
     }
 
     /// A StorageClass named `name` (a name the test needs to show, e.g. `csi-manila-nfs`),

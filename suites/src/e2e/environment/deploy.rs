@@ -97,28 +97,11 @@ impl ManilaCsiEnvironment {
             return Ok(());
         }
         self.create_secret().await?;
-        let csidriver = if self.options.attach_required {
-            "csidriver-attach-required.yaml"
-        } else {
-            "csidriver.yaml"
-        };
-        for file in [
-            csidriver,
-            "controllerplugin-rbac.yaml",
-            "nodeplugin-rbac.yaml",
-            "snapshot-controller-rbac.yaml",
-            "snapshot-controller.yaml",
-            "controllerplugin.yaml",
-        ] {
+        for file in ["snapshot-controller-rbac.yaml", "snapshot-controller.yaml"] {
             self.applier.apply_file(&dir.join(file), &vars).await?;
         }
-        for zone in self.zones() {
-            let mut vars = vars.clone();
-            vars.insert("ZONE".into(), zone);
-            self.applier
-                .apply_file(&dir.join("nodeplugin.yaml"), &vars)
-                .await?;
-        }
+        self.apply_driver(&vars, self.options.attach_required)
+            .await?;
         for file in ["volumesnapshotclass.yaml", "storageclasses.yaml"] {
             self.applier.apply_file(&dir.join(file), &vars).await?;
         }
@@ -128,6 +111,37 @@ impl ManilaCsiEnvironment {
         self.wait_pod_ready(SNAPSHOT_CONTROLLER_SELECTOR, timeout)
             .await?;
         self.wait_registered(timeout).await?;
+        Ok(())
+    }
+
+    /// Applies one deployment of the driver with `vars`: its CSIDriver (attach-required or
+    /// not), RBAC, controller plugin and one node-plugin DaemonSet per zone.
+    pub(super) async fn apply_driver(
+        &mut self,
+        vars: &BTreeMap<String, String>,
+        attach_required: bool,
+    ) -> Result<()> {
+        let dir = manifests::fixtures_dir();
+        let csidriver = if attach_required {
+            "csidriver-attach-required.yaml"
+        } else {
+            "csidriver.yaml"
+        };
+        for file in [
+            csidriver,
+            "controllerplugin-rbac.yaml",
+            "nodeplugin-rbac.yaml",
+            "controllerplugin.yaml",
+        ] {
+            self.applier.apply_file(&dir.join(file), vars).await?;
+        }
+        for zone in self.zones() {
+            let mut vars = vars.clone();
+            vars.insert("ZONE".into(), zone);
+            self.applier
+                .apply_file(&dir.join("nodeplugin.yaml"), &vars)
+                .await?;
+        }
         Ok(())
     }
 

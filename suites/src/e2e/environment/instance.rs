@@ -15,7 +15,6 @@ use k8s_openapi::api::core::v1::Namespace;
 use kube::api::{Api, PostParams};
 
 use super::super::error::{Error, Result};
-use super::super::manifests;
 use super::{DRIVER_NAME, ManilaCsiEnvironment};
 
 /// The prefix of the default instance's cluster-scoped RBAC names (`${INSTANCE}` of the
@@ -173,27 +172,7 @@ impl ManilaCsiEnvironment {
                 format!("{DEFAULT_INSTANCE}-{}", options.name),
             );
             vars.insert("WITH_TOPOLOGY".into(), instance.topology.to_string());
-            let csidriver = if instance.attach_required {
-                "csidriver-attach-required.yaml"
-            } else {
-                "csidriver.yaml"
-            };
-            let dir = manifests::fixtures_dir();
-            for file in [
-                csidriver,
-                "controllerplugin-rbac.yaml",
-                "nodeplugin-rbac.yaml",
-                "controllerplugin.yaml",
-            ] {
-                self.applier.apply_file(&dir.join(file), &vars).await?;
-            }
-            for zone in self.zones() {
-                let mut vars = vars.clone();
-                vars.insert("ZONE".into(), zone);
-                self.applier
-                    .apply_file(&dir.join("nodeplugin.yaml"), &vars)
-                    .await?;
-            }
+            self.apply_driver(&vars, instance.attach_required).await?;
             deployed.push(instance);
         }
         let timeout = self.options.ready_timeout;

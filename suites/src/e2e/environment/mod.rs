@@ -333,23 +333,7 @@ impl ManilaCsiEnvironment {
     /// StorageClass parameters for share type `share_type` naming the credentials Secret
     /// for every operation, as the fixtures' classes do.
     pub fn storage_class_parameters(&self, share_type: &str) -> BTreeMap<String, String> {
-        let mut parameters = BTreeMap::from([("type".to_string(), share_type.to_string())]);
-        for operation in [
-            "provisioner",
-            "controller-expand",
-            "node-stage",
-            "node-publish",
-        ] {
-            parameters.insert(
-                format!("csi.storage.k8s.io/{operation}-secret-name"),
-                self.options.secret_name.clone(),
-            );
-            parameters.insert(
-                format!("csi.storage.k8s.io/{operation}-secret-namespace"),
-                self.options.namespace.clone(),
-            );
-        }
-        parameters
+        self.default_instance().storage_class_parameters(share_type)
     }
 
     /// The state of the driver's pods (of every instance) and the tail of each container's
