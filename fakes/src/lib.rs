@@ -31,6 +31,7 @@ pub mod faults;
 mod journal;
 mod keystone;
 mod manila;
+mod outage;
 mod reply;
 mod router;
 mod state;
@@ -41,9 +42,6 @@ use std::net::{SocketAddr, TcpListener};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
-use wiremock::matchers::any;
-use wiremock::{Mock, MockServer};
-
 pub use config::{CloudConfig, Delays, Secret, ShareTypeSeed};
 pub use credentials::SecretKind;
 pub use error::{Error, Result};
@@ -52,7 +50,7 @@ pub use journal::{JournalEntry, Leftover, Leftovers, Service};
 pub use manila::microversion::Microversion;
 
 use backend::{Backend, TemporaryRoot};
-use router::{Router, lock};
+use router::lock;
 use state::CloudState;
 
 /// Path prefixes of the three APIs on the fake's single port.
@@ -165,20 +163,10 @@ impl FakeCloudBuilder {
         } else {
             (listener, None)
         };
-        let server = MockServer::builder()
-            .listener(server_listener)
-            .disable_request_recording()
-            .start()
-            .await;
-        Mock::given(any())
-            .respond_with(Router {
-                state: Arc::clone(&state),
-            })
-            .mount(&server)
-            .await;
+        let server = outage::Server::start(server_listener, Arc::clone(&state)).await?;
         Ok(FakeCloud {
             tls,
-            _server: server,
+            server,
             _temporary_root: temporary_root,
             state,
             base_url,
@@ -202,7 +190,7 @@ pub struct FakeCloud {
     // Dropped first: no more TLS connections, and the CA file goes.
     tls: Option<Tls>,
     // Then: asks the server to shut down.
-    _server: MockServer,
+    server: outage::Server,
     // Dropped next, here rather than with the state, which the server's thread may hold
     // until after this process has exited.
     _temporary_root: Option<TemporaryRoot>,
@@ -372,6 +360,21 @@ impl FakeCloud {
     /// Expires every token issued so far (clients must re-authenticate).
     pub fn expire_tokens(&self) {
         self.state().expire_tokens();
+    }
+    /// Takes the cloud off the network (`false`) or back (`true`): while it is off nothing
+    /// listens on its address (clients get connection refused; with TLS, connections closed
+    /// before an answer), as in a network outage; its state stays and it comes back on the
+    /// same address. Returns once the switch is done. The control API is off with it.
+    pub async fn set_reachable(&self, reachable: bool) -> Result<()> {
+        if reachable {
+            self.server.bring_online().await
+        } else {
+            self.server.take_offline().await
+        }
+    }
+    /// Whether the cloud is listening (see [`FakeCloud::set_reachable`]).
+    pub fn is_reachable(&self) -> bool {
+        self.server.is_reachable()
     }
     /// Back to the seed: no resources, tokens, messages, faults or journal.
     pub fn reset(&self) -> Result<()> {
