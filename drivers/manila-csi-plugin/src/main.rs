@@ -1,5 +1,7 @@
 //! The `manila-csi-plugin` binary: parses flags, sets up logging, serves the CSI services
-//! until SIGINT/SIGTERM.
+//! until SIGINT/SIGTERM, then lets calls in flight finish for at most [`DRAIN`].
+
+use std::time::Duration;
 
 use anyhow::Context;
 use clap::Parser;
@@ -20,9 +22,29 @@ async fn main() -> anyhow::Result<()> {
     let driver = Driver::new(&config)
         .await
         .context("manila-csi-plugin cannot start")?;
-    driver.serve(listener, shutdown_signal()).await?;
+    let signalled = std::sync::Arc::new(tokio::sync::Notify::new());
+    let notify = signalled.clone();
+    let serve = driver.serve(listener, async move {
+        shutdown_signal().await;
+        notify.notify_one();
+    });
+    tokio::select! {
+        served = serve => served?,
+        () = async {
+            signalled.notified().await;
+            tokio::time::sleep(DRAIN).await;
+        } => tracing::warn!(
+            "calls still in flight {DRAIN:?} after the signal (a cloud call hanging?): exiting \
+             without them; their callers retry, and CSI calls are idempotent"
+        ),
+    }
     Ok(())
 }
+
+/// How long calls in flight may take to finish after SIGTERM. A CreateVolume waiting on a
+/// hung cloud call would otherwise keep the pod until kubelet kills it at the end of its
+/// grace period (30 s), holding up the replacement controller's leader election.
+const DRAIN: Duration = Duration::from_secs(5);
 
 async fn shutdown_signal() {
     use tokio::signal::unix::{SignalKind, signal};

@@ -1,4 +1,5 @@
-//! The real binary: serves over a unix socket, and never logs secret values.
+//! The real binary: serves over a unix socket, never logs secret values, and does not wait
+//! for a hung cloud call when told to stop.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod support;
@@ -8,7 +9,7 @@ use std::time::Duration;
 
 use csi_proto::v1;
 use csi_proto::v1::controller_client::ControllerClient;
-use fakes::{CloudConfig, FakeCloud};
+use fakes::{CloudConfig, FakeCloud, FaultAction, FaultRule, Operation};
 use support::{GIB, create_request, secrets};
 
 #[tokio::test]
@@ -18,28 +19,7 @@ async fn the_binary_serves_and_keeps_secrets_out_of_its_logs() {
         .prefix("binary-")
         .tempdir()
         .unwrap();
-    let socket = dir.path().join("csi.sock");
-    let log_path = dir.path().join("driver.log");
-    let mut child = KillOnDrop(
-        Command::new(env!("CARGO_BIN_EXE_manila-csi-plugin"))
-            .args(["--endpoint", &socket.display().to_string()])
-            .args([
-                "--share-protocol-selector",
-                "NFS",
-                "--provide-node-service=false",
-            ])
-            .env("RUST_LOG", "debug")
-            .stdout(Stdio::null())
-            .stderr(std::fs::File::create(&log_path).unwrap())
-            .spawn()
-            .unwrap(),
-    );
-    let path = socket.clone();
-    support::wait_until("the driver socket", Duration::from_secs(10), || {
-        (path.exists(), path.clone())
-    })
-    .await;
-
+    let (mut child, socket, log_path) = start_driver(dir.path()).await;
     let endpoint = format!("unix://{}", socket.display()).parse().unwrap();
     let mut client = ControllerClient::new(csi_proto::connect(&endpoint).await.unwrap());
     let secrets = secrets(&cloud);
@@ -70,6 +50,83 @@ async fn the_binary_serves_and_keeps_secrets_out_of_its_logs() {
         "the password leaked into the log"
     );
     assert!(cloud.leftovers().is_empty(), "{:#?}", cloud.leftovers());
+}
+
+/// SIGTERM while a CreateVolume waits on a cloud that does not answer: the driver lets the
+/// call run for its drain time, then exits instead of waiting for the cloud (which would
+/// keep a controller pod until kubelet kills it); the caller sees the call fail.
+#[tokio::test]
+async fn sigterm_does_not_wait_for_a_hung_cloud_call() {
+    let cloud = FakeCloud::start(CloudConfig::default()).await.unwrap();
+    // The share is made at once, the answer held for two minutes.
+    cloud
+        .add_fault(FaultRule::new(
+            Operation::ShareCreate,
+            FaultAction::Latency { ms: 120_000 },
+        ))
+        .unwrap();
+    let dir = tempfile::Builder::new()
+        .prefix("binary-")
+        .tempdir()
+        .unwrap();
+    let (mut child, socket, log_path) = start_driver(dir.path()).await;
+    let endpoint = format!("unix://{}", socket.display()).parse().unwrap();
+    let mut client = ControllerClient::new(csi_proto::connect(&endpoint).await.unwrap());
+    let request = create_request("pvc-hung", GIB, &secrets(&cloud), &[]);
+    let call = tokio::spawn(async move { client.create_volume(request).await });
+    support::wait_until(
+        "the share create to reach the cloud",
+        Duration::from_secs(30),
+        || {
+            let shares = cloud.leftovers().shares;
+            (!shares.is_empty(), shares)
+        },
+    )
+    .await;
+
+    let pid = nix::unistd::Pid::from_raw(i32::try_from(child.0.id()).unwrap());
+    nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTERM).unwrap();
+    // Well before the cloud would answer.
+    let mut status = None;
+    support::wait_until("the driver to exit", Duration::from_secs(60), || {
+        status = child.0.try_wait().unwrap();
+        (status.is_some(), status)
+    })
+    .await;
+    assert!(status.unwrap().success(), "{status:?}");
+    let answer = call.await.unwrap();
+    assert!(answer.is_err(), "{answer:?}");
+    let log = std::fs::read_to_string(&log_path).unwrap();
+    assert!(log.contains("calls still in flight"), "{log}");
+}
+
+/// Starts the driver binary (controller only) on a socket in `dir` and waits for the socket;
+/// the process, the socket, and its log file.
+async fn start_driver(
+    dir: &std::path::Path,
+) -> (KillOnDrop, std::path::PathBuf, std::path::PathBuf) {
+    let socket = dir.join("csi.sock");
+    let log_path = dir.join("driver.log");
+    let child = KillOnDrop(
+        Command::new(env!("CARGO_BIN_EXE_manila-csi-plugin"))
+            .args(["--endpoint", &socket.display().to_string()])
+            .args([
+                "--share-protocol-selector",
+                "NFS",
+                "--provide-node-service=false",
+            ])
+            .env("RUST_LOG", "debug")
+            .stdout(Stdio::null())
+            .stderr(std::fs::File::create(&log_path).unwrap())
+            .spawn()
+            .unwrap(),
+    );
+    let path = socket.clone();
+    support::wait_until("the driver socket", Duration::from_secs(10), || {
+        (path.exists(), path.clone())
+    })
+    .await;
+    (child, socket, log_path)
 }
 
 /// Kills the driver if the test fails before stopping it.

@@ -54,8 +54,8 @@ pub struct CreatedVolume {
 
 impl Controller {
     /// CreateVolume. Idempotent by name; a concurrent request for the same name is
-    /// `Aborted`; a share that ends in `error` is deleted and reported with the code its
-    /// Manila user message maps to.
+    /// `Aborted`; a share that ends in `error`, or whose access rule does, is deleted and
+    /// reported with the code its Manila user message maps to.
     #[tracing::instrument(skip_all, fields(name = %request.name))]
     pub async fn create_volume(&self, request: CreateVolume) -> Result<CreatedVolume> {
         if request.name.is_empty() {
@@ -124,10 +124,29 @@ impl Controller {
             Err(other) => return Err(other),
         };
 
-        let rules = self
+        let rules = match self
             .adapter
             .grant_access(&client, &share, &options, self.settings.wait)
-            .await?;
+            .await
+        {
+            Ok(rules) => rules,
+            // A rule Manila could not apply stays in `error` and a retry would find it again:
+            // the share goes (with its rules), so that a retry starts afresh and a claim
+            // deleted meanwhile leaves nothing behind.
+            Err(Error::ResourceFailed { message, detail_id }) => {
+                let cloud_message = client.newest_error_message(&share.id).await.ok().flatten();
+                let rollback = self.rollback(&client, &share.id).await;
+                return Err(Error::ResourceFailed {
+                    message: format!(
+                        "volume {:?}: {message}{}; {rollback}",
+                        request.name,
+                        super::describe_message(cloud_message.as_ref())
+                    ),
+                    detail_id: detail_id.or(cloud_message.and_then(|m| m.detail_id)),
+                });
+            }
+            Err(other) => return Err(other),
+        };
         let mut context: HashMap<String, String> =
             options.cephfs.node_context().into_iter().collect();
         context.insert("shareID".into(), share.id.clone());
@@ -269,5 +288,83 @@ impl Controller {
                 format!("deleting share {share_id} failed too: {e}")
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+    use std::sync::Arc;
+    use std::time::Duration;
+
+    use fakes::{CloudConfig, FakeCloud, FaultAction, FaultRule, Operation, SecretKind};
+
+    use super::*;
+    use crate::controller::ControllerSettings;
+    use crate::openstack::Connector;
+    use crate::protocol::NfsAdapter;
+    use crate::wait::WaitPolicy;
+
+    fn controller() -> Controller {
+        Controller::new(
+            Arc::new(Connector::new("create-tests".into())),
+            Arc::new(NfsAdapter),
+            ControllerSettings {
+                driver_name: "manila.csi.openstack.org".into(),
+                cluster_id: None,
+                with_topology: false,
+                runtime_config_file: None,
+                wait: WaitPolicy::with_deadline(Duration::from_secs(5)),
+            },
+        )
+    }
+
+    fn request(cloud: &FakeCloud, name: &str) -> CreateVolume {
+        CreateVolume {
+            name: name.into(),
+            required_bytes: GIB,
+            secrets: cloud.secret(SecretKind::Password).into_iter().collect(),
+            ..CreateVolume::default()
+        }
+    }
+
+    #[tokio::test]
+    async fn an_access_rule_ending_in_error_rolls_the_share_back_naming_manilas_message() {
+        let cloud = FakeCloud::start(CloudConfig::default()).await.unwrap();
+        cloud
+            .add_fault(FaultRule::new(
+                Operation::AccessAllow,
+                FaultAction::Error {
+                    detail_id: "001".into(),
+                    message: Some("the backend refused the export".into()),
+                },
+            ))
+            .unwrap();
+        let controller = controller();
+        let error = controller
+            .create_volume(request(&cloud, "pvc-rule"))
+            .await
+            .unwrap_err();
+        let text = error.to_string();
+        assert!(matches!(error, Error::ResourceFailed { .. }), "{error:?}");
+        assert!(
+            text.contains("pvc-rule")
+                && text.contains("in state error")
+                && text.contains("the backend refused the export")
+                && text.contains("rollback"),
+            "{text}"
+        );
+        let leftovers = cloud.leftovers();
+        assert!(leftovers.is_empty(), "{leftovers:#?}");
+        // The retry starts afresh: a new share whose rule becomes active.
+        let volume = controller
+            .create_volume(request(&cloud, "pvc-rule"))
+            .await
+            .unwrap();
+        let leftovers = cloud.leftovers();
+        assert_eq!(leftovers.shares.len(), 1, "{leftovers:#?}");
+        assert_eq!(leftovers.shares[0].id, volume.volume_id);
+        assert_eq!(leftovers.access_rules.len(), 1, "{leftovers:#?}");
+        assert_eq!(leftovers.access_rules[0].status, "active");
     }
 }

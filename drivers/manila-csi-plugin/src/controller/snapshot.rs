@@ -77,7 +77,22 @@ impl Controller {
         };
         // No waiting: as the CSI spec expects, a snapshot still `creating` is returned with
         // ready_to_use=false and the CO (the snapshotter) calls again until it is ready.
-        let snapshot = check_snapshot(&client, &snapshot.id).await?;
+        let snapshot = match check_snapshot(&client, &snapshot.id, name).await {
+            Ok(snapshot) => snapshot,
+            // A snapshot in `error` never recovers and a retry would find it again by name:
+            // it goes, so that a retry takes a new one and nothing is left behind. The message
+            // names the snapshot by its CSI name, not by the id of this attempt: the CO records
+            // it in a status, and a message that changed with every attempt would make each
+            // retry trigger the next at once.
+            Err(Error::ResourceFailed { message, detail_id }) => {
+                let rollback = self.rollback_snapshot(&client, &snapshot.id).await;
+                return Err(Error::ResourceFailed {
+                    message: format!("{message}; {rollback}"),
+                    detail_id,
+                });
+            }
+            Err(other) => return Err(other),
+        };
         Ok(CreatedSnapshot {
             snapshot_id: snapshot.id.clone(),
             source_volume_id: snapshot.share_id.clone(),
@@ -87,6 +102,61 @@ impl Controller {
             creation_time: snapshot.created_at.as_deref().and_then(parse_time),
             ready_to_use: snapshot.status == "available",
         })
+    }
+
+    /// Deletes a failed snapshot and waits for it to go; returns a sentence for the error.
+    async fn rollback_snapshot(
+        &self,
+        client: &crate::openstack::ManilaClient,
+        snapshot_id: &str,
+    ) -> String {
+        let outcome = async {
+            if client.delete_snapshot(snapshot_id).await? {
+                self.wait_for_snapshot_gone(client, snapshot_id).await?;
+            }
+            Ok::<(), Error>(())
+        }
+        .await;
+        match outcome {
+            Ok(()) => {
+                tracing::info!(%snapshot_id, "failed snapshot deleted (rollback)");
+                "the failed Manila snapshot was deleted (rollback)".into()
+            }
+            Err(e) => {
+                tracing::warn!(%snapshot_id, error = %e, "rollback of a failed snapshot failed");
+                format!("deleting snapshot {snapshot_id} failed too: {e}")
+            }
+        }
+    }
+
+    /// Waits until `snapshot_id` is gone (404); `error_deleting` is Manila's failure.
+    async fn wait_for_snapshot_gone(
+        &self,
+        client: &crate::openstack::ManilaClient,
+        snapshot_id: &str,
+    ) -> Result<()> {
+        let what = format!("snapshot {snapshot_id} to be deleted");
+        self.settings
+            .wait
+            .wait(&what, || async {
+                match client.snapshot(snapshot_id).await {
+                    Err(e) if e.is_not_found() => Ok(Progress::Done(())),
+                    Err(e) => Err(e),
+                    Ok(s) if s.status == "error_deleting" => {
+                        let message = client
+                            .newest_error_message(snapshot_id)
+                            .await
+                            .ok()
+                            .flatten();
+                        Err(Error::Internal(format!(
+                            "snapshot {snapshot_id} is in status error_deleting{}",
+                            super::describe_message(message.as_ref())
+                        )))
+                    }
+                    Ok(s) => Ok(Progress::Pending(format!("status {}", s.status))),
+                }
+            })
+            .await
     }
 
     /// DeleteSnapshot: an unknown id is success.
@@ -104,28 +174,17 @@ impl Controller {
         if !client.delete_snapshot(snapshot_id).await? {
             return Ok(());
         }
-        let what = format!("snapshot {snapshot_id} to be deleted");
-        self.settings
-            .wait
-            .wait(&what, || async {
-                match client.snapshot(snapshot_id).await {
-                    Err(e) if e.is_not_found() => Ok(Progress::Done(())),
-                    Err(e) => Err(e),
-                    Ok(s) if s.status == "error_deleting" => Err(Error::Internal(format!(
-                        "snapshot {snapshot_id} is in status error_deleting"
-                    ))),
-                    Ok(s) => Ok(Progress::Pending(format!("status {}", s.status))),
-                }
-            })
-            .await
+        self.wait_for_snapshot_gone(&client, snapshot_id).await
     }
 }
 
 /// Reads a snapshot once: `available` and `creating` are fine (ready or not yet), an error
 /// state is the cloud's failure (with its user message), anything else a wrong state.
+/// `name` is the CSI snapshot name, which the error messages use.
 async fn check_snapshot(
     client: &crate::openstack::ManilaClient,
     snapshot_id: &str,
+    name: &str,
 ) -> Result<Snapshot> {
     let snapshot = client.snapshot(snapshot_id).await?;
     match snapshot.status.as_str() {
@@ -138,14 +197,14 @@ async fn check_snapshot(
                 .flatten();
             Err(Error::ResourceFailed {
                 message: format!(
-                    "snapshot {snapshot_id} is in status {status}{}",
+                    "snapshot {name:?} is in status {status}{}",
                     super::describe_message(message.as_ref())
                 ),
                 detail_id: message.and_then(|m| m.detail_id),
             })
         }
         status => Err(Error::FailedPrecondition(format!(
-            "snapshot {snapshot_id} is in status {status}"
+            "snapshot {name:?} ({snapshot_id}) is in status {status}"
         ))),
     }
 }
@@ -173,5 +232,91 @@ mod tests {
         assert_eq!(parse_time("1970-01-01T00:00:10.5"), Some((10, 500_000_000)));
         assert_eq!(parse_time("1970-01-01T00:00:10Z"), Some((10, 0)));
         assert_eq!(parse_time("garbage"), None);
+    }
+}
+
+#[cfg(test)]
+mod rollback_tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+    use std::sync::Arc;
+    use std::time::Duration;
+
+    use fakes::{CloudConfig, FakeCloud, FaultAction, FaultRule, Operation, SecretKind, Times};
+
+    use super::*;
+    use crate::controller::{ControllerSettings, CreateVolume};
+    use crate::openstack::Connector;
+    use crate::protocol::NfsAdapter;
+    use crate::wait::WaitPolicy;
+
+    #[tokio::test]
+    async fn a_snapshot_ending_in_error_is_rolled_back_and_a_retry_takes_a_new_one() {
+        let cloud = FakeCloud::start(CloudConfig::default()).await.unwrap();
+        let secrets: HashMap<String, String> =
+            cloud.secret(SecretKind::Password).into_iter().collect();
+        let controller = Controller::new(
+            Arc::new(Connector::new("snapshot-tests".into())),
+            Arc::new(NfsAdapter),
+            ControllerSettings {
+                driver_name: "manila.csi.openstack.org".into(),
+                cluster_id: None,
+                with_topology: false,
+                runtime_config_file: None,
+                wait: WaitPolicy::with_deadline(Duration::from_secs(5)),
+            },
+        );
+        let volume = controller
+            .create_volume(CreateVolume {
+                name: "pvc-source".into(),
+                required_bytes: GIB,
+                secrets: secrets.clone(),
+                ..CreateVolume::default()
+            })
+            .await
+            .unwrap();
+        cloud
+            .add_fault(
+                FaultRule::new(
+                    Operation::SnapshotCreate,
+                    FaultAction::Error {
+                        detail_id: "001".into(),
+                        message: Some("the backend could not snapshot".into()),
+                    },
+                )
+                .times(Times::Count(2)),
+            )
+            .unwrap();
+        // Without delays (the default seed) the first look after the create sees `error`.
+        let error = controller
+            .create_snapshot("snap-1", &volume.volume_id, &secrets)
+            .await
+            .unwrap_err();
+        let text = error.to_string();
+        assert!(matches!(error, Error::ResourceFailed { .. }), "{error:?}");
+        assert!(
+            text.contains("status error")
+                && text.contains("the backend could not snapshot")
+                && text.contains("rollback"),
+            "{text}"
+        );
+        assert!(
+            cloud.leftovers().snapshots.is_empty(),
+            "{:#?}",
+            cloud.leftovers()
+        );
+        // A second failed attempt reads the same (the CO acts again on a changed message).
+        let again = controller
+            .create_snapshot("snap-1", &volume.volume_id, &secrets)
+            .await
+            .unwrap_err();
+        assert_eq!(again.to_string(), text);
+        let retried = controller
+            .create_snapshot("snap-1", &volume.volume_id, &secrets)
+            .await
+            .unwrap();
+        let snapshots = cloud.leftovers().snapshots;
+        assert_eq!(snapshots.len(), 1, "{snapshots:#?}");
+        assert_eq!(snapshots[0].id, retried.snapshot_id);
+        assert_ne!(snapshots[0].status, "error");
     }
 }
