@@ -74,7 +74,16 @@ pub async fn reconcile(content: Arc<VolumeSnapshotContent>, ctx: Arc<Context>) -
         (Some(handle), _) => status::write(&ctx.client, &name, status::pre_provisioned(handle))
             .await
             .map(|_| true),
-        (None, Some(volume)) => create::create_or_check(&content, volume, &ctx).await,
+        (None, Some(volume)) => {
+            // Each attempt writes the content (annotation, status error), which wakes this
+            // controller again at once: without this, a lasting failure would be retried as
+            // fast as the apiserver answers, each time a CreateSnapshot in the cloud.
+            if let Some(left) = ctx.backoff.waiting(&name) {
+                tracing::debug!(content = %name, retry_in = ?left, "backing off");
+                return Ok(Action::requeue(left));
+            }
+            create::create_or_check(&content, volume, &ctx).await
+        }
         (None, None) => Err(Error::invalid(format!(
             "VolumeSnapshotContent {name} has neither spec.source.volumeHandle nor spec.source.snapshotHandle"
         ))),

@@ -7,7 +7,7 @@
 
 use std::collections::HashMap;
 use std::sync::Mutex;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use kube::{Resource, ResourceExt};
 
@@ -20,12 +20,18 @@ pub fn object_key<K: Resource>(obj: &K) -> String {
     }
 }
 
-/// Failure counts per key.
+/// Failure counts per key, and when each key may be tried again.
 #[derive(Debug)]
 pub struct KeyedBackoff {
     base: Duration,
     max: Duration,
-    failures: Mutex<HashMap<String, u32>>,
+    failures: Mutex<HashMap<String, Failures>>,
+}
+
+#[derive(Debug, Clone, Copy)]
+struct Failures {
+    count: u32,
+    retry_at: Instant,
 }
 
 impl KeyedBackoff {
@@ -41,10 +47,27 @@ impl KeyedBackoff {
     /// Records a failure of `key` and returns how long to wait before retrying it.
     pub fn failed(&self, key: &str) -> Duration {
         let mut failures = self.failures.lock().unwrap_or_else(|e| e.into_inner());
-        let count = failures.entry(key.to_string()).or_insert(0);
-        *count = count.saturating_add(1);
-        let factor = 2u32.saturating_pow(count.saturating_sub(1).min(31));
-        self.base.saturating_mul(factor).min(self.max)
+        let now = Instant::now();
+        let entry = failures.entry(key.to_string()).or_insert(Failures {
+            count: 0,
+            retry_at: now,
+        });
+        entry.count = entry.count.saturating_add(1);
+        let factor = 2u32.saturating_pow(entry.count.saturating_sub(1).min(31));
+        let delay = self.base.saturating_mul(factor).min(self.max);
+        entry.retry_at = now + delay;
+        delay
+    }
+
+    /// How long `key` must still wait after its last failure, if it must. A controller whose
+    /// own writes (a status, an annotation) wake it up again checks this first, so that a
+    /// lasting failure is retried at the back-off's pace, not at the pace of watch events
+    /// (as client-go's rate-limited work queue does).
+    pub fn waiting(&self, key: &str) -> Option<Duration> {
+        let failures = self.failures.lock().unwrap_or_else(|e| e.into_inner());
+        let retry_at = failures.get(key)?.retry_at;
+        let now = Instant::now();
+        (retry_at > now).then(|| retry_at - now)
     }
 
     /// Forgets `key`'s failures (after a success, or when the object is gone).
@@ -61,14 +84,31 @@ impl KeyedBackoff {
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .get(key)
-            .copied()
-            .unwrap_or(0)
+            .map_or(0, |f| f.count)
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_key_waits_out_its_delay_after_a_failure_and_not_after_a_success() {
+        let backoff = KeyedBackoff::new(Duration::from_secs(60), Duration::from_secs(60));
+        assert_eq!(backoff.waiting("a"), None);
+        backoff.failed("a");
+        let left = backoff.waiting("a");
+        assert!(
+            left.is_some_and(|l| l > Duration::from_secs(59) && l <= Duration::from_secs(60)),
+            "{left:?}"
+        );
+        assert_eq!(backoff.waiting("b"), None);
+        backoff.succeeded("a");
+        assert_eq!(backoff.waiting("a"), None);
+        let short = KeyedBackoff::new(Duration::ZERO, Duration::ZERO);
+        short.failed("a");
+        assert_eq!(short.waiting("a"), None, "a zero delay is over at once");
+    }
 
     #[test]
     fn delays_double_per_key_up_to_the_cap_and_reset_on_success() {
