@@ -12,5 +12,6 @@
 
 pub mod conformance;
 pub mod e2e;
+pub mod resilience;
 pub mod sanity;
 pub mod storage;

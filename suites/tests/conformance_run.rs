@@ -497,3 +497,38 @@ fn the_embedded_default_runs_against_a_cloud_given_by_clouds_yaml() {
         .unwrap_or_default();
     assert!(left.is_empty(), "{left:?}");
 }
+
+/// The resilience suites run only when named (see `run::tests` for the plan); then every
+/// test runs alone, passes, and writes its timeline (what was injected when, what the writers
+/// saw) into the run's output. One run per suite keeps each under nextest's time limit.
+#[rstest]
+#[case::disruption("disruption", "longest stall")]
+#[case::faults("faults", "ProvisioningFailed")]
+fn a_resilience_suite_runs_when_named_and_writes_its_timelines(
+    #[case] suite: &str,
+    #[case] seen: &str,
+) {
+    let dir = scratch("conformance-resilience-");
+    let output = dir.path().join("out");
+    let out = run(&["--suite", suite, "--output", output.to_str().unwrap()]);
+    let stdout = text(&out.stdout);
+    let stderr = text(&out.stderr);
+    assert!(
+        out.status.success(),
+        "exit {}:\n{stdout}\n{stderr}",
+        out.status
+    );
+    let cases = junit_cases(&read(&output.join("junit.xml")));
+    let outcomes: Vec<String> = cases.iter().map(|(n, o)| format!("{n}: {o}")).collect();
+    insta::assert_snapshot!(format!("{suite}_outcomes"), outcomes.join("\n"));
+    let timelines = walk(&output.join("timelines").join(suite));
+    let passed = cases
+        .iter()
+        .filter(|(n, o)| n.starts_with(&format!("[{suite}] ")) && o == "passed")
+        .count();
+    assert!(passed > 0, "{cases:?}");
+    assert_eq!(timelines.len(), passed, "{timelines:?}");
+    let all: String = timelines.iter().map(|p| read(p)).collect();
+    assert!(all.contains("inject"), "{all}");
+    assert!(all.contains(seen), "{all}");
+}

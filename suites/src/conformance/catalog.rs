@@ -56,6 +56,10 @@ pub struct Needs {
     pub manila: bool,
     /// A VolumeSnapshotClass (the spec file's `SnapshotClass`).
     pub snapshot_class: bool,
+    /// The run's own fake cloud, to inject faults into (the embedded default).
+    pub fake_cloud: bool,
+    /// To run alone: the test disrupts what other tests use (the driver's pods, the cloud).
+    pub exclusive: bool,
 }
 
 impl Needs {
@@ -67,6 +71,8 @@ impl Needs {
         cloud: false,
         manila: false,
         snapshot_class: false,
+        fake_cloud: false,
+        exclusive: false,
     };
 
     /// These capabilities.
@@ -107,6 +113,22 @@ impl Needs {
     pub const fn snapshot_class(self) -> Needs {
         Needs {
             snapshot_class: true,
+            ..self
+        }
+    }
+
+    /// And the run's own fake cloud (its fault injection).
+    pub const fn fake_cloud(self) -> Needs {
+        Needs {
+            fake_cloud: true,
+            ..self
+        }
+    }
+
+    /// And no other test running at the same time.
+    pub const fn exclusive(self) -> Needs {
+        Needs {
+            exclusive: true,
             ..self
         }
     }
@@ -200,9 +222,23 @@ pub const SUITES: &[(&str, &str)] = &[
         "demo",
         "the seed's demo: writer-one and writer-two on two nodes append to one RWX claim of csi-manila-nfs",
     ),
+    (
+        "disruption",
+        "while pods write: the driver's pods deleted mid-operation, the cloud unreachable; mounts and writes go on, nothing is left or duplicated",
+    ),
+    (
+        "faults",
+        "cloud faults injected during provisioning, expansion, snapshots and deletion: the user sees the cloud's reason, and it recovers once the fault clears",
+    ),
 ];
 
-/// Every test case of the storage suites, in run order.
+/// The suites a run includes only when `--suite` names them: they disrupt the driver or the
+/// cloud, so their tests run one at a time and take minutes more.
+pub const OPT_IN_SUITES: &[&str] = &["disruption", "faults"];
+
+/// Every test case of the storage and resilience suites, in run order.
 pub fn storage_tests() -> Vec<TestCase> {
-    crate::storage::tests()
+    let mut tests = crate::storage::tests();
+    tests.extend(crate::resilience::tests());
+    tests
 }

@@ -12,6 +12,7 @@ use super::catalog::TestCase;
 use super::cloud::Cloud;
 use super::outcome::{TestError, TestResult};
 use super::target::{DriverUnderTest, Target, TargetNode};
+use super::timeline::Timeline;
 use crate::e2e::snapshots;
 use crate::e2e::workload::Workload;
 
@@ -21,6 +22,7 @@ pub struct TestContext<'a> {
     workload: Workload<'a>,
     driver: &'a DriverUnderTest,
     target: &'a Target,
+    timeline: Timeline,
 }
 
 impl std::fmt::Debug for TestContext<'_> {
@@ -39,13 +41,27 @@ impl<'a> TestContext<'a> {
         workload: Workload<'a>,
         driver: &'a DriverUnderTest,
         target: &'a Target,
+        timeline: Timeline,
     ) -> Self {
         TestContext {
             case,
             workload,
             driver,
             target,
+            timeline,
         }
+    }
+
+    /// The test's timeline (see [`Timeline`]): what it injected and what it saw.
+    pub fn timeline(&self) -> &Timeline {
+        &self.timeline
+    }
+
+    /// The run's own fake cloud, to inject faults into, or a skip.
+    pub fn fake_cloud(&self) -> TestResult<&fakes::FakeCloud> {
+        self.environment()
+            .and_then(|e| e.fake_cloud())
+            .ok_or_else(|| TestError::skip("needs the run's own fake cloud"))
     }
 
     /// The test's namespace with its claims and pods.

@@ -38,6 +38,7 @@ pub mod runner;
 mod sanity_suite;
 pub mod setup;
 pub mod target;
+pub mod timeline;
 
 pub use catalog::{DriverConfig, Needs, SUITES, TestCase};
 pub use cloud::Cloud;
@@ -48,3 +49,4 @@ pub use run::{RunConfig, TargetChoice};
 pub use runner::RunnerOptions;
 pub use setup::SetupError;
 pub use target::{DriverUnderTest, Target};
+pub use timeline::Timeline;

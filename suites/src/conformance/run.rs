@@ -36,7 +36,8 @@ pub enum TargetChoice {
 pub struct RunConfig {
     /// The driver spec file.
     pub spec: PathBuf,
-    /// Suites to run (all when empty).
+    /// Suites to run (all but the opt-in ones when empty: see
+    /// [`OPT_IN_SUITES`](catalog::OPT_IN_SUITES)).
     pub suites: Vec<String>,
     /// Suites not to run.
     pub skip_suites: Vec<String>,
@@ -92,8 +93,9 @@ pub fn plan(config: &RunConfig) -> Result<Plan, SetupError> {
         }
     }
     let spec = DriverSpec::from_file(&config.spec).map_err(|e| SetupError::Spec(e.to_string()))?;
+    let named = |suite: &str| config.suites.iter().any(|s| s == suite);
     let selected = |suite: &str| {
-        (config.suites.is_empty() || config.suites.iter().any(|s| s == suite))
+        (named(suite) || (config.suites.is_empty() && !catalog::OPT_IN_SUITES.contains(&suite)))
             && !config.skip_suites.iter().any(|s| s == suite)
     };
     let matches = |full_name: &str| {
@@ -222,4 +224,54 @@ pub async fn finish(report: &mut RunReport, target: Arc<Target>, progress: &dyn 
     progress.test_finished(&test);
     report.tests.push(test);
     report.duration += started.elapsed();
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    fn config(suites: &[&str]) -> RunConfig {
+        RunConfig {
+            spec: harness::workspace::root().join("fixtures/driver-specs/manila-nfs.yaml"),
+            suites: suites.iter().map(|s| s.to_string()).collect(),
+            skip_suites: Vec::new(),
+            focus: None,
+            skip: None,
+            target: TargetChoice::Embedded(EmbeddedOptions::default()),
+            runner: RunnerOptions::default(),
+            scratch: std::env::temp_dir(),
+        }
+    }
+
+    fn suites_of(plan: &Plan) -> BTreeSet<&'static str> {
+        plan.cases.iter().map(|c| c.suite).collect()
+    }
+
+    #[test]
+    fn the_opt_in_suites_run_only_when_named() {
+        let default = plan(&config(&[])).unwrap();
+        let suites = suites_of(&default);
+        assert!(suites.contains("provisioning"), "{suites:?}");
+        for opt_in in catalog::OPT_IN_SUITES {
+            assert!(!suites.contains(opt_in), "{opt_in} in {suites:?}");
+        }
+        assert!(!default.sanity.is_empty());
+
+        let named = plan(&config(&["provisioning", "faults"])).unwrap();
+        let suites = suites_of(&named);
+        assert_eq!(
+            suites,
+            BTreeSet::from(["provisioning", "faults"]),
+            "{suites:?}"
+        );
+        assert!(named.sanity.is_empty());
+    }
+
+    #[test]
+    fn an_unknown_suite_is_refused_with_the_list() {
+        let error = plan(&config(&["nope"])).unwrap_err().to_string();
+        assert!(error.contains("unknown suite \"nope\""), "{error}");
+        assert!(error.contains("disruption"), "{error}");
+    }
 }

@@ -19,6 +19,7 @@ use super::outcome::TestError;
 use super::progress::Progress;
 use super::report::{Outcome, TestReport};
 use super::target::Target;
+use super::timeline::Timeline;
 use crate::e2e::workload::{Workload, WorkloadTimeouts};
 
 /// How tests run.
@@ -32,6 +33,8 @@ pub struct RunnerOptions {
     pub cleanup_timeout: Duration,
     /// Where failed tests' evidence goes (`<dir>/<suite>/<test>/`); none when `None`.
     pub evidence_dir: Option<PathBuf>,
+    /// Where tests' timelines go (`<dir>/<suite>/<test>.txt`); none when `None`.
+    pub timeline_dir: Option<PathBuf>,
 }
 
 impl Default for RunnerOptions {
@@ -41,6 +44,7 @@ impl Default for RunnerOptions {
             test_timeout: Duration::from_secs(600),
             cleanup_timeout: Duration::from_secs(180),
             evidence_dir: None,
+            timeline_dir: None,
         }
     }
 }
@@ -52,7 +56,8 @@ pub async fn run_cases(
     options: &RunnerOptions,
     progress: Arc<dyn Progress>,
 ) -> Vec<TestReport> {
-    let slots = Arc::new(Semaphore::new(options.parallel.max(1)));
+    let parallel = options.parallel.max(1);
+    let slots = Arc::new(Semaphore::new(parallel));
     let mut tasks = Vec::new();
     for (index, case) in cases.iter().enumerate() {
         let case = *case;
@@ -73,7 +78,10 @@ pub async fn run_cases(
         let progress = progress.clone();
         let slots = slots.clone();
         tasks.push(tokio::spawn(async move {
-            let _slot = slots.acquire_owned().await;
+            // An exclusive test takes every slot: it starts once the tests before it are done
+            // and the tests after it wait for it (the semaphore is first come, first served).
+            let wanted = if case.needs.exclusive { parallel } else { 1 };
+            let _slots = slots.acquire_many_owned(wanted as u32).await;
             progress.test_started(&case.full_name());
             let report = run_one(&target, &case, index, &options).await;
             progress.test_finished(&report);
@@ -130,6 +138,11 @@ pub fn skip_reason(target: &Target, case: &TestCase) -> Option<String> {
             driver.name
         ));
     }
+    if needs.fake_cloud && target.environment().and_then(|e| e.fake_cloud()).is_none() {
+        return Some(
+            "injects faults into the cloud: needs the run's own fake cloud (the embedded default without --clouds-yaml)".into(),
+        );
+    }
     if needs.snapshot_class && driver.snapshot_class.is_none() {
         return Some(format!(
             "driver {} names no SnapshotClass in its spec file",
@@ -169,7 +182,8 @@ async fn run_one(
     };
     let workload =
         Workload::in_namespace(driver, namespace).with_timeouts(workload_timeouts(&driver.spec));
-    let context = TestContext::new(case, workload, driver, target);
+    let timeline = Timeline::new();
+    let context = TestContext::new(case, workload, driver, target, timeline.clone());
     let body = AssertUnwindSafe((case.run)(&context)).catch_unwind();
     let result = match tokio::time::timeout(options.test_timeout, body).await {
         Ok(Ok(result)) => result,
@@ -207,6 +221,17 @@ async fn run_one(
             Ok(dir) => evidence = Some(dir),
             Err(e) => tracing::warn!("writing the evidence to {}: {e}", dir.display()),
         }
+        if !timeline.is_empty() {
+            write_file(&dir.join("timeline.txt"), &timeline.render());
+        }
+    }
+    if !timeline.is_empty()
+        && let Some(dir) = &options.timeline_dir
+    {
+        let path = dir
+            .join(slug(case.suite, 40))
+            .join(format!("{}.txt", slug(case.name, 80)));
+        write_file(&path, &timeline.render());
     }
     let cleaned = leftovers::clean_up(
         workload,
@@ -223,6 +248,17 @@ async fn run_one(
         };
     }
     report(outcome, evidence)
+}
+
+/// Writes a report file, warning (not failing the test) when it cannot.
+fn write_file(path: &std::path::Path, text: &str) {
+    let written = path
+        .parent()
+        .map_or(Ok(()), std::fs::create_dir_all)
+        .and_then(|()| std::fs::write(path, text));
+    if let Err(e) = written {
+        tracing::warn!("writing {}: {e}", path.display());
+    }
 }
 
 /// What a missing capability means, as upstream's skip messages say it.

@@ -20,7 +20,8 @@ const DEFAULT_SPEC: &str = "fixtures/driver-specs/manila-nfs.yaml";
 
 #[derive(Debug, Args)]
 pub struct RunArgs {
-    /// Run only these suites (repeatable or comma-separated; `--list` shows them).
+    /// Run only these suites (repeatable or comma-separated; `--list` shows them). The
+    /// disruption and faults suites run only when named here.
     #[arg(long = "suite", value_delimiter = ',')]
     suites: Vec<String>,
     /// Do not run these suites.
@@ -124,6 +125,7 @@ pub async fn run(args: RunArgs) -> anyhow::Result<bool> {
     let config = RunConfig {
         runner: RunnerOptions {
             evidence_dir: Some(output.join("evidence")),
+            timeline_dir: Some(output.join("timelines")),
             ..config.runner
         },
         ..config
@@ -261,7 +263,11 @@ fn output_dir(args: &RunArgs) -> PathBuf {
 fn list() {
     let tests = catalog::storage_tests();
     for (suite, about) in catalog::SUITES {
-        println!("{suite}: {about}");
+        if catalog::OPT_IN_SUITES.contains(suite) {
+            println!("{suite} (only when named with --suite): {about}");
+        } else {
+            println!("{suite}: {about}");
+        }
         if *suite == catalog::SANITY_SUITE {
             println!(
                 "  ({} CSI sanity cases: `conformance sanity --list`)",
