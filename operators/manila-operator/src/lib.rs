@@ -7,7 +7,8 @@
 //! flat Secret ([`secret_sync`]), applies the embedded manifests of its release ([`assets`],
 //! [`apply`]), deletes what an earlier release installed and this one does not ([`prune`]) and
 //! creates one StorageClass per share type ([`storage_classes`]); then it reports conditions
-//! ([`status`]) on the ClusterCSIDriver and the ClusterOperator.
+//! ([`status`]) on the ClusterCSIDriver and the ClusterOperator. An operator older than the one
+//! that installed the driver leaves it as it is ([`downgrade`]).
 
 pub mod api;
 pub mod apply;
@@ -16,6 +17,7 @@ pub mod cloud;
 pub mod config;
 pub mod controller;
 pub mod crds;
+pub mod downgrade;
 pub mod error;
 pub mod metrics;
 pub mod prune;

@@ -23,6 +23,8 @@ pub const CREDENTIALS: &str = "ManilaCredentialsController";
 pub const STORAGE_CLASSES: &str = "ManilaStorageClassController";
 /// Prefix of the static objects' (RBAC, CSIDriver, …) conditions.
 pub const STATIC_RESOURCES: &str = "ManilaStaticResourcesController";
+/// Prefix of the conditions about the installed version (a refused downgrade).
+pub const OPERATOR_VERSION: &str = "ManilaOperatorVersionController";
 
 /// `True`, `False` or `Unknown`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -33,7 +33,7 @@ pub use environment::{
     EXPANDABLE_STORAGE_CLASS, EnvironmentOptions, ExternalCloud, Install, InstanceOptions,
     ManilaCsiEnvironment, NODE_PLUGIN_SELECTOR, NfsAccess, OPERATOR_MANAGED_SELECTOR,
     OPERATOR_SELECTOR, OperatorOptions, SNAPSHOT_CLASS, SNAPSHOT_CONTROLLER_SELECTOR, StartTimings,
-    TOPOLOGY_KEY, WFFC_STORAGE_CLASS, cluster_csi_driver_resource, cluster_operator_resource,
-    condition, describe_conditions, pod_diagnostics,
+    TOPOLOGY_KEY, UpgradeTimings, WFFC_STORAGE_CLASS, cluster_csi_driver_resource,
+    cluster_operator_resource, condition, describe_conditions, pod_diagnostics,
 };
 pub use error::{Error, Result};

@@ -4,6 +4,20 @@ use super::*;
 
 pub(super) async fn manage(driver: &ClusterCSIDriver, ctx: &Context) -> Report {
     let mut report = Report::default();
+    let force = driver.spec.management_state == ManagementState::Force;
+    let installed = installed_version(driver);
+    match downgrade::check(installed, &ctx.config.version, ctx.config.release, force) {
+        VersionCheck::Proceed => {}
+        VersionCheck::Refuse { message } => return refuse_downgrade(ctx, installed, message).await,
+        VersionCheck::Forced { message } => {
+            // Once: the status then reports this operator's version.
+            tracing::warn!("{message}");
+            ctx.recorder
+                .publish(driver, EventType::Warning, downgrade::FORCED, message)
+                .await;
+        }
+    }
+    report.health(status::OPERATOR_VERSION, &Health::ok("AsExpected", ""));
     let inputs = match cloud::read_inputs(&ctx.client, &ctx.config).await {
         Ok(inputs) => inputs,
         Err(error) => {
@@ -181,6 +195,40 @@ pub(super) async fn manage(driver: &ClusterCSIDriver, ctx: &Context) -> Report {
     }
 
     workload_health(ctx, &objects, &mut report).await;
+    report
+}
+
+/// A downgrade refused: nothing is applied, pruned or synced; the installed driver's
+/// workloads are still reported on, the status keeps the installed version, and the
+/// version condition is Degraded (its first report is a Warning Event) but the driver stays
+/// Available as long as its workloads are.
+async fn refuse_downgrade(ctx: &Context, installed: Option<&str>, message: String) -> Report {
+    tracing::warn!("{message}");
+    let mut report = Report {
+        driver_version: installed.map(str::to_string),
+        ..Report::default()
+    };
+    report.health(
+        status::OPERATOR_VERSION,
+        &Health {
+            available: true,
+            progressing: false,
+            degraded: Some(message.clone()),
+            reason: downgrade::REFUSED.into(),
+            message,
+        },
+    );
+    // The workloads have the same names in every release.
+    let inputs = AssetInputs {
+        config: &ctx.config,
+        log_level: LogLevel::Normal,
+        credentials_hash: String::new(),
+        snapshot_crds_present: false,
+    };
+    match assets::render(&inputs) {
+        Ok(objects) => workload_health(ctx, &objects, &mut report).await,
+        Err(error) => report.failed(status::STATIC_RESOURCES, "RenderFailed", error.into()),
+    }
     report
 }
 

@@ -31,6 +31,7 @@ use crate::apply::{Applied, Applier, Outcome};
 use crate::assets::{self, AssetInputs};
 use crate::cloud::{self, ManilaStatus};
 use crate::config::OperatorConfig;
+use crate::downgrade::{self, VersionCheck};
 use crate::error::{Error, Result, kube as kube_error};
 use crate::metrics::Metrics;
 use crate::prune::{self, ObjectKey};
@@ -168,6 +169,9 @@ struct Report {
     generations: Vec<GenerationStatus>,
     requeue: Option<Duration>,
     error: Option<Error>,
+    /// The version of the installed driver, when it is not this operator's (a refused
+    /// downgrade, or Unmanaged: the operator installed nothing).
+    driver_version: Option<String>,
 }
 
 impl Report {
@@ -193,7 +197,10 @@ pub async fn reconcile(driver: Arc<ClusterCSIDriver>, ctx: Arc<Context>) -> Resu
     let report = match driver.spec.management_state {
         ManagementState::Unmanaged => {
             tracing::debug!("managementState Unmanaged: hands off");
-            Report::default()
+            Report {
+                driver_version: installed_version(&driver).map(str::to_string),
+                ..Report::default()
+            }
         }
         ManagementState::Removed => remove(&driver, &ctx).await,
         ManagementState::Managed | ManagementState::Force => manage(&driver, &ctx).await,
@@ -212,6 +219,11 @@ pub async fn reconcile(driver: Arc<ClusterCSIDriver>, ctx: Arc<Context>) -> Resu
             ))
         }
     }
+}
+
+/// The version of the operator that last installed the driver (`status.version`).
+fn installed_version(driver: &ClusterCSIDriver) -> Option<&str> {
+    driver.status.as_ref().and_then(|s| s.version.as_deref())
 }
 
 fn owner_reference(driver: &ClusterCSIDriver) -> Option<OwnerReference> {

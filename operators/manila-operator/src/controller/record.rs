@@ -115,7 +115,12 @@ pub(super) async fn write_status(
     let before = current.conditions.clone();
     status::merge(&mut next.conditions, &report.conditions, &now);
     next.observed_generation = driver.metadata.generation;
-    next.version = Some(ctx.config.version.clone());
+    next.version = Some(
+        report
+            .driver_version
+            .clone()
+            .unwrap_or_else(|| ctx.config.version.clone()),
+    );
     if let Some(ready) = report.ready_replicas {
         next.ready_replicas = ready;
     }
@@ -204,7 +209,10 @@ pub(super) async fn write_cluster_operator(
             },
             OperandVersion {
                 name: "manila-csi-driver".into(),
-                version: ctx.config.version.clone(),
+                version: driver_status
+                    .version
+                    .clone()
+                    .unwrap_or_else(|| ctx.config.version.clone()),
             },
         ],
         related_objects: related_objects(&ctx.config),

@@ -35,8 +35,8 @@ pub use cloud_source::{CloudSource, ExternalCloud, NfsAccess};
 pub use instance::{DEFAULT_INSTANCE, DriverInstance, InstanceOptions};
 pub use operator::{
     CA_CONFIG_MAP, CLUSTER_OPERATOR, CREDENTIALS_SECRET, DRIVER_SECRET, OPERATOR_MANAGED_SELECTOR,
-    OPERATOR_SELECTOR, OperatorOptions, cluster_csi_driver_resource, cluster_operator_resource,
-    condition, describe_conditions,
+    OPERATOR_SELECTOR, OperatorOptions, UpgradeTimings, cluster_csi_driver_resource,
+    cluster_operator_resource, condition, describe_conditions,
 };
 
 /// The driver's name.

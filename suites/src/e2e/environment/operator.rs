@@ -9,7 +9,7 @@
 //! operator's Deployment.
 
 use std::collections::BTreeMap;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use harness::cluster::wait;
 use k8s_openapi::api::apps::v1::Deployment;
@@ -132,6 +132,17 @@ impl Default for OperatorOptions {
             controller_health_port: None,
         }
     }
+}
+
+/// When the steps of [`ManilaCsiEnvironment::upgrade_operator_and_wait`] were done.
+#[derive(Debug, Clone, Copy)]
+pub struct UpgradeTimings {
+    /// When the operator manifests were applied.
+    pub applied: Instant,
+    /// From the apply until the operator's Deployment had rolled out.
+    pub rolled_out: Duration,
+    /// From the apply until the operator reported the new version, Available.
+    pub available: Duration,
 }
 
 /// The ClusterCSIDriver / ClusterOperator resources, for dynamic access.
@@ -300,6 +311,28 @@ impl ManilaCsiEnvironment {
             "operator manifests applied: rolling out"
         );
         self.wait_operator_rollout(self.options.ready_timeout).await
+    }
+
+    /// [`ManilaCsiEnvironment::upgrade_operator`] to `release`, then
+    /// [`ManilaCsiEnvironment::wait_operator_version`] with its version: the upgrade as a
+    /// user sees it, from applying the manifests until the operator reports the new version,
+    /// Available, not Progressing, not Degraded (the driver rolled). Returns when each step
+    /// was done, counted from the apply.
+    pub async fn upgrade_operator_and_wait(
+        &self,
+        release: OperatorRelease,
+        timeout: Duration,
+    ) -> Result<UpgradeTimings> {
+        let version = release.version()?;
+        let applied = Instant::now();
+        self.upgrade_operator(release).await?;
+        let rolled_out = applied.elapsed();
+        self.wait_operator_version(&version, timeout).await?;
+        Ok(UpgradeTimings {
+            applied,
+            rolled_out,
+            available: applied.elapsed(),
+        })
     }
 
     /// Waits until the operator's Deployment has rolled out: its current generation
