@@ -101,23 +101,9 @@ async fn measure(env: &ManilaCsiEnvironment, timeline: &Timeline) -> anyhow::Res
 
     let before = checked(writers.read().await)?;
     let (started, _) = writers::now();
-    timeline.record(
-        "inject",
-        format!("operator manifests applied: {previous} → {current}"),
-    );
     let timings = env
-        .upgrade_operator_and_wait(OperatorOptions::CURRENT_RELEASE, TIMEOUT)
+        .upgrade_operator_and_wait(OperatorOptions::CURRENT_RELEASE, TIMEOUT, timeline)
         .await?;
-    timeline.record_at(
-        timings.applied + timings.rolled_out,
-        "operator",
-        "operator Deployment rolled out",
-    );
-    timeline.record_at(
-        timings.applied + timings.available,
-        "operator",
-        format!("{current} Available, not Progressing, not Degraded"),
-    );
     checked(writers.wait_written_since(SystemTime::now()).await)?;
     let stall = checked(writers.check_since(started, Some(&before)).await)?;
 

@@ -625,23 +625,9 @@ async fn the_current_operator_adopts_release_n_minus_1_under_writers_and_refuses
     let lines_before = written(&workload).await;
     let files_before = tested(writers.read().await)?;
     let (upgrade_started, _) = writers::now();
-    timeline.record(
-        "inject",
-        format!("operator manifests applied with release current ({current})"),
-    );
     let timings = env
-        .upgrade_operator_and_wait(OperatorOptions::CURRENT_RELEASE, WAIT)
+        .upgrade_operator_and_wait(OperatorOptions::CURRENT_RELEASE, WAIT, &timeline)
         .await?;
-    timeline.record_at(
-        timings.applied + timings.rolled_out,
-        "operator",
-        "operator Deployment rolled out",
-    );
-    timeline.record_at(
-        timings.applied + timings.available,
-        "operator",
-        format!("{current} Available, not Progressing, not Degraded"),
-    );
     record_rollout(&env, &timeline, upgrade_started).await;
     // Writes go on after the upgrade; nothing written before is lost, no write failed.
     tested(writers.wait_written_since(SystemTime::now()).await)?;
@@ -1074,18 +1060,8 @@ async fn the_current_operator_adopts_release_n_minus_1_under_writers_and_refuses
     // Applying N's manifests again is the way back: Available, not Degraded, with N's
     // version, and nothing of the driver touched.
     let (reapplied, _) = writers::now();
-    timeline.record(
-        "inject",
-        format!("operator manifests applied with release current ({current}) again"),
-    );
-    let timings = env
-        .upgrade_operator_and_wait(OperatorOptions::CURRENT_RELEASE, WAIT)
+    env.upgrade_operator_and_wait(OperatorOptions::CURRENT_RELEASE, WAIT, &timeline)
         .await?;
-    timeline.record_at(
-        timings.applied + timings.available,
-        "operator",
-        format!("{current} Available, not Degraded"),
-    );
     record_rollout(&env, &timeline, reapplied).await;
     let driver = env.cluster_csi_driver().await?;
     assert!(

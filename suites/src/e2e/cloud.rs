@@ -1,5 +1,7 @@
 //! Reading the fake cloud's shares and snapshots as a client would: through Keystone and
-//! Manila over HTTP (the in-process handle reports only what is left, not sizes or zones).
+//! Manila over HTTP(S) (the in-process handle reports only what is left, not sizes or
+//! zones); and Manila's admin `reset_status`, what a cloud operator does about a stuck
+//! resource.
 
 use std::collections::BTreeMap;
 
@@ -8,7 +10,7 @@ use serde::Deserialize;
 
 use super::error::{Error, Result};
 
-/// The Manila microversion the inspector speaks.
+/// The Manila microversion the inspector speaks (also that of `reset_status` without `os-`).
 const MICROVERSION: &str = "2.45";
 
 /// A share as Manila reports it.
@@ -54,14 +56,49 @@ pub struct CloudInspector {
 }
 
 impl CloudInspector {
-    /// An inspector of `cloud`.
-    pub fn new(cloud: &FakeCloud) -> Self {
-        CloudInspector {
-            http: reqwest::Client::new(),
+    /// An inspector of `cloud` (trusting its CA when it speaks TLS).
+    pub fn new(cloud: &FakeCloud) -> Result<Self> {
+        let mut builder = reqwest::Client::builder().timeout(std::time::Duration::from_secs(30));
+        if let Some(pem) = cloud.ca_pem() {
+            let ca = reqwest::Certificate::from_pem(pem.as_bytes())
+                .map_err(|e| Error::Unexpected(format!("the fake cloud's CA: {e}")))?;
+            builder = builder.add_root_certificate(ca);
+        }
+        Ok(CloudInspector {
+            http: builder
+                .build()
+                .map_err(|e| Error::Unexpected(format!("an HTTP client: {e}")))?,
             auth_url: cloud.auth_url(),
             manila_url: cloud.manila_url(),
             account: cloud.account(),
+        })
+    }
+
+    /// Manila's admin `reset_status` of the share or snapshot `id` (`collection` is `shares`
+    /// or `snapshots`) to `status` (the seed account is an admin of the fake).
+    pub async fn reset_status(&self, collection: &str, id: &str, status: &str) -> Result<()> {
+        let token = self.token().await?;
+        let url = format!(
+            "{}/{collection}/{id}/action",
+            self.manila_url.trim_end_matches('/')
+        );
+        let response = self
+            .http
+            .post(&url)
+            .header("X-Auth-Token", token)
+            .header("X-OpenStack-Manila-API-Version", MICROVERSION)
+            .json(&serde_json::json!({"reset_status": {"status": status}}))
+            .send()
+            .await
+            .map_err(|e| Error::Unexpected(format!("POST {url}: {e}")))?;
+        let code = response.status();
+        if !code.is_success() {
+            let text = response.text().await.unwrap_or_default();
+            return Err(Error::Unexpected(format!(
+                "reset_status of {collection} {id} to {status}: HTTP {code} {text}"
+            )));
         }
+        Ok(())
     }
 
     async fn token(&self) -> Result<String> {

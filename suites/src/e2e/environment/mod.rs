@@ -209,7 +209,7 @@ impl ManilaCsiEnvironment {
                     .start()
                     .await?;
                 tracing::info!(cloud = cloud.base_url(), exports = %export_root.display(), "fake cloud started");
-                let inspector = CloudInspector::new(&cloud);
+                let inspector = CloudInspector::new(&cloud)?;
                 EnvironmentCloud::Fake(Box::new(cloud), Box::new(inspector))
             }
             CloudSource::External(external) => {

@@ -23,6 +23,7 @@ use super::super::error::{Error, Result};
 use super::super::manifests::{self, Applier};
 use super::teardown::ignore_not_found;
 use super::{CONTROLLER_SELECTOR, Install, ManilaCsiEnvironment};
+use crate::conformance::Timeline;
 
 /// The label on everything the operator creates.
 pub const OPERATOR_MANAGED_SELECTOR: &str =
@@ -316,18 +317,31 @@ impl ManilaCsiEnvironment {
     /// [`ManilaCsiEnvironment::upgrade_operator`] to `release`, then
     /// [`ManilaCsiEnvironment::wait_operator_version`] with its version: the upgrade as a
     /// user sees it, from applying the manifests until the operator reports the new version,
-    /// Available, not Progressing, not Degraded (the driver rolled). Returns when each step
-    /// was done, counted from the apply.
+    /// Available, not Progressing, not Degraded (the driver rolled). Each step is recorded
+    /// on `timeline`; returns when each was done, counted from the apply.
     pub async fn upgrade_operator_and_wait(
         &self,
         release: OperatorRelease,
         timeout: Duration,
+        timeline: &Timeline,
     ) -> Result<UpgradeTimings> {
         let version = release.version()?;
         let applied = Instant::now();
+        timeline.record(
+            "inject",
+            format!(
+                "operator manifests applied with release {} ({version})",
+                release.as_str()
+            ),
+        );
         self.upgrade_operator(release).await?;
         let rolled_out = applied.elapsed();
+        timeline.record("operator", "operator Deployment rolled out");
         self.wait_operator_version(&version, timeout).await?;
+        timeline.record(
+            "operator",
+            format!("{version} Available, not Progressing, not Degraded"),
+        );
         Ok(UpgradeTimings {
             applied,
             rolled_out,

@@ -14,8 +14,8 @@
 //!
 //! Faults Manila does not undo by itself (a share or snapshot stuck in a transitional state,
 //! a snapshot in `error_deleting`) are "cleared" as a cloud operator would: with Manila's
-//! admin `reset_status` action (`ManilaAdmin`), after which the driver's own retries finish
-//! the job.
+//! admin `reset_status` action (`CloudInspector::reset_status`), after which the driver's
+//! own retries finish the job.
 //!
 //! Two tests take as long as the driver's own limits: a share stuck in `creating` shows in
 //! an event only after the driver's wait for it (`--share-wait-timeout`, 80 s), an answer
@@ -32,19 +32,18 @@ use k8s_openapi::api::core::v1::{PersistentVolume, PersistentVolumeClaim};
 use kube::api::{Api, DeleteParams, DynamicObject, Patch, PatchParams, PostParams};
 
 use crate::conformance::{Needs, TestCase, TestContext, TestError, TestResult, Timeline};
+use crate::e2e::cloud::CloudInspector;
 use crate::e2e::snapshots;
 use crate::e2e::workload::{BoundClaim, claim, claim_capacity, volume_capacity, wait_event};
 use crate::storage::provisioning::access_mode;
 use crate::{ensure, ensure_eq, test_case};
 
 // The parts share this module's imports and helpers (`use super::*`).
-mod admin;
 mod guard;
 mod lifecycle;
 mod provisioning;
 mod snapshot_faults;
 
-use admin::*;
 use guard::*;
 use lifecycle::*;
 use provisioning::*;

@@ -243,7 +243,7 @@ pub(super) async fn token_expiry(ctx: &TestContext<'_>) -> TestResult {
 pub(super) async fn share_stuck_creating(ctx: &TestContext<'_>) -> TestResult {
     let cloud = ctx.fake_cloud()?;
     let faults = Faults::new(ctx)?;
-    let admin = ManilaAdmin::new(cloud)?;
+    let admin = CloudInspector::new(cloud)?;
     let baseline = Baseline::of(cloud);
     let class = ctx.storage_class().await?;
     let w = ctx.workload();

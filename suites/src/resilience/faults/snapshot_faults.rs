@@ -181,7 +181,7 @@ pub(super) async fn snapshot_ends_in_error(ctx: &TestContext<'_>) -> TestResult 
 pub(super) async fn snapshot_stuck_creating(ctx: &TestContext<'_>) -> TestResult {
     let cloud = ctx.fake_cloud()?;
     let faults = Faults::new(ctx)?;
-    let admin = ManilaAdmin::new(cloud)?;
+    let admin = CloudInspector::new(cloud)?;
     let baseline = Baseline::of(cloud);
     let (bound, class) = snapshot_source(ctx).await?;
     let w = ctx.workload();
@@ -265,7 +265,7 @@ pub(super) async fn snapshot_stuck_creating(ctx: &TestContext<'_>) -> TestResult
 pub(super) async fn snapshot_error_deleting(ctx: &TestContext<'_>) -> TestResult {
     let cloud = ctx.fake_cloud()?;
     let faults = Faults::new(ctx)?;
-    let admin = ManilaAdmin::new(cloud)?;
+    let admin = CloudInspector::new(cloud)?;
     let baseline = Baseline::of(cloud);
     let (bound, class) = snapshot_source(ctx).await?;
     let w = ctx.workload();
