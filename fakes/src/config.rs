@@ -18,6 +18,40 @@ use crate::error::{Error, Result};
 /// (Manila 2024.2 "Dalmatian"; python-manilaclient 6.3 speaks up to 2.98 and negotiates down).
 pub const DEFAULT_MAX_MICROVERSION: &str = "2.84";
 
+/// The longest transition delay or injected latency, in milliseconds (one day). Longer
+/// values are refused (400 on the control API, an error in seeds): use a `stuck` fault for
+/// a transition that never ends.
+pub const MAX_DELAY_MS: u64 = 24 * 60 * 60 * 1000;
+
+/// The longest token lifetime, in seconds (ten years).
+pub const MAX_TOKEN_LIFETIME_SECS: u64 = 10 * 365 * 24 * 60 * 60;
+
+/// The largest share size in GiB: Manila keeps sizes in a 32-bit integer column.
+pub const MAX_SHARE_SIZE_GIB: u64 = i32::MAX as u64;
+
+/// Checks a token lifetime: 1 to [`MAX_TOKEN_LIFETIME_SECS`] seconds; the error names
+/// `field`.
+pub(crate) fn check_token_lifetime(field: &str, seconds: u64) -> std::result::Result<(), String> {
+    if (1..=MAX_TOKEN_LIFETIME_SECS).contains(&seconds) {
+        Ok(())
+    } else {
+        Err(format!(
+            "{field} {seconds} is out of range: a token lifetime is 1 to {MAX_TOKEN_LIFETIME_SECS} seconds"
+        ))
+    }
+}
+
+/// Checks a delay in milliseconds: at most [`MAX_DELAY_MS`]; the error names `field`.
+pub(crate) fn check_delay(field: &str, ms: u64) -> std::result::Result<(), String> {
+    if ms <= MAX_DELAY_MS {
+        Ok(())
+    } else {
+        Err(format!(
+            "{field} {ms} is out of range: delays are at most {MAX_DELAY_MS} ms (one day); use a stuck fault for a transition that never ends"
+        ))
+    }
+}
+
 /// A string that never prints: passwords and application-credential secrets.
 #[derive(Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
 #[serde(transparent)]
@@ -264,6 +298,21 @@ pub struct Delays {
 }
 
 impl Delays {
+    /// Checks every delay is at most [`MAX_DELAY_MS`]; the error names the field.
+    pub fn validate(&self) -> std::result::Result<(), String> {
+        for (field, ms) in [
+            ("share_create_ms", self.share_create_ms),
+            ("share_delete_ms", self.share_delete_ms),
+            ("share_resize_ms", self.share_resize_ms),
+            ("snapshot_create_ms", self.snapshot_create_ms),
+            ("snapshot_delete_ms", self.snapshot_delete_ms),
+            ("access_ms", self.access_ms),
+        ] {
+            check_delay(field, ms)?;
+        }
+        Ok(())
+    }
+
     /// Every delay set to `ms`.
     pub fn uniform(ms: u64) -> Self {
         Self {
@@ -280,6 +329,12 @@ impl Delays {
 /// Converts a delay in milliseconds.
 pub(crate) fn millis(ms: u64) -> Duration {
     Duration::from_millis(ms)
+}
+
+/// `now` plus a delay of `ms`, or `None` when that is beyond what an `Instant` can hold
+/// (delays set in process are not range-checked: such a transition never comes).
+pub(crate) fn due_after(now: std::time::Instant, ms: u64) -> Option<std::time::Instant> {
+    now.checked_add(millis(ms))
 }
 
 /// Project quotas enforced on create and extend (413 when exceeded, as Manila does).
@@ -381,11 +436,11 @@ impl CloudConfig {
                 m.max_microversion
             )));
         }
-        if self.token_lifetime_secs == 0 {
-            return Err(Error::InvalidSeed(
-                "token_lifetime_secs must be at least 1".into(),
-            ));
-        }
+        check_token_lifetime("token_lifetime_secs", self.token_lifetime_secs)
+            .map_err(Error::InvalidSeed)?;
+        m.delays
+            .validate()
+            .map_err(|e| Error::InvalidSeed(format!("manila.delays.{e}")))?;
         Ok(())
     }
 }

@@ -7,7 +7,7 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 use wiremock::Request;
 
-use crate::config::{Delays, ShareTypeSeed};
+use crate::config::{Delays, ShareTypeSeed, check_token_lifetime};
 use crate::credentials::{self, SecretKind};
 use crate::error::{Error, Result};
 use crate::faults::FaultRule;
@@ -188,7 +188,9 @@ fn handle_checked(
         }
         ("GET", ["delays"]) => ok(json!(state.config.manila.delays)),
         ("PUT", ["delays"]) => {
-            state.config.manila.delays = parse::<Delays>(req)?;
+            let delays = parse::<Delays>(req)?;
+            delays.validate().map_err(bad)?;
+            state.config.manila.delays = delays;
             Reply::empty(204)
         }
         ("GET", ["manila"]) => ok(json!({
@@ -207,9 +209,7 @@ fn handle_checked(
         }
         ("PUT", ["token-lifetime"]) => {
             let body: TokenLifetime = parse(req)?;
-            if body.seconds == 0 {
-                return Err(bad("seconds must be at least 1"));
-            }
+            check_token_lifetime("seconds", body.seconds).map_err(bad)?;
             state.config.token_lifetime_secs = body.seconds;
             Reply::empty(204)
         }

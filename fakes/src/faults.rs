@@ -177,6 +177,9 @@ impl FaultRule {
                     "action.error.detail_id {detail_id:?} is not three digits"
                 ))
             }
+            FaultAction::Latency { ms } if *ms > crate::config::MAX_DELAY_MS => {
+                crate::config::check_delay("action.latency.ms", *ms)
+            }
             _ if self.times == Times::Count(0) => Err("times 0 would never fire".into()),
             _ => Ok(()),
         }

@@ -239,10 +239,15 @@ fn issue(state: &mut CloudState, req: &Request) -> Reply {
         Err(reply) => return reply,
     };
     let now = Utc::now();
-    let lifetime = i64::try_from(state.config.token_lifetime_secs).unwrap_or(i64::MAX / 1000);
+    // The lifetime is range-checked where it is set; saturate anyway rather than panic.
+    let lifetime = i64::try_from(state.config.token_lifetime_secs)
+        .ok()
+        .and_then(ChronoDuration::try_seconds)
+        .and_then(|lifetime| now.checked_add_signed(lifetime))
+        .unwrap_or(chrono::DateTime::<Utc>::MAX_UTC);
     let token = Token {
         issued_at: now,
-        expires_at: now + ChronoDuration::seconds(lifetime),
+        expires_at: lifetime,
         method,
         scoped,
     };

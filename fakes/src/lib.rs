@@ -335,7 +335,9 @@ impl FakeCloud {
     pub fn set_default_share_type(&self, name: Option<&str>) -> Result<()> {
         self.state().set_default_share_type(name)
     }
-    /// Changes the transition delays (affects operations started afterwards).
+    /// Changes the transition delays (affects operations started afterwards). Unlike the
+    /// control API this does not check [`config::MAX_DELAY_MS`]: a transition due beyond
+    /// what the clock can represent never comes (as if stuck).
     pub fn set_delays(&self, delays: Delays) {
         self.state().config.manila.delays = delays;
     }
@@ -349,11 +351,7 @@ impl FakeCloud {
     }
     /// Lifetime of tokens issued from now on.
     pub fn set_token_lifetime(&self, seconds: u64) -> Result<()> {
-        if seconds == 0 {
-            return Err(Error::Control(
-                "token lifetime must be at least 1 second".into(),
-            ));
-        }
+        config::check_token_lifetime("token lifetime", seconds).map_err(Error::Control)?;
         self.state().config.token_lifetime_secs = seconds;
         Ok(())
     }

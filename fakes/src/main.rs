@@ -114,7 +114,7 @@ fn seed(args: &Args) -> anyhow::Result<CloudConfig> {
 /// Writes `text` to `path`, creating its parent directories.
 fn write_file(path: &Path, text: &str) -> anyhow::Result<()> {
     use std::io::Write;
-    use std::os::unix::fs::OpenOptionsExt;
+    use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
     if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
         std::fs::create_dir_all(parent).with_context(|| {
             format!(
@@ -124,7 +124,8 @@ fn write_file(path: &Path, text: &str) -> anyhow::Result<()> {
             )
         })?;
     }
-    // Credentials: readable by the owner only.
+    // Credentials: readable by the owner only. `mode` applies to a new file only, so an
+    // existing one (perhaps world-readable) is restricted before anything is written to it.
     let mut file = std::fs::OpenOptions::new()
         .write(true)
         .create(true)
@@ -132,6 +133,8 @@ fn write_file(path: &Path, text: &str) -> anyhow::Result<()> {
         .mode(0o600)
         .open(path)
         .with_context(|| format!("cannot write {}", path.display()))?;
+    file.set_permissions(std::fs::Permissions::from_mode(0o600))
+        .with_context(|| format!("cannot make {} readable by its owner only", path.display()))?;
     file.write_all(text.as_bytes())
         .with_context(|| format!("cannot write {}", path.display()))
 }

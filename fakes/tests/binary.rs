@@ -287,3 +287,26 @@ fn an_unwritable_path_is_named() {
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(stderr.contains(target.to_str().unwrap()), "{stderr}");
 }
+
+#[test]
+fn written_credentials_are_owner_only_even_over_existing_files() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::Builder::new()
+        .prefix("binary-")
+        .tempdir()
+        .unwrap();
+    let secret = dir.path().join("secret.yaml");
+    let clouds = dir.path().join("clouds.yaml");
+    // Files left by an earlier run (or made by someone else), world-readable.
+    for path in [&secret, &clouds] {
+        std::fs::write(path, "old").unwrap();
+        std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o644)).unwrap();
+    }
+    let (child, _) = start(dir.path(), &["--write-secret", secret.to_str().unwrap()]);
+    stop(child, Signal::SIGTERM);
+    for path in [&secret, &clouds] {
+        let mode = std::fs::metadata(path).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode, 0o600, "{} has mode {mode:o}", path.display());
+        assert_ne!(std::fs::read_to_string(path).unwrap(), "old");
+    }
+}

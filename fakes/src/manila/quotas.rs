@@ -23,13 +23,13 @@ pub(crate) fn show(
         (
             "gigabytes",
             q.gigabytes,
-            state.shares.values().map(|s| s.size).sum(),
+            super::shares::total(state.shares.values().map(|s| s.size)),
         ),
         ("snapshots", q.snapshots, state.snapshots.len() as u64),
         (
             "snapshot_gigabytes",
             q.snapshot_gigabytes,
-            state.snapshots.values().map(|s| s.size).sum(),
+            super::shares::total(state.snapshots.values().map(|s| s.size)),
         ),
         (
             "share_networks",

@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 
 use super::model::{ExportLocation, Failure, MessageAction, Pending, Share, ShareOutcome};
 use super::{AsyncFault, Ctx, bad_request, fault, not_found};
-use crate::config::millis;
+use crate::config::{MAX_SHARE_SIZE_GIB, due_after};
 use crate::faults::Operation;
 use crate::reply::Reply;
 use crate::state::{CloudState, manila_time, new_id};
@@ -30,7 +30,10 @@ pub(crate) fn pending_outcome<T>(
     success: T,
     failure: impl FnOnce(String, Option<String>) -> T,
 ) -> (Option<Pending<T>>, Option<String>) {
-    let due = ctx.now + millis(delay_ms);
+    // A delay beyond what the clock can hold (set in process, unchecked): never due.
+    let Some(due) = due_after(ctx.now, delay_ms) else {
+        return (None, None);
+    };
     match fault {
         AsyncFault::None => (
             Some(Pending {
@@ -167,14 +170,20 @@ fn optional_string(body: &Map<String, Value>, key: &str) -> Result<Option<String
     }
 }
 
-/// A positive integer size (numbers or numeric strings, as Manila accepts).
+/// A positive integer size (numbers or numeric strings, as Manila accepts), at most
+/// [`MAX_SHARE_SIZE_GIB`].
 pub(crate) fn parse_size(value: Option<&Value>) -> Option<u64> {
     match value? {
         Value::Number(n) => n.as_u64(),
         Value::String(s) => s.trim().parse().ok(),
         _ => None,
     }
-    .filter(|n| *n > 0)
+    .filter(|n| (1..=MAX_SHARE_SIZE_GIB).contains(n))
+}
+
+/// The total size of `sizes`, saturating (quota arithmetic never overflows).
+pub(crate) fn total(sizes: impl Iterator<Item = u64>) -> u64 {
+    sizes.fold(0, u64::saturating_add)
 }
 
 /// `POST /shares`.
@@ -197,7 +206,7 @@ fn create_checked(
     let description = optional_string(body, "description")?;
     let size = parse_size(body.get("size")).ok_or_else(|| {
         bad_request(format!(
-            "Invalid input received: Share size '{}' must be an integer and greater than 0.",
+            "Invalid input received: Share size '{}' must be an integer and greater than 0 (at most {MAX_SHARE_SIZE_GIB}).",
             body.get("size").map_or("None".into(), Value::to_string)
         ))
     })?;
@@ -301,7 +310,7 @@ fn create_checked(
         .and_then(Value::as_bool)
         .unwrap_or(false);
     let quotas = &state.config.manila.quotas;
-    let used: u64 = state.shares.values().map(|s| s.size).sum();
+    let used = total(state.shares.values().map(|s| s.size));
     if state.shares.len() as u64 >= quotas.shares {
         return Err(fault(
             413,
@@ -311,7 +320,7 @@ fn create_checked(
             ),
         ));
     }
-    if used + size > quotas.gigabytes {
+    if used.saturating_add(size) > quotas.gigabytes {
         return Err(fault(
             413,
             format!(
@@ -565,7 +574,7 @@ pub(crate) fn resize(
     };
     let Some(new_size) = parse_size(args.get("new_size")) else {
         return bad_request(format!(
-            "New share size must be specified as a positive integer, got {}.",
+            "New share size must be specified as a positive integer (at most {MAX_SHARE_SIZE_GIB}), got {}.",
             args.get("new_size")
                 .map_or("nothing".into(), Value::to_string)
         ));
@@ -589,8 +598,8 @@ pub(crate) fn resize(
     }
     if grow {
         let quotas = &state.config.manila.quotas;
-        let used: u64 = state.shares.values().map(|s| s.size).sum();
-        if used - size + new_size > quotas.gigabytes {
+        let used = total(state.shares.values().map(|s| s.size));
+        if used.saturating_sub(size).saturating_add(new_size) > quotas.gigabytes {
             return fault(
                 403,
                 format!(

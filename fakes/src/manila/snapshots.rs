@@ -73,7 +73,7 @@ pub(crate) fn create(state: &mut CloudState, ctx: &mut Ctx<'_>) -> Reply {
     }
     let (size, proto) = (share.size, share.share_proto.clone());
     let quotas = &state.config.manila.quotas;
-    let used: u64 = state.snapshots.values().map(|s| s.size).sum();
+    let used = super::shares::total(state.snapshots.values().map(|s| s.size));
     if state.snapshots.len() as u64 >= quotas.snapshots {
         return fault(
             413,
@@ -83,7 +83,7 @@ pub(crate) fn create(state: &mut CloudState, ctx: &mut Ctx<'_>) -> Reply {
             ),
         );
     }
-    if used + size > quotas.snapshot_gigabytes {
+    if used.saturating_add(size) > quotas.snapshot_gigabytes {
         return fault(
             413,
             format!(
