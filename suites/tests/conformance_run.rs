@@ -500,17 +500,22 @@ fn the_embedded_default_runs_against_a_cloud_given_by_clouds_yaml() {
 
 /// The resilience suites run only when named (see `run::tests` for the plan); then every
 /// test runs alone, passes, and writes its timeline (what was injected when, what the writers
-/// saw) into the run's output. One run per suite keeps each under nextest's time limit.
+/// saw) into the run's output. One run per suite keeps each under nextest's time limit. The
+/// upgrade test starts a cluster of its own, so the run's needs only one node.
 #[rstest]
-#[case::disruption("disruption", "longest stall")]
-#[case::faults("faults", "ProvisioningFailed")]
+#[case::disruption("disruption", "longest stall", &[])]
+#[case::faults("faults", "ProvisioningFailed", &[])]
+#[case::upgrade("upgrade", "upgrade N-1 → N: writer stall", &["--nodes", "1"])]
 fn a_resilience_suite_runs_when_named_and_writes_its_timelines(
     #[case] suite: &str,
     #[case] seen: &str,
+    #[case] extra: &[&str],
 ) {
     let dir = scratch("conformance-resilience-");
     let output = dir.path().join("out");
-    let out = run(&["--suite", suite, "--output", output.to_str().unwrap()]);
+    let mut args = vec!["--suite", suite, "--output", output.to_str().unwrap()];
+    args.extend(extra);
+    let out = run(&args);
     let stdout = text(&out.stdout);
     let stderr = text(&out.stderr);
     assert!(

@@ -60,6 +60,9 @@ pub struct Needs {
     pub fake_cloud: bool,
     /// To run alone: the test disrupts what other tests use (the driver's pods, the cloud).
     pub exclusive: bool,
+    /// To start an embedded cluster of its own (with another release of the driver): the
+    /// run's binaries on this host, i.e. the embedded default.
+    pub own_cluster: bool,
 }
 
 impl Needs {
@@ -73,6 +76,7 @@ impl Needs {
         snapshot_class: false,
         fake_cloud: false,
         exclusive: false,
+        own_cluster: false,
     };
 
     /// These capabilities.
@@ -129,6 +133,14 @@ impl Needs {
     pub const fn exclusive(self) -> Needs {
         Needs {
             exclusive: true,
+            ..self
+        }
+    }
+
+    /// And an embedded cluster of the test's own beside the run's.
+    pub const fn own_cluster(self) -> Needs {
+        Needs {
+            own_cluster: true,
             ..self
         }
     }
@@ -230,11 +242,15 @@ pub const SUITES: &[(&str, &str)] = &[
         "faults",
         "cloud faults injected during provisioning, expansion, snapshots and deletion: the user sees the cloud's reason, and it recovers once the fault clears",
     ),
+    (
+        "upgrade",
+        "operator and driver upgraded from release N-1 to N on a cluster of the test's own while pods write: writer stall, nothing deleted, snapshots restore; the downgrade refused",
+    ),
 ];
 
 /// The suites a run includes only when `--suite` names them: they disrupt the driver or the
 /// cloud, so their tests run one at a time and take minutes more.
-pub const OPT_IN_SUITES: &[&str] = &["disruption", "faults"];
+pub const OPT_IN_SUITES: &[&str] = &["disruption", "faults", "upgrade"];
 
 /// Every test case of the storage and resilience suites, in run order.
 pub fn storage_tests() -> Vec<TestCase> {

@@ -143,6 +143,11 @@ pub fn skip_reason(target: &Target, case: &TestCase) -> Option<String> {
             "injects faults into the cloud: needs the run's own fake cloud (the embedded default without --clouds-yaml)".into(),
         );
     }
+    if needs.own_cluster && target.environment().is_none() {
+        return Some(
+            "starts an embedded cluster of its own with another release of the driver: runs on the embedded default only (without --kubeconfig)".into(),
+        );
+    }
     if needs.snapshot_class && driver.snapshot_class.is_none() {
         return Some(format!(
             "driver {} names no SnapshotClass in its spec file",

@@ -6,14 +6,16 @@
 
 pub mod disruption;
 pub mod faults;
+pub mod upgrade;
 pub mod writers;
 
 use crate::conformance::TestCase;
 
-/// Every resilience test, in run order (suites `disruption` and `faults`, run only when
+/// Every resilience test, in run order (suites `disruption`, `faults` and `upgrade`, run only when
 /// named: see [`OPT_IN_SUITES`](crate::conformance::catalog::OPT_IN_SUITES)).
 pub fn tests() -> Vec<TestCase> {
     let mut tests = disruption::tests();
     tests.extend(faults::tests());
+    tests.extend(upgrade::tests());
     tests
 }

@@ -21,7 +21,7 @@ const DEFAULT_SPEC: &str = "fixtures/driver-specs/manila-nfs.yaml";
 #[derive(Debug, Args)]
 pub struct RunArgs {
     /// Run only these suites (repeatable or comma-separated; `--list` shows them). The
-    /// disruption and faults suites run only when named here.
+    /// disruption, faults and upgrade suites run only when named here.
     #[arg(long = "suite", value_delimiter = ',')]
     suites: Vec<String>,
     /// Do not run these suites.
