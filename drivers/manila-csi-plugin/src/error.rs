@@ -78,6 +78,17 @@ pub enum Error {
         /// Manila user-message detail id (`001`…), if any message was found.
         detail_id: Option<String>,
     },
+    /// A CreateVolume step failed once its share existed and the share was rolled back
+    /// (`outcome` says whether deleting it worked). Reported with the code of `source`.
+    #[error("volume {volume:?}: {source}; {outcome}")]
+    CreateFailed {
+        /// The CSI volume name.
+        volume: String,
+        /// What failed.
+        source: Box<Error>,
+        /// What became of the share, as a sentence.
+        outcome: String,
+    },
     /// A requested size cannot be satisfied within the given limits.
     #[error("{0}")]
     OutOfRange(String),
@@ -129,6 +140,7 @@ impl Error {
             Error::FailedPrecondition(_) | Error::NotInCatalog(_) => Code::FailedPrecondition,
             Error::DeadlineExceeded(_) => Code::DeadlineExceeded,
             Error::ResourceFailed { detail_id, .. } => code_for_detail_id(detail_id.as_deref()),
+            Error::CreateFailed { source, .. } => source.code(),
             Error::OutOfRange(_) => Code::OutOfRange,
             Error::ResourceExhausted(_) => Code::ResourceExhausted,
             Error::Unimplemented(_) => Code::Unimplemented,

@@ -148,21 +148,7 @@ impl TryFrom<&HashMap<String, String>> for VolumeOptions {
                 "appendShareMetadata" => {
                     options.append_share_metadata = parse_metadata(value)?;
                 }
-                "nfs-shareClient" => {
-                    let clients: Vec<String> = value
-                        .split(',')
-                        .map(str::trim)
-                        .filter(|c| !c.is_empty())
-                        .map(String::from)
-                        .collect();
-                    if clients.is_empty() {
-                        return Err(Error::InvalidArgument(
-                            "parameter nfs-shareClient: must list at least one address or CIDR"
-                                .into(),
-                        ));
-                    }
-                    options.nfs_share_clients = clients;
-                }
+                "nfs-shareClient" => options.nfs_share_clients = parse_share_clients(value)?,
                 PVC_NAME_KEY => options.pvc_name = non_empty(value),
                 PVC_NAMESPACE_KEY => options.pvc_namespace = non_empty(value),
                 PV_NAME_KEY => options.pv_name = non_empty(value),
@@ -300,6 +286,51 @@ impl TryFrom<&HashMap<String, String>> for NodeVolumeOptions {
     }
 }
 
+/// `nfs-shareClient`: a comma list of what Manila accepts as the target of an `ip` access
+/// rule: an IP address, or a network in CIDR notation without host bits (Manila checks with
+/// Python's strict `ip_network`, so `10.0.0.1/8` is refused). Duplicates are dropped (a
+/// second identical rule would be refused as existing). Checked here, before anything is
+/// created: a rule Manila refuses after the share exists would strand the share.
+fn parse_share_clients(value: &str) -> Result<Vec<String>> {
+    let mut clients: Vec<String> = Vec::new();
+    for client in value.split(',').map(str::trim).filter(|c| !c.is_empty()) {
+        check_share_client(client)?;
+        if !clients.iter().any(|c| c == client) {
+            clients.push(client.to_string());
+        }
+    }
+    if clients.is_empty() {
+        return Err(Error::InvalidArgument(format!(
+            "parameter nfs-shareClient: {value:?} lists no address or CIDR"
+        )));
+    }
+    Ok(clients)
+}
+
+fn check_share_client(client: &str) -> Result<()> {
+    let invalid = |why: String| {
+        Err(Error::InvalidArgument(format!(
+            "parameter nfs-shareClient: {client:?} {why}"
+        )))
+    };
+    if client.parse::<std::net::IpAddr>().is_ok() {
+        return Ok(());
+    }
+    match client.parse::<ipnet::IpNet>() {
+        Ok(net) if net.trunc() == net => Ok(()),
+        Ok(net) => invalid(format!(
+            "has host bits set, which Manila refuses (the network is {})",
+            net.trunc()
+        )),
+        Err(_) => invalid("is not an IP address or a network in CIDR notation".into()),
+    }
+}
+
+/// Whether an `nfs-shareClient` entry is IPv6 (Manila accepts those from microversion 2.38).
+pub fn is_ipv6_client(client: &str) -> bool {
+    client.contains(':')
+}
+
 fn non_empty(value: &str) -> Option<String> {
     let value = value.trim();
     (!value.is_empty()).then(|| value.to_string())
@@ -366,6 +397,35 @@ mod tests {
         // Secret references pass.
         VolumeOptions::try_from(&map(&[("csi.storage.k8s.io/provisioner-secret-name", "s")]))
             .unwrap();
+    }
+
+    #[rstest::rstest]
+    #[case("not-an-ip", "is not an IP address")]
+    #[case("10.0.0.0/33", "is not an IP address")]
+    #[case("10.0.0.1/8", "has host bits set")]
+    #[case("10.0.0.0/8,300.1.1.1", "\"300.1.1.1\"")]
+    #[case(" , ", "lists no address")]
+    fn bad_share_clients_name_the_parameter_and_value(#[case] value: &str, #[case] why: &str) {
+        let error = VolumeOptions::try_from(&map(&[("nfs-shareClient", value)])).unwrap_err();
+        assert!(matches!(error, Error::InvalidArgument(_)), "{error:?}");
+        let text = error.to_string();
+        assert!(
+            text.starts_with("parameter nfs-shareClient:") && text.contains(why),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn share_clients_accept_addresses_and_networks_once() {
+        let options = VolumeOptions::try_from(&map(&[(
+            "nfs-shareClient",
+            "0.0.0.0/0,192.168.1.5,fd00::/8,fd00::1,192.168.1.5",
+        )]))
+        .unwrap();
+        assert_eq!(
+            options.nfs_share_clients,
+            vec!["0.0.0.0/0", "192.168.1.5", "fd00::/8", "fd00::1"]
+        );
     }
 
     #[test]

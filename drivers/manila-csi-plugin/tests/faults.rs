@@ -231,6 +231,9 @@ async fn missing_secrets_are_invalid_argument() {
 #[case("autoTopology", "maybe")]
 #[case("cephfs-mounter", "nfs")]
 #[case("shareNetworkId", "typo-of-shareNetworkID")]
+#[case("nfs-shareClient", "not-an-ip")]
+#[case("nfs-shareClient", "10.0.0.1/8")]
+#[case("nfs-shareClient", "10.0.0.0/8,192.168.0.300")]
 #[tokio::test]
 async fn malformed_parameters_are_invalid_argument_naming_them(
     #[case] key: &str,
@@ -276,6 +279,154 @@ async fn a_transient_manila_500_surfaces_as_internal_and_a_retry_succeeds() {
         error.message()
     );
     let volume = env.create("pvc-retry", GIB).await.unwrap();
+    env.delete(&volume.volume_id).await.unwrap();
+    env.assert_no_leftovers();
+}
+
+#[rstest]
+#[case::not_an_address("not-an-ip", "\"not-an-ip\" is not an IP address")]
+#[case::host_bits("10.0.0.1/8", "\"10.0.0.1/8\" has host bits set")]
+#[case::one_of_several("10.0.0.0/8, 192.168.0.300", "\"192.168.0.300\" is not an IP address")]
+#[tokio::test]
+async fn an_invalid_share_client_is_refused_before_any_share_is_created(
+    #[case] value: &str,
+    #[case] why: &str,
+) {
+    let mut env = ControllerEnv::start(&[]).await;
+    let request = create_request(
+        "pvc-client",
+        GIB,
+        &env.secrets,
+        &[("nfs-shareClient", value)],
+    );
+    let error = env.client.create_volume(request).await.unwrap_err();
+    assert_eq!(error.code(), Code::InvalidArgument, "{error:?}");
+    assert!(
+        error.message().starts_with("parameter nfs-shareClient:") && error.message().contains(why),
+        "{}",
+        error.message()
+    );
+    let reached = env.cloud.journal();
+    assert!(
+        reached.is_empty(),
+        "a malformed parameter must be refused before the cloud is asked anything: {reached:#?}"
+    );
+    env.assert_no_leftovers();
+}
+
+#[rstest]
+#[case::bad_request(Operation::AccessAllow, 400, Code::InvalidArgument)]
+#[case::server_error(Operation::AccessAllow, 500, Code::Internal)]
+#[case::unavailable(Operation::AccessAllow, 503, Code::Unavailable)]
+#[case::listing_rules(Operation::AccessList, 500, Code::Internal)]
+#[tokio::test]
+async fn an_http_error_while_granting_access_rolls_the_share_back(
+    #[case] operation: Operation,
+    #[case] status: u16,
+    #[case] code: Code,
+) {
+    let mut env = ControllerEnv::start(&[]).await;
+    env.cloud
+        .add_fault(FaultRule::new(
+            operation,
+            FaultAction::HttpError {
+                status,
+                message: Some("the access API hiccuped".into()),
+            },
+        ))
+        .unwrap();
+    let error = env.create("pvc-grant", GIB).await.unwrap_err();
+    assert_eq!(error.code(), code, "{error:?}");
+    let message = error.message();
+    assert!(
+        message.contains("pvc-grant")
+            && message.contains("the access API hiccuped")
+            && message.contains("was deleted (rollback)"),
+        "{message}"
+    );
+    env.assert_no_leftovers();
+    // The retry starts afresh and succeeds.
+    let volume = env.create("pvc-grant", GIB).await.unwrap();
+    env.delete(&volume.volume_id).await.unwrap();
+    env.assert_no_leftovers();
+}
+
+#[tokio::test]
+async fn an_access_rule_past_the_deadline_keeps_the_share_for_the_retry() {
+    let mut env = ControllerEnv::start(&["--share-wait-timeout=200ms"]).await;
+    env.cloud
+        .add_fault(FaultRule::new(
+            Operation::AccessAllow,
+            FaultAction::Stuck { status: None },
+        ))
+        .unwrap();
+    let error = env.create("pvc-slow-rule", GIB).await.unwrap_err();
+    assert_eq!(error.code(), Code::DeadlineExceeded, "{error:?}");
+    assert!(
+        error.message().contains("the share is kept"),
+        "{}",
+        error.message()
+    );
+    let leftovers = env.cloud.leftovers();
+    assert_eq!(leftovers.shares.len(), 1, "{leftovers:#?}");
+    let id = leftovers.shares[0].id.clone();
+    env.delete(&id).await.unwrap();
+    env.assert_no_leftovers();
+}
+
+#[tokio::test]
+async fn ipv6_share_clients_need_a_cloud_at_microversion_2_38() {
+    let mut config = CloudConfig::default();
+    config.manila.max_microversion = "2.37".into();
+    let mut env = ControllerEnv::with_cloud(config, &[]).await;
+    let request = create_request(
+        "pvc-v6",
+        GIB,
+        &env.secrets,
+        &[("nfs-shareClient", "fd00::/8")],
+    );
+    let error = env.client.create_volume(request).await.unwrap_err();
+    assert_eq!(error.code(), Code::InvalidArgument, "{error:?}");
+    assert!(
+        error.message().contains("\"fd00::/8\" is IPv6") && error.message().contains("2.38"),
+        "{}",
+        error.message()
+    );
+    let posted = env
+        .cloud
+        .journal()
+        .iter()
+        .any(|e| e.method == "POST" && e.path.ends_with("/shares"));
+    assert!(!posted, "no share may be created");
+    env.assert_no_leftovers();
+}
+
+#[tokio::test]
+async fn ipv6_share_clients_are_granted_at_microversion_2_38() {
+    let mut env = ControllerEnv::start(&[]).await;
+    let request = create_request(
+        "pvc-v6",
+        GIB,
+        &env.secrets,
+        &[("nfs-shareClient", "fd00::/8,10.0.0.0/8")],
+    );
+    let volume = env
+        .client
+        .create_volume(request)
+        .await
+        .unwrap()
+        .into_inner()
+        .volume
+        .unwrap();
+    let rules = env.cloud.leftovers().access_rules;
+    assert_eq!(rules.len(), 2, "{rules:#?}");
+    assert!(rules.iter().all(|r| r.status == "active"), "{rules:#?}");
+    let v6_grant = env.cloud.journal().into_iter().find(|e| {
+        e.method == "POST"
+            && e.path.ends_with("/action")
+            && e.microversion.as_deref() == Some("2.38")
+    });
+    assert!(v6_grant.is_some(), "the IPv6 rule is granted at 2.38");
     env.delete(&volume.volume_id).await.unwrap();
     env.assert_no_leftovers();
 }

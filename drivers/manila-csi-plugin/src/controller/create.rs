@@ -54,8 +54,13 @@ pub struct CreatedVolume {
 
 impl Controller {
     /// CreateVolume. Idempotent by name; a concurrent request for the same name is
-    /// `Aborted`; a share that ends in `error`, or whose access rule does, is deleted and
-    /// reported with the code its Manila user message maps to.
+    /// `Aborted`. Everything that can be checked without the cloud (parameters, size, zone)
+    /// and the access rules against the cloud's microversion are checked before a share is
+    /// created. Once the share exists, any failure deletes it again (reported with the code
+    /// of the failure and a sentence on the rollback), except a deadline passing while the
+    /// share or its rules are still on their way: that share is kept for the CO's retry. A
+    /// share or rule ending in `error` is reported with the code its Manila user message
+    /// maps to.
     #[tracing::instrument(skip_all, fields(name = %request.name))]
     pub async fn create_volume(&self, request: CreateVolume) -> Result<CreatedVolume> {
         if request.name.is_empty() {
@@ -69,6 +74,9 @@ impl Controller {
         let zone = self.availability_zone(&options, request.topology.as_ref())?;
         let _guard = self.inflight.begin(&request.name, "volume")?;
         let client = self.connect(&request.secrets).await?;
+        let max_version = client.check_version().await?;
+        self.adapter
+            .check_access(&options, &request.name, max_version)?;
 
         let share = match client.shares_named(&request.name).await?.into_iter().next() {
             Some(existing) => {
@@ -115,13 +123,7 @@ impl Controller {
                     detail_id,
                 });
             }
-            Err(Error::DeadlineExceeded(message)) => {
-                return Err(Error::DeadlineExceeded(format!(
-                    "volume {:?}: {message}; the share is kept and a retry will wait for it again",
-                    request.name
-                )));
-            }
-            Err(other) => return Err(other),
+            Err(error) => return Err(self.fail(&client, &share.id, &request.name, error).await),
         };
 
         let rules = match self
@@ -145,7 +147,7 @@ impl Controller {
                     detail_id: detail_id.or(cloud_message.and_then(|m| m.detail_id)),
                 });
             }
-            Err(other) => return Err(other),
+            Err(error) => return Err(self.fail(&client, &share.id, &request.name, error).await),
         };
         let mut context: HashMap<String, String> =
             options.cephfs.node_context().into_iter().collect();
@@ -169,6 +171,27 @@ impl Controller {
             accessible_topology,
             source_snapshot_id: share.snapshot_id.clone().or(request.source_snapshot_id),
         })
+    }
+
+    /// What a failure after the share exists becomes: past a deadline the share is kept (it
+    /// is still on its way and the CO retries until it gets an answer); anything else rolls
+    /// the share back, so that neither a retry nor a claim deleted meanwhile finds a share
+    /// that no volume owns.
+    async fn fail(&self, client: &ManilaClient, share_id: &str, name: &str, error: Error) -> Error {
+        match error {
+            Error::DeadlineExceeded(message) => Error::DeadlineExceeded(format!(
+                "volume {name:?}: {message}; the share is kept and a retry will wait for it again"
+            )),
+            error => {
+                tracing::warn!(%share_id, %error, "CreateVolume failed after the share was created; rolling back");
+                let outcome = self.rollback(client, share_id).await;
+                Error::CreateFailed {
+                    volume: name.to_string(),
+                    source: Box::new(error),
+                    outcome,
+                }
+            }
+        }
     }
 
     /// `availability`, or with `autoTopology` the zone of the first preferred (else requisite)

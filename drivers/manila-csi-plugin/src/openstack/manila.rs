@@ -18,6 +18,8 @@ use crate::error::{Error, Result};
 pub const MIN_MICROVERSION: Microversion = Microversion(2, 37);
 /// The microversion of `GET /share-access-rules`.
 pub const ACCESS_RULES_MICROVERSION: Microversion = Microversion(2, 45);
+/// The microversion from which Manila accepts IPv6 `ip` access rules.
+pub const IPV6_ACCESS_MICROVERSION: Microversion = Microversion(2, 38);
 
 /// Manila v2 client for one identity.
 #[derive(Debug)]
@@ -309,8 +311,13 @@ impl ManilaClient {
             "access_to": access_to,
             "access_level": access_level,
         }});
+        let version = if access_type == "ip" && access_to.contains(':') {
+            IPV6_ACCESS_MICROVERSION
+        } else {
+            MIN_MICROVERSION
+        };
         let body: Body = self
-            .call(Method::POST, &path, &[], Some(body), MIN_MICROVERSION)
+            .call(Method::POST, &path, &[], Some(body), version)
             .await?;
         Ok(body.access)
     }

@@ -9,9 +9,26 @@ use crate::config::ShareProtocol;
 use crate::error::{Error, Result};
 use crate::export_location::RuntimeConfig;
 use crate::openstack::ManilaClient;
-use crate::openstack::manila::{AccessRule, ExportLocation, Share};
+use crate::openstack::manila::{AccessRule, ExportLocation, Microversion, Share};
 use crate::options::{CephfsMounter, CephfsOptions, VolumeOptions};
 use crate::wait::{Progress, WaitPolicy};
+
+/// What Manila accepts as the target of a `cephx` rule: 1 to 255 printable ASCII characters
+/// without spaces or periods (Manila refuses periods so that nobody writes the `client.`
+/// prefix), and not `admin` (the CephFS driver refuses it).
+fn check_cephx_user(user: &str) -> std::result::Result<(), &'static str> {
+    if user.is_empty() || user.len() > 255 {
+        Err("must be 1 to 255 characters long")
+    } else if !user.bytes().all(|b| b.is_ascii_graphic()) {
+        Err("must be printable ASCII without spaces")
+    } else if user.contains('.') {
+        Err("may not contain periods (give the cephx user without the \"client.\" prefix)")
+    } else if user == "admin" {
+        Err("is reserved: Manila does not grant access to the Ceph admin user")
+    } else {
+        Ok(())
+    }
+}
 
 /// The CephFS adapter.
 #[derive(Debug, Default)]
@@ -20,6 +37,20 @@ pub struct CephfsAdapter;
 impl ShareAdapter for CephfsAdapter {
     fn protocol(&self) -> ShareProtocol {
         ShareProtocol::Cephfs
+    }
+
+    fn check_access(
+        &self,
+        options: &VolumeOptions,
+        share_name: &str,
+        _max_version: Microversion,
+    ) -> Result<()> {
+        let (user, parameter) = match &options.cephfs.client_id {
+            Some(user) => (user.as_str(), "parameter cephfs-clientID"),
+            None => (share_name, "volume name (the default cephfs-clientID)"),
+        };
+        check_cephx_user(user)
+            .map_err(|why| Error::InvalidArgument(format!("{parameter}: {user:?} {why}")))
     }
 
     fn grant_access<'a>(
@@ -142,6 +173,38 @@ impl ShareAdapter for CephfsAdapter {
 mod tests {
     #![allow(clippy::unwrap_used, clippy::expect_used)]
     use super::*;
+    use crate::openstack::manila::MIN_MICROVERSION;
+
+    #[rstest::rstest]
+    #[case(
+        Some("client.alice"),
+        "parameter cephfs-clientID: \"client.alice\" may not contain periods"
+    )]
+    #[case(Some("admin"), "parameter cephfs-clientID: \"admin\" is reserved")]
+    #[case(
+        Some("al ice"),
+        "parameter cephfs-clientID: \"al ice\" must be printable ASCII"
+    )]
+    #[case(
+        None,
+        "volume name (the default cephfs-clientID): \"pvc.1\" may not contain periods"
+    )]
+    fn cephx_users_manila_refuses_are_caught_before_creating(
+        #[case] client_id: Option<&str>,
+        #[case] expected: &str,
+    ) {
+        let mut options = VolumeOptions::default();
+        options.cephfs.client_id = client_id.map(String::from);
+        let error = CephfsAdapter
+            .check_access(&options, "pvc.1", MIN_MICROVERSION)
+            .unwrap_err();
+        assert!(matches!(error, Error::InvalidArgument(_)), "{error:?}");
+        assert!(error.to_string().starts_with(expected), "{error}");
+        options.cephfs.client_id = Some("alice".into());
+        CephfsAdapter
+            .check_access(&options, "pvc.1", MIN_MICROVERSION)
+            .unwrap();
+    }
 
     #[test]
     fn cephfs_context_has_monitors_root_and_key() {

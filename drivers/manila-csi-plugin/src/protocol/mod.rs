@@ -18,7 +18,7 @@ use crate::config::ShareProtocol;
 use crate::error::Result;
 use crate::export_location::RuntimeConfig;
 use crate::openstack::ManilaClient;
-use crate::openstack::manila::{AccessRule, ExportLocation, Share};
+use crate::openstack::manila::{AccessRule, ExportLocation, Microversion, Share};
 use crate::options::{CephfsOptions, VolumeOptions};
 use crate::wait::WaitPolicy;
 
@@ -53,6 +53,16 @@ impl std::fmt::Debug for PartnerVolume {
 pub trait ShareAdapter: Send + Sync + std::fmt::Debug {
     /// The protocol this adapter handles.
     fn protocol(&self) -> ShareProtocol;
+
+    /// Checks, before anything is created, that Manila (answering up to `max_version`) will
+    /// accept the access rules `options` asks for on a share named `share_name`: a rule
+    /// refused after the share exists would strand it. Errors name the parameter.
+    fn check_access(
+        &self,
+        options: &VolumeOptions,
+        share_name: &str,
+        max_version: Microversion,
+    ) -> Result<()>;
 
     /// Ensures the access rules `options` asks for exist on `share` and are active; returns
     /// them (their ids become `shareAccessIDs`).

@@ -9,8 +9,10 @@ use crate::config::ShareProtocol;
 use crate::error::{Error, Result};
 use crate::export_location::RuntimeConfig;
 use crate::openstack::ManilaClient;
-use crate::openstack::manila::{AccessRule, ExportLocation, Share};
-use crate::options::{CephfsOptions, VolumeOptions};
+use crate::openstack::manila::{
+    AccessRule, ExportLocation, IPV6_ACCESS_MICROVERSION, Microversion, Share,
+};
+use crate::options::{CephfsOptions, VolumeOptions, is_ipv6_client};
 use crate::wait::{Progress, WaitPolicy};
 
 /// The NFS adapter.
@@ -20,6 +22,23 @@ pub struct NfsAdapter;
 impl ShareAdapter for NfsAdapter {
     fn protocol(&self) -> ShareProtocol {
         ShareProtocol::Nfs
+    }
+
+    fn check_access(
+        &self,
+        options: &VolumeOptions,
+        _share_name: &str,
+        max_version: Microversion,
+    ) -> Result<()> {
+        // The addresses themselves were checked when the parameters were parsed.
+        match options.nfs_share_clients.iter().find(|c| is_ipv6_client(c)) {
+            Some(client) if max_version < IPV6_ACCESS_MICROVERSION => {
+                Err(Error::InvalidArgument(format!(
+                    "parameter nfs-shareClient: {client:?} is IPv6, which Manila accepts from microversion {IPV6_ACCESS_MICROVERSION}; this cloud supports up to {max_version}"
+                )))
+            }
+            _ => Ok(()),
+        }
     }
 
     fn grant_access<'a>(
