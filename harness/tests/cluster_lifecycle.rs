@@ -230,3 +230,57 @@ async fn a_killed_cluster_process_takes_everything_with_it_and_down_cleans_up() 
     assert!(down.status.success(), "down: {}", text(&down.stderr));
     assert!(!dir.exists());
 }
+
+/// "Ready" means a user's first commands work: right after `cluster up` returns, `kubectl
+/// run` in `default` creates a pod (the ServiceAccount `default` exists) and `kubectl logs`
+/// reads it through the node's kubelet API.
+#[tokio::test]
+async fn the_first_kubectl_run_after_up_works() {
+    let dir = up(&[]);
+    let kubeconfig = dir.join("control-plane/admin.kubeconfig");
+    let kubectl = |args: &[&str]| {
+        Command::new(testkit::processes::kubectl_path())
+            .arg("--kubeconfig")
+            .arg(&kubeconfig)
+            .args(args)
+            .output()
+            .unwrap()
+    };
+    let run = kubectl(&[
+        "run",
+        "first",
+        "--image=busybox",
+        "--restart=Never",
+        "--command",
+        "--",
+        "sh",
+        "-c",
+        "echo hello from the first pod",
+    ]);
+    assert!(run.status.success(), "kubectl run: {}", text(&run.stderr));
+    let cluster = Cluster::connect(&dir).await.unwrap();
+    let pods: kube::Api<Pod> = kube::Api::namespaced(cluster.client(), "default");
+    wait_for(
+        &pods,
+        "first",
+        |p: Option<&Pod>| {
+            p.and_then(|p| p.status.as_ref())
+                .and_then(|s| s.phase.as_deref())
+                == Some("Succeeded")
+        },
+        WAIT,
+    )
+    .await
+    .unwrap();
+    let logs = kubectl(&["logs", "first"]);
+    assert!(
+        logs.status.success(),
+        "kubectl logs: {}",
+        text(&logs.stderr)
+    );
+    assert_eq!(text(&logs.stdout), "hello from the first pod\n");
+
+    let down = conformance(&["cluster", "down", "--run-dir", dir.to_str().unwrap()]);
+    assert!(down.status.success(), "down: {}", text(&down.stderr));
+    gone(&dir).await;
+}

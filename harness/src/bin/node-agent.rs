@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use anyhow::{Context, bail};
 use clap::Parser;
-use harness::node::{Capacity, NodeAgent, NodeAgentConfig, Timings};
+use harness::node::{Capacity, KubeletApiConfig, NodeAgent, NodeAgentConfig, Timings};
 use harness::runtime::{ImageMap, Lifeline};
 use tokio::signal::unix::{SignalKind, signal};
 
@@ -71,6 +71,16 @@ struct Args {
     /// The pod-sandbox helper (default: $POD_SANDBOX_BIN, else next to this binary).
     #[arg(long)]
     sandbox_helper: Option<PathBuf>,
+    /// The kubelet API's serving certificate (PEM, from the cluster CA); without it no
+    /// kubelet API is served.
+    #[arg(long, requires = "tls_private_key_file")]
+    tls_cert_file: Option<PathBuf>,
+    /// The serving certificate's key (PEM).
+    #[arg(long, requires = "tls_cert_file")]
+    tls_private_key_file: Option<PathBuf>,
+    /// The kubelet API's port (0: a free one; the Node advertises it).
+    #[arg(long, default_value_t = 0)]
+    kubelet_port: u16,
 }
 
 fn parse_pair(text: &str) -> Result<(String, String), String> {
@@ -126,6 +136,14 @@ async fn main() -> anyhow::Result<()> {
         ..Timings::default()
     };
     config.sandbox_helper = args.sandbox_helper;
+    config.kubelet_api =
+        args.tls_cert_file
+            .zip(args.tls_private_key_file)
+            .map(|(serving_cert, serving_key)| KubeletApiConfig {
+                serving_cert,
+                serving_key,
+                port: args.kubelet_port,
+            });
     config.lifeline = Lifeline::from_env().context("reading the lifeline")?;
     if config.lifeline.is_none() {
         tracing::warn!(

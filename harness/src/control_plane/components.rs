@@ -126,6 +126,8 @@ pub(crate) fn apiserver_args(l: &Layout, extra: &[String]) -> Vec<OsString> {
             path(&l.apiserver_kubelet_client.cert),
         ),
         flag("kubelet-client-key", path(&l.apiserver_kubelet_client.key)),
+        // Node agents serve the kubelet API with certificates from the cluster CA.
+        flag("kubelet-certificate-authority", path(&l.ca_cert)),
         flag("kubelet-preferred-address-types", "InternalIP,Hostname"),
         // The aggregation layer, as kubeadm sets it up (its own CA for the front proxy).
         flag("requestheader-client-ca-file", path(&l.front_proxy_ca_cert)),

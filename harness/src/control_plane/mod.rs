@@ -392,6 +392,12 @@ impl ControlPlane {
     }
 }
 
+/// Writes a certificate and key as `<dir>/<name>.crt` and `<dir>/<name>.key`, private to
+/// the owner (e.g. a node agent's kubelet serving certificate from [`ControlPlane::ca`]).
+pub fn write_serving_pair(dir: &Path, name: &str, pair: &CertifiedKeyPem) -> Result<CertFiles> {
+    pki::write_pair(dir, name, pair)
+}
+
 /// A kube client for the kubeconfig at `path`.
 pub async fn client_from_kubeconfig(path: &Path) -> Result<kube::Client> {
     let err = |source: Box<dyn std::error::Error + Send + Sync>| Error::Client {

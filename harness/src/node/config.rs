@@ -8,6 +8,8 @@ use std::time::Duration;
 
 use crate::runtime::{ImageMap, Lifeline};
 
+use super::kubelet::KubeletApiConfig;
+
 use super::error::{Error, Result};
 
 /// The configuration of one node agent (see [`NodeAgent::run`](super::NodeAgent::run)).
@@ -49,6 +51,9 @@ pub struct NodeAgentConfig {
     pub sandbox_helper: Option<PathBuf>,
     /// Ends the pods when its holder dies (see [`Lifeline`]); `None`: pods live until stopped.
     pub lifeline: Option<Lifeline>,
+    /// The kubelet API (see [`kubelet`](super::kubelet)); `None`: not served (the Node
+    /// advertises kubelet's port 10250, where nothing answers).
+    pub kubelet_api: Option<KubeletApiConfig>,
 }
 
 /// Node capacity, reported as both `capacity` and `allocatable`.
@@ -132,6 +137,7 @@ impl NodeAgentConfig {
             timings: Timings::default(),
             sandbox_helper: None,
             lifeline: None,
+            kubelet_api: None,
         }
     }
 
@@ -181,6 +187,14 @@ impl NodeAgentConfig {
             ));
         }
         Ok(())
+    }
+
+    /// The port the Node advertises as its kubelet endpoint.
+    pub fn kubelet_port(&self) -> u16 {
+        match &self.kubelet_api {
+            Some(api) => api.port,
+            None => super::registration::KUBELET_PORT as u16,
+        }
     }
 
     /// The runtime's run directory.

@@ -31,6 +31,9 @@ pub enum Error {
         #[source]
         source: kube::Error,
     },
+    /// The kubelet API could not be served.
+    #[error(transparent)]
+    KubeletApi(#[from] super::kubelet::Error),
     /// The container runtime failed.
     #[error(transparent)]
     Runtime(#[from] crate::runtime::Error),

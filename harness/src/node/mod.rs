@@ -76,9 +76,9 @@
 //!
 //! # Not served
 //!
-//! There is no kubelet API on [`registration::KUBELET_PORT`]: `kubectl logs/exec` fail;
-//! use [`exec`] and [`logs`], which work from any process through the run directory.
-//! ConfigMap/Secret updates are not propagated into running pods' volumes; termination
+//! The kubelet API ([`kubelet`]) is served when [`NodeAgentConfig::kubelet_api`] is set;
+//! without it `kubectl logs/exec` fail and [`exec`] and [`logs`] still work from any process
+//! through the run directory. ConfigMap/Secret updates are not propagated into running pods' volumes; termination
 //! messages, lifecycle hooks, resource limits and `activeDeadlineSeconds` are not
 //! implemented.
 //!
@@ -110,6 +110,7 @@ pub mod csi;
 mod error;
 pub mod events;
 mod inspect;
+pub mod kubelet;
 pub mod layout;
 pub mod lease;
 mod mounts;
@@ -127,6 +128,7 @@ use kube::api::Api;
 pub use config::{Capacity, NodeAgentConfig, Timings};
 pub use error::{Error, Result};
 pub use inspect::{exec, logs};
+pub use kubelet::KubeletApiConfig;
 pub use layout::pod_dir;
 pub use pod::{BackOff, phase};
 
@@ -145,8 +147,26 @@ impl NodeAgent {
     /// `shutdown` completes. On start, sandboxes running in the run directory are re-adopted;
     /// on shutdown, pods keep running (they end with the runtime's lifeline, or when a later
     /// agent deletes them).
-    pub async fn run(config: NodeAgentConfig, shutdown: impl Future<Output = ()>) -> Result<()> {
+    pub async fn run(
+        mut config: NodeAgentConfig,
+        shutdown: impl Future<Output = ()>,
+    ) -> Result<()> {
         config.validate()?;
+        // Bound first: the Node advertises the port.
+        let kubelet_listener = match &mut config.kubelet_api {
+            Some(api) => {
+                let listener = kubelet::bind(config.node_ip, api.port).await?;
+                api.port = listener
+                    .local_addr()
+                    .map_err(Error::io(
+                        "reading the address of",
+                        "the kubelet API socket",
+                    ))?
+                    .port();
+                Some(listener)
+            }
+            None => None,
+        };
         std::fs::create_dir_all(&config.run_dir).map_err(Error::io("creating", &config.run_dir))?;
         let client = crate::control_plane::client_from_kubeconfig(&config.kubeconfig)
             .await
@@ -187,6 +207,7 @@ impl NodeAgent {
             csi_drivers.clone(),
         ));
         volumes.reconstruct();
+        let store = kubelet::PodStore::default();
         let ctx = Arc::new(pod::Context {
             client: client.clone(),
             config: config.clone(),
@@ -194,6 +215,7 @@ impl NodeAgent {
             recorder: events::Recorder::new(client.clone(), &config.node_name),
             http,
             csi: volumes.clone(),
+            store: store.clone(),
         });
         tokio::pin!(shutdown);
         let node = tokio::select! {
@@ -208,7 +230,26 @@ impl NodeAgent {
             plugin_paths,
             csi_drivers,
         );
+        let server = kubelet::Server {
+            node: config.node_name.clone(),
+            runtime: ctx.runtime.clone(),
+            pods: store.clone(),
+            auth: kubelet::Authorizer::new(client.clone(), &config.node_name),
+        };
+        let kubelet_api = async {
+            match (kubelet_listener, &config.kubelet_api) {
+                (Some(listener), Some(api)) => {
+                    tracing::info!(node = %config.node_name, port = api.port, "serving the kubelet API");
+                    match kubelet::serve(listener, api, &config.cluster_ca, server).await {
+                        Ok(never) => match never {},
+                        Err(e) => e,
+                    }
+                }
+                _ => std::future::pending().await,
+            }
+        };
         tokio::select! {
+            e = kubelet_api => return Err(e.into()),
             () = plugin_watcher => {}
             () = registration::heartbeat(nodes, config.clone(), status) => {}
             () = lease::renew_forever(client, config.clone(), node) => {}

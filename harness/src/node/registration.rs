@@ -20,8 +20,8 @@ use super::error::{Error, Result};
 pub const KUBELET_VERSION: &str = "v1.20.2";
 /// The container runtime the agent reports (`nodeInfo.containerRuntimeVersion`).
 pub const RUNTIME_VERSION: &str = "pod-sandbox://0.1.0";
-/// The port reported as the kubelet endpoint; nothing listens there (see the module docs of
-/// [`node`](super)).
+/// kubelet's port, reported as the kubelet endpoint when the agent serves no kubelet API
+/// (nothing listens there then); otherwise the API's own port is reported.
 pub const KUBELET_PORT: i32 = 10250;
 
 /// The Node's labels: hostname, OS, architecture, zone/region (GA and beta keys), extras.
@@ -145,7 +145,9 @@ pub fn status(config: &NodeAgentConfig, previous: Option<&NodeStatus>) -> NodeSt
             },
         ]),
         daemon_endpoints: Some(NodeDaemonEndpoints {
-            kubelet_endpoint: Some(DaemonEndpoint { port: KUBELET_PORT }),
+            kubelet_endpoint: Some(DaemonEndpoint {
+                port: i32::from(config.kubelet_port()),
+            }),
         }),
         node_info: Some(system_info(&config.node_name)),
         ..NodeStatus::default()

@@ -20,12 +20,12 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use k8s_openapi::api::core::v1::Node;
+use k8s_openapi::api::core::v1::{ConfigMap, Node, ServiceAccount};
 use kube::api::{Api, ListParams};
 use tokio::sync::Mutex;
 
-use super::Cluster;
 use super::error::{Error, Result};
+use super::{Cluster, wait};
 use crate::control_plane::{Binaries, ClientIdentity, ControlPlane, RunDir, run_dir};
 use crate::errors::{IoContext, error_chain};
 use crate::runtime::{Lifeline, LifelineHolder};
@@ -220,6 +220,14 @@ impl EmbeddedCluster {
                     group: Some("system:nodes".into()),
                 },
             )?;
+            let serving = crate::control_plane::write_serving_pair(
+                &node_dir,
+                "kubelet",
+                &control_plane.ca().serving_cert(
+                    &format!("system:node:{name}"),
+                    &[std::net::Ipv4Addr::LOCALHOST.to_string(), name.clone()],
+                )?,
+            )?;
             let launch = NodeAgentLaunch {
                 binary: node_agent.clone(),
                 node: NodeDescription {
@@ -235,6 +243,7 @@ impl EmbeddedCluster {
                 ca_file: control_plane.ca_file().to_path_buf(),
                 images: options.images.clone(),
                 lifeline: lifeline.clone(),
+                serving,
             };
             agents.push(NodeAgentProcess::spawn(launch, &run_dir)?);
         }
@@ -247,6 +256,7 @@ impl EmbeddedCluster {
             options.ready_timeout,
         )
         .await?;
+        wait_usable(&control_plane.client(), &names, options.ready_timeout).await?;
         let nodes_time = nodes_started.elapsed();
 
         let description = ClusterDescription {
@@ -513,6 +523,59 @@ async fn wait_nodes_ready(
         }
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
+}
+
+/// Waits until what a user's first commands need is there, as kind does before it returns:
+/// the `default` ServiceAccount of the `default` namespace (without it the ServiceAccount
+/// admission plugin refuses every pod there), the `kube-root-ca.crt` ConfigMap (which
+/// in-cluster clients mount) and every node's kubelet API answering `/healthz` through the
+/// apiserver (`kubectl logs` and `exec` go that way).
+async fn wait_usable(client: &kube::Client, nodes: &[String], timeout: Duration) -> Result<()> {
+    let accounts: Api<ServiceAccount> = Api::namespaced(client.clone(), "default");
+    let config_maps: Api<ConfigMap> = Api::namespaced(client.clone(), "default");
+    wait::wait_until(
+        "the default ServiceAccount and kube-root-ca.crt in namespace default",
+        timeout,
+        || async {
+            let account = accounts.get_opt("default").await.map_err(|e| {
+                format!(
+                    "reading ServiceAccount default/default: {}",
+                    error_chain(&e)
+                )
+            })?;
+            let ca = config_maps.get_opt("kube-root-ca.crt").await.map_err(|e| {
+                format!(
+                    "reading ConfigMap default/kube-root-ca.crt: {}",
+                    error_chain(&e)
+                )
+            })?;
+            match (account, ca) {
+                (Some(_), Some(_)) => Ok(Some(())),
+                (None, _) => Err("no ServiceAccount default/default yet".to_string()),
+                (_, None) => Err("no ConfigMap default/kube-root-ca.crt yet".to_string()),
+            }
+        },
+    )
+    .await?;
+    for node in nodes {
+        let path = format!("/api/v1/nodes/{node}/proxy/healthz");
+        wait::wait_until(
+            format!("the kubelet API of {node} answering through the apiserver"),
+            timeout,
+            || async {
+                let request = http::Request::get(&path)
+                    .body(Vec::new())
+                    .map_err(|e| e.to_string())?;
+                match client.request_text(request).await {
+                    Ok(body) if body.trim() == "ok" => Ok(Some(())),
+                    Ok(body) => Err(format!("GET {path}: {body:?}")),
+                    Err(e) => Err(format!("GET {path}: {}", error_chain(&e))),
+                }
+            },
+        )
+        .await?;
+    }
+    Ok(())
 }
 
 /// Whether a Node's `Ready` condition is `True`.

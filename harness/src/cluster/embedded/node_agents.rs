@@ -32,6 +32,8 @@ pub(crate) struct NodeAgentLaunch {
     pub(crate) ca_file: PathBuf,
     pub(crate) images: Vec<(String, PathBuf)>,
     pub(crate) lifeline: Lifeline,
+    /// The kubelet API's serving certificate and key (from the cluster CA).
+    pub(crate) serving: crate::control_plane::CertFiles,
 }
 
 impl NodeAgentLaunch {
@@ -53,6 +55,10 @@ impl NodeAgentLaunch {
             self.api_port.to_string().into(),
             "--cluster-ca".into(),
             self.ca_file.clone().into(),
+            "--tls-cert-file".into(),
+            self.serving.cert.clone().into(),
+            "--tls-private-key-file".into(),
+            self.serving.key.clone().into(),
         ];
         for (image, binary) in &self.images {
             args.push("--image".into());

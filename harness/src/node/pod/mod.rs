@@ -60,6 +60,8 @@ pub struct Context {
     pub http: reqwest::Client,
     /// Mounts and unmounts the pods' CSI volumes.
     pub csi: Arc<VolumeManager>,
+    /// The node's pods as last seen, for the kubelet API.
+    pub store: crate::node::kubelet::PodStore,
 }
 
 struct WorkerHandle {
@@ -131,6 +133,9 @@ pub async fn run(ctx: Arc<Context>, adopted: Vec<Sandbox>) {
                 }
                 if !synced {
                     continue;
+                }
+                if let Ok(mut store) = ctx.store.write() {
+                    store.clone_from(&known);
                 }
                 finished.retain(|uid| known.contains_key(uid));
                 for (uid, pod) in &known {

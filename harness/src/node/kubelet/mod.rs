@@ -1,0 +1,256 @@
+//! The kubelet API of a node agent: what the apiserver (and anyone with the right) calls on a
+//! node for `kubectl logs`, `exec`, `attach` and `port-forward`, plus `/healthz` and `/pods`.
+//!
+//! - **Where**: HTTPS on the node's address and a port of its own (every node of an embedded
+//!   cluster shares 127.0.0.1, so each agent takes a free port — or the one it is told — and
+//!   advertises it in `status.daemonEndpoints.kubeletEndpoint`, which the apiserver dials).
+//!   The serving certificate comes from the cluster CA (the apiserver verifies it with
+//!   `--kubelet-certificate-authority`); only HTTP/1.1 is offered.
+//! - **Who**: [`auth`]: the apiserver's client certificate, or a bearer token checked with a
+//!   TokenReview; authorized with a SubjectAccessReview on `nodes/<subresource>`; anonymous
+//!   requests get `401`.
+//! - **What**: `GET /healthz`; `GET /pods` (the node's pods as a PodList);
+//!   `GET /containerLogs/{ns}/{pod}/{container}` ([`logs`]).
+//!
+//! The handlers find pods in the node's pod store (the agent's watch) and containers in the
+//! node's [`Runtime`], so they answer for pods the agent runs, adopted ones included.
+
+mod auth;
+mod error;
+mod http;
+mod logs;
+mod tls;
+
+use std::collections::HashMap;
+use std::convert::Infallible;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::{Arc, RwLock};
+
+use hyper::body::Incoming;
+use hyper::server::conn::http1;
+use hyper::service::service_fn;
+use hyper_util::rt::TokioIo;
+use k8s_openapi::api::core::v1::Pod;
+use tokio::net::TcpListener;
+use tokio_rustls::TlsAcceptor;
+
+pub use auth::{Attributes, Authorizer, Refusal, User};
+pub use error::{Error, Result};
+use http::{Query, Response, json, text};
+
+use crate::runtime::{Container, Runtime};
+
+/// How the kubelet API is served (see the module docs).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct KubeletApiConfig {
+    /// The serving certificate (PEM), issued by the cluster CA for the node's address.
+    pub serving_cert: PathBuf,
+    /// Its private key (PEM).
+    pub serving_key: PathBuf,
+    /// The port; 0: a free one, chosen when the agent starts (and advertised).
+    pub port: u16,
+}
+
+/// The node's pods as the agent's watch last saw them, by UID.
+pub type PodStore = Arc<RwLock<HashMap<String, Arc<Pod>>>>;
+
+/// What the handlers need.
+pub(crate) struct Server {
+    pub(crate) node: String,
+    pub(crate) runtime: Runtime,
+    pub(crate) pods: PodStore,
+    pub(crate) auth: Authorizer,
+}
+
+/// Binds the API's socket (the port of `config`, or a free one) on `address`.
+pub async fn bind(address: std::net::IpAddr, port: u16) -> Result<TcpListener> {
+    let address = SocketAddr::new(address, port);
+    TcpListener::bind(address)
+        .await
+        .map_err(|source| Error::Bind { address, source })
+}
+
+/// Serves the API on `listener` until the future is dropped (connections in progress, e.g. a
+/// followed log, are dropped with it).
+pub(crate) async fn serve(
+    listener: TcpListener,
+    config: &KubeletApiConfig,
+    client_ca: &std::path::Path,
+    server: Server,
+) -> Result<std::convert::Infallible> {
+    let tls = TlsAcceptor::from(tls::server_config(
+        &config.serving_cert,
+        &config.serving_key,
+        client_ca,
+    )?);
+    let server = Arc::new(server);
+    let mut connections = tokio::task::JoinSet::new();
+    loop {
+        let (tcp, peer) = match listener.accept().await {
+            Ok(accepted) => accepted,
+            Err(e) => {
+                tracing::warn!(error = %e, "accepting a kubelet API connection failed");
+                continue;
+            }
+        };
+        while connections.try_join_next().is_some() {}
+        let tls = tls.clone();
+        let server = server.clone();
+        connections.spawn(async move {
+            let stream = match tls.accept(tcp).await {
+                Ok(stream) => stream,
+                Err(e) => {
+                    tracing::debug!(%peer, error = %e, "TLS handshake failed");
+                    return;
+                }
+            };
+            let certificate = stream
+                .get_ref()
+                .1
+                .peer_certificates()
+                .and_then(|chain| chain.first())
+                .map(|c| c.to_vec());
+            let certificate = Arc::new(certificate);
+            let service = service_fn(move |request| {
+                let server = server.clone();
+                let certificate = certificate.clone();
+                async move {
+                    Ok::<_, Infallible>(server.handle(certificate.as_deref(), request).await)
+                }
+            });
+            if let Err(e) = http1::Builder::new()
+                .serve_connection(TokioIo::new(stream), service)
+                .with_upgrades()
+                .await
+            {
+                tracing::debug!(%peer, error = %e, "kubelet API connection ended");
+            }
+        });
+    }
+}
+
+impl Server {
+    async fn handle(
+        &self,
+        certificate: Option<&[u8]>,
+        request: hyper::Request<Incoming>,
+    ) -> Response {
+        let path = request.uri().path().to_string();
+        let authorization = request
+            .headers()
+            .get(::http::header::AUTHORIZATION)
+            .and_then(|v| v.to_str().ok());
+        let user = match self.auth.authenticate(certificate, authorization).await {
+            Ok(user) => user,
+            Err(refusal) => return text(refusal.status, refusal.message),
+        };
+        let attributes = Attributes::of(request.method(), &path);
+        if let Err(refusal) = self.auth.authorize(&user, &attributes).await {
+            tracing::info!(node = %self.node, user = %user.name, path = %path, "kubelet API request refused");
+            return text(refusal.status, refusal.message);
+        }
+        let query = Query::parse(request.uri().query());
+        let segments: Vec<&str> = path.trim_start_matches('/').split('/').collect();
+        match (request.method().clone(), segments.as_slice()) {
+            (::http::Method::GET, ["healthz"]) => text(::http::StatusCode::OK, "ok"),
+            (::http::Method::GET, ["pods"] | ["pods", ""]) => self.pod_list(),
+            (::http::Method::GET, ["containerLogs", namespace, pod, container]) => {
+                self.container_logs(namespace, pod, container, &query)
+            }
+            _ => text(::http::StatusCode::NOT_FOUND, "404 page not found\n"),
+        }
+    }
+
+    fn pod_list(&self) -> Response {
+        let mut items: Vec<Pod> = self
+            .pods
+            .read()
+            .map(|pods| pods.values().map(|p| (**p).clone()).collect())
+            .unwrap_or_default();
+        items.sort_by(|a, b| {
+            (&a.metadata.namespace, &a.metadata.name)
+                .cmp(&(&b.metadata.namespace, &b.metadata.name))
+        });
+        json(&serde_json::json!({
+            "kind": "PodList",
+            "apiVersion": "v1",
+            "metadata": {},
+            "items": items,
+        }))
+    }
+
+    /// The pod `namespace/name` (of UID `uid`, when given) on this node.
+    fn pod(&self, namespace: &str, name: &str, uid: Option<&str>) -> Option<Arc<Pod>> {
+        let pods = self.pods.read().ok()?;
+        pods.values()
+            .filter(|p| {
+                p.metadata.namespace.as_deref() == Some(namespace)
+                    && p.metadata.name.as_deref() == Some(name)
+                    && uid.is_none_or(|u| p.metadata.uid.as_deref() == Some(u))
+            })
+            .max_by_key(|p| p.metadata.deletion_timestamp.is_none())
+            .cloned()
+    }
+
+    /// The started attempts of `container` of `pod`, oldest first.
+    fn attempts(&self, pod: &Pod, container: &str) -> std::result::Result<Vec<Container>, String> {
+        let uid = pod.metadata.uid.as_deref().unwrap_or("");
+        let sandbox = self
+            .runtime
+            .sandbox(uid)
+            .map_err(|e| crate::errors::error_chain(&e))?;
+        let Some(sandbox) = sandbox else {
+            return Ok(Vec::new());
+        };
+        Ok(sandbox
+            .containers()
+            .map_err(|e| crate::errors::error_chain(&e))?
+            .into_iter()
+            .filter(|c| c.name() == container)
+            .collect())
+    }
+
+    fn container_logs(
+        &self,
+        namespace: &str,
+        pod_name: &str,
+        container: &str,
+        query: &Query,
+    ) -> Response {
+        let options = match logs::LogOptions::parse(query) {
+            Ok(options) => options,
+            Err(message) => return text(::http::StatusCode::BAD_REQUEST, message),
+        };
+        let Some(pod) = self.pod(namespace, pod_name, None) else {
+            return text(
+                ::http::StatusCode::NOT_FOUND,
+                format!("pod {pod_name:?} does not exist\n"),
+            );
+        };
+        if !has_container(&pod, container) {
+            return text(
+                ::http::StatusCode::NOT_FOUND,
+                format!("container {container:?} not found in pod {pod_name:?}\n"),
+            );
+        }
+        let attempts = match self.attempts(&pod, container) {
+            Ok(attempts) => attempts,
+            Err(message) => return text(::http::StatusCode::INTERNAL_SERVER_ERROR, message),
+        };
+        match logs::pick(&pod, container, &attempts, options.previous) {
+            Ok(attempt) => logs::serve(attempt.clone(), &options),
+            Err(message) => text(::http::StatusCode::BAD_REQUEST, message),
+        }
+    }
+}
+
+/// Whether `pod` has a container (or init container) `name`.
+fn has_container(pod: &Pod, name: &str) -> bool {
+    pod.spec.as_ref().is_some_and(|spec| {
+        spec.containers
+            .iter()
+            .chain(spec.init_containers.iter().flatten())
+            .any(|c| c.name == name)
+    })
+}

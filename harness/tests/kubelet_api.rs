@@ -1,0 +1,339 @@
+//! The node agents' kubelet API as a Kubernetes user meets it: the real `kubectl` (the
+//! control-plane build's, v1.20) against the run's shared embedded cluster, through the real
+//! apiserver, which dials the node agent's advertised port with its kubelet client
+//! certificate. Direct requests check the authentication and authorization of the API.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::path::PathBuf;
+use std::process::Stdio;
+use std::time::Duration;
+
+use harness::cluster::wait::{wait_for, wait_until};
+use harness::cluster::{Cluster, TestNamespace};
+use k8s_openapi::api::authentication::v1::TokenRequest;
+use k8s_openapi::api::core::v1::{Node, Pod, ServiceAccount};
+use kube::api::{Api, PostParams};
+use kube::runtime::conditions::is_pod_running;
+use rstest::rstest;
+use serde_json::json;
+use tokio::io::{AsyncBufReadExt, BufReader};
+
+const WAIT: Duration = Duration::from_secs(60);
+
+async fn setup(prefix: &str) -> (Cluster, TestNamespace) {
+    let cluster = Cluster::shared().await.expect("the shared cluster");
+    let ns = cluster.namespace(prefix).await.expect("a test namespace");
+    (cluster, ns)
+}
+
+/// A busybox pod `name` whose container `app` runs `script` with `sh -c`.
+fn shell_pod(name: &str, script: &str) -> serde_json::Value {
+    json!({
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": { "name": name },
+        "spec": {
+            "terminationGracePeriodSeconds": 2,
+            "containers": [{ "name": "app", "image": "busybox", "command": ["sh", "-c", script] }]
+        }
+    })
+}
+
+async fn run_pod(ns: &TestNamespace, manifest: serde_json::Value) -> Pod {
+    let pods: Api<Pod> = ns.api();
+    let name = manifest["metadata"]["name"].as_str().unwrap().to_string();
+    pods.create(
+        &PostParams::default(),
+        &serde_json::from_value(manifest).unwrap(),
+    )
+    .await
+    .unwrap();
+    wait_for(&pods, &name, is_pod_running(), WAIT)
+        .await
+        .unwrap()
+        .unwrap()
+}
+
+/// What one kubectl run gave.
+#[derive(Debug)]
+struct Kubectl {
+    code: Option<i32>,
+    stdout: String,
+    stderr: String,
+}
+
+/// The control plane's kubectl (v1.20, as the apiserver), else the one on PATH.
+fn kubectl_binary() -> PathBuf {
+    testkit::processes::kubectl_path()
+}
+
+fn kubectl_command(cluster: &Cluster, args: &[&str]) -> tokio::process::Command {
+    let mut command = tokio::process::Command::new(kubectl_binary());
+    command
+        .arg("--kubeconfig")
+        .arg(cluster.kubeconfig())
+        .args(args)
+        .kill_on_drop(true);
+    command
+}
+
+/// Runs kubectl (with `stdin` as its input) and returns what it gave, within 60 s.
+async fn kubectl_with_input(cluster: &Cluster, args: &[&str], stdin: &[u8]) -> Kubectl {
+    use tokio::io::AsyncWriteExt;
+    let mut child = kubectl_command(cluster, args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("kubectl runs");
+    let mut input = child.stdin.take().unwrap();
+    let stdin = stdin.to_vec();
+    let writer = tokio::spawn(async move {
+        let _ = input.write_all(&stdin).await;
+        drop(input);
+    });
+    let out = tokio::time::timeout(WAIT, child.wait_with_output())
+        .await
+        .unwrap_or_else(|_| panic!("kubectl {args:?} did not end within {WAIT:?}"))
+        .unwrap();
+    writer.await.unwrap();
+    Kubectl {
+        code: out.status.code(),
+        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+    }
+}
+
+async fn kubectl(cluster: &Cluster, args: &[&str]) -> Kubectl {
+    kubectl_with_input(cluster, args, b"").await
+}
+
+/// Waits until the log of `app` of `pod` (kubectl logs, with `extra` flags) holds `want`.
+async fn wait_log(cluster: &Cluster, ns: &TestNamespace, pod: &str, extra: &[&str], want: &str) {
+    wait_until(
+        format!("the log of {pod} holding {want:?}"),
+        WAIT,
+        || async {
+            let mut args = vec!["logs", "-n", ns.name(), pod, "-c", "app"];
+            args.extend_from_slice(extra);
+            let out = kubectl(cluster, &args).await;
+            if out.stdout.contains(want) {
+                Ok(Some(()))
+            } else {
+                Err(format!("{out:?}"))
+            }
+        },
+    )
+    .await
+    .unwrap();
+}
+
+#[tokio::test]
+async fn kubectl_logs_plain_tail_and_limit() {
+    let (cluster, ns) = setup("logs").await;
+    run_pod(
+        &ns,
+        shell_pod(
+            "talker",
+            "for i in 1 2 3 4 5; do echo line-$i; done; exec sleep 3600",
+        ),
+    )
+    .await;
+    wait_log(&cluster, &ns, "talker", &[], "line-5").await;
+    let all = kubectl(&cluster, &["logs", "-n", ns.name(), "talker"]).await;
+    assert_eq!(all.code, Some(0), "{all:?}");
+    assert_eq!(all.stdout, "line-1\nline-2\nline-3\nline-4\nline-5\n");
+    let tail = kubectl(&cluster, &["logs", "-n", ns.name(), "talker", "--tail=2"]).await;
+    assert_eq!(tail.stdout, "line-4\nline-5\n", "{tail:?}");
+    let limited = kubectl(
+        &cluster,
+        &["logs", "-n", ns.name(), "talker", "--limit-bytes=9"],
+    )
+    .await;
+    assert_eq!(limited.stdout, "line-1\nli", "{limited:?}");
+    ns.cleanup().await.unwrap();
+}
+
+#[tokio::test]
+async fn kubectl_logs_follow_streams_a_line_written_later() {
+    let (cluster, ns) = setup("follow").await;
+    run_pod(
+        &ns,
+        shell_pod(
+            "writer",
+            "echo first; while [ ! -e /tmp/go ]; do sleep 0.1; done; echo second; exec sleep 3600",
+        ),
+    )
+    .await;
+    wait_log(&cluster, &ns, "writer", &[], "first").await;
+    let mut follower = kubectl_command(&cluster, &["logs", "-f", "-n", ns.name(), "writer"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut lines = BufReader::new(follower.stdout.take().unwrap()).lines();
+    let first = tokio::time::timeout(WAIT, lines.next_line()).await;
+    assert_eq!(first.unwrap().unwrap().as_deref(), Some("first"));
+    // Only now is the second line written.
+    let touched = cluster
+        .exec(ns.name(), "writer", "app", &["touch", "/tmp/go"])
+        .await
+        .unwrap();
+    assert_eq!(touched.code(), 0, "{touched:?}");
+    let second = tokio::time::timeout(WAIT, lines.next_line()).await;
+    assert_eq!(second.unwrap().unwrap().as_deref(), Some("second"));
+    follower.kill().await.unwrap();
+    ns.cleanup().await.unwrap();
+}
+
+#[tokio::test]
+async fn kubectl_logs_previous_after_a_restart() {
+    let (cluster, ns) = setup("previous").await;
+    let pod = json!({
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": { "name": "phoenix" },
+        "spec": {
+            "terminationGracePeriodSeconds": 2,
+            "volumes": [{ "name": "state", "emptyDir": {} }],
+            "containers": [{
+                "name": "app", "image": "busybox",
+                "volumeMounts": [{ "name": "state", "mountPath": "/state" }],
+                "command": ["sh", "-c",
+                    "n=$(cat /state/n 2>/dev/null || echo 0); n=$((n+1)); echo $n > /state/n; \
+                     echo attempt-$n; if [ $n -lt 2 ]; then exit 1; fi; exec sleep 3600"]
+            }]
+        }
+    });
+    let pods: Api<Pod> = ns.api();
+    pods.create(
+        &PostParams::default(),
+        &serde_json::from_value(pod).unwrap(),
+    )
+    .await
+    .unwrap();
+    wait_for(
+        &pods,
+        "phoenix",
+        |p: Option<&Pod>| {
+            p.and_then(|p| p.status.as_ref())
+                .and_then(|s| s.container_statuses.as_ref())
+                .and_then(|cs| cs.first())
+                .is_some_and(|c| c.restart_count >= 1 && c.ready)
+        },
+        WAIT,
+    )
+    .await
+    .unwrap();
+    wait_log(&cluster, &ns, "phoenix", &[], "attempt-2").await;
+    let previous = kubectl(
+        &cluster,
+        &["logs", "-n", ns.name(), "phoenix", "--previous"],
+    )
+    .await;
+    assert_eq!(previous.code, Some(0), "{previous:?}");
+    assert_eq!(previous.stdout, "attempt-1\n");
+    let current = kubectl(&cluster, &["logs", "-n", ns.name(), "phoenix"]).await;
+    assert_eq!(current.stdout, "attempt-2\n", "{current:?}");
+    ns.cleanup().await.unwrap();
+}
+
+/// Bad requests get the status a real cluster gives, from the apiserver (unknown pod or
+/// container) or from the node (no previous attempt).
+#[rstest]
+#[case::unknown_pod(&["nobody"], "pods \"nobody\" not found")]
+#[case::unknown_container(&["quiet", "-c", "ghost"], "container ghost is not valid for pod quiet")]
+#[case::no_previous(&["quiet", "--previous"], "previous terminated container \"app\" in pod \"quiet\" not found")]
+#[tokio::test]
+async fn kubectl_logs_bad_input(#[case] args: &[&str], #[case] message: &str) {
+    let (cluster, ns) = setup("logs-bad").await;
+    run_pod(&ns, shell_pod("quiet", "exec sleep 3600")).await;
+    let mut all = vec!["logs", "-n", ns.name()];
+    all.extend_from_slice(args);
+    let out = kubectl(&cluster, &all).await;
+    assert_eq!(out.code, Some(1), "{out:?}");
+    assert!(out.stderr.contains(message), "{out:?}");
+    // The node still answers.
+    let fine = kubectl(&cluster, &["logs", "-n", ns.name(), "quiet"]).await;
+    assert_eq!(fine.code, Some(0), "{fine:?}");
+    ns.cleanup().await.unwrap();
+}
+
+/// The kubelet port a node advertises.
+async fn kubelet_port(cluster: &Cluster, node: &str) -> i32 {
+    let nodes: Api<Node> = Api::all(cluster.client());
+    nodes
+        .get(node)
+        .await
+        .unwrap()
+        .status
+        .unwrap()
+        .daemon_endpoints
+        .unwrap()
+        .kubelet_endpoint
+        .unwrap()
+        .port
+}
+
+/// An HTTPS client trusting the cluster CA.
+fn https_client(cluster: &Cluster) -> reqwest::Client {
+    let ca = std::fs::read(cluster.run_dir().join("control-plane/pki/ca.crt")).unwrap();
+    reqwest::Client::builder()
+        .add_root_certificate(reqwest::Certificate::from_pem(&ca).unwrap())
+        .build()
+        .unwrap()
+}
+
+#[tokio::test]
+async fn the_kubelet_api_refuses_anonymous_and_unauthorized_callers() {
+    let (cluster, ns) = setup("kubelet-auth").await;
+    let node = cluster.node_names()[0].clone();
+    let port = kubelet_port(&cluster, &node).await;
+    assert_ne!(port, 10250, "the node advertises its own port");
+    let http = https_client(&cluster);
+    let url = format!("https://127.0.0.1:{port}/pods");
+
+    // No certificate, no token: 401, as kubelet without anonymous auth.
+    let anonymous = http.get(&url).send().await.unwrap();
+    assert_eq!(anonymous.status(), 401);
+    assert_eq!(anonymous.text().await.unwrap(), "Unauthorized");
+    let bogus = http
+        .get(&url)
+        .bearer_auth("not-a-token")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(bogus.status(), 401);
+
+    // A service account's token: authenticated, but not allowed nodes/proxy: 403.
+    let accounts: Api<ServiceAccount> = ns.api();
+    accounts
+        .create(
+            &PostParams::default(),
+            &serde_json::from_value(json!({"metadata": {"name": "nosy"}})).unwrap(),
+        )
+        .await
+        .unwrap();
+    let token = accounts
+        .create_token_request("nosy", &PostParams::default(), &TokenRequest::default())
+        .await
+        .unwrap()
+        .status
+        .unwrap()
+        .token;
+    let refused = http.get(&url).bearer_auth(&token).send().await.unwrap();
+    assert_eq!(refused.status(), 403);
+    assert_eq!(
+        refused.text().await.unwrap(),
+        format!(
+            "Forbidden (user=system:serviceaccount:{}:nosy, verb=get, resource=nodes, subresource=proxy)",
+            ns.name()
+        )
+    );
+
+    // Through the apiserver, as the admin: the node's pods.
+    let request = http::Request::get(format!("/api/v1/nodes/{node}/proxy/pods"))
+        .body(Vec::new())
+        .unwrap();
+    let pods: serde_json::Value = cluster.client().request(request).await.unwrap();
+    assert_eq!(pods["kind"], "PodList", "{pods}");
+    ns.cleanup().await.unwrap();
+}
