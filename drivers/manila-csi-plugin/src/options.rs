@@ -253,6 +253,11 @@ impl TryFrom<&HashMap<String, String>> for NodeVolumeOptions {
             }
         }
         let share = match (share_id, share_name) {
+            (Some(id), None) if !crate::openstack::manila::is_manila_id(&id) => {
+                return Err(Error::InvalidArgument(format!(
+                    "volume attribute shareID: {id:?} is not a Manila share id (a UUID)"
+                )));
+            }
             (Some(id), None) => ShareRef::Id(id),
             (None, Some(name)) => ShareRef::Name(name),
             (Some(_), Some(_)) => {

@@ -475,3 +475,40 @@ async fn the_binary_exits_non_zero_when_the_partner_never_answers() {
         "{stderr}"
     );
 }
+
+#[tokio::test]
+async fn a_share_id_attribute_that_is_not_a_manila_id_is_refused_before_any_lookup() {
+    let env = NodeEnv::start(
+        CloudConfig::default(),
+        caps(&[rpc::Type::StageUnstageVolume]),
+        &[],
+    )
+    .await;
+    let volume = env.create("pvc-climb").await;
+    let mut node = env.driver.node().await;
+    let mut request = env.stage_request(&volume);
+    // Would resolve to the real share's URL if it reached the cloud.
+    let climbing = format!("x/../{}", volume.volume_id);
+    request
+        .volume_context
+        .insert("shareID".into(), climbing.clone());
+    env.cloud.clear_journal();
+    let error = node.node_stage_volume(request).await.unwrap_err();
+    assert_eq!(error.code(), Code::InvalidArgument, "{error:?}");
+    assert!(
+        error.message().contains(&format!(
+            "volume attribute shareID: {climbing:?} is not a Manila share id"
+        )),
+        "{}",
+        error.message()
+    );
+    assert!(env.partner.calls().is_empty(), "{:?}", env.partner.calls());
+    let manila_calls: Vec<_> = env
+        .cloud
+        .journal()
+        .into_iter()
+        .filter(|e| e.path.contains("/shares"))
+        .collect();
+    assert!(manila_calls.is_empty(), "{manila_calls:#?}");
+    env.cleanup(&volume).await;
+}

@@ -6,7 +6,7 @@ use std::collections::HashMap;
 use super::{Controller, GIB, TOPOLOGY_KEY, size_in_gib};
 use crate::error::{Error, Result};
 use crate::openstack::ManilaClient;
-use crate::openstack::manila::{NewShare, Share};
+use crate::openstack::manila::{NewShare, Share, is_manila_id};
 use crate::options::VolumeOptions;
 
 /// Accessibility requirements of a CreateVolume request (topology segments).
@@ -261,6 +261,11 @@ impl Controller {
         share_type: &str,
         size: u64,
     ) -> Result<()> {
+        if !is_manila_id(snapshot_id) {
+            return Err(Error::NotFound(format!(
+                "source snapshot {snapshot_id:?} not found: it is not a Manila snapshot id"
+            )));
+        }
         let snapshot = client.snapshot(snapshot_id).await.map_err(|e| {
             if e.is_not_found() {
                 Error::NotFound(format!("source snapshot {snapshot_id} not found"))

@@ -4,10 +4,14 @@ use std::collections::HashMap;
 
 use super::Controller;
 use crate::error::{Error, Result};
+use crate::openstack::Credentials;
+use crate::openstack::manila::is_manila_id;
 
 impl Controller {
     /// DeleteVolume. A share that does not exist is success; otherwise returns once Manila
-    /// has removed the share.
+    /// has removed the share. An id that is not a Manila share id (a UUID) cannot name an
+    /// existing share, so, as the CSI spec asks for a volume that does not exist, it is
+    /// success too; it is never sent to the cloud.
     #[tracing::instrument(skip_all, fields(volume_id = %volume_id))]
     pub async fn delete_volume(
         &self,
@@ -16,6 +20,11 @@ impl Controller {
     ) -> Result<()> {
         if volume_id.is_empty() {
             return Err(Error::InvalidArgument("volume_id: required".into()));
+        }
+        Credentials::try_from(secrets)?;
+        if !is_manila_id(volume_id) {
+            tracing::info!("not a Manila share id: no such volume, nothing to delete");
+            return Ok(());
         }
         let _guard = self.inflight.begin(volume_id, "volume id")?;
         let client = self.connect(secrets).await?;

@@ -2,7 +2,7 @@
 
 use std::collections::HashMap;
 
-use super::{Controller, GIB, size_in_gib};
+use super::{Controller, GIB, not_found_unless_share_id, size_in_gib};
 use crate::error::{Error, Result};
 
 impl Controller {
@@ -20,6 +20,7 @@ impl Controller {
             return Err(Error::InvalidArgument("volume_id: required".into()));
         }
         let size = size_in_gib(required_bytes, limit_bytes)?;
+        not_found_unless_share_id(volume_id)?;
         let _guard = self.inflight.begin(volume_id, "volume id")?;
         let client = self.connect(secrets).await?;
         let share = client.share(volume_id).await?;

@@ -17,7 +17,7 @@ pub use create::{CreateVolume, CreatedVolume, TopologyRequirement};
 pub use snapshot::CreatedSnapshot;
 
 use crate::error::{Error, Result};
-use crate::openstack::manila::Share;
+use crate::openstack::manila::{Share, is_manila_id};
 use crate::openstack::{Connector, ManilaClient};
 use crate::protocol::ShareAdapter;
 use crate::wait::{Progress, WaitPolicy};
@@ -164,6 +164,18 @@ pub fn size_in_gib(required_bytes: i64, limit_bytes: i64) -> Result<u64> {
     u64::try_from(gib).map_err(|_| Error::Internal("size overflow".into()))
 }
 
+/// A volume id that is not a Manila share id (a UUID) names no volume: NotFound, before
+/// anything reaches the cloud.
+fn not_found_unless_share_id(volume_id: &str) -> Result<()> {
+    if is_manila_id(volume_id) {
+        Ok(())
+    } else {
+        Err(Error::NotFound(format!(
+            "volume {volume_id:?} not found: it is not a Manila share id"
+        )))
+    }
+}
+
 impl Controller {
     /// ValidateVolumeCapabilities' existence check: the share must exist.
     pub async fn validate_volume(
@@ -171,6 +183,7 @@ impl Controller {
         volume_id: &str,
         secrets: &HashMap<String, String>,
     ) -> Result<()> {
+        not_found_unless_share_id(volume_id)?;
         let client = self.connect(secrets).await?;
         client.share(volume_id).await.map(|_| ())
     }

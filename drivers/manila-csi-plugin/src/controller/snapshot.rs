@@ -4,7 +4,8 @@ use std::collections::HashMap;
 
 use super::{Controller, GIB};
 use crate::error::{Error, Result};
-use crate::openstack::manila::Snapshot;
+use crate::openstack::Credentials;
+use crate::openstack::manila::{Snapshot, is_manila_id};
 use crate::wait::Progress;
 
 /// What CreateSnapshot returns.
@@ -50,6 +51,11 @@ impl Controller {
             }
             Some(existing) => existing,
             None => {
+                if !is_manila_id(source_volume_id) {
+                    return Err(Error::NotFound(format!(
+                        "source volume {source_volume_id:?} not found: it is not a Manila share id"
+                    )));
+                }
                 let share = client.share(source_volume_id).await.map_err(|e| {
                     if e.is_not_found() {
                         Error::NotFound(format!("source volume {source_volume_id} not found"))
@@ -159,7 +165,8 @@ impl Controller {
             .await
     }
 
-    /// DeleteSnapshot: an unknown id is success.
+    /// DeleteSnapshot: an unknown id is success, and so is an id that is not a Manila
+    /// snapshot id (a UUID), which cannot name one (it is never sent to the cloud).
     #[tracing::instrument(skip_all, fields(snapshot_id = %snapshot_id))]
     pub async fn delete_snapshot(
         &self,
@@ -168,6 +175,11 @@ impl Controller {
     ) -> Result<()> {
         if snapshot_id.is_empty() {
             return Err(Error::InvalidArgument("snapshot_id: required".into()));
+        }
+        Credentials::try_from(secrets)?;
+        if !is_manila_id(snapshot_id) {
+            tracing::info!("not a Manila snapshot id: no such snapshot, nothing to delete");
+            return Ok(());
         }
         let _guard = self.inflight.begin(snapshot_id, "snapshot id")?;
         let client = self.connect(secrets).await?;

@@ -160,7 +160,7 @@ impl ManilaClient {
         struct Body {
             share: Share,
         }
-        let path = format!("/shares/{id}");
+        let path = format!("/shares/{}", segment(id)?);
         match self
             .call::<Body>(Method::GET, &path, &[], None, MIN_MICROVERSION)
             .await
@@ -230,7 +230,7 @@ impl ManilaClient {
 
     /// `DELETE /shares/{id}`; returns `false` when the share did not exist.
     pub async fn delete_share(&self, id: &str) -> Result<bool> {
-        let path = format!("/shares/{id}");
+        let path = format!("/shares/{}", segment(id)?);
         match self
             .call_raw(Method::DELETE, &path, &[], None, MIN_MICROVERSION)
             .await
@@ -243,7 +243,7 @@ impl ManilaClient {
 
     /// `POST /shares/{id}/action {"extend": …}`.
     pub async fn extend_share(&self, id: &str, new_size: u64) -> Result<()> {
-        let path = format!("/shares/{id}/action");
+        let path = format!("/shares/{}/action", segment(id)?);
         let body = json!({ "extend": { "new_size": new_size } });
         self.call_raw(Method::POST, &path, &[], Some(body), MIN_MICROVERSION)
             .await?;
@@ -256,7 +256,7 @@ impl ManilaClient {
         struct Body {
             export_locations: Vec<ExportLocation>,
         }
-        let path = format!("/shares/{share_id}/export_locations");
+        let path = format!("/shares/{}/export_locations", segment(share_id)?);
         let body: Body = self
             .call(Method::GET, &path, &[], None, MIN_MICROVERSION)
             .await?;
@@ -280,7 +280,7 @@ impl ManilaClient {
             )
             .await?
         } else {
-            let path = format!("/shares/{share_id}/action");
+            let path = format!("/shares/{}/action", segment(share_id)?);
             self.call(
                 Method::POST,
                 &path,
@@ -305,7 +305,7 @@ impl ManilaClient {
         struct Body {
             access: AccessRule,
         }
-        let path = format!("/shares/{share_id}/action");
+        let path = format!("/shares/{}/action", segment(share_id)?);
         let body = json!({ "allow_access": {
             "access_type": access_type,
             "access_to": access_to,
@@ -353,7 +353,7 @@ impl ManilaClient {
         let path = if name_or_id == "default" {
             "/types/default".to_string()
         } else {
-            format!("/types/{name_or_id}")
+            format!("/types/{}", segment(name_or_id)?)
         };
         match self
             .call::<One>(Method::GET, &path, &[], None, MIN_MICROVERSION)
@@ -409,7 +409,7 @@ impl ManilaClient {
         struct Body {
             snapshot: Snapshot,
         }
-        let path = format!("/snapshots/{id}");
+        let path = format!("/snapshots/{}", segment(id)?);
         match self
             .call::<Body>(Method::GET, &path, &[], None, MIN_MICROVERSION)
             .await
@@ -444,7 +444,7 @@ impl ManilaClient {
 
     /// `DELETE /snapshots/{id}`; returns `false` when it did not exist.
     pub async fn delete_snapshot(&self, id: &str) -> Result<bool> {
-        let path = format!("/snapshots/{id}");
+        let path = format!("/snapshots/{}", segment(id)?);
         match self
             .call_raw(Method::DELETE, &path, &[], None, MIN_MICROVERSION)
             .await
@@ -482,6 +482,42 @@ impl ManilaClient {
     }
 }
 
+/// Whether `id` has the form of a Manila resource id: a UUID, hyphenated
+/// (`8-4-4-4-12` hex digits, as Manila and the fake cloud write them) or as 32 hex digits.
+/// Anything else cannot name a share or snapshot, and is never put in a URL.
+pub fn is_manila_id(id: &str) -> bool {
+    let bytes = id.as_bytes();
+    match bytes.len() {
+        32 => bytes.iter().all(u8::is_ascii_hexdigit),
+        36 => bytes.iter().enumerate().all(|(i, b)| match i {
+            8 | 13 | 18 | 23 => *b == b'-',
+            _ => b.is_ascii_hexdigit(),
+        }),
+        _ => false,
+    }
+}
+
+/// One URL path segment: every byte outside RFC 3986's unreserved set is percent-escaped,
+/// so that `/`, `?`, `#` and `%` in a value cannot change the path. Empty, `.` and `..`
+/// segments are refused: URL parsers resolve dot segments (escaped or not) before the
+/// request is sent.
+fn segment(value: &str) -> Result<String> {
+    if value.is_empty() || value.bytes().all(|b| b == b'.') && value.len() <= 2 {
+        return Err(Error::InvalidArgument(format!(
+            "{value:?} cannot be used as a Manila resource id"
+        )));
+    }
+    let mut escaped = String::with_capacity(value.len());
+    for byte in value.bytes() {
+        if byte.is_ascii_alphanumeric() || matches!(byte, b'-' | b'.' | b'_' | b'~') {
+            escaped.push(char::from(byte));
+        } else {
+            escaped.push_str(&format!("%{byte:02X}"));
+        }
+    }
+    Ok(escaped)
+}
+
 /// `http://h:8786/v2/<project>` → `http://h:8786/v2/` (the version document).
 fn version_document_url(manila_url: &str) -> String {
     let trimmed = manila_url.trim_end_matches('/');
@@ -515,7 +551,39 @@ fn max_version(document: &Value) -> Option<Microversion> {
 
 #[cfg(test)]
 mod tests {
+    #![allow(clippy::unwrap_used)]
     use super::*;
+
+    #[test]
+    fn path_segments_are_escaped_and_dot_segments_refused() {
+        assert_eq!(segment("abc-1_2.x~").unwrap(), "abc-1_2.x~");
+        assert_eq!(
+            segment("../snapshots/a?b#c%d e").unwrap(),
+            "..%2Fsnapshots%2Fa%3Fb%23c%25d%20e"
+        );
+        assert_eq!(segment("é").unwrap(), "%C3%A9");
+        for bad in ["", ".", ".."] {
+            assert!(segment(bad).is_err(), "{bad:?}");
+        }
+        assert_eq!(segment("...").unwrap(), "...");
+    }
+
+    #[test]
+    fn manila_ids_are_uuids() {
+        assert!(is_manila_id("0b5e7a2c-1f3d-4c5e-9a7b-2d4f6a8c0e1f"));
+        assert!(is_manila_id("0B5E7A2C-1F3D-4C5E-9A7B-2D4F6A8C0E1F"));
+        assert!(is_manila_id("0b5e7a2c1f3d4c5e9a7b2d4f6a8c0e1f"));
+        for bad in [
+            "",
+            "reallyfakevolumeid",
+            "../snapshots/0b5e7a2c-1f3d-4c5e-9a7b-2d4f6a8c0e1f",
+            "0b5e7a2c-1f3d-4c5e-9a7b-2d4f6a8c0e1",
+            "0b5e7a2c-1f3d-4c5e-9a7b-2d4f6a8c0e1g",
+            "0b5e7a2c+1f3d-4c5e-9a7b-2d4f6a8c0e1f",
+        ] {
+            assert!(!is_manila_id(bad), "{bad:?}");
+        }
+    }
 
     #[test]
     fn version_document_is_at_the_v2_root() {
