@@ -430,3 +430,51 @@ async fn ipv6_share_clients_are_granted_at_microversion_2_38() {
     env.delete(&volume.volume_id).await.unwrap();
     env.assert_no_leftovers();
 }
+
+#[rstest]
+#[case::max(i64::MAX, 0)]
+#[case::max_with_limit(i64::MAX - 1, i64::MAX)]
+#[case::beyond_manila(1 << 62, 0)]
+#[tokio::test]
+async fn huge_capacity_ranges_are_out_of_range_and_the_driver_keeps_serving(
+    #[case] required_bytes: i64,
+    #[case] limit_bytes: i64,
+) {
+    let mut env = ControllerEnv::start(&[]).await;
+    let mut request = create_request("pvc-huge", 0, &env.secrets, &[]);
+    request.capacity_range = Some(csi_proto::v1::CapacityRange {
+        required_bytes,
+        limit_bytes,
+    });
+    let error = env.client.create_volume(request).await.unwrap_err();
+    assert_eq!(error.code(), Code::OutOfRange, "{error:?}");
+    assert!(
+        error.message().contains("capacity_range"),
+        "{}",
+        error.message()
+    );
+    let volume = env.create("pvc-normal", GIB).await.unwrap();
+    let error = env
+        .client
+        .controller_expand_volume(csi_proto::v1::ControllerExpandVolumeRequest {
+            volume_id: volume.volume_id.clone(),
+            capacity_range: Some(csi_proto::v1::CapacityRange {
+                required_bytes,
+                limit_bytes,
+            }),
+            secrets: env.secrets.clone(),
+            ..Default::default()
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(error.code(), Code::OutOfRange, "{error:?}");
+    let extends = env
+        .cloud
+        .journal()
+        .into_iter()
+        .filter(|e| e.method == "POST" && e.path.ends_with("/action"))
+        .count();
+    assert_eq!(extends, 1, "only the access grant: no extend was sent");
+    env.delete(&volume.volume_id).await.unwrap();
+    env.assert_no_leftovers();
+}

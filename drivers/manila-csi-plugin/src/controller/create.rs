@@ -3,7 +3,7 @@
 
 use std::collections::HashMap;
 
-use super::{Controller, GIB, TOPOLOGY_KEY, size_in_gib};
+use super::{Controller, TOPOLOGY_KEY, gib_to_bytes, size_in_gib};
 use crate::error::{Error, Result};
 use crate::openstack::ManilaClient;
 use crate::openstack::manila::{NewShare, Share, is_manila_id};
@@ -166,7 +166,7 @@ impl Controller {
         };
         Ok(CreatedVolume {
             volume_id: share.id.clone(),
-            capacity_bytes: i64::try_from(share.size).unwrap_or(i64::MAX / GIB) * GIB,
+            capacity_bytes: gib_to_bytes(&format!("share {}", share.id), share.size)?,
             context,
             accessible_topology,
             source_snapshot_id: share.snapshot_id.clone().or(request.source_snapshot_id),
@@ -328,7 +328,7 @@ mod tests {
     use fakes::{CloudConfig, FakeCloud, FaultAction, FaultRule, Operation, SecretKind};
 
     use super::*;
-    use crate::controller::ControllerSettings;
+    use crate::controller::{ControllerSettings, GIB};
     use crate::openstack::Connector;
     use crate::protocol::NfsAdapter;
     use crate::wait::WaitPolicy;

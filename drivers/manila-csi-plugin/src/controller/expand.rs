@@ -2,7 +2,7 @@
 
 use std::collections::HashMap;
 
-use super::{Controller, GIB, not_found_unless_share_id, size_in_gib};
+use super::{Controller, gib_to_bytes, not_found_unless_share_id, size_in_gib};
 use crate::error::{Error, Result};
 
 impl Controller {
@@ -40,11 +40,6 @@ impl Controller {
             tracing::info!(from = share.size, to = size, "share extended");
             share.size
         };
-        i64::try_from(current)
-            .ok()
-            .and_then(|gib| gib.checked_mul(GIB))
-            .ok_or_else(|| {
-                Error::Internal(format!("share {volume_id} size {current} GiB overflows"))
-            })
+        gib_to_bytes(&format!("share {volume_id}"), current)
     }
 }

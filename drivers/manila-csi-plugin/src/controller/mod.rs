@@ -147,21 +147,45 @@ fn describe_message(message: Option<&crate::openstack::manila::Message>) -> Stri
     }
 }
 
+/// The largest share Manila can hold, in GiB: it keeps sizes in a 32-bit integer column.
+pub const MAX_SHARE_GIB: u64 = i32::MAX as u64;
+
 /// Size in whole GiB for a CSI capacity range: rounded up, at least 1; `limit` (0 = none)
-/// must allow it.
+/// must allow it. Sizes beyond the largest Manila share ([`MAX_SHARE_GIB`]) are OutOfRange;
+/// the arithmetic cannot overflow whatever the request says.
 pub fn size_in_gib(required_bytes: i64, limit_bytes: i64) -> Result<u64> {
-    if required_bytes < 0 || limit_bytes < 0 {
+    let (Ok(required), Ok(limit)) = (u64::try_from(required_bytes), u64::try_from(limit_bytes))
+    else {
         return Err(Error::InvalidArgument(
             "capacity_range: required_bytes and limit_bytes must not be negative".into(),
         ));
+    };
+    let gib = required.max(1).div_ceil(GIB.unsigned_abs());
+    if gib > MAX_SHARE_GIB {
+        return Err(Error::OutOfRange(format!(
+            "capacity_range: {required_bytes} bytes is {gib} GiB, more than the largest Manila share ({MAX_SHARE_GIB} GiB)"
+        )));
     }
-    let gib = (required_bytes.max(1) + GIB - 1) / GIB;
-    if limit_bytes > 0 && gib * GIB > limit_bytes {
+    // At most MAX_SHARE_GIB × GIB < 2^61: no overflow.
+    if limit > 0 && gib * GIB.unsigned_abs() > limit {
         return Err(Error::OutOfRange(format!(
             "capacity_range: {required_bytes} bytes rounded up to {gib} GiB exceeds limit_bytes {limit_bytes}"
         )));
     }
-    u64::try_from(gib).map_err(|_| Error::Internal("size overflow".into()))
+    Ok(gib)
+}
+
+/// A share size in GiB as CSI bytes; OutOfRange when it does not fit an `i64` (a share
+/// larger than Manila allows, as a cloud might still report).
+pub fn gib_to_bytes(what: &str, gib: u64) -> Result<i64> {
+    i64::try_from(gib)
+        .ok()
+        .and_then(|gib| gib.checked_mul(GIB))
+        .ok_or_else(|| {
+            Error::OutOfRange(format!(
+                "{what} has {gib} GiB, which is more bytes than CSI can report"
+            ))
+        })
 }
 
 /// A volume id that is not a Manila share id (a UUID) names no volume: NotFound, before
@@ -202,5 +226,47 @@ mod tests {
         assert_eq!(size_in_gib(GIB + 1, 0).unwrap(), 2);
         assert!(size_in_gib(GIB + 1, GIB + 5).is_err());
         assert_eq!(size_in_gib(GIB, GIB).unwrap(), 1);
+    }
+
+    #[rstest::rstest]
+    #[case(i64::MAX, 0)]
+    #[case(i64::MAX, i64::MAX)]
+    #[case(i64::MAX - GIB + 2, 0)]
+    #[case(((MAX_SHARE_GIB as i64) + 1) * GIB, 0)]
+    fn huge_sizes_are_out_of_range(#[case] required: i64, #[case] limit: i64) {
+        let error = size_in_gib(required, limit).unwrap_err();
+        assert!(matches!(error, Error::OutOfRange(_)), "{error:?}");
+        assert!(
+            error.to_string().contains("largest Manila share"),
+            "{error}"
+        );
+    }
+
+    #[test]
+    fn limits_near_the_maximum_do_not_overflow() {
+        assert_eq!(size_in_gib(1, i64::MAX).unwrap(), 1);
+        assert_eq!(
+            size_in_gib(MAX_SHARE_GIB as i64 * GIB, i64::MAX).unwrap(),
+            MAX_SHARE_GIB
+        );
+        let error = size_in_gib(MAX_SHARE_GIB as i64 * GIB, GIB).unwrap_err();
+        assert!(matches!(error, Error::OutOfRange(_)), "{error:?}");
+        assert!(matches!(
+            size_in_gib(-1, 0).unwrap_err(),
+            Error::InvalidArgument(_)
+        ));
+        assert!(matches!(
+            size_in_gib(0, i64::MIN).unwrap_err(),
+            Error::InvalidArgument(_)
+        ));
+    }
+
+    #[test]
+    fn share_sizes_beyond_i64_bytes_are_out_of_range() {
+        assert_eq!(gib_to_bytes("share s", 2).unwrap(), 2 * GIB);
+        for gib in [1 << 33, u64::MAX] {
+            let error = gib_to_bytes("share s", gib).unwrap_err();
+            assert!(matches!(error, Error::OutOfRange(_)), "{error:?}");
+        }
     }
 }
