@@ -16,6 +16,7 @@ use crate::identity::IdentityService;
 use crate::node::partner::Partner;
 use crate::node::{NodeService, NodeSettings};
 use crate::openstack::Connector;
+use crate::panic_guard::PanicGuard;
 use crate::protocol::adapter_for;
 use crate::wait::WaitPolicy;
 
@@ -109,10 +110,15 @@ impl Driver {
     pub async fn serve(self, listener: Listener, shutdown: impl Future<Output = ()>) -> Result<()> {
         let endpoint = listener.local_endpoint();
         tracing::info!(%endpoint, controller = self.controller.is_some(), node = self.node.is_some(), "serving CSI");
+        // Each service behind a panic guard: a bug answers Internal instead of resetting
+        // the caller's stream.
         let router = Server::builder()
-            .add_service(IdentityServer::new(self.identity))
-            .add_optional_service(self.controller.map(ControllerServer::new))
-            .add_optional_service(self.node.map(NodeServer::new));
+            .add_service(PanicGuard::new(IdentityServer::new(self.identity)))
+            .add_optional_service(
+                self.controller
+                    .map(|c| PanicGuard::new(ControllerServer::new(c))),
+            )
+            .add_optional_service(self.node.map(|n| PanicGuard::new(NodeServer::new(n))));
         csi_proto::serve(router, listener, shutdown)
             .await
             .map_err(|e| Error::Internal(format!("serving {endpoint}: {e}")))

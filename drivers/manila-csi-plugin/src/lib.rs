@@ -8,7 +8,7 @@
 //!
 //! Modules: [`config`] (flags), [`options`] (StorageClass parameters), [`openstack`] (Keystone
 //! and Manila clients), [`protocol`] (NFS/CephFS adapters), [`export_location`], [`wait`],
-//! [`error`].
+//! [`error`], [`panic_guard`] (a panic answers Internal).
 
 pub mod config;
 pub mod controller;
@@ -19,6 +19,7 @@ pub mod identity;
 pub mod node;
 pub mod openstack;
 pub mod options;
+pub mod panic_guard;
 pub mod protocol;
 mod rpc_log;
 pub mod wait;
