@@ -337,3 +337,32 @@ async fn the_kubelet_api_refuses_anonymous_and_unauthorized_callers() {
     assert_eq!(pods["kind"], "PodList", "{pods}");
     ns.cleanup().await.unwrap();
 }
+
+/// `Cluster::exec` goes through the apiserver (WebSocket, `v4.channel.k8s.io`) to the node's
+/// kubelet API: output on both streams and the exit code.
+#[tokio::test]
+async fn cluster_exec_goes_through_the_apiserver_with_streams_and_exit_code() {
+    let (cluster, ns) = setup("ws-exec").await;
+    run_pod(&ns, shell_pod("target", "exec sleep 3600")).await;
+    let out = cluster
+        .exec(
+            ns.name(),
+            "target",
+            "app",
+            &["sh", "-c", "echo out; echo err >&2; exit 3"],
+        )
+        .await
+        .unwrap();
+    assert_eq!(out.code(), 3, "{out:?}");
+    assert_eq!(out.stdout, b"out\n");
+    assert_eq!(out.stderr, b"err\n");
+    let hostname = cluster
+        .exec(ns.name(), "target", "app", &["hostname"])
+        .await
+        .unwrap();
+    assert_eq!(
+        (hostname.code(), hostname.stdout.as_slice()),
+        (0, &b"target\n"[..])
+    );
+    ns.cleanup().await.unwrap();
+}

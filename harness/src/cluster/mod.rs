@@ -58,9 +58,6 @@ pub mod wait;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use k8s_openapi::api::core::v1::Pod;
-use kube::api::Api;
-
 pub use embedded::{ClusterDescription, EmbeddedCluster, EmbeddedOptions};
 pub use error::{Error, Result};
 pub use namespace::{TEST_NAMESPACE_LABEL, TestNamespace};
@@ -174,8 +171,9 @@ impl Cluster {
         &self.inner.description
     }
 
-    /// Runs `argv` in the namespaces of a running container of a pod, as `kubectl exec`
-    /// does, and returns its exit status and output.
+    /// Runs `argv` in a running container of a pod as `kubectl exec` does: through the
+    /// apiserver (`pods/exec`, WebSocket) and the node's kubelet API, on any cluster.
+    /// Returns its exit status and output.
     pub async fn exec(
         &self,
         namespace: &str,
@@ -183,15 +181,11 @@ impl Cluster {
         container: &str,
         argv: &[&str],
     ) -> Result<ExecOutput> {
-        if !self.is_embedded() {
-            return self.remote_exec(namespace, pod, container, argv).await;
-        }
-        let node = self.node_of(namespace, pod).await?;
-        let argv: Vec<String> = argv.iter().map(|s| s.to_string()).collect();
-        Ok(crate::node::exec(&node.run_dir, namespace, pod, container, &argv).await?)
+        self.remote_exec(namespace, pod, container, argv).await
     }
 
-    /// A container's log (`previous`: the log of its previous instance, after a restart).
+    /// A container's log (`previous`: the log of its previous instance, after a restart),
+    /// through the apiserver (`pods/log`) and the node's kubelet API, as `kubectl logs`.
     pub async fn logs(
         &self,
         namespace: &str,
@@ -199,17 +193,7 @@ impl Cluster {
         container: &str,
         previous: bool,
     ) -> Result<String> {
-        if !self.is_embedded() {
-            return self.remote_logs(namespace, pod, container, previous).await;
-        }
-        let node = self.node_of(namespace, pod).await?;
-        Ok(crate::node::logs(
-            &node.run_dir,
-            namespace,
-            pod,
-            container,
-            previous,
-        )?)
+        self.remote_logs(namespace, pod, container, previous).await
     }
 
     /// Restarts the agent of `node`: its pods keep running and the new agent re-adopts them.
@@ -229,21 +213,5 @@ impl Cluster {
     /// A fresh namespace `<prefix>-<random>` for one test (see [`TestNamespace`]).
     pub async fn namespace(&self, prefix: &str) -> Result<TestNamespace> {
         TestNamespace::create(self, prefix).await
-    }
-
-    async fn node_of(&self, namespace: &str, pod: &str) -> Result<&embedded::NodeDescription> {
-        let pods: Api<Pod> = Api::namespaced(self.client(), namespace);
-        let found = pods
-            .get(pod)
-            .await
-            .map_err(Error::kube(format!("reading pod {namespace}/{pod}")))?;
-        let node = found
-            .spec
-            .and_then(|s| s.node_name)
-            .ok_or_else(|| Error::PodNotOnNode {
-                namespace: namespace.into(),
-                pod: pod.into(),
-            })?;
-        self.inner.description.node(&node)
     }
 }

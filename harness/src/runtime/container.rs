@@ -152,6 +152,14 @@ impl Container {
         }))
     }
 
+    pub(crate) fn sandbox_id(&self) -> &str {
+        &self.sandbox_id
+    }
+
+    pub(crate) fn helper(&self) -> &Path {
+        &self.helper
+    }
+
     /// The container name.
     pub fn name(&self) -> &str {
         &self.spec.name

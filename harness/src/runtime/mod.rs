@@ -122,6 +122,7 @@
 
 mod container;
 mod error;
+mod exec;
 pub mod host_mounts;
 mod image;
 pub mod layout;
@@ -135,6 +136,7 @@ use std::sync::Arc;
 
 pub use container::{Container, ExecOutput};
 pub use error::{Error, Result};
+pub use exec::{ExecSession, InputStream, OutputStream, TerminalSize};
 pub use image::ImageMap;
 pub use lifeline::{LIFELINE_FD_ENV, Lifeline, LifelineHolder};
 pub use process::{ExitStatus, ProcessId};

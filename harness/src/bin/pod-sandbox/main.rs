@@ -58,6 +58,13 @@ enum Step {
         container_dir: PathBuf,
         #[arg(long)]
         result_file: PathBuf,
+        /// Streamed exec: the command leads a session of its own, killed whole (its process
+        /// group) when this process gets SIGTERM, SIGHUP or SIGINT.
+        #[arg(long)]
+        session: bool,
+        /// Standard input is a terminal: it becomes the command's controlling terminal.
+        #[arg(long, requires = "session")]
+        tty: bool,
         #[arg(last = true, required = true)]
         argv: Vec<String>,
     },
@@ -83,6 +90,11 @@ enum Step {
         /// A supplementary group besides the gid (repeated).
         #[arg(long = "group")]
         groups: Vec<u32>,
+        /// Start a session of its own (with `--tty`, standard input as its terminal).
+        #[arg(long)]
+        session: bool,
+        #[arg(long, requires = "session")]
+        tty: bool,
         #[arg(last = true, required = true)]
         argv: Vec<String>,
     },
@@ -97,8 +109,10 @@ fn main() -> std::process::ExitCode {
         Step::Exec {
             container_dir,
             result_file,
+            session,
+            tty,
             argv,
-        } => namespaces::exec(&container_dir, &result_file, &argv),
+        } => namespaces::exec(&container_dir, &result_file, &argv, session, tty),
         Step::Enter {
             mount_ns_fd,
             mounts_of,
@@ -107,6 +121,8 @@ fn main() -> std::process::ExitCode {
             uid,
             gid,
             groups,
+            session,
+            tty,
             argv,
         } => namespaces::enter(
             &namespaces::Entry {
@@ -115,6 +131,8 @@ fn main() -> std::process::ExitCode {
                 workdir,
                 user: uid.zip(gid),
                 groups,
+                session,
+                tty,
             },
             status_fd,
             &argv,

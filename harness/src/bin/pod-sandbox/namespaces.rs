@@ -69,6 +69,7 @@ impl Target {
         mount_ns: &OwnedFd,
         mounts_of: Option<&ContainerDir>,
         status: &OwnedFd,
+        session: Session,
     ) -> anyhow::Result<Command> {
         let exe = std::env::current_exe().context("locating the pod-sandbox binary")?;
         let mut command = Command::new(exe);
@@ -94,6 +95,15 @@ impl Target {
         for group in &self.spec.supplementary_groups {
             command.arg("--group").arg(group.to_string());
         }
+        match session {
+            Session::Inherited => {}
+            Session::Own => {
+                command.arg("--session");
+            }
+            Session::Terminal => {
+                command.arg("--session").arg("--tty");
+            }
+        }
         command
             .arg("--")
             .args(argv)
@@ -101,6 +111,17 @@ impl Target {
             .envs(self.spec.effective_env(&self.sandbox_spec.hostname));
         Ok(command)
     }
+}
+
+/// Whether a command gets a session of its own.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Session {
+    /// The caller's (a container's main process, a one-off exec).
+    Inherited,
+    /// Its own, so its whole process group can be killed.
+    Own,
+    /// Its own, with standard input as its controlling terminal.
+    Terminal,
 }
 
 /// Joins the UTS and PID (for children) namespaces of `process` and returns its mount
@@ -210,8 +231,13 @@ fn start(dir: &ContainerDir) -> Outcome<(ContainerState, Child)> {
     let program = target.spec.argv.first().cloned().unwrap_or_default();
     let child = spawn_checked(
         |status| {
-            let mut command =
-                target.enter_command(&target.spec.argv, &mount_ns, mounts_of, status)?;
+            let mut command = target.enter_command(
+                &target.spec.argv,
+                &mount_ns,
+                mounts_of,
+                status,
+                Session::Inherited,
+            )?;
             command.stdin(Stdio::null()).stdout(log).stderr(log2);
             Ok(command)
         },
@@ -229,10 +255,23 @@ fn start(dir: &ContainerDir) -> Outcome<(ContainerState, Child)> {
     Ok((state, child))
 }
 
-/// Runs `argv` in a running container with this process's stdout/stderr; the outcome goes to
-/// `result_file`.
-pub fn exec(container_dir: &Path, result_file: &Path, argv: &[String]) -> anyhow::Result<()> {
-    let outcome = match exec_command(&ContainerDir(container_dir.to_path_buf()), argv) {
+/// Runs `argv` in a running container with this process's stdin/stdout/stderr; the outcome
+/// goes to `result_file`. With `session`, the command leads a session (and process group) of
+/// its own, which SIGTERM, SIGHUP or SIGINT to this process kill whole; with `tty`, its
+/// standard input (a terminal) becomes its controlling terminal.
+pub fn exec(
+    container_dir: &Path,
+    result_file: &Path,
+    argv: &[String],
+    session: bool,
+    tty: bool,
+) -> anyhow::Result<()> {
+    let session = match (session, tty) {
+        (false, _) => Session::Inherited,
+        (true, false) => Session::Own,
+        (true, true) => Session::Terminal,
+    };
+    let outcome = match exec_command(&ContainerDir(container_dir.to_path_buf()), argv, session) {
         Ok(status) => HelperOutcome::Finished(status),
         Err(outcome) => outcome,
     };
@@ -240,7 +279,40 @@ pub fn exec(container_dir: &Path, result_file: &Path, argv: &[String]) -> anyhow
     Ok(())
 }
 
-fn exec_command(dir: &ContainerDir, argv: &[String]) -> Outcome<ExitStatus> {
+/// The process group an exec's termination signals kill (0: none yet).
+static SESSION_GROUP: std::sync::atomic::AtomicI32 = std::sync::atomic::AtomicI32::new(0);
+
+extern "C" fn kill_session(_signal: nix::libc::c_int) {
+    let group = SESSION_GROUP.load(std::sync::atomic::Ordering::SeqCst);
+    if group > 0 {
+        #[allow(unsafe_code)]
+        // SAFETY: kill(2) is async-signal-safe; a negative pid names the process group the
+        // command leads (its pid, as it called setsid).
+        unsafe {
+            nix::libc::kill(-group, nix::libc::SIGKILL);
+        }
+    }
+}
+
+/// SIGTERM, SIGHUP and SIGINT kill the command's process group (this process then records how
+/// the command ended, as usual).
+fn kill_session_on_signals(group: i32) -> anyhow::Result<()> {
+    use nix::sys::signal::{SaFlags, SigAction, SigHandler, SigSet, sigaction};
+    SESSION_GROUP.store(group, std::sync::atomic::Ordering::SeqCst);
+    let action = SigAction::new(
+        SigHandler::Handler(kill_session),
+        SaFlags::SA_RESTART,
+        SigSet::empty(),
+    );
+    for signal in [Signal::SIGTERM, Signal::SIGHUP, Signal::SIGINT] {
+        #[allow(unsafe_code)]
+        // SAFETY: the handler only reads an atomic and calls kill(2), both async-signal-safe.
+        unsafe { sigaction(signal, &action) }.with_context(|| format!("handling {signal}"))?;
+    }
+    Ok(())
+}
+
+fn exec_command(dir: &ContainerDir, argv: &[String], session: Session) -> Outcome<ExitStatus> {
     let target = Target::load(dir).map_err(failed)?;
     let state: ContainerState = read_required_json(&dir.state()).map_err(|e| failed(e.into()))?;
     if !state.process.is_alive() {
@@ -249,10 +321,13 @@ fn exec_command(dir: &ContainerDir, argv: &[String]) -> Outcome<ExitStatus> {
     let mount_ns = join_namespaces(state.process).map_err(|_| HelperOutcome::NotRunning)?;
     let program = argv.first().cloned().unwrap_or_default();
     let mut child = spawn_checked(
-        |status| target.enter_command(argv, &mount_ns, None, status),
+        |status| target.enter_command(argv, &mount_ns, None, status, session),
         &program,
     )?;
     drop(mount_ns);
+    if session != Session::Inherited {
+        kill_session_on_signals(child.id() as i32).map_err(failed)?;
+    }
     let status = child
         .wait()
         .context("waiting for the command")
@@ -274,6 +349,10 @@ pub struct Entry {
     pub user: Option<(u32, u32)>,
     /// Supplementary groups besides the gid.
     pub groups: Vec<u32>,
+    /// A session of its own.
+    pub session: bool,
+    /// Standard input as the session's controlling terminal.
+    pub tty: bool,
 }
 
 /// The last step: into the container's mount namespace (whose root is the sandbox's root),
@@ -281,7 +360,7 @@ pub struct Entry {
 pub fn enter(entry: &Entry, status_fd: RawFd, argv: &[String]) -> anyhow::Result<()> {
     let mut status = inherited_fd(status_fd)?;
     fcntl(&status, FcntlArg::F_SETFD(FdFlag::FD_CLOEXEC)).context("marking the status pipe")?;
-    let report = match enter_mount_namespace(entry) {
+    let report = match enter_session(entry).and_then(|()| enter_mount_namespace(entry)) {
         Err(e) => format!("{SETUP_FAILED}\n{e:#}"),
         Ok(()) => match prepare(entry.workdir.as_deref(), entry.user, &entry.groups) {
             Ok(()) => {
@@ -295,6 +374,20 @@ pub fn enter(entry: &Entry, status_fd: RawFd, argv: &[String]) -> anyhow::Result
     };
     let _ = status.write_all(report.as_bytes());
     std::process::exit(127)
+}
+
+/// A session of its own (process group included), with standard input as its controlling
+/// terminal when asked.
+fn enter_session(entry: &Entry) -> anyhow::Result<()> {
+    if !entry.session {
+        return Ok(());
+    }
+    rustix::process::setsid().context("starting a session")?;
+    if entry.tty {
+        rustix::process::ioctl_tiocsctty(std::io::stdin())
+            .context("making standard input the controlling terminal")?;
+    }
+    Ok(())
 }
 
 /// Joins the inherited mount namespace; with `mounts_of`, first clones the container's mount

@@ -74,7 +74,6 @@ impl Query {
     }
 
     /// Every value of `key`, in order.
-    #[allow(dead_code)]
     pub fn all(&self, key: &str) -> Vec<String> {
         self.0
             .iter()

@@ -17,9 +17,11 @@
 
 mod auth;
 mod error;
+mod exec;
 mod http;
 mod logs;
 mod tls;
+mod websocket;
 
 use std::collections::HashMap;
 use std::convert::Infallible;
@@ -152,11 +154,35 @@ impl Server {
         }
         let query = Query::parse(request.uri().query());
         let segments: Vec<&str> = path.trim_start_matches('/').split('/').collect();
-        match (request.method().clone(), segments.as_slice()) {
+        let method = request.method().clone();
+        match (method, segments.as_slice()) {
             (::http::Method::GET, ["healthz"]) => text(::http::StatusCode::OK, "ok"),
             (::http::Method::GET, ["pods"] | ["pods", ""]) => self.pod_list(),
             (::http::Method::GET, ["containerLogs", namespace, pod, container]) => {
                 self.container_logs(namespace, pod, container, &query)
+            }
+            (::http::Method::GET | ::http::Method::POST, ["exec", namespace, pod, rest @ ..])
+                if matches!(rest.len(), 1 | 2) =>
+            {
+                let (uid, container) = match rest {
+                    [uid, container] => (Some(*uid), *container),
+                    [container] => (None, *container),
+                    _ => unreachable_route(),
+                };
+                let (namespace, pod, container) = (
+                    namespace.to_string(),
+                    pod.to_string(),
+                    container.to_string(),
+                );
+                let uid = uid.map(str::to_string);
+                self.exec(
+                    request,
+                    &namespace,
+                    &pod,
+                    uid.as_deref(),
+                    &container,
+                    &query,
+                )
             }
             _ => text(::http::StatusCode::NOT_FOUND, "404 page not found\n"),
         }
@@ -211,6 +237,63 @@ impl Server {
             .collect())
     }
 
+    /// The running attempt of `container` of pod `namespace/name` (of UID `uid` if given),
+    /// or the response refusing the request as kubelet does.
+    fn running_container(
+        &self,
+        namespace: &str,
+        pod_name: &str,
+        uid: Option<&str>,
+        container: &str,
+    ) -> std::result::Result<Container, (::http::StatusCode, String)> {
+        let Some(pod) = self.pod(namespace, pod_name, uid) else {
+            return Err((::http::StatusCode::NOT_FOUND, "pod does not exist".into()));
+        };
+        if !has_container(&pod, container) {
+            return Err((
+                ::http::StatusCode::INTERNAL_SERVER_ERROR,
+                format!("container not found ({container:?})"),
+            ));
+        }
+        let attempts = self
+            .attempts(&pod, container)
+            .map_err(|message| (::http::StatusCode::INTERNAL_SERVER_ERROR, message))?;
+        match attempts.last() {
+            Some(current) if current.is_running() => Ok(current.clone()),
+            Some(_) => Err((
+                ::http::StatusCode::INTERNAL_SERVER_ERROR,
+                format!("container not running ({container:?})"),
+            )),
+            None => Err((
+                ::http::StatusCode::INTERNAL_SERVER_ERROR,
+                format!("container not found ({container:?})"),
+            )),
+        }
+    }
+
+    fn exec(
+        &self,
+        request: hyper::Request<Incoming>,
+        namespace: &str,
+        pod: &str,
+        uid: Option<&str>,
+        container: &str,
+        query: &Query,
+    ) -> Response {
+        let options = match exec::ExecOptions::parse(query, false) {
+            Ok(options) => options,
+            Err(message) => return text(::http::StatusCode::BAD_REQUEST, message),
+        };
+        let container = match self.running_container(namespace, pod, uid, container) {
+            Ok(container) => container,
+            Err((status, message)) => return text(status, message),
+        };
+        if websocket::is_websocket(&request) {
+            return websocket::exec(request, container, options);
+        }
+        text(::http::StatusCode::BAD_REQUEST, "Upgrade request required")
+    }
+
     fn container_logs(
         &self,
         namespace: &str,
@@ -243,6 +326,11 @@ impl Server {
             Err(message) => text(::http::StatusCode::BAD_REQUEST, message),
         }
     }
+}
+
+/// The tuple patterns above cover every case their guard lets through.
+fn unreachable_route() -> (Option<&'static str>, &'static str) {
+    (None, "")
 }
 
 /// Whether `pod` has a container (or init container) `name`.

@@ -1,0 +1,240 @@
+//! `exec` and `attach` whatever the stream protocol: the command in the container, its
+//! streams pumped to and from channels the protocol feeds ([`Streams`]), and its end as the
+//! `Status` kubelet reports on the error stream (`v4.channel.k8s.io` and later).
+//!
+//! The command runs as a session of its own ([`ExecSession`]): when the client goes away
+//! before it ends, it is killed with its process group, so no process outlives the stream.
+//! `attach` has no process of its own to join here (container output goes to a log file,
+//! its input nowhere): it follows the container's output as a stream and ends with it.
+
+use std::time::Duration;
+
+use bytes::Bytes;
+use serde_json::json;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::sync::mpsc;
+
+use crate::errors::error_chain;
+use crate::runtime::{Container, OutputStream, TerminalSize};
+
+/// How long output is still read after the command ended (a background process may hold
+/// its streams open forever).
+const DRAIN_GRACE: Duration = Duration::from_millis(500);
+
+/// What an exec request asks for (its query).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ExecOptions {
+    /// The command (`command=` repeated).
+    pub command: Vec<String>,
+    /// Standard input is streamed.
+    pub stdin: bool,
+    /// Standard output is streamed.
+    pub stdout: bool,
+    /// Standard error is streamed (never with a TTY).
+    pub stderr: bool,
+    /// A terminal.
+    pub tty: bool,
+}
+
+impl ExecOptions {
+    /// From the query, as kubelet validates it.
+    pub fn parse(query: &super::http::Query, attach: bool) -> Result<Self, String> {
+        let tty = query.flag("tty");
+        let options = ExecOptions {
+            command: query.all("command"),
+            stdin: query.flag("stdin") || query.flag("input"),
+            stdout: query.flag("stdout") || query.flag("output"),
+            stderr: (query.flag("stderr") || query.flag("error")) && !tty,
+            tty,
+        };
+        if !attach && options.command.is_empty() {
+            return Err("you must specify at least one command for the container".into());
+        }
+        if !options.stdin && !options.stdout && !options.stderr {
+            return Err("you must specify at least 1 of stdin, stdout, stderr".into());
+        }
+        Ok(options)
+    }
+}
+
+/// The channels between a protocol and a running command: `None` for a stream the request
+/// did not ask for. Closing `stdin`'s sender closes the command's input.
+#[derive(Debug, Default)]
+pub struct Streams {
+    /// To the command.
+    pub stdin: Option<mpsc::Receiver<Bytes>>,
+    /// From the command.
+    pub stdout: Option<mpsc::Sender<Bytes>>,
+    /// From the command.
+    pub stderr: Option<mpsc::Sender<Bytes>>,
+    /// Terminal sizes.
+    pub resize: Option<mpsc::Receiver<TerminalSize>>,
+}
+
+/// How an exec ended, as the error stream reports it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Ended {
+    /// The command exited with this code (128 + n: killed by signal n).
+    Exited(i32),
+    /// It could not run at all: the message.
+    Failed(String),
+}
+
+impl Ended {
+    /// The `v4.channel.k8s.io` error-stream `Status` (what kubectl turns into its exit code).
+    pub fn status(&self, command: &[String]) -> serde_json::Value {
+        match self {
+            Ended::Exited(0) => json!({"metadata": {}, "status": "Success"}),
+            Ended::Exited(code) => json!({
+                "metadata": {},
+                "status": "Failure",
+                "message": format!(
+                    "command terminated with non-zero exit code: error executing command {command:?}, exit code {code}"
+                ),
+                "reason": "NonZeroExitCode",
+                "details": {"causes": [{"reason": "ExitCode", "message": code.to_string()}]},
+            }),
+            Ended::Failed(message) => json!({
+                "metadata": {},
+                "status": "Failure",
+                "message": message,
+                "reason": "InternalError",
+                "code": 500,
+            }),
+        }
+    }
+}
+
+/// Runs `options.command` in `container`, streaming through `streams`, until it ends or
+/// `cancelled` completes (the client went away: the command is killed).
+pub async fn run(
+    container: &Container,
+    options: &ExecOptions,
+    mut streams: Streams,
+    cancelled: impl std::future::Future<Output = ()>,
+) -> Ended {
+    let size = TerminalSize {
+        width: 80,
+        height: 24,
+    };
+    let mut session = match container
+        .exec_session(&options.command, options.tty.then_some(size))
+        .await
+    {
+        Ok(session) => session,
+        Err(e) => return Ended::Failed(error_chain(&e)),
+    };
+    let stdin_pump = {
+        let input = session.take_stdin();
+        let rx = streams.stdin.take();
+        async move {
+            let (Some(mut input), Some(mut rx)) = (input, rx) else {
+                return;
+            };
+            while let Some(data) = rx.recv().await {
+                if input.write_all(&data).await.is_err() {
+                    return;
+                }
+            }
+            let _ = input.shutdown().await;
+        }
+    };
+    let stdout_pump = pump(session.take_stdout(), streams.stdout.take());
+    let stderr_pump = pump(session.take_stderr(), streams.stderr.take());
+    let mut outputs = tokio::task::JoinSet::new();
+    outputs.spawn(stdout_pump);
+    outputs.spawn(stderr_pump);
+    let stdin_task = tokio::spawn(stdin_pump);
+    let mut resize = streams.resize.take();
+    tokio::pin!(cancelled);
+    let mut client_gone = false;
+    let ended = loop {
+        tokio::select! {
+            status = session.wait() => break status,
+            size = async { match resize.as_mut() { Some(rx) => rx.recv().await, None => std::future::pending().await } } => {
+                match size {
+                    Some(size) => {
+                        if let Err(e) = session.resize(size) {
+                            tracing::debug!(error = %error_chain(&e), "resizing a terminal failed");
+                        }
+                    }
+                    None => resize = None,
+                }
+            }
+            () = &mut cancelled, if !client_gone => {
+                client_gone = true;
+                session.terminate();
+            }
+        }
+    };
+    stdin_task.abort();
+    // What the command wrote before it ended is still delivered.
+    let drained = tokio::time::timeout(DRAIN_GRACE, async {
+        while outputs.join_next().await.is_some() {}
+    })
+    .await;
+    if drained.is_err() {
+        outputs.abort_all();
+    }
+    match ended {
+        Ok(status) => Ended::Exited(status.code()),
+        Err(crate::runtime::Error::CannotExecute {
+            command, reason, ..
+        }) => {
+            // runc's words, which kubectl prints.
+            Ended::Failed(format!(
+                "OCI runtime exec failed: exec failed: unable to start container process: exec: {command:?}: {reason}: unknown"
+            ))
+        }
+        Err(crate::runtime::Error::NotRunning { .. }) => {
+            Ended::Failed(format!("container not running ({:?})", container.name()))
+        }
+        Err(e) => Ended::Failed(error_chain(&e)),
+    }
+}
+
+/// Copies `output` to `tx` until the end (or the receiver is gone).
+async fn pump(output: Option<OutputStream>, tx: Option<mpsc::Sender<Bytes>>) {
+    let Some(mut output) = output else {
+        return;
+    };
+    let mut buf = vec![0u8; 32 * 1024];
+    loop {
+        match output.read(&mut buf).await {
+            Ok(0) | Err(_) => return,
+            Ok(n) => {
+                if let Some(tx) = &tx
+                    && tx.send(Bytes::copy_from_slice(&buf[..n])).await.is_err()
+                {
+                    return;
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+    use crate::node::kubelet::http::Query;
+
+    #[test]
+    fn statuses_are_what_kubectl_reads() {
+        let command = vec!["sh".to_string(), "-c".into(), "exit 3".into()];
+        assert_eq!(Ended::Exited(0).status(&command)["status"], "Success");
+        let failed = Ended::Exited(3).status(&command);
+        assert_eq!(failed["reason"], "NonZeroExitCode");
+        assert_eq!(failed["details"]["causes"][0]["message"], "3");
+    }
+
+    #[test]
+    fn options_need_a_command_and_a_stream() {
+        let q = Query::parse(Some("command=ls&command=-l&stdout=1&stderr=1&tty=1"));
+        let options = ExecOptions::parse(&q, false).unwrap();
+        assert_eq!(options.command, ["ls", "-l"]);
+        assert!(!options.stderr, "no stderr with a TTY");
+        assert!(ExecOptions::parse(&Query::parse(Some("stdout=1")), false).is_err());
+        assert!(ExecOptions::parse(&Query::parse(Some("command=ls")), false).is_err());
+    }
+}

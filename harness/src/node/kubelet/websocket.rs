@@ -1,0 +1,246 @@
+//! The WebSocket channel protocol of exec and attach (`v4.channel.k8s.io` and its relatives),
+//! as kubelet serves it to clients that ask for a WebSocket (kube-rs, recent kubectl): every
+//! message is one channel's bytes, prefixed with the channel number (0 stdin, 1 stdout,
+//! 2 stderr, 3 error, 4 resize); the `base64.` variants send text, the channel as a digit
+//! and the bytes in base64; `v5` adds channel 255, whose message `[255, n]` closes channel
+//! n (stdin). The error channel carries the end: a `Status` from v4 on, the bare message
+//! before.
+
+use base64::Engine;
+use bytes::Bytes;
+use futures::{SinkExt, StreamExt};
+use hyper_util::rt::TokioIo;
+use tokio::sync::mpsc;
+use tokio_tungstenite::WebSocketStream;
+use tokio_tungstenite::tungstenite::Message;
+use tokio_tungstenite::tungstenite::protocol::Role;
+
+use super::exec::{self, ExecOptions, Streams};
+use super::http::{Response, full, text};
+use crate::runtime::{Container, TerminalSize};
+
+/// The sub-protocols served, most capable first.
+const PROTOCOLS: [&str; 7] = [
+    "v5.channel.k8s.io",
+    "v4.channel.k8s.io",
+    "v4.base64.channel.k8s.io",
+    "v3.channel.k8s.io",
+    "v2.channel.k8s.io",
+    "channel.k8s.io",
+    "base64.channel.k8s.io",
+];
+
+const STDIN: u8 = 0;
+const STDOUT: u8 = 1;
+const STDERR: u8 = 2;
+const ERROR: u8 = 3;
+const RESIZE: u8 = 4;
+const CLOSE: u8 = 255;
+
+/// Whether `request` asks for a WebSocket.
+pub fn is_websocket(request: &hyper::Request<hyper::body::Incoming>) -> bool {
+    request
+        .headers()
+        .get(http::header::UPGRADE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.eq_ignore_ascii_case("websocket"))
+}
+
+/// Answers the upgrade and, once it is done, runs the exec in `container` over it.
+pub fn exec(
+    mut request: hyper::Request<hyper::body::Incoming>,
+    container: Container,
+    options: ExecOptions,
+) -> Response {
+    let offered: Vec<String> = request
+        .headers()
+        .get_all(http::header::SEC_WEBSOCKET_PROTOCOL)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(',').map(|p| p.trim().to_string()))
+        .collect();
+    // The client's first choice the server has (none offered: the original protocol).
+    let protocol = if offered.is_empty() {
+        Some("channel.k8s.io".to_string())
+    } else {
+        offered
+            .iter()
+            .find(|p| PROTOCOLS.contains(&p.as_str()))
+            .cloned()
+    };
+    let Some(protocol) = protocol else {
+        return text(
+            http::StatusCode::BAD_REQUEST,
+            format!("none of the offered protocols {offered:?} is supported: {PROTOCOLS:?}"),
+        );
+    };
+    let Some(key) = request.headers().get(http::header::SEC_WEBSOCKET_KEY) else {
+        return text(http::StatusCode::BAD_REQUEST, "missing Sec-WebSocket-Key");
+    };
+    let accept = tokio_tungstenite::tungstenite::handshake::derive_accept_key(key.as_bytes());
+    let upgrade = hyper::upgrade::on(&mut request);
+    let chosen = protocol.clone();
+    tokio::spawn(async move {
+        let upgraded = match upgrade.await {
+            Ok(upgraded) => upgraded,
+            Err(e) => {
+                tracing::debug!(error = %e, "the exec WebSocket upgrade failed");
+                return;
+            }
+        };
+        let socket =
+            WebSocketStream::from_raw_socket(TokioIo::new(upgraded), Role::Server, None).await;
+        serve(socket, &chosen, container, options).await;
+    });
+    let mut response = http::Response::new(full(Bytes::new()));
+    *response.status_mut() = http::StatusCode::SWITCHING_PROTOCOLS;
+    let headers = response.headers_mut();
+    headers.insert(
+        http::header::UPGRADE,
+        http::HeaderValue::from_static("websocket"),
+    );
+    headers.insert(
+        http::header::CONNECTION,
+        http::HeaderValue::from_static("Upgrade"),
+    );
+    if let Ok(value) = http::HeaderValue::from_str(&accept) {
+        headers.insert(http::header::SEC_WEBSOCKET_ACCEPT, value);
+    }
+    if let Ok(value) = http::HeaderValue::from_str(&protocol) {
+        headers.insert(http::header::SEC_WEBSOCKET_PROTOCOL, value);
+    }
+    response
+}
+
+async fn serve<S>(
+    socket: WebSocketStream<S>,
+    protocol: &str,
+    container: Container,
+    options: ExecOptions,
+) where
+    S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
+{
+    let base64 = protocol.contains("base64");
+    let version = match protocol {
+        p if p.starts_with("v5.") => 5,
+        p if p.starts_with("v4.") => 4,
+        p if p.starts_with("v3.") => 3,
+        p if p.starts_with("v2.") => 2,
+        _ => 1,
+    };
+    let (mut sink, mut source) = socket.split();
+    let (out_tx, mut out_rx) = mpsc::channel::<(u8, Bytes)>(16);
+    let encode = move |channel: u8, data: &[u8]| -> Message {
+        if base64 {
+            let mut text = String::from(char::from(b'0' + channel));
+            text.push_str(&base64::engine::general_purpose::STANDARD.encode(data));
+            Message::text(text)
+        } else {
+            let mut bytes = Vec::with_capacity(data.len() + 1);
+            bytes.push(channel);
+            bytes.extend_from_slice(data);
+            Message::binary(bytes)
+        }
+    };
+    let writer = tokio::spawn(async move {
+        while let Some((channel, data)) = out_rx.recv().await {
+            if sink.send(encode(channel, &data)).await.is_err() {
+                return;
+            }
+        }
+        let _ = sink.close().await;
+    });
+    let mut streams = Streams::default();
+    let mut stdin_tx = None;
+    if options.stdin {
+        let (tx, rx) = mpsc::channel(16);
+        streams.stdin = Some(rx);
+        stdin_tx = Some(tx);
+    }
+    let mut resize_tx = None;
+    if options.tty && version >= 3 {
+        let (tx, rx) = mpsc::channel(4);
+        streams.resize = Some(rx);
+        resize_tx = Some(tx);
+    }
+    let mut forwarders = tokio::task::JoinSet::new();
+    let mut forward = |channel: u8| {
+        let (tx, mut rx) = mpsc::channel::<Bytes>(16);
+        let out = out_tx.clone();
+        forwarders.spawn(async move {
+            while let Some(data) = rx.recv().await {
+                if out.send((channel, data)).await.is_err() {
+                    return;
+                }
+            }
+        });
+        tx
+    };
+    if options.stdout {
+        streams.stdout = Some(forward(STDOUT));
+    }
+    if options.stderr {
+        streams.stderr = Some(forward(STDERR));
+    }
+    let (gone_tx, gone_rx) = tokio::sync::oneshot::channel::<()>();
+    let reader = tokio::spawn(async move {
+        while let Some(message) = source.next().await {
+            let (channel, data) = match message {
+                Ok(Message::Binary(bytes)) if !bytes.is_empty() && !base64 => {
+                    (bytes[0], bytes.slice(1..))
+                }
+                Ok(Message::Text(text)) if base64 && !text.is_empty() => {
+                    let raw = text.as_bytes();
+                    let decoded = base64::engine::general_purpose::STANDARD
+                        .decode(&raw[1..])
+                        .unwrap_or_default();
+                    (raw[0].wrapping_sub(b'0'), Bytes::from(decoded))
+                }
+                Ok(Message::Close(_)) | Err(_) => break,
+                Ok(_) => continue,
+            };
+            match channel {
+                STDIN => {
+                    if let Some(tx) = &stdin_tx
+                        && tx.send(data).await.is_err()
+                    {
+                        stdin_tx = None;
+                    }
+                }
+                RESIZE => {
+                    if let (Some(tx), Ok(size)) =
+                        (&resize_tx, serde_json::from_slice::<TerminalSize>(&data))
+                    {
+                        let _ = tx.send(size).await;
+                    }
+                }
+                CLOSE if data.first() == Some(&STDIN) => stdin_tx = None,
+                _ => {}
+            }
+        }
+        let _ = gone_tx.send(());
+    });
+    let ended = exec::run(&container, &options, streams, async {
+        let _ = gone_rx.await;
+    })
+    .await;
+    // The output first, then the end.
+    while forwarders.join_next().await.is_some() {}
+    let report = if version >= 4 {
+        Bytes::from(ended.status(&options.command).to_string())
+    } else {
+        match &ended {
+            exec::Ended::Exited(0) => Bytes::new(),
+            exec::Ended::Exited(code) => Bytes::from(format!(
+                "command terminated with non-zero exit code: {code}"
+            )),
+            exec::Ended::Failed(message) => Bytes::from(message.clone()),
+        }
+    };
+    if !report.is_empty() {
+        let _ = out_tx.send((ERROR, report)).await;
+    }
+    drop(out_tx);
+    reader.abort();
+    let _ = writer.await;
+}
