@@ -98,6 +98,11 @@ pub struct Config {
     #[arg(long = "share-wait-timeout", default_value = "80s", value_parser = parse_duration)]
     pub share_wait_timeout: Duration,
 
+    /// How long one Keystone authentication may take. Calls with the same credentials share
+    /// one authentication in flight, so a hanging Keystone costs each of them this once.
+    #[arg(long = "auth-timeout", default_value = "30s", value_parser = parse_duration)]
+    pub auth_timeout: Duration,
+
     /// How long to wait at start-up for the partner node plugin to answer.
     #[arg(long = "partner-probe-timeout", default_value = "15s", value_parser = parse_duration)]
     pub partner_probe_timeout: Duration,

@@ -43,7 +43,7 @@ impl Driver {
             user_agent.push(' ');
             user_agent.push_str(extra);
         }
-        let connector = Arc::new(Connector::new(user_agent));
+        let connector = Arc::new(Connector::new(user_agent).with_auth_timeout(config.auth_timeout));
         let adapter = adapter_for(config.share_protocol_selector);
         let partner = match config.fwdendpoint.as_deref().filter(|e| !e.is_empty()) {
             Some(endpoint) => Some(Partner::lazy(endpoint)?),

@@ -4,7 +4,9 @@ use tonic::{Code, Status};
 
 /// Everything that can go wrong while serving a CSI call. Each variant documents when it
 /// happens; [`From<Error> for Status`] gives each its gRPC code.
-#[derive(Debug, thiserror::Error)]
+/// Errors are `Clone` so that one failed authentication can be shared with every call that
+/// waited for it.
+#[derive(Clone, Debug, thiserror::Error)]
 pub enum Error {
     /// The request itself is malformed: a missing field, a bad StorageClass parameter, a
     /// missing or unusable secret. The message names the culprit.

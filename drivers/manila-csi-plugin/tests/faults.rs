@@ -478,3 +478,98 @@ async fn huge_capacity_ranges_are_out_of_range_and_the_driver_keeps_serving(
     env.delete(&volume.volume_id).await.unwrap();
     env.assert_no_leftovers();
 }
+
+#[tokio::test]
+async fn concurrent_calls_share_one_authentication_against_a_hanging_keystone() {
+    const CALLS: usize = 6;
+    let timeout = std::time::Duration::from_millis(400);
+    let env = ControllerEnv::start(&["--auth-timeout=400ms"]).await;
+    // Keystone answers long after the driver's authentication timeout.
+    env.cloud
+        .add_fault(
+            FaultRule::new(Operation::Auth, FaultAction::Latency { ms: 5_000 })
+                .times(Times::ALWAYS),
+        )
+        .unwrap();
+    let started = tokio::time::Instant::now();
+    let calls: Vec<_> = (0..CALLS)
+        .map(|i| {
+            let mut client = env.client.clone();
+            let request = create_request(&format!("pvc-auth-{i}"), GIB, &env.secrets, &[]);
+            tokio::spawn(async move { client.create_volume(request).await })
+        })
+        .collect();
+    for call in calls {
+        let error = call.await.unwrap().unwrap_err();
+        assert_eq!(error.code(), Code::Unavailable, "{error:?}");
+        assert!(error.message().contains("Keystone"), "{}", error.message());
+    }
+    let elapsed = started.elapsed();
+    let authentications = env
+        .cloud
+        .journal()
+        .iter()
+        .filter(|e| e.method == "POST" && e.path.ends_with("/auth/tokens"))
+        .count();
+    assert_eq!(
+        authentications, 1,
+        "{CALLS} concurrent calls with one set of credentials must share one authentication"
+    );
+    // One timeout for all of them (queued one after another they took CALLS timeouts).
+    assert!(
+        elapsed < timeout * 3,
+        "{CALLS} calls took {elapsed:?} with an authentication timeout of {timeout:?}"
+    );
+    // The failure is not remembered: once Keystone answers, the next call authenticates.
+    env.cloud.clear_faults();
+    let mut env = env;
+    let volume = env.create("pvc-auth-after", GIB).await.unwrap();
+    env.delete(&volume.volume_id).await.unwrap();
+    env.assert_no_leftovers();
+}
+
+#[tokio::test]
+async fn concurrent_token_renewals_share_one_authentication() {
+    const CALLS: usize = 6;
+    let timeout = std::time::Duration::from_millis(400);
+    let mut env = ControllerEnv::start(&["--auth-timeout=400ms"]).await;
+    // A first call authenticates and reads Manila's versions.
+    let volume = env.create("pvc-renew", GIB).await.unwrap();
+    // Every token is revoked: each call gets a 401 and needs a new token from a Keystone
+    // that now hangs.
+    env.cloud.expire_tokens();
+    env.cloud
+        .add_fault(
+            FaultRule::new(Operation::Auth, FaultAction::Latency { ms: 5_000 })
+                .times(Times::ALWAYS),
+        )
+        .unwrap();
+    env.cloud.clear_journal();
+    let started = tokio::time::Instant::now();
+    let calls: Vec<_> = (0..CALLS)
+        .map(|i| {
+            let mut client = env.client.clone();
+            let request = create_request(&format!("pvc-renew-{i}"), GIB, &env.secrets, &[]);
+            tokio::spawn(async move { client.create_volume(request).await })
+        })
+        .collect();
+    for call in calls {
+        let error = call.await.unwrap().unwrap_err();
+        assert_eq!(error.code(), Code::Unavailable, "{error:?}");
+    }
+    let elapsed = started.elapsed();
+    let authentications = env
+        .cloud
+        .journal()
+        .iter()
+        .filter(|e| e.method == "POST" && e.path.ends_with("/auth/tokens"))
+        .count();
+    assert_eq!(authentications, 1, "one renewal shared by {CALLS} calls");
+    assert!(
+        elapsed < timeout * 3,
+        "{CALLS} calls took {elapsed:?} with an authentication timeout of {timeout:?}"
+    );
+    env.cloud.clear_faults();
+    env.delete(&volume.volume_id).await.unwrap();
+    env.assert_no_leftovers();
+}

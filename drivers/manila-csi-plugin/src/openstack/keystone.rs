@@ -1,16 +1,17 @@
 //! A Keystone v3 session: authenticates with [`Credentials`], caches the token, finds the
 //! Manila endpoint in the catalog and re-authenticates when a service answers 401.
 
+use std::sync::{Mutex, PoisonError};
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
 use reqwest::{Method, StatusCode};
 use serde::Deserialize;
 use serde_json::{Value, json};
-use tokio::sync::Mutex;
 
 use super::credentials::{AuthMethod, Credentials, Secret};
 use super::http::{error_for_response, transport_error};
+use super::single_flight::SingleFlight;
 use crate::error::{Error, Result};
 
 /// Catalog types under which Manila may be registered, most specific first.
@@ -32,12 +33,28 @@ pub struct Token {
     pub generation: u64,
 }
 
+/// How long one Keystone authentication may take, unless the connector says otherwise.
+pub const DEFAULT_AUTH_TIMEOUT: Duration = Duration::from_secs(30);
+
 /// One authenticated identity against one cloud.
+///
+/// At most one authentication is in flight per session (that is, per set of credentials):
+/// calls that need a token while one is being issued wait for it and share its outcome, so
+/// a hanging Keystone costs every waiting call one `auth_timeout`, not one each in turn.
 #[derive(Debug)]
 pub struct Session {
     http: reqwest::Client,
     credentials: Credentials,
-    token: Mutex<(u64, Option<Token>)>,
+    auth_timeout: Duration,
+    /// The cached token and the generation counter; never held across an await.
+    cache: Mutex<TokenCache>,
+    authentication: SingleFlight<Token>,
+}
+
+#[derive(Debug, Default)]
+struct TokenCache {
+    generation: u64,
+    token: Option<Token>,
 }
 
 #[derive(Deserialize)]
@@ -69,13 +86,21 @@ struct Endpoint {
 }
 
 impl Session {
-    /// Builds a session; no network traffic happens until the first call.
-    pub fn new(http: reqwest::Client, credentials: Credentials) -> Self {
+    /// Builds a session; no network traffic happens until the first call. One
+    /// authentication may take up to `auth_timeout`.
+    pub fn new(http: reqwest::Client, credentials: Credentials, auth_timeout: Duration) -> Self {
         Session {
             http,
             credentials,
-            token: Mutex::new((0, None)),
+            auth_timeout,
+            cache: Mutex::new(TokenCache::default()),
+            authentication: SingleFlight::default(),
         }
+    }
+
+    fn cache(&self) -> std::sync::MutexGuard<'_, TokenCache> {
+        // The cache is only ever assigned whole: a panic elsewhere cannot leave it torn.
+        self.cache.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
     /// The HTTP client (with the credentials' TLS settings).
@@ -83,34 +108,53 @@ impl Session {
         &self.http
     }
 
-    /// A valid token: the cached one unless it is about to expire.
+    /// A valid token: the cached one unless it is about to expire; otherwise the one the
+    /// authentication in flight issues (started here if there is none).
     pub async fn token(&self) -> Result<Token> {
-        let mut guard = self.token.lock().await;
-        if let Some(token) = &guard.1 {
-            let fresh = token
-                .expires_at
-                .is_none_or(|at| at - EXPIRY_MARGIN > Utc::now());
-            if fresh {
-                return Ok(token.clone());
-            }
+        if let Some(token) = self.cached() {
+            return Ok(token);
         }
-        guard.0 += 1;
-        let token = self.authenticate(guard.0).await?;
-        guard.1 = Some(token.clone());
-        Ok(token)
+        self.authentication
+            .run(|| async {
+                // A flight that finished just before this one started may have left a token.
+                if let Some(token) = self.cached() {
+                    return Ok(token);
+                }
+                let generation = {
+                    let mut cache = self.cache();
+                    cache.generation += 1;
+                    cache.generation
+                };
+                let token = self.authenticate(generation).await?;
+                self.cache().token = Some(token.clone());
+                Ok(token)
+            })
+            .await
+    }
+
+    /// The cached token, unless it is missing or about to expire.
+    fn cached(&self) -> Option<Token> {
+        self.cache()
+            .token
+            .as_ref()
+            .filter(|t| {
+                t.expires_at
+                    .is_none_or(|at| at - EXPIRY_MARGIN > Utc::now())
+            })
+            .cloned()
     }
 
     /// Drops `token` from the cache after a service rejected it, unless a newer one has
     /// already replaced it.
     pub async fn invalidate(&self, token: &Token) {
-        let mut guard = self.token.lock().await;
-        if guard
-            .1
+        let mut cache = self.cache();
+        if cache
+            .token
             .as_ref()
             .is_some_and(|t| t.generation == token.generation)
         {
             tracing::info!("token rejected by Manila; re-authenticating");
-            guard.1 = None;
+            cache.token = None;
         }
     }
 
@@ -129,7 +173,7 @@ impl Session {
             .http
             .request(Method::POST, &url)
             .json(&self.auth_body())
-            .timeout(Duration::from_secs(30))
+            .timeout(self.auth_timeout)
             .send()
             .await
             .map_err(|e| transport_error("Keystone", &url, &e))?;

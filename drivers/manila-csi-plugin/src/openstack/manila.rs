@@ -1,17 +1,19 @@
 //! A Manila v2 client over a Keystone [`Session`]: microversion check, shares, export
 //! locations, access rules, share types, snapshots and user messages.
 
+use std::sync::{Mutex, PoisonError};
+
 use reqwest::{Method, StatusCode};
 use serde::Deserialize;
 use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
-use tokio::sync::OnceCell;
 
 use super::http::{error_for_response, transport_error};
 use super::keystone::Session;
 pub use super::model::{
     AccessRule, ExportLocation, Message, Microversion, NewShare, Share, ShareType, Snapshot,
 };
+use super::single_flight::SingleFlight;
 use crate::error::{Error, Result};
 
 /// The minimum microversion the driver needs (user messages), sent on every call.
@@ -25,7 +27,10 @@ pub const IPV6_ACCESS_MICROVERSION: Microversion = Microversion(2, 38);
 #[derive(Debug)]
 pub struct ManilaClient {
     session: Session,
-    max_version: OnceCell<Microversion>,
+    /// The maximum microversion, once read.
+    max_version: Mutex<Option<Microversion>>,
+    /// One version check in flight at a time, its outcome shared (as authentication).
+    version_check: SingleFlight<Microversion>,
 }
 
 impl ManilaClient {
@@ -33,15 +38,30 @@ impl ManilaClient {
     pub fn new(session: Session) -> Self {
         ManilaClient {
             session,
-            max_version: OnceCell::new(),
+            max_version: Mutex::new(None),
+            version_check: SingleFlight::default(),
         }
     }
 
+    fn known_version(&self) -> Option<Microversion> {
+        *self
+            .max_version
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+    }
+
     /// Authenticates (if needed) and checks the API supports microversion ≥ 2.37. Returns the
-    /// maximum supported microversion.
+    /// maximum supported microversion (read once; a failure is not remembered, the next call
+    /// asks again).
     pub async fn check_version(&self) -> Result<Microversion> {
-        self.max_version
-            .get_or_try_init(|| async {
+        if let Some(version) = self.known_version() {
+            return Ok(version);
+        }
+        self.version_check
+            .run(|| async {
+                if let Some(version) = self.known_version() {
+                    return Ok(version);
+                }
                 let token = self.session.token().await?;
                 let url = version_document_url(&token.manila_url);
                 let response = self
@@ -71,10 +91,13 @@ impl ManilaClient {
                         token.manila_url
                     )));
                 }
+                *self
+                    .max_version
+                    .lock()
+                    .unwrap_or_else(PoisonError::into_inner) = Some(max);
                 Ok(max)
             })
             .await
-            .copied()
     }
 
     async fn call<T: DeserializeOwned>(

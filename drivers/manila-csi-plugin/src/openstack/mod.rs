@@ -6,9 +6,11 @@ mod http;
 pub mod keystone;
 pub mod manila;
 pub mod model;
+pub mod single_flight;
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 pub use credentials::{Credentials, Secret};
 pub use manila::ManilaClient;
@@ -17,9 +19,13 @@ use crate::error::{Error, Result};
 
 /// Builds (and caches) Manila clients from request secrets. Clients are cached per distinct
 /// credentials so the Keystone token is reused across calls and renewed on 401.
+///
+/// Each cached client authenticates at most once at a time: concurrent calls with the same
+/// credentials share one authentication (and its error), see [`keystone::Session`].
 #[derive(Debug)]
 pub struct Connector {
     user_agent: String,
+    auth_timeout: Duration,
     clients: Mutex<HashMap<String, Arc<ManilaClient>>>,
 }
 
@@ -28,8 +34,16 @@ impl Connector {
     pub fn new(user_agent: String) -> Self {
         Connector {
             user_agent,
+            auth_timeout: keystone::DEFAULT_AUTH_TIMEOUT,
             clients: Mutex::new(HashMap::new()),
         }
+    }
+
+    /// How long one Keystone authentication may take (default
+    /// [`keystone::DEFAULT_AUTH_TIMEOUT`]).
+    pub fn with_auth_timeout(mut self, timeout: Duration) -> Self {
+        self.auth_timeout = timeout;
+        self
     }
 
     /// A client for the identity in `secrets` (flat `os-*` keys or clouds.yaml mode). The
@@ -47,7 +61,11 @@ impl Connector {
             Some(client) => client,
             None => {
                 let http = http::build_client(&credentials.tls, &self.user_agent)?;
-                let client = Arc::new(ManilaClient::new(keystone::Session::new(http, credentials)));
+                let client = Arc::new(ManilaClient::new(keystone::Session::new(
+                    http,
+                    credentials,
+                    self.auth_timeout,
+                )));
                 self.clients
                     .lock()
                     .map_err(|_| Error::Internal("client cache lock poisoned".into()))?
