@@ -229,3 +229,61 @@ async fn an_empty_node_id_stops_start_up() {
     };
     assert!(error.contains("--nodeid must not be empty"), "{error}");
 }
+
+#[rstest]
+#[case::climbing_out("exports/share/../../secret")]
+#[case::parent_at_the_end("secret/inner/..")]
+#[tokio::test]
+async fn a_share_path_with_parent_components_is_refused(#[case] relative: &str) {
+    let plugin = Plugin::start_local(&[]).await;
+    plugin.export("share");
+    // A directory that is not an export, reachable through `..`.
+    std::fs::create_dir_all(plugin.dir.path().join("secret/inner")).unwrap();
+    let share = plugin.dir.path().join(relative);
+    let request = publish_request("127.0.0.1", &share, &plugin.target("pod"));
+    let status = plugin
+        .node()
+        .node_publish_volume(request)
+        .await
+        .unwrap_err();
+    assert_eq!(status.code(), Code::InvalidArgument, "{status:?}");
+    assert!(
+        status.message().starts_with(&format!(
+            "volume_context.share {:?} contains \"..\"",
+            share.display().to_string()
+        )),
+        "{}",
+        status.message()
+    );
+    assert!(
+        !plugin.target("pod").exists(),
+        "the refused publish left its target directory"
+    );
+}
+
+#[tokio::test]
+async fn a_share_path_through_a_symlink_out_of_the_export_root_is_refused() {
+    let root = tempfile::Builder::new()
+        .prefix("bad_input-root-")
+        .tempdir()
+        .unwrap();
+    let outside = tempfile::Builder::new()
+        .prefix("bad_input-outside-")
+        .tempdir()
+        .unwrap();
+    std::os::unix::fs::symlink(outside.path(), root.path().join("escape")).unwrap();
+    let root_flag = format!("--local-export-root={}", root.path().display());
+    let plugin = Plugin::start_local(&[root_flag.as_str()]).await;
+    let request = publish_request("127.0.0.1", Path::new("/escape"), &plugin.target("pod"));
+    let status = plugin
+        .node()
+        .node_publish_volume(request)
+        .await
+        .unwrap_err();
+    assert_eq!(status.code(), Code::InvalidArgument, "{status:?}");
+    assert!(
+        status.message().contains("outside the export root"),
+        "{}",
+        status.message()
+    );
+}

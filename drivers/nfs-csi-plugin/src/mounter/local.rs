@@ -9,7 +9,7 @@
 use std::{
     collections::HashSet,
     net::IpAddr,
-    path::{Path, PathBuf},
+    path::{Component, Path, PathBuf},
 };
 
 use nix::mount::{MntFlags, MsFlags, mount, umount2};
@@ -33,9 +33,43 @@ impl LocalMounter {
         }
     }
 
-    /// The directory serving `share`.
-    pub fn export_dir(&self, share: &str) -> PathBuf {
-        self.export_root.join(share.trim_start_matches('/'))
+    /// The directory serving `share`. A share path with a `..` component is refused
+    /// (InvalidArgument): it could name a directory outside the export root.
+    pub fn export_dir(&self, share: &str) -> Result<PathBuf> {
+        let relative = Path::new(share.trim_start_matches('/'));
+        if relative
+            .components()
+            .any(|c| matches!(c, Component::ParentDir))
+        {
+            return Err(NodeError::InvalidArgument(format!(
+                "volume_context.share {share:?} contains \"..\": the local mounter only mounts \
+                 directories below its export root {}",
+                self.export_root.display()
+            )));
+        }
+        Ok(self.export_root.join(relative))
+    }
+
+    /// `dir` with symbolic links resolved, refused (InvalidArgument) when that leaves the
+    /// export root: the bind mount uses the resolved path.
+    fn resolve_below_root(&self, share: &str, dir: &Path) -> Result<PathBuf> {
+        let root = self
+            .export_root
+            .canonicalize()
+            .map_err(|e| NodeError::io("resolve the export root", &self.export_root, e))?;
+        let resolved = dir
+            .canonicalize()
+            .map_err(|e| NodeError::io("resolve the export directory", dir, e))?;
+        if resolved.starts_with(&root) {
+            Ok(resolved)
+        } else {
+            Err(NodeError::InvalidArgument(format!(
+                "volume_context.share {share:?} resolves to {}, outside the export root {} \
+                 (a symbolic link)",
+                resolved.display(),
+                root.display()
+            )))
+        }
     }
 }
 
@@ -66,10 +100,11 @@ impl Mounter for LocalMounter {
     async fn mount(&self, request: &MountRequest<'_>) -> Result<()> {
         ensure_local_server(request.server).await?;
         let export = request.export();
-        let dir = self.export_dir(request.share);
+        let dir = self.export_dir(request.share)?;
         if !dir.is_dir() {
             return Err(NodeError::ExportNotFound { export, dir });
         }
+        let dir = self.resolve_below_root(request.share, &dir)?;
         let failed = |detail: String| NodeError::MountFailed {
             export: export.clone(),
             target: request.target.to_owned(),
@@ -190,12 +225,31 @@ mod tests {
     fn export_dirs_resolve_under_the_root() {
         let mounter = LocalMounter::new("/srv/root");
         assert_eq!(
-            mounter.export_dir("/exports/a"),
+            mounter.export_dir("/exports/a").unwrap(),
             PathBuf::from("/srv/root/exports/a")
         );
         assert_eq!(
-            LocalMounter::new("/").export_dir("/e/b"),
+            LocalMounter::new("/").export_dir("/e/b").unwrap(),
             PathBuf::from("/e/b")
         );
+        assert_eq!(
+            mounter.export_dir("/exports/a..b/./c").unwrap(),
+            PathBuf::from("/srv/root/exports/a..b/c")
+        );
+    }
+
+    #[test]
+    fn parent_components_in_share_paths_are_refused() {
+        let mounter = LocalMounter::new("/srv/root");
+        for share in ["/exports/../../etc", "..", "/a/..", "exports/a/../b"] {
+            let error = mounter.export_dir(share).unwrap_err();
+            assert_eq!(error.code(), tonic::Code::InvalidArgument, "{share}");
+            assert!(
+                error
+                    .to_string()
+                    .starts_with(&format!("volume_context.share {share:?} contains \"..\"")),
+                "{error}"
+            );
+        }
     }
 }
