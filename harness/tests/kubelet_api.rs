@@ -366,3 +366,307 @@ async fn cluster_exec_goes_through_the_apiserver_with_streams_and_exit_code() {
     );
     ns.cleanup().await.unwrap();
 }
+
+#[rstest]
+#[case::success("exit 0", 0)]
+#[case::failure("exit 3", 3)]
+#[case::killed("kill -9 $$", 137)]
+#[tokio::test]
+async fn kubectl_exec_reports_the_exit_code(#[case] script: &str, #[case] code: i32) {
+    let (cluster, ns) = setup("exec-code").await;
+    run_pod(&ns, shell_pod("target", "exec sleep 3600")).await;
+    let out = kubectl(
+        &cluster,
+        &[
+            "exec",
+            "-n",
+            ns.name(),
+            "target",
+            "--",
+            "sh",
+            "-c",
+            &format!("echo before; {script}"),
+        ],
+    )
+    .await;
+    assert_eq!(out.code, Some(code), "{out:?}");
+    assert_eq!(out.stdout, "before\n", "{out:?}");
+    if code != 0 {
+        assert!(
+            out.stderr
+                .contains(&format!("command terminated with exit code {code}")),
+            "{out:?}"
+        );
+    }
+    ns.cleanup().await.unwrap();
+}
+
+#[tokio::test]
+async fn kubectl_exec_streams_stdin_stdout_and_stderr() {
+    let (cluster, ns) = setup("exec-stdin").await;
+    run_pod(&ns, shell_pod("target", "exec sleep 3600")).await;
+    let out = kubectl_with_input(
+        &cluster,
+        &[
+            "exec",
+            "-i",
+            "-n",
+            ns.name(),
+            "target",
+            "--",
+            "sh",
+            "-c",
+            "tr a-z A-Z; echo oops >&2",
+        ],
+        b"hello\nworld\n",
+    )
+    .await;
+    assert_eq!(out.code, Some(0), "{out:?}");
+    assert_eq!(out.stdout, "HELLO\nWORLD\n");
+    assert_eq!(out.stderr, "oops\n");
+    ns.cleanup().await.unwrap();
+}
+
+/// With `-t` on a terminal (kubectl runs under `script`, which gives it one), the command
+/// has a terminal of kubectl's size.
+#[tokio::test]
+async fn kubectl_exec_with_a_tty() {
+    let (cluster, ns) = setup("exec-tty").await;
+    run_pod(&ns, shell_pod("target", "exec sleep 3600")).await;
+    let command = format!(
+        "stty cols 91 rows 37; {} --kubeconfig {} exec -it -n {} target -- sh -c 'tty; stty size'",
+        kubectl_binary().display(),
+        cluster.kubeconfig().display(),
+        ns.name()
+    );
+    let out = tokio::time::timeout(
+        WAIT,
+        tokio::process::Command::new("script")
+            .args(["-qec", &command, "/dev/null"])
+            .stdin(Stdio::null())
+            .output(),
+    )
+    .await
+    .unwrap()
+    .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{out:?}");
+    assert!(stdout.contains("/dev/pts/"), "no terminal: {stdout:?}");
+    assert!(stdout.contains("37 91"), "the terminal's size: {stdout:?}");
+    ns.cleanup().await.unwrap();
+}
+
+/// A stream closed before its command ends (kubectl killed) takes the command with it:
+/// nothing is left running in the container.
+#[tokio::test]
+async fn a_closed_exec_stream_leaves_no_process() {
+    let (cluster, ns) = setup("exec-closed").await;
+    run_pod(&ns, shell_pod("target", "exec sleep 3600")).await;
+    let marker = format!("sleep 4{}", std::process::id() % 100_000);
+    let mut client = kubectl_command(
+        &cluster,
+        &[
+            "exec",
+            "-i",
+            "-n",
+            ns.name(),
+            "target",
+            "--",
+            "sh",
+            "-c",
+            &format!("{marker}; echo never"),
+        ],
+    )
+    .stdin(Stdio::piped())
+    .stdout(Stdio::piped())
+    .spawn()
+    .unwrap();
+    let running = |want: bool| {
+        let marker = marker.clone();
+        async move {
+            let found = std::process::Command::new("pgrep")
+                .args(["-f", &format!("^{marker}$")])
+                .output()
+                .unwrap();
+            let running = !found.stdout.is_empty();
+            if running == want {
+                Ok(Some(()))
+            } else {
+                Err(format!("running: {running}"))
+            }
+        }
+    };
+    wait_until("the exec'd command running", WAIT, || running(true))
+        .await
+        .unwrap();
+    client.kill().await.unwrap();
+    wait_until("the exec'd command gone", WAIT, || running(false))
+        .await
+        .unwrap();
+    // The node serves the next exec as before.
+    let out = kubectl(
+        &cluster,
+        &["exec", "-n", ns.name(), "target", "--", "echo", "still"],
+    )
+    .await;
+    assert_eq!(
+        (out.code, out.stdout.as_str()),
+        (Some(0), "still\n"),
+        "{out:?}"
+    );
+    ns.cleanup().await.unwrap();
+}
+
+#[tokio::test]
+async fn kubectl_exec_bad_input() {
+    let (cluster, ns) = setup("exec-bad").await;
+    run_pod(&ns, shell_pod("target", "exec sleep 3600")).await;
+    let missing = kubectl(
+        &cluster,
+        &["exec", "-n", ns.name(), "target", "--", "no-such-command"],
+    )
+    .await;
+    assert_ne!(missing.code, Some(0), "{missing:?}");
+    assert!(missing.stderr.contains("no-such-command"), "{missing:?}");
+    let ghost = kubectl(
+        &cluster,
+        &[
+            "exec",
+            "-n",
+            ns.name(),
+            "target",
+            "-c",
+            "ghost",
+            "--",
+            "true",
+        ],
+    )
+    .await;
+    assert_eq!(ghost.code, Some(1), "{ghost:?}");
+    assert!(
+        ghost
+            .stderr
+            .contains("container ghost is not valid for pod target"),
+        "{ghost:?}"
+    );
+
+    // A container waiting to be restarted is not running.
+    let pods: Api<Pod> = ns.api();
+    pods.create(
+        &PostParams::default(),
+        &serde_json::from_value(shell_pod("crasher", "exit 1")).unwrap(),
+    )
+    .await
+    .unwrap();
+    wait_for(
+        &pods,
+        "crasher",
+        |p: Option<&Pod>| {
+            p.and_then(|p| p.status.as_ref())
+                .and_then(|s| s.container_statuses.as_ref())
+                .and_then(|cs| cs.first())
+                .and_then(|c| c.state.as_ref())
+                .and_then(|s| s.waiting.as_ref())
+                .is_some_and(|w| w.reason.as_deref() == Some("CrashLoopBackOff"))
+        },
+        WAIT,
+    )
+    .await
+    .unwrap();
+    let stopped = kubectl(
+        &cluster,
+        &["exec", "-n", ns.name(), "crasher", "--", "true"],
+    )
+    .await;
+    assert_eq!(stopped.code, Some(1), "{stopped:?}");
+    assert!(
+        stopped.stderr.contains("container not running (\"app\")"),
+        "{stopped:?}"
+    );
+    ns.cleanup().await.unwrap();
+}
+
+/// A free loopback port now.
+fn free_port() -> u16 {
+    std::net::TcpListener::bind(("127.0.0.1", 0))
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+#[tokio::test]
+async fn kubectl_port_forward_reaches_an_http_server_in_a_pod() {
+    let (cluster, ns) = setup("port-forward").await;
+    let port = free_port();
+    run_pod(
+        &ns,
+        json!({
+            "apiVersion": "v1", "kind": "Pod",
+            "metadata": { "name": "web" },
+            "spec": {
+                "terminationGracePeriodSeconds": 2,
+                "containers": [{
+                    "name": "app", "image": "busybox",
+                    "command": ["sh", "-c", format!(
+                        "mkdir -p /tmp/www && echo served-by-web > /tmp/www/index.html && \
+                         exec /usr/bin/python3 -m http.server {port} --bind 0.0.0.0 --directory /tmp/www")],
+                }]
+            }
+        }),
+    )
+    .await;
+    let mut forwarder = kubectl_command(
+        &cluster,
+        &[
+            "port-forward",
+            "-n",
+            ns.name(),
+            "pod/web",
+            &format!(":{port}"),
+        ],
+    )
+    .stdout(Stdio::piped())
+    .stderr(Stdio::piped())
+    .spawn()
+    .unwrap();
+    let mut lines = BufReader::new(forwarder.stdout.take().unwrap()).lines();
+    let line = tokio::time::timeout(WAIT, lines.next_line())
+        .await
+        .unwrap()
+        .unwrap()
+        .unwrap_or_default();
+    // "Forwarding from 127.0.0.1:41234 -> 8080"
+    let local: u16 = line
+        .split_whitespace()
+        .nth(2)
+        .and_then(|a| a.rsplit(':').next())
+        .and_then(|p| p.parse().ok())
+        .unwrap_or_else(|| panic!("unexpected kubectl output {line:?}"));
+    let http = reqwest::Client::new();
+    let body = wait_until("the pod's server through the forward", WAIT, || async {
+        match http
+            .get(format!("http://127.0.0.1:{local}/index.html"))
+            .send()
+            .await
+        {
+            Ok(r) if r.status().is_success() => {
+                Ok(Some(r.text().await.map_err(|e| e.to_string())?))
+            }
+            Ok(r) => Err(format!("status {}", r.status())),
+            Err(e) => Err(e.to_string()),
+        }
+    })
+    .await
+    .unwrap();
+    assert_eq!(body, "served-by-web\n");
+    // A second connection over the same forward.
+    let again = http
+        .get(format!("http://127.0.0.1:{local}/index.html"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(again.text().await.unwrap(), "served-by-web\n");
+    forwarder.kill().await.unwrap();
+    ns.cleanup().await.unwrap();
+}

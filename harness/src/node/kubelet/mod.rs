@@ -20,6 +20,8 @@ mod error;
 mod exec;
 mod http;
 mod logs;
+mod spdy;
+mod streaming;
 mod tls;
 mod websocket;
 
@@ -184,6 +186,14 @@ impl Server {
                     &query,
                 )
             }
+            (
+                ::http::Method::GET | ::http::Method::POST,
+                ["portForward", namespace, pod, rest @ ..],
+            ) if rest.len() <= 1 => {
+                let uid = rest.first().map(|u| u.to_string());
+                let (namespace, pod) = (namespace.to_string(), pod.to_string());
+                self.port_forward(request, &namespace, &pod, uid.as_deref())
+            }
             _ => text(::http::StatusCode::NOT_FOUND, "404 page not found\n"),
         }
     }
@@ -290,6 +300,32 @@ impl Server {
         };
         if websocket::is_websocket(&request) {
             return websocket::exec(request, container, options);
+        }
+        if streaming::is_spdy(&request) {
+            return streaming::exec(request, container, options);
+        }
+        text(::http::StatusCode::BAD_REQUEST, "Upgrade request required")
+    }
+
+    fn port_forward(
+        &self,
+        request: hyper::Request<Incoming>,
+        namespace: &str,
+        pod_name: &str,
+        uid: Option<&str>,
+    ) -> Response {
+        let Some(pod) = self.pod(namespace, pod_name, uid) else {
+            return text(::http::StatusCode::NOT_FOUND, "pod does not exist");
+        };
+        let pod_ip = pod
+            .status
+            .as_ref()
+            .and_then(|s| s.pod_ip.as_deref())
+            .and_then(|ip| ip.parse().ok())
+            .unwrap_or(std::net::IpAddr::V4(std::net::Ipv4Addr::LOCALHOST));
+        let uid = pod.metadata.uid.clone().unwrap_or_default();
+        if streaming::is_spdy(&request) {
+            return streaming::port_forward(request, pod_ip, pod_name.to_string(), uid);
         }
         text(::http::StatusCode::BAD_REQUEST, "Upgrade request required")
     }
