@@ -3,6 +3,11 @@
 //! suite is `conformance sanity`.
 //!
 //! Exit status: 0 when no case failed, 1 when some did, 2 when the run could not start.
+//!
+//! Ctrl-C (SIGINT) or SIGTERM stops the run cleanly: the running case is cut short, the
+//! volumes, snapshots, stages, publications and directories it created are removed (a call
+//! cut off in flight included), the results so far are printed with a line saying so (or
+//! what is left), and the exit status is 1. A second signal abandons the cleanup.
 
 use std::process::ExitCode;
 

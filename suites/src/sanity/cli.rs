@@ -150,22 +150,68 @@ pub fn go_style_args(args: impl IntoIterator<Item = String>) -> Vec<String> {
 
 /// Runs the suite as `args` say; whether no case failed. Errors are bad input or an
 /// unreachable endpoint.
+///
+/// SIGINT (Ctrl-C) or SIGTERM stops the run: the running case is cut short, the volumes,
+/// snapshots, stages, publications and directories it created are removed, the report so
+/// far is printed (and written as JUnit) with a line saying what was cleaned up or is left,
+/// and the result is a failure. A second signal abandons the cleanup.
 pub async fn run(args: Args) -> anyhow::Result<bool> {
     let junit = args.junit.clone();
     let config = config(args)?;
-    let report = super::run_with_progress(config, |case| {
-        let mark = match case.outcome {
-            Outcome::Passed => "PASS",
-            Outcome::Failed(_) => "FAIL",
-            Outcome::Skipped(_) => "SKIP",
-        };
-        eprintln!("[{mark}] {} ({:.2?})", case.name, case.duration);
-    })
+    let mut interrupts = forward_signals().context("cannot watch SIGINT and SIGTERM")?;
+    let report = super::run_interruptible(
+        config,
+        &super::cases::all(),
+        |case| {
+            let mark = match case.outcome {
+                Outcome::Passed => "PASS",
+                Outcome::Failed(_) => "FAIL",
+                Outcome::Skipped(_) => "SKIP",
+            };
+            eprintln!("[{mark}] {} ({:.2?})", case.name, case.duration);
+        },
+        &mut interrupts,
+    )
     .await?;
+    if let Some(interruption) = &report.interrupted {
+        eprintln!("{}", interruption.describe());
+    }
     if let Some(path) = junit {
         std::fs::write(&path, report.to_junit()?)
             .with_context(|| format!("cannot write {}", path.display()))?;
     }
     print!("{}", report.summary());
     Ok(report.success())
+}
+
+/// Forwards every SIGINT and SIGTERM (by name) to the returned receiver, saying on stderr
+/// what happens next. While this runs the signals no longer end the process: the run ends
+/// itself, after cleaning up.
+pub fn forward_signals() -> std::io::Result<tokio::sync::mpsc::Receiver<String>> {
+    use tokio::signal::unix::{SignalKind, signal};
+    let mut interrupt = signal(SignalKind::interrupt())?;
+    let mut terminate = signal(SignalKind::terminate())?;
+    let (sender, receiver) = tokio::sync::mpsc::channel(4);
+    tokio::spawn(async move {
+        let mut received = 0;
+        loop {
+            let name = tokio::select! {
+                Some(()) = interrupt.recv() => "SIGINT",
+                Some(()) = terminate.recv() => "SIGTERM",
+                else => break,
+            };
+            received += 1;
+            if received == 1 {
+                eprintln!(
+                    "{name}: stopping; cleaning up what the run created (send it again to abandon the cleanup)"
+                );
+            } else {
+                eprintln!("{name}: abandoning the cleanup");
+            }
+            if sender.send(name.to_owned()).await.is_err() {
+                break;
+            }
+        }
+    });
+    Ok(receiver)
 }

@@ -8,7 +8,9 @@
 //! checks, NodeGetVolumeStats, NodeExpandVolume, the full lifecycle and its idempotency).
 //! Each case is skipped, with the reason, when the plugin does not advertise what it needs.
 //! The runner cleans up what each case created (publications, stages, snapshots, volumes),
-//! even when it failed, and produces a [`Report`] (JUnit XML and a summary).
+//! even when it failed, and produces a [`Report`] (JUnit XML and a summary). Interrupted
+//! ([`run_interruptible`]; the command line on SIGINT/SIGTERM), it stops the running case,
+//! cleans up what it created and reports what, if anything, is left.
 //!
 //! ```no_run
 //! use suites::sanity::{CsiSecrets, SanityConfig, run};
@@ -28,10 +30,12 @@ pub mod cli;
 pub mod config;
 pub mod context;
 mod error;
+#[cfg(test)]
+mod interruption_tests;
 pub mod report;
 pub mod runner;
 
 pub use config::{AccessType, CaseFilter, CsiSecrets, GIB, SanityConfig, load_parameters};
 pub use error::{Error, Result};
-pub use report::{CaseReport, Outcome, Report};
-pub use runner::{run, run_cases, run_with_progress};
+pub use report::{CaseReport, Interruption, Outcome, Report};
+pub use runner::{run, run_cases, run_interruptible, run_with_progress};

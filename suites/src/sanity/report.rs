@@ -45,6 +45,39 @@ pub struct CaseReport {
     pub duration: Duration,
 }
 
+/// A run stopped by a signal (Ctrl-C): the case it cut short and what its cleanup left.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct Interruption {
+    /// `SIGINT` or `SIGTERM`.
+    pub signal: String,
+    /// The case running when it came, if any (it is reported as failed).
+    pub case: Option<String>,
+    /// What could not be cleaned up (empty: everything the run created is gone).
+    pub left: Vec<String>,
+}
+
+impl Interruption {
+    /// One sentence for the user.
+    pub fn describe(&self) -> String {
+        let during = match &self.case {
+            Some(case) => format!(" during {case:?}"),
+            None => String::new(),
+        };
+        if self.left.is_empty() {
+            format!(
+                "interrupted by {}{during}: the volumes, snapshots, stages, publications and directories the run created were removed; the remaining cases were not run",
+                self.signal
+            )
+        } else {
+            format!(
+                "interrupted by {}{during}: the remaining cases were not run, and cleanup left: {}",
+                self.signal,
+                self.left.join("; ")
+            )
+        }
+    }
+}
+
 /// The results of a run.
 #[derive(Debug, Clone, Default, Serialize)]
 pub struct Report {
@@ -57,6 +90,8 @@ pub struct Report {
     /// Wall-clock time of the run.
     #[serde(skip)]
     pub duration: Duration,
+    /// Set when a signal stopped the run before every case ran.
+    pub interrupted: Option<Interruption>,
 }
 
 impl Report {
@@ -78,9 +113,9 @@ impl Report {
     pub fn skipped(&self) -> usize {
         self.count("skipped")
     }
-    /// True when no case failed.
+    /// True when no case failed and the run was not interrupted.
     pub fn success(&self) -> bool {
-        self.failed() == 0
+        self.failed() == 0 && self.interrupted.is_none()
     }
 
     /// The failed cases.
@@ -124,6 +159,9 @@ impl Report {
             self.failed(),
             self.skipped()
         );
+        if let Some(interruption) = &self.interrupted {
+            let _ = writeln!(out, "{}", interruption.describe());
+        }
         out
     }
 
@@ -190,7 +228,40 @@ mod tests {
             ],
             warnings: vec!["unknown section X".into()],
             duration: Duration::from_secs(1),
+            interrupted: None,
         }
+    }
+
+    #[test]
+    fn an_interruption_is_not_a_success_and_says_what_is_left() {
+        let mut report = report();
+        report.cases.retain(|c| c.outcome == Outcome::Passed);
+        assert!(report.success());
+        report.interrupted = Some(Interruption {
+            signal: "SIGINT".into(),
+            case: Some("Node Service should work".into()),
+            left: Vec::new(),
+        });
+        assert!(!report.success());
+        assert!(
+            report.summary().ends_with(
+                "interrupted by SIGINT during \"Node Service should work\": the volumes, snapshots, stages, publications and directories the run created were removed; the remaining cases were not run\n"
+            ),
+            "{}",
+            report.summary()
+        );
+        report.interrupted = Some(Interruption {
+            signal: "SIGTERM".into(),
+            case: None,
+            left: vec!["volume v1".into(), "snapshot s1".into()],
+        });
+        assert!(
+            report
+                .summary()
+                .contains("interrupted by SIGTERM: the remaining cases were not run, and cleanup left: volume v1; snapshot s1"),
+            "{}",
+            report.summary()
+        );
     }
 
     #[test]

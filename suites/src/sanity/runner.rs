@@ -1,17 +1,19 @@
 //! Runs the cases one after the other, each in its own [`CaseContext`], with a timeout,
 //! its mount and staging directories, and cleanup of whatever it created, even when it
-//! failed or timed out.
+//! failed, timed out or was interrupted.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
+
+use tokio::sync::mpsc;
 
 use super::case::{Case, Verdict};
 use super::cases;
 use super::config::SanityConfig;
 use super::context::{CaseContext, Session};
 use super::error::Result;
-use super::report::{CaseReport, Outcome, Report};
+use super::report::{CaseReport, Interruption, Outcome, Report};
 
 /// Longest the cleanup of one case may take.
 const CLEANUP_TIMEOUT: Duration = Duration::from_secs(300);
@@ -33,7 +35,23 @@ pub async fn run_with_progress(
 pub async fn run_cases(
     config: SanityConfig,
     cases: &[Case],
+    progress: impl FnMut(&CaseReport),
+) -> Result<Report> {
+    // Never interrupted: the sender stays alive and silent.
+    let (_never, mut interrupts) = mpsc::channel(1);
+    run_interruptible(config, cases, progress, &mut interrupts).await
+}
+
+/// Like [`run_cases`], stopped by what `interrupts` receives (a signal's name, e.g.
+/// `SIGINT`): the running case is cut short, what it created is cleaned up (calls cut off
+/// in flight included), no further case runs, and the report's
+/// [`interrupted`](Report::interrupted) says so, with what cleanup could not remove. A
+/// second message while cleaning up abandons the cleanup (and reports what is left).
+pub async fn run_interruptible(
+    config: SanityConfig,
+    cases: &[Case],
     mut progress: impl FnMut(&CaseReport),
+    interrupts: &mut mpsc::Receiver<String>,
 ) -> Result<Report> {
     let started = Instant::now();
     let mut warnings: Vec<String> = config
@@ -42,7 +60,19 @@ pub async fn run_cases(
         .iter()
         .map(|s| format!("secrets file section {s:?} is not used by any case"))
         .collect();
-    let session = Arc::new(Session::connect(config).await?);
+    let endpoint = config.endpoint.to_string();
+    let session = tokio::select! {
+        session = Session::connect(config) => Arc::new(session?),
+        signal = next(interrupts) => {
+            return Ok(Report {
+                endpoint,
+                warnings,
+                duration: started.elapsed(),
+                interrupted: Some(Interruption { signal, case: None, left: Vec::new() }),
+                ..Report::default()
+            });
+        }
+    };
     if let Some(reason) = match &session.controller {
         super::context::Service::Broken(reason) => Some(reason),
         _ => None,
@@ -55,18 +85,35 @@ pub async fn run_cases(
         ..Report::default()
     };
     for case in cases {
-        let case_report = run_case(&session, case).await;
+        let (case_report, interruption) = run_case(&session, case, interrupts).await;
         tracing::info!(case = %case_report.name, outcome = case_report.outcome.kind(), "case done");
         progress(&case_report);
         report.cases.push(case_report);
+        if interruption.is_some() {
+            report.interrupted = interruption;
+            break;
+        }
     }
     report.duration = started.elapsed();
     Ok(report)
 }
 
-async fn run_case(session: &Arc<Session>, case: &Case) -> CaseReport {
+/// The next interrupt; never, once every sender is gone.
+async fn next(interrupts: &mut mpsc::Receiver<String>) -> String {
+    match interrupts.recv().await {
+        Some(signal) => signal,
+        None => std::future::pending().await,
+    }
+}
+
+async fn run_case(
+    session: &Arc<Session>,
+    case: &Case,
+    interrupts: &mut mpsc::Receiver<String>,
+) -> (CaseReport, Option<Interruption>) {
     let name = case.name();
     let started = Instant::now();
+    let mut interruption = None;
     let outcome = match session.config().filter.excludes(&name) {
         Some(reason) => Outcome::Skipped(reason),
         None => {
@@ -75,19 +122,53 @@ async fn run_case(session: &Arc<Session>, case: &Case) -> CaseReport {
                 Err(problem) => Outcome::Failed(problem),
                 Ok(()) => {
                     let timeout = session.config().case_timeout;
-                    match tokio::time::timeout(timeout, (case.run)(&mut cx)).await {
-                        Ok(Ok(())) => Outcome::Passed,
-                        Ok(Err(Verdict::Fail(reason))) => Outcome::Failed(reason),
-                        Ok(Err(Verdict::Skip(reason))) => Outcome::Skipped(reason),
-                        Err(_) => Outcome::Failed(format!("timed out after {timeout:?}")),
+                    tokio::select! {
+                        finished = tokio::time::timeout(timeout, (case.run)(&mut cx)) => match finished {
+                            Ok(Ok(())) => Outcome::Passed,
+                            Ok(Err(Verdict::Fail(reason))) => Outcome::Failed(reason),
+                            Ok(Err(Verdict::Skip(reason))) => Outcome::Skipped(reason),
+                            Err(_) => Outcome::Failed(format!("timed out after {timeout:?}")),
+                        },
+                        signal = next(interrupts) => {
+                            let outcome = Outcome::Failed(format!("interrupted by {signal}"));
+                            interruption = Some(Interruption {
+                                signal,
+                                case: Some(name.clone()),
+                                left: Vec::new(),
+                            });
+                            outcome
+                        }
                     }
                 }
             };
-            let mut problems = match tokio::time::timeout(CLEANUP_TIMEOUT, cx.cleanup()).await {
-                Ok(problems) => problems,
-                Err(_) => vec![format!("cleanup timed out after {CLEANUP_TIMEOUT:?}")],
+            let mut problems = tokio::select! {
+                cleaned = tokio::time::timeout(CLEANUP_TIMEOUT, cx.cleanup()) => match cleaned {
+                    Ok(problems) => problems,
+                    Err(_) => vec![format!("cleanup timed out after {CLEANUP_TIMEOUT:?}")],
+                },
+                signal = next(interrupts) => {
+                    let interruption = interruption.get_or_insert_with(|| Interruption {
+                        signal: signal.clone(),
+                        case: Some(name.clone()),
+                        left: Vec::new(),
+                    });
+                    interruption.left = cx.leftovers();
+                    vec![format!("cleanup abandoned on {signal}")]
+                }
             };
             problems.extend(remove_dirs(&cx.created_dirs));
+            if let Some(interruption) = &mut interruption {
+                // What cleanup could not undo is left; so is a directory it could not
+                // remove (a mount still inside, for one).
+                interruption.left.extend(
+                    problems
+                        .iter()
+                        .filter(|p| !p.starts_with("cleanup abandoned"))
+                        .cloned(),
+                );
+                interruption.left.sort();
+                interruption.left.dedup();
+            }
             if !problems.is_empty() {
                 let cleanup = format!("cleanup failed: {}", problems.join("; "));
                 outcome = match outcome {
@@ -98,12 +179,13 @@ async fn run_case(session: &Arc<Session>, case: &Case) -> CaseReport {
             outcome
         }
     };
-    CaseReport {
+    let report = CaseReport {
         group: case.group.to_owned(),
         name,
         outcome,
         duration: started.elapsed(),
-    }
+    };
+    (report, interruption)
 }
 
 /// Creates the mount and staging directories that do not exist yet (remembering them).
