@@ -77,6 +77,8 @@ pub struct Cluster {
 
 struct Inner {
     client: kube::Client,
+    /// For exec (see [`crate::control_plane::streaming_client_from_kubeconfig`]).
+    streaming: kube::Client,
     backend: Backend,
     description: ClusterDescription,
 }
@@ -121,25 +123,24 @@ impl Cluster {
         description: ClusterDescription,
     ) -> Result<Self> {
         let client = crate::control_plane::client_from_kubeconfig(&description.kubeconfig).await?;
-        Ok(Self::with_backend(
-            client,
-            Backend::Embedded { run_dir },
-            description,
-        ))
+        Self::with_backend(client, Backend::Embedded { run_dir }, description).await
     }
 
-    fn with_backend(
+    async fn with_backend(
         client: kube::Client,
         backend: Backend,
         description: ClusterDescription,
-    ) -> Self {
-        Self {
+    ) -> Result<Self> {
+        let streaming =
+            crate::control_plane::streaming_client_from_kubeconfig(&description.kubeconfig).await?;
+        Ok(Self {
             inner: Arc::new(Inner {
                 client,
+                streaming,
                 backend,
                 description,
             }),
-        }
+        })
     }
 
     /// A kube client with cluster-admin rights.

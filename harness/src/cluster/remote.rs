@@ -57,7 +57,7 @@ impl Cluster {
                 .collect(),
             pid: 0,
         };
-        Ok(Cluster::with_backend(client, Backend::Remote, description))
+        Cluster::with_backend(client, Backend::Remote, description).await
     }
 
     /// Whether this is an embedded cluster (exec, logs and node agents through its run
@@ -73,7 +73,7 @@ impl Cluster {
         container: &str,
         argv: &[&str],
     ) -> Result<ExecOutput> {
-        let pods: Api<Pod> = Api::namespaced(self.client(), namespace);
+        let pods: Api<Pod> = Api::namespaced(self.inner.streaming.clone(), namespace);
         let what = || format!("exec {argv:?} in {namespace}/{pod} container {container}");
         let params = AttachParams::default()
             .container(container)

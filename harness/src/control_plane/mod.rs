@@ -398,6 +398,41 @@ pub fn write_serving_pair(dir: &Path, name: &str, pair: &CertifiedKeyPem) -> Res
     pki::write_pair(dir, name, pair)
 }
 
+/// A kube client for the kubeconfig at `path` made for streams (exec, attach, port-forward):
+/// each upgrade opens a connection of its own, and this client's connections send at once
+/// (`TCP_NODELAY`; kube's default client lets Nagle's algorithm hold the request written
+/// right after the TLS handshake until the server acknowledges, some 40 ms) and have no read
+/// timeout (a stream may be quiet for long). Kubeconfigs whose users authenticate otherwise
+/// than with a client certificate get kube's default client.
+pub async fn streaming_client_from_kubeconfig(path: &Path) -> Result<kube::Client> {
+    use kube::client::ConfigExt;
+    use tower_layer::Layer;
+    let err = |source: Box<dyn std::error::Error + Send + Sync>| Error::Client {
+        target: path.display().to_string(),
+        source,
+    };
+    let kubeconfig = kube::config::Kubeconfig::read_from(path).map_err(|e| err(Box::new(e)))?;
+    let config = kube::Config::from_custom_kubeconfig(
+        kubeconfig,
+        &kube::config::KubeConfigOptions::default(),
+    )
+    .await
+    .map_err(|e| err(Box::new(e)))?;
+    if config.auth_layer().map_err(|e| err(Box::new(e)))?.is_some() || config.proxy_url.is_some() {
+        return kube::Client::try_from(config).map_err(|e| err(Box::new(e)));
+    }
+    let mut http = hyper_util::client::legacy::connect::HttpConnector::new();
+    http.enforce_http(false);
+    http.set_nodelay(true);
+    let https = config
+        .rustls_https_connector_with_connector(http)
+        .map_err(|e| err(Box::new(e)))?;
+    let client = hyper_util::client::legacy::Client::builder(hyper_util::rt::TokioExecutor::new())
+        .build::<_, kube::client::Body>(https);
+    let service = config.base_uri_layer().layer(client);
+    Ok(kube::Client::new(service, config.default_namespace))
+}
+
 /// A kube client for the kubeconfig at `path`.
 pub async fn client_from_kubeconfig(path: &Path) -> Result<kube::Client> {
     let err = |source: Box<dyn std::error::Error + Send + Sync>| Error::Client {

@@ -244,6 +244,7 @@ impl EmbeddedCluster {
                 images: options.images.clone(),
                 lifeline: lifeline.clone(),
                 serving,
+                kubelet_port: free_port()?,
             };
             agents.push(NodeAgentProcess::spawn(launch, &run_dir)?);
         }
@@ -418,7 +419,24 @@ pub(crate) async fn restart_node_agent(agents: &Mutex<NodeAgents>, node: &str) -
             });
         }
     };
-    Ok(())
+    // The new agent serves the kubelet API on the same (advertised) port: back when it
+    // listens again, so an exec right after the restart works.
+    agent.wait_listening(AGENT_LISTEN_TIMEOUT).await
+}
+
+/// How long a restarted node agent may take to listen on its kubelet port.
+const AGENT_LISTEN_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// A loopback port the kernel reports free now (a node agent's kubelet port, kept across its
+/// restarts so the port the Node advertises stays valid).
+fn free_port() -> Result<u16> {
+    std::net::TcpListener::bind((std::net::Ipv4Addr::LOCALHOST, 0))
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .map_err(Error::io(
+            "finding a free port for",
+            "a node agent's kubelet API",
+        ))
 }
 
 fn open_run_dir(options: &EmbeddedOptions) -> Result<RunDir> {

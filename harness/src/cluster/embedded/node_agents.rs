@@ -34,6 +34,8 @@ pub(crate) struct NodeAgentLaunch {
     pub(crate) lifeline: Lifeline,
     /// The kubelet API's serving certificate and key (from the cluster CA).
     pub(crate) serving: crate::control_plane::CertFiles,
+    /// The kubelet API's port, the same across restarts.
+    pub(crate) kubelet_port: u16,
 }
 
 impl NodeAgentLaunch {
@@ -59,6 +61,8 @@ impl NodeAgentLaunch {
             self.serving.cert.clone().into(),
             "--tls-private-key-file".into(),
             self.serving.key.clone().into(),
+            "--kubelet-port".into(),
+            self.kubelet_port.to_string().into(),
         ];
         for (image, binary) in &self.images {
             args.push("--image".into());
@@ -123,6 +127,25 @@ impl NodeAgentProcess {
                 log: self.launch.node.log.clone(),
                 log_tail: log_tail(&self.launch.node.log),
             }),
+        }
+    }
+
+    /// Waits until the agent accepts connections on its kubelet port (failing if it exits).
+    pub(crate) async fn wait_listening(&mut self, timeout: Duration) -> Result<()> {
+        let address = (std::net::Ipv4Addr::LOCALHOST, self.launch.kubelet_port);
+        let deadline = tokio::time::Instant::now() + timeout;
+        loop {
+            self.check_running()?;
+            match tokio::net::TcpStream::connect(address).await {
+                Ok(_) => return Ok(()),
+                Err(e) if tokio::time::Instant::now() >= deadline => {
+                    return Err(Error::io(
+                        "waiting for the kubelet API of node agent",
+                        self.launch.node.name.clone(),
+                    )(e));
+                }
+                Err(_) => tokio::time::sleep(Duration::from_millis(50)).await,
+            }
         }
     }
 

@@ -98,6 +98,10 @@ pub(crate) async fn serve(
                 continue;
             }
         };
+        // Small frames (an exec's status, a terminal's echo) go out at once.
+        if let Err(e) = tcp.set_nodelay(true) {
+            tracing::debug!(%peer, error = %e, "setting TCP_NODELAY failed");
+        }
         while connections.try_join_next().is_some() {}
         let tls = tls.clone();
         let server = server.clone();
