@@ -100,33 +100,120 @@ async fn sigterm_does_not_wait_for_a_hung_cloud_call() {
     assert!(log.contains("calls still in flight"), "{log}");
 }
 
+/// Upstream's Helm chart and manifests start the controller with klog's `-v`/`--v`, the
+/// PVC-annotation client's flags and a lower-case protocol in some set-ups: the binary takes
+/// them all, serves, and `-v=5` turns debug logging on.
+#[tokio::test]
+async fn upstream_controller_arguments_start_the_binary() {
+    let cloud = FakeCloud::start(CloudConfig::default()).await.unwrap();
+    let dir = tempfile::Builder::new()
+        .prefix("binary-")
+        .tempdir()
+        .unwrap();
+    let socket = dir.path().join("csi.sock");
+    let args = [
+        "-v=5".to_string(),
+        format!("--endpoint=unix://{}", socket.display()),
+        "--drivername=manila.csi.openstack.org".into(),
+        "--share-protocol-selector=nfs".into(),
+        "--fwdendpoint=unix:///csi-fwd/csi.sock".into(),
+        "--provide-node-service=false".into(),
+        "--with-topology".into(),
+        "--cluster-id=cluster-1".into(),
+        "--pvc-annotations".into(),
+        "--compatibility-settings=".into(),
+        "--kube-api-qps=10".into(),
+        "--kube-api-burst=20".into(),
+        "--min-resync-period=12h0m0s".into(),
+        "--logtostderr=true".into(),
+        "--alsologtostderr".into(),
+        "--vmodule=*=2".into(),
+    ];
+    let (mut child, socket, log_path) = start_driver_with(dir.path(), &socket, &args, None).await;
+    let endpoint = format!("unix://{}", socket.display()).parse().unwrap();
+    let channel = csi_proto::connect(&endpoint).await.unwrap();
+    let mut identity = v1::identity_client::IdentityClient::new(channel.clone());
+    let info = identity
+        .get_plugin_info(v1::GetPluginInfoRequest {})
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(info.name, "manila.csi.openstack.org");
+    let mut client = ControllerClient::new(channel);
+    let secrets = secrets(&cloud);
+    let id = client
+        .create_volume(create_request("pvc-upstream", GIB, &secrets, &[]))
+        .await
+        .unwrap()
+        .into_inner()
+        .volume
+        .unwrap()
+        .volume_id;
+    client
+        .delete_volume(v1::DeleteVolumeRequest {
+            volume_id: id,
+            secrets,
+        })
+        .await
+        .unwrap();
+    child.0.kill().unwrap();
+    child.0.wait().unwrap();
+    let log = std::fs::read_to_string(&log_path).unwrap();
+    assert!(log.contains("DEBUG"), "-v=5 turns debug logging on: {log}");
+    assert!(cloud.leftovers().is_empty(), "{:#?}", cloud.leftovers());
+}
+
 /// Starts the driver binary (controller only) on a socket in `dir` and waits for the socket;
 /// the process, the socket, and its log file.
 async fn start_driver(
     dir: &std::path::Path,
 ) -> (KillOnDrop, std::path::PathBuf, std::path::PathBuf) {
     let socket = dir.join("csi.sock");
+    let args = [
+        "--endpoint".to_string(),
+        socket.display().to_string(),
+        "--share-protocol-selector".into(),
+        "NFS".into(),
+        "--provide-node-service=false".into(),
+    ];
+    start_driver_with(dir, &socket, &args, Some("debug")).await
+}
+
+/// Starts the driver binary with `args` (`RUST_LOG` set to `rust_log`, else unset) and
+/// waits for `socket`; the process, the socket, and its log file.
+async fn start_driver_with(
+    dir: &std::path::Path,
+    socket: &std::path::Path,
+    args: &[String],
+    rust_log: Option<&str>,
+) -> (KillOnDrop, std::path::PathBuf, std::path::PathBuf) {
     let log_path = dir.join("driver.log");
+    let mut command = Command::new(env!("CARGO_BIN_EXE_manila-csi-plugin"));
+    command.args(args).env_remove("RUST_LOG");
+    if let Some(filter) = rust_log {
+        command.env("RUST_LOG", filter);
+    }
     let child = KillOnDrop(
-        Command::new(env!("CARGO_BIN_EXE_manila-csi-plugin"))
-            .args(["--endpoint", &socket.display().to_string()])
-            .args([
-                "--share-protocol-selector",
-                "NFS",
-                "--provide-node-service=false",
-            ])
-            .env("RUST_LOG", "debug")
+        command
             .stdout(Stdio::null())
             .stderr(std::fs::File::create(&log_path).unwrap())
             .spawn()
             .unwrap(),
     );
-    let path = socket.clone();
+    let path = socket.to_path_buf();
+    let mut early_exit = None;
+    let mut child = child;
     support::wait_until("the driver socket", Duration::from_secs(10), || {
-        (path.exists(), path.clone())
+        early_exit = child.0.try_wait().unwrap();
+        (path.exists() || early_exit.is_some(), path.clone())
     })
     .await;
-    (child, socket, log_path)
+    assert!(
+        early_exit.is_none(),
+        "the driver exited with {early_exit:?}: {}",
+        std::fs::read_to_string(&log_path).unwrap_or_default()
+    );
+    (child, socket.to_path_buf(), log_path)
 }
 
 /// Kills the driver if the test fails before stopping it.
