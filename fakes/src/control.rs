@@ -11,6 +11,7 @@ use crate::config::{Delays, ShareTypeSeed, check_token_lifetime};
 use crate::credentials::{self, SecretKind};
 use crate::error::{Error, Result};
 use crate::faults::FaultRule;
+use crate::metadata::NodeMetadata;
 use crate::reply::Reply;
 use crate::state::{CloudState, share_type_from_seed};
 
@@ -218,6 +219,21 @@ fn handle_checked(
             Reply::empty(204)
         }
         ("POST", ["reset"]) => done(state.reset()),
+        ("GET", ["metadata"]) => ok(json!(state.node_metadata)),
+        ("GET", ["metadata", node]) => match state.node_metadata.get(*node) {
+            Some(metadata) => ok(json!(metadata)),
+            None => missing(format!("no metadata document for node {node:?}")),
+        },
+        ("PUT", ["metadata", node]) => {
+            let metadata: NodeMetadata = parse(req)?;
+            metadata.validate().map_err(bad)?;
+            state.node_metadata.insert((*node).to_string(), metadata);
+            Reply::empty(204)
+        }
+        ("DELETE", ["metadata", node]) => match state.node_metadata.remove(*node) {
+            Some(_) => Reply::empty(204),
+            None => missing(format!("no metadata document for node {node:?}")),
+        },
         ("GET", ["clouds.yaml"]) => {
             let cloud = query("cloud").unwrap_or_else(|| "fake".into());
             let text = credentials::clouds_yaml(

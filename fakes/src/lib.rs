@@ -31,6 +31,7 @@ pub mod faults;
 mod journal;
 mod keystone;
 mod manila;
+pub mod metadata;
 mod outage;
 mod reply;
 mod router;
@@ -48,6 +49,7 @@ pub use error::{Error, Result};
 pub use faults::{ActiveFault, FaultAction, FaultRule, Operation, Times};
 pub use journal::{JournalEntry, Leftover, Leftovers, Service};
 pub use manila::microversion::Microversion;
+pub use metadata::NodeMetadata;
 
 use backend::{Backend, TemporaryRoot};
 use router::lock;
@@ -254,6 +256,29 @@ impl FakeCloud {
     /// The control API's root (`…/_fake`).
     pub fn control_url(&self) -> String {
         format!("{}{}", self.base_url, paths::CONTROL)
+    }
+    /// The URL of `node`'s metadata document (`meta_data.json`, as Nova's metadata service
+    /// serves it at `http://169.254.169.254/openstack/latest/meta_data.json`); the node named
+    /// [`metadata::DEFAULT_NODE`] is also served at that path itself.
+    pub fn metadata_url(&self, node: &str) -> String {
+        format!(
+            "{}{}/{node}{}",
+            self.base_url,
+            metadata::NODES_PREFIX,
+            metadata::DOCUMENT
+        )
+    }
+    /// Sets `node`'s metadata document (replacing it); an empty id or zone is refused.
+    pub fn set_node_metadata(&self, node: &str, metadata: NodeMetadata) -> Result<()> {
+        metadata.validate().map_err(Error::Control)?;
+        self.state()
+            .node_metadata
+            .insert(node.to_string(), metadata);
+        Ok(())
+    }
+    /// Removes `node`'s metadata document (its URL then answers 404); whether it had one.
+    pub fn remove_node_metadata(&self, node: &str) -> bool {
+        self.state().node_metadata.remove(node).is_some()
     }
     /// The directory holding `shares/<id>` and `snapshots/<id>`.
     pub fn backend_root(&self) -> PathBuf {

@@ -11,7 +11,7 @@ use crate::journal::{JournalEntry, Service};
 use crate::manila::microversion;
 use crate::reply::Reply;
 use crate::state::CloudState;
-use crate::{control, keystone, manila};
+use crate::{control, keystone, manila, metadata};
 
 /// Locks the state; a panic while holding the lock cannot leave it half-updated in a way
 /// that matters more than stopping the fake, so poisoning is ignored.
@@ -43,6 +43,16 @@ impl Respond for Router {
             (Service::Keystone, keystone::handle(&mut state, req, rest))
         } else if let Some(rest) = below(path, MANILA_PREFIX) {
             (Service::Manila, manila::handle(&mut state, req, rest))
+        } else if let Some(node) = metadata::node_of(path) {
+            (
+                Service::Other,
+                metadata::serve(
+                    &state.node_metadata,
+                    node,
+                    req.method.as_str(),
+                    &state.config.account.project_id,
+                ),
+            )
         } else {
             (
                 Service::Other,

@@ -51,6 +51,8 @@ pub(crate) struct CloudState {
     /// With TLS: the CA (PEM) and the file holding it, for the clouds.yaml and secret the
     /// control API hands out.
     pub ca: Option<(String, std::path::PathBuf)>,
+    /// The metadata service's documents, by node name.
+    pub node_metadata: std::collections::BTreeMap<String, crate::metadata::NodeMetadata>,
     seq: u64,
 }
 
@@ -94,6 +96,7 @@ impl CloudState {
             journal: VecDeque::new(),
             journal_seq: 0,
             backend,
+            node_metadata: std::collections::BTreeMap::new(),
             seq: 0,
         };
         state.seed_resources();
@@ -133,6 +136,7 @@ impl CloudState {
         self.faults.clear();
         self.journal.clear();
         self.journal_seq = 0;
+        self.node_metadata.clear();
         self.seed_resources();
         self.backend.clear()
     }
