@@ -670,3 +670,63 @@ async fn kubectl_port_forward_reaches_an_http_server_in_a_pod() {
     forwarder.kill().await.unwrap();
     ns.cleanup().await.unwrap();
 }
+
+/// `/stats/summary` through the apiserver (as metrics and volume-stats checks read it): the
+/// node's file system, the pod, and its emptyDir volume with the bytes written into it.
+#[tokio::test]
+async fn stats_summary_reports_pods_and_their_volumes() {
+    let (cluster, ns) = setup("stats").await;
+    let pod = run_pod(
+        &ns,
+        json!({
+            "apiVersion": "v1", "kind": "Pod",
+            "metadata": { "name": "filler" },
+            "spec": {
+                "terminationGracePeriodSeconds": 2,
+                "volumes": [{ "name": "scratch", "emptyDir": {} }],
+                "containers": [{
+                    "name": "app", "image": "busybox",
+                    "volumeMounts": [{ "name": "scratch", "mountPath": "/scratch" }],
+                    "command": ["sh", "-c",
+                        "head -c 1048576 /dev/urandom > /scratch/blob && touch /scratch/done && exec sleep 3600"]
+                }]
+            }
+        }),
+    )
+    .await;
+    let node = pod.spec.unwrap().node_name.unwrap();
+    let path = format!("/api/v1/nodes/{node}/proxy/stats/summary");
+    let volume = wait_until("the emptyDir's usage in the summary", WAIT, || async {
+        let request = http::Request::get(&path).body(Vec::new()).unwrap();
+        let summary: serde_json::Value = cluster
+            .client()
+            .request(request)
+            .await
+            .map_err(|e| e.to_string())?;
+        if summary["node"]["nodeName"] != node.as_str()
+            || summary["node"]["fs"]["capacityBytes"].as_u64().unwrap_or(0) == 0
+        {
+            return Err(format!("node: {}", summary["node"]));
+        }
+        let pods = summary["pods"].as_array().cloned().unwrap_or_default();
+        let Some(ours) = pods
+            .iter()
+            .find(|p| p["podRef"]["name"] == "filler" && p["podRef"]["namespace"] == ns.name())
+        else {
+            return Err(format!("no pod filler in {pods:?}"));
+        };
+        let volume = ours["volume"]
+            .as_array()
+            .and_then(|v| v.iter().find(|v| v["name"] == "scratch"))
+            .cloned();
+        match volume {
+            Some(v) if v["usedBytes"].as_u64().unwrap_or(0) >= 1_048_576 => Ok(Some(v)),
+            other => Err(format!("volume: {other:?}")),
+        }
+    })
+    .await
+    .unwrap();
+    assert!(volume["capacityBytes"].as_u64().unwrap() > 0, "{volume}");
+    assert!(volume["inodesUsed"].as_u64().unwrap() >= 3, "{volume}");
+    ns.cleanup().await.unwrap();
+}

@@ -4,7 +4,8 @@
 //!
 //! - FailedMount events for a missing claim, an unbound claim and an unregistered driver;
 //! - a pod writes into a static NFS PV through its claim, a second pod on the node reads it,
-//!   `volumesInUse` lists the volume (and survives the status heartbeat);
+//!   `volumesInUse` lists the volume (and survives the status heartbeat), the kubelet API's
+//!   `/stats/summary` reports its usage (NodeGetVolumeStats) with its claim;
 //! - an agent restart with running pods: no second NodePublishVolume for them, and deleting
 //!   them afterwards still unpublishes (targets no longer mount points, directories gone,
 //!   export data intact, `volumesInUse` empty);
@@ -97,7 +98,22 @@ async fn claims_of_csi_volumes_are_mounted_into_pods_and_unmounted() {
     let bed = NodeBed::start().await;
     let client = bed.client();
     let dir = bed.dir();
-    let config = bed.agent_config(NODE, env!("CARGO_BIN_EXE_pod-sandbox"));
+    let mut config = bed.agent_config(NODE, env!("CARGO_BIN_EXE_pod-sandbox"));
+    // The kubelet API, for /stats/summary.
+    let serving = harness::control_plane::write_serving_pair(
+        dir,
+        "kubelet",
+        &bed.cp
+            .ca()
+            .serving_cert(&format!("system:node:{NODE}"), &["127.0.0.1".into()])
+            .unwrap(),
+    )
+    .unwrap();
+    config.kubelet_api = Some(harness::node::KubeletApiConfig {
+        serving_cert: serving.cert,
+        serving_key: serving.key,
+        port: 0,
+    });
     let run_dir = config.run_dir.clone();
     let mut agent = RunningAgent::start(config.clone());
 
@@ -257,6 +273,31 @@ async fn claims_of_csi_volumes_are_mounted_into_pods_and_unmounted() {
     assert_eq!(vol_data["volumeHandle"], "share-1");
     assert_eq!(vol_data["specVolID"], "pv-nfs");
     wait_volumes_in_use(&client, NODE, std::slice::from_ref(&unique), WAIT).await;
+    // The kubelet API's /stats/summary (through the apiserver) has the volume's usage from
+    // the driver's NodeGetVolumeStats, named after the pod's volume, with its claim.
+    let summary_path = format!("/api/v1/nodes/{NODE}/proxy/stats/summary");
+    let volume = wait_for("the CSI volume in the stats summary", WAIT, || async {
+        let request = http::Request::get(&summary_path).body(Vec::new()).unwrap();
+        let summary: serde_json::Value =
+            client.request(request).await.map_err(|e| e.to_string())?;
+        Ok(summary["pods"]
+            .as_array()
+            .and_then(|pods| pods.iter().find(|p| p["podRef"]["name"] == "writer"))
+            .and_then(|p| p["volume"].as_array())
+            .and_then(|v| v.iter().find(|v| v["name"] == "data"))
+            .cloned())
+    })
+    .await;
+    assert_eq!(
+        volume["pvcRef"],
+        json!({"name": "data", "namespace": NS}),
+        "{volume}"
+    );
+    assert!(
+        volume["capacityBytes"].as_i64().unwrap_or(0) > 0,
+        "{volume}"
+    );
+    assert!(volume["usedBytes"].as_i64().is_some(), "{volume}");
     // The status heartbeat keeps it.
     let heartbeat = |node: &Node| {
         node.status

@@ -232,9 +232,12 @@ impl NodeAgent {
         );
         let server = kubelet::Server {
             node: config.node_name.clone(),
+            run_dir: config.run_dir.clone(),
             runtime: ctx.runtime.clone(),
             pods: store.clone(),
             auth: kubelet::Authorizer::new(client.clone(), &config.node_name),
+            client: client.clone(),
+            csi: volumes.clone(),
         };
         let kubelet_api = async {
             match (kubelet_listener, &config.kubelet_api) {

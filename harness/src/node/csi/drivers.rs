@@ -149,7 +149,7 @@ pub(super) async fn node_call<T>(
 }
 
 /// The answer of a call, or `DeadlineExceeded` after [`CALL_TIMEOUT`].
-async fn within_timeout<T>(
+pub(super) async fn within_timeout<T>(
     future: impl Future<Output = std::result::Result<tonic::Response<T>, tonic::Status>>,
 ) -> std::result::Result<T, tonic::Status> {
     match tokio::time::timeout(CALL_TIMEOUT, future).await {

@@ -10,7 +10,9 @@
 //!   TokenReview; authorized with a SubjectAccessReview on `nodes/<subresource>`; anonymous
 //!   requests get `401`.
 //! - **What**: `GET /healthz`; `GET /pods` (the node's pods as a PodList);
-//!   `GET /containerLogs/{ns}/{pod}/{container}` ([`logs`]).
+//!   `GET /containerLogs/{ns}/{pod}/{container}` ([`logs`]); `exec` over WebSocket
+//!   ([`websocket`]) and SPDY/3.1 ([`streaming`], [`spdy`]), `portForward` over SPDY;
+//!   `GET /stats/summary` ([`stats`]).
 //!
 //! The handlers find pods in the node's pod store (the agent's watch) and containers in the
 //! node's [`Runtime`], so they answer for pods the agent runs, adopted ones included.
@@ -21,6 +23,7 @@ mod exec;
 mod http;
 mod logs;
 mod spdy;
+mod stats;
 mod streaming;
 mod tls;
 mod websocket;
@@ -62,9 +65,12 @@ pub type PodStore = Arc<RwLock<HashMap<String, Arc<Pod>>>>;
 /// What the handlers need.
 pub(crate) struct Server {
     pub(crate) node: String,
+    pub(crate) run_dir: PathBuf,
     pub(crate) runtime: Runtime,
     pub(crate) pods: PodStore,
     pub(crate) auth: Authorizer,
+    pub(crate) client: kube::Client,
+    pub(crate) csi: Arc<crate::node::csi::VolumeManager>,
 }
 
 /// Binds the API's socket (the port of `config`, or a free one) on `address`.
@@ -164,6 +170,7 @@ impl Server {
         match (method, segments.as_slice()) {
             (::http::Method::GET, ["healthz"]) => text(::http::StatusCode::OK, "ok"),
             (::http::Method::GET, ["pods"] | ["pods", ""]) => self.pod_list(),
+            (::http::Method::GET, ["stats", "summary"]) => json(&self.summary().await),
             (::http::Method::GET, ["containerLogs", namespace, pod, container]) => {
                 self.container_logs(namespace, pod, container, &query)
             }

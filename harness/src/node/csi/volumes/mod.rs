@@ -36,6 +36,7 @@ mod resolve;
 mod secrets;
 mod stage;
 mod state;
+mod stats;
 mod teardown;
 mod vol_data;
 
@@ -56,6 +57,7 @@ use state::VolumeState;
 pub use capability::kubelet_volume_capability;
 pub use expand::FS_RESIZE_PENDING;
 pub use paths::{CSI_PLUGIN_NAME, attachment_name, publish_path, staging_path, unique_volume_name};
+pub use stats::VolumeStats;
 pub use vol_data::VOL_DATA_FILE;
 
 /// The node's CSI volume manager (see the module docs); shared by the pod workers.
