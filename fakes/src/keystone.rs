@@ -254,6 +254,10 @@ fn issue(state: &mut CloudState, req: &Request) -> Reply {
     let id = format!("gAAAA{}", uuid::Uuid::new_v4().simple());
     let body = token_body(state, &token);
     state.tokens.insert(id.clone(), token);
+    if state.issued_tokens.len() >= crate::state::JOURNAL_LIMIT {
+        state.issued_tokens.pop_front();
+    }
+    state.issued_tokens.push_back(id.clone());
     Reply::json(201, body).header("X-Subject-Token", id)
 }
 

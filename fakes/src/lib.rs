@@ -316,6 +316,12 @@ impl FakeCloud {
         secret
     }
 
+    /// The ids of the Keystone tokens issued so far (the newest 100 000; revoked, expired
+    /// and reset ones too), oldest first: secrets that must never appear in a log.
+    pub fn issued_tokens(&self) -> Vec<String> {
+        self.state().issued_tokens.iter().cloned().collect()
+    }
+
     /// The cloud requests so far, oldest first (control requests excluded; the newest
     /// 100 000 are kept).
     pub fn journal(&self) -> Vec<JournalEntry> {

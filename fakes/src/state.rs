@@ -37,6 +37,9 @@ pub(crate) struct CloudState {
     /// `http://127.0.0.1:<port>`, without trailing slash.
     pub base_url: String,
     pub tokens: HashMap<String, Token>,
+    /// The ids of the newest [`JOURNAL_LIMIT`] tokens issued, expired or revoked ones too
+    /// (kept by [`CloudState::reset`]): what a test looks for in logs.
+    pub issued_tokens: VecDeque<String>,
     pub share_types: Vec<ShareType>,
     pub shares: HashMap<String, Share>,
     pub snapshots: HashMap<String, Snapshot>,
@@ -87,6 +90,7 @@ impl CloudState {
             base_url,
             ca: None,
             tokens: HashMap::new(),
+            issued_tokens: VecDeque::new(),
             share_types: Vec::new(),
             shares: HashMap::new(),
             snapshots: HashMap::new(),

@@ -36,6 +36,7 @@ pub mod report;
 pub mod run;
 pub mod runner;
 mod sanity_suite;
+pub mod secret_scan;
 pub mod setup;
 pub mod target;
 pub mod timeline;

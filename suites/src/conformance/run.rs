@@ -4,7 +4,7 @@
 //! target; [`finish`] tears the target down, proving the run left nothing behind.
 
 use std::collections::BTreeSet;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -16,10 +16,12 @@ use super::progress::Progress;
 use super::report::{Outcome, RunReport, TestReport};
 use super::runner::{self, RunnerOptions};
 use super::sanity_suite;
+use super::secret_scan::{self, EventLog, Scanner};
 use super::setup::SetupError;
 use super::target::Target;
 use super::target::embedded::{self, EmbeddedOptions};
 use super::target::existing::{self, ExistingOptions};
+use crate::e2e::ManilaCsiEnvironment;
 use crate::sanity::case::Case;
 
 /// What the run runs against.
@@ -140,7 +142,7 @@ pub async fn execute(
         driver: plan.spec.driver_info.name.clone(),
         ..RunReport::default()
     };
-    let target = match &config.target {
+    let mut target = match &config.target {
         TargetChoice::Embedded(options) => {
             let options = EmbeddedOptions {
                 configs: plan.configs(),
@@ -170,6 +172,10 @@ pub async fn execute(
             .notes
             .push("the nodes are other machines: mounts left behind were not checked".into());
     }
+    if target.environment.is_some() {
+        // Before any test: their Events go with their namespaces (see `finish`).
+        target.events = Some(EventLog::start(target.cluster.client()));
+    }
     let target = Arc::new(target);
 
     progress.tests_begin(plan.len());
@@ -195,10 +201,17 @@ pub async fn execute(
     Ok((report, target))
 }
 
-/// Tears the target down: on the embedded default the environment's teardown, which fails
-/// if any PV, VolumeSnapshotContent, share or snapshot is left; the result is added to the
-/// report as the test `[teardown] the run leaves nothing behind`.
-pub async fn finish(report: &mut RunReport, target: Arc<Target>, progress: &dyn Progress) {
+/// Tears the target down: on the embedded default first the look for the run's secrets in
+/// every log, Event and the run's output so far (`output`; see [`secret_scan`]), added to
+/// the report as the test `[teardown] no secret of the run in any log, Event or output`;
+/// then the environment's teardown, which fails if any PV, VolumeSnapshotContent, share or
+/// snapshot is left, added as `[teardown] the run leaves nothing behind`.
+pub async fn finish(
+    report: &mut RunReport,
+    target: Arc<Target>,
+    output: Option<&Path>,
+    progress: &dyn Progress,
+) {
     let started = Instant::now();
     let Ok(mut target) = Arc::try_unwrap(target) else {
         report
@@ -209,7 +222,33 @@ pub async fn finish(report: &mut RunReport, target: Arc<Target>, progress: &dyn 
     let Some(environment) = target.environment.take() else {
         return;
     };
+    progress.step("looking for the run's secrets in every log, Event and output file");
+    let scanned = Instant::now();
+    let events = target.events.take();
+    let (findings, looked_at) = secrets_found(&environment, events.as_ref(), report, output);
+    drop(events);
+    let outcome = if findings.is_empty() {
+        progress.step(&format!("no secret found: {looked_at}"));
+        Outcome::Passed
+    } else {
+        Outcome::Failed(format!(
+            "{} place(s) hold a secret of the run ({looked_at}): {}",
+            findings.len(),
+            secret_scan::summarize(&findings, 12)
+        ))
+    };
+    let test = TestReport {
+        suite: "teardown".into(),
+        name: "no secret of the run in any log, Event or output".into(),
+        outcome,
+        duration: scanned.elapsed(),
+        evidence: None,
+    };
+    progress.test_finished(&test);
+    report.tests.push(test);
+
     progress.step("tearing down the embedded cluster");
+    let torn_down = Instant::now();
     let outcome = match environment.teardown().await {
         Ok(()) => Outcome::Passed,
         Err(e) => Outcome::Failed(harness::errors::error_chain(&e)),
@@ -218,12 +257,52 @@ pub async fn finish(report: &mut RunReport, target: Arc<Target>, progress: &dyn 
         suite: "teardown".into(),
         name: "the run leaves nothing behind".into(),
         outcome,
-        duration: started.elapsed(),
+        duration: torn_down.elapsed(),
         evidence: None,
     };
     progress.test_finished(&test);
     report.tests.push(test);
     report.duration += started.elapsed();
+}
+
+/// The run's secrets (the driver Secret's, every token of the fake cloud) found in the logs
+/// below the cluster's run directory, the files of `output`, the cluster's Events and the
+/// tests' outcomes; with what was looked at.
+fn secrets_found(
+    environment: &ManilaCsiEnvironment,
+    events: Option<&EventLog>,
+    report: &RunReport,
+    output: Option<&Path>,
+) -> (Vec<secret_scan::Finding>, String) {
+    let tokens = environment
+        .fake_cloud()
+        .map(|cloud| cloud.issued_tokens())
+        .unwrap_or_default();
+    let scanner = Scanner::new(secret_scan::secret_values(
+        &environment.driver_secret(),
+        tokens,
+    ));
+    let (mut findings, logs) = scanner.scan_tree(environment.run_dir(), secret_scan::is_log);
+    let mut outputs = 0;
+    if let Some(output) = output {
+        let (found, read) = scanner.scan_tree(output, |_| true);
+        findings.extend(found);
+        outputs = read;
+    }
+    for test in &report.tests {
+        if let Outcome::Failed(message) | Outcome::Skipped(message) = &test.outcome {
+            let place = format!("the outcome of [{}] {}", test.suite, test.name);
+            findings.extend(scanner.scan_bytes(&place, message.as_bytes()));
+        }
+    }
+    let (found, events) = events.map(|log| log.scan(&scanner)).unwrap_or_default();
+    findings.extend(found);
+    let looked_at = format!(
+        "{} secret values looked for in {logs} logs, {outputs} output files, {events} Events and {} outcomes",
+        scanner.len(),
+        report.tests.len()
+    );
+    (findings, looked_at)
 }
 
 #[cfg(test)]

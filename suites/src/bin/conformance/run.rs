@@ -140,7 +140,7 @@ pub async fn run(args: RunArgs) -> anyhow::Result<bool> {
         if args.keep && target.environment().is_some() {
             keep_until_signal(&target).await?;
         }
-        run::finish(&mut report, target, progress.as_ref()).await;
+        run::finish(&mut report, target, Some(&output), progress.as_ref()).await;
         write_outputs(&args, &output, &report)?;
         Ok(report.success())
     }

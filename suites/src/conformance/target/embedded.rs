@@ -193,6 +193,7 @@ pub async fn start(
         cloud: Some(cloud),
         mounts_root,
         environment: Some(environment),
+        events: None,
     };
     Ok((target, steps))
 }

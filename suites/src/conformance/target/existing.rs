@@ -137,6 +137,7 @@ pub async fn connect(spec: &DriverSpec, options: &ExistingOptions) -> Result<Tar
         cloud,
         mounts_root,
         environment: None,
+        events: None,
     })
 }
 

@@ -123,6 +123,8 @@ pub struct Target {
     pub mounts_root: Option<PathBuf>,
     /// The embedded environment, when the run started one (torn down at the end).
     pub(super) environment: Option<ManilaCsiEnvironment>,
+    /// Every Event of the run, for the look for secrets at its end (the embedded default).
+    pub(in crate::conformance) events: Option<super::secret_scan::EventLog>,
 }
 
 impl std::fmt::Debug for Target {
