@@ -228,3 +228,49 @@ fn the_operator_may_list_and_delete_every_kind_it_prunes() {
         assert!(gaps.is_empty(), "{kind}: {gaps:?}");
     }
 }
+
+/// The sidecars' roles the operator installs grant exactly what those of the plain manifests
+/// (`fixtures/manila-csi/controllerplugin-rbac.yaml`, least privilege, proven against a real
+/// API server by `suites/tests/e2e_rbac.rs`) grant: one list of rights, two renderings.
+#[test]
+fn the_sidecar_roles_are_those_of_the_plain_manifests() {
+    const PLAIN: &str = include_str!("../../../../fixtures/manila-csi/controllerplugin-rbac.yaml");
+    let sorted = |mut rights: Vec<Right>| {
+        rights.sort();
+        rights
+    };
+    let mut plain = std::collections::BTreeMap::new();
+    let text = PLAIN
+        .replace("${NAMESPACE}", "manila-csi")
+        .replace("${INSTANCE}", "openstack-manila-csi");
+    for document in serde_yaml::Deserializer::from_str(&text) {
+        let value =
+            serde_json::to_value(serde_yaml::Value::deserialize(document).unwrap()).unwrap();
+        if matches!(value["kind"].as_str(), Some("ClusterRole" | "Role")) {
+            let key = format!(
+                "{} {}",
+                value["kind"].as_str().unwrap(),
+                value["metadata"]["name"].as_str().unwrap()
+            );
+            plain.insert(key, sorted(rights(&value["rules"])));
+        }
+    }
+    let objects = rendered(Release::Current);
+    let mut compared = 0;
+    for object in &objects {
+        let Some(kind) = object.types.as_ref().map(|t| t.kind.as_str()) else {
+            continue;
+        };
+        if !matches!(kind, "ClusterRole" | "Role") {
+            continue;
+        }
+        let key = format!("{kind} {}", object.metadata.name.as_deref().unwrap());
+        let want = plain
+            .get(&key)
+            .unwrap_or_else(|| panic!("{key} is not in the plain manifests"));
+        assert_eq!(&sorted(rights(&object.data["rules"])), want, "{key}");
+        compared += 1;
+    }
+    // provisioner, resizer, snapshotter and the Lease Role (no attacher: attachRequired false).
+    assert_eq!(compared, 4);
+}
