@@ -15,11 +15,10 @@ use std::time::{Duration, SystemTime};
 
 use anyhow::Context as _;
 use suites::conformance::{TestResult, Timeline};
-use suites::e2e::workload::{Workload, claim};
-use suites::e2e::{
-    DEFAULT_STORAGE_CLASS, EnvironmentOptions, Install, ManilaCsiEnvironment, OperatorOptions,
-};
-use suites::resilience::writers::{self, WriterSpec, Writers};
+use suites::e2e::workload::Workload;
+use suites::e2e::{ManilaCsiEnvironment, OperatorOptions};
+use suites::resilience::upgrade;
+use suites::resilience::writers;
 
 const TIMEOUT: Duration = Duration::from_secs(120);
 /// The target for the writer stall.
@@ -50,17 +49,9 @@ fn checked<T>(result: TestResult<T>) -> anyhow::Result<T> {
 }
 
 async fn run() -> anyhow::Result<()> {
-    let env = ManilaCsiEnvironment::start(EnvironmentOptions {
-        nodes: 2,
-        cloud_tls: true,
-        install: Install::Operator(OperatorOptions {
-            release: OperatorOptions::PREVIOUS_RELEASE,
-            ..Default::default()
-        }),
-        ..Default::default()
-    })
-    .await
-    .context("installing release N-1 of the operator")?;
+    let env = upgrade::start_release_n_minus_1()
+        .await
+        .context("installing release N-1 of the operator")?;
     let timeline = Timeline::new();
     let result = measure(&env, &timeline).await;
     if result.is_err() {
@@ -77,27 +68,7 @@ async fn measure(env: &ManilaCsiEnvironment, timeline: &Timeline) -> anyhow::Res
     env.wait_operator_version(&previous, TIMEOUT).await?;
     let workload = Workload::create(env, "upgrade-bench").await?;
     let nodes = env.cluster().node_names();
-    anyhow::ensure!(
-        nodes.len() >= 2,
-        "two nodes needed, the cluster has {nodes:?}"
-    );
-    for (name, mode) in [("shared", "ReadWriteMany"), ("single", "ReadWriteOnce")] {
-        workload
-            .bound_claim(&claim(name, Some(DEFAULT_STORAGE_CLASS), "1Gi", mode))
-            .await?;
-    }
-    let writers = checked(
-        Writers::start(
-            &workload,
-            timeline,
-            vec![
-                WriterSpec::new("w-rwx-1", "shared").on(&nodes[0]),
-                WriterSpec::new("w-rwx-2", "shared").on(&nodes[1]),
-                WriterSpec::new("w-rwo", "single").on(&nodes[0]),
-            ],
-        )
-        .await,
-    )?;
+    let writers = checked(upgrade::start_writers(&workload, &nodes, timeline).await)?;
 
     let before = checked(writers.read().await)?;
     let (started, _) = writers::now();

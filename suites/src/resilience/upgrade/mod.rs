@@ -148,17 +148,9 @@ async fn n_minus_1_to_n(ctx: &TestContext<'_>) -> TestResult {
         ),
     );
     // Dropped on a failure, the environment still ends its cluster and removes its files.
-    let env = ManilaCsiEnvironment::start(EnvironmentOptions {
-        nodes: 2,
-        cloud_tls: true,
-        install: Install::Operator(OperatorOptions {
-            release: OperatorOptions::PREVIOUS_RELEASE,
-            ..Default::default()
-        }),
-        ..Default::default()
-    })
-    .await
-    .map_err(|e| TestError::failed(format!("installing release N-1: {e}")))?;
+    let env = start_release_n_minus_1()
+        .await
+        .map_err(|e| TestError::failed(format!("installing release N-1: {e}")))?;
     env.wait_operator_version(&releases.previous, WAIT).await?;
     timeline.record(
         "cluster",
@@ -176,21 +168,7 @@ async fn n_minus_1_to_n(ctx: &TestContext<'_>) -> TestResult {
         "two nodes needed, the cluster has {nodes:?}"
     );
     let data = release_n_minus_1::numbered_writer(&workload).await?;
-    for (name, mode) in [("shared", "ReadWriteMany"), ("single", "ReadWriteOnce")] {
-        workload
-            .bound_claim(&claim(name, Some(DEFAULT_STORAGE_CLASS), "1Gi", mode))
-            .await?;
-    }
-    let writers = Writers::start(
-        &workload,
-        timeline,
-        vec![
-            WriterSpec::new("w-rwx-1", "shared").on(&nodes[0]),
-            WriterSpec::new("w-rwx-2", "shared").on(&nodes[1]),
-            WriterSpec::new("w-rwo", "single").on(&nodes[0]),
-        ],
-    )
-    .await?;
+    let writers = start_writers(&workload, &nodes, timeline).await?;
     let before =
         release_n_minus_1::note(&env, &workload, &writers, &manila, data, timeline).await?;
 
@@ -212,6 +190,51 @@ async fn n_minus_1_to_n(ctx: &TestContext<'_>) -> TestResult {
     env.teardown().await?;
     timeline.record("test", "the test's cluster torn down: nothing left behind");
     Ok(())
+}
+
+/// An embedded cluster of two nodes with the fake cloud over TLS and release N-1 of the
+/// operator installed (not yet waited for: see
+/// [`ManilaCsiEnvironment::wait_operator_version`]). The upgrade benchmark starts the same.
+pub async fn start_release_n_minus_1() -> crate::e2e::Result<ManilaCsiEnvironment> {
+    ManilaCsiEnvironment::start(EnvironmentOptions {
+        nodes: 2,
+        cloud_tls: true,
+        install: Install::Operator(OperatorOptions {
+            release: OperatorOptions::PREVIOUS_RELEASE,
+            ..Default::default()
+        }),
+        ..Default::default()
+    })
+    .await
+}
+
+/// The timestamp writers of an upgrade: claims `shared` (ReadWriteMany) and `single`
+/// (ReadWriteOnce) of the default class, written to by `w-rwx-1` on the first of `nodes`,
+/// `w-rwx-2` on the second and `w-rwo` on the first.
+pub async fn start_writers<'w, 'a>(
+    workload: &'w Workload<'a>,
+    nodes: &[String],
+    timeline: &Timeline,
+) -> TestResult<Writers<'w, 'a>> {
+    ensure!(
+        nodes.len() >= 2,
+        "two nodes needed, the cluster has {nodes:?}"
+    );
+    for (name, mode) in [("shared", "ReadWriteMany"), ("single", "ReadWriteOnce")] {
+        workload
+            .bound_claim(&claim(name, Some(DEFAULT_STORAGE_CLASS), "1Gi", mode))
+            .await?;
+    }
+    Writers::start(
+        workload,
+        timeline,
+        vec![
+            WriterSpec::new("w-rwx-1", "shared").on(&nodes[0]),
+            WriterSpec::new("w-rwx-2", "shared").on(&nodes[1]),
+            WriterSpec::new("w-rwo", "single").on(&nodes[0]),
+        ],
+    )
+    .await
 }
 
 /// Raises the claim's request to `size`.
