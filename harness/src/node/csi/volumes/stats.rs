@@ -55,10 +55,11 @@ impl VolumeManager {
             if !capabilities.has(CapabilityType::GetVolumeStats) {
                 continue;
             }
-            let staging = capabilities
-                .has(CapabilityType::StageUnstageVolume)
-                .then(|| staging_path(&pv).to_string_lossy().into_owned())
-                .unwrap_or_default();
+            let staging = if capabilities.has(CapabilityType::StageUnstageVolume) {
+                staging_path(&pv).to_string_lossy().into_owned()
+            } else {
+                String::new()
+            };
             let request = NodeGetVolumeStatsRequest {
                 volume_id: data.volume_handle.clone(),
                 volume_path: publish_path(uid, &pv).to_string_lossy().into_owned(),
