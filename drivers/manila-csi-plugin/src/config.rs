@@ -44,13 +44,25 @@ pub struct Config {
     #[arg(long, default_value = "manila.csi.openstack.org")]
     pub drivername: String,
 
-    /// ID of this node (NodeGetInfo). Defaults to the host name.
+    /// ID of this node (NodeGetInfo). Deprecated upstream: without it, the node service
+    /// takes the instance `uuid` from the metadata service (`--metadata-url`).
     #[arg(long, env = "NODE_ID")]
     pub nodeid: Option<String>,
 
     /// Availability zone of this node (NodeGetInfo topology with --with-topology).
+    /// Deprecated upstream: without it, the zone is the metadata service's
+    /// `availability_zone`.
     #[arg(long)]
     pub nodeaz: Option<String>,
+
+    /// The OpenStack metadata document (`meta_data.json`) the node service reads its node id
+    /// and zone from when `--nodeid`/`--nodeaz` are not given.
+    #[arg(long = "metadata-url", env = "OS_METADATA_URL", default_value = crate::metadata::DEFAULT_URL)]
+    pub metadata_url: String,
+
+    /// How long reading the metadata document may take at start-up.
+    #[arg(long = "metadata-timeout", default_value = "10s", value_parser = parse_duration)]
+    pub metadata_timeout: Duration,
 
     /// Manila share protocol this instance serves (case-insensitive, as upstream upper-cases it).
     #[arg(long = "share-protocol-selector", value_enum, ignore_case = true)]
@@ -210,30 +222,12 @@ impl Config {
                 "--fwdendpoint is required when the node service is provided".into(),
             ));
         }
-        if self.provide_node_service
-            && self.with_topology
-            && self.nodeaz.as_deref().is_none_or(str::is_empty)
-        {
-            return Err(Error::InvalidArgument(
-                "--nodeaz is required with --with-topology when the node service is provided"
-                    .into(),
-            ));
-        }
         if self.drivername.is_empty() {
             return Err(Error::InvalidArgument(
                 "--drivername must not be empty".into(),
             ));
         }
         Ok(())
-    }
-
-    /// The node id to report: `--nodeid`, else the host name.
-    pub fn node_id(&self) -> String {
-        self.nodeid.clone().unwrap_or_else(|| {
-            std::fs::read_to_string("/proc/sys/kernel/hostname")
-                .map(|h| h.trim().to_string())
-                .unwrap_or_else(|_| "localhost".into())
-        })
     }
 }
 

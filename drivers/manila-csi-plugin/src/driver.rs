@@ -13,6 +13,7 @@ use crate::config::Config;
 use crate::controller::{Controller, ControllerSettings};
 use crate::error::{Error, Result};
 use crate::identity::IdentityService;
+use crate::metadata::node_identity;
 use crate::node::partner::Partner;
 use crate::node::{NodeService, NodeSettings};
 use crate::openstack::Connector;
@@ -63,24 +64,31 @@ impl Driver {
             )
         });
         let node = match (&partner, config.provide_node_service) {
-            (Some(partner), true) => Some(
-                NodeService::start(
-                    NodeSettings {
-                        node_id: config.node_id(),
-                        zone: if config.with_topology {
-                            config.nodeaz.clone()
-                        } else {
-                            None
-                        },
-                        runtime_config_file: config.runtime_config_file.clone(),
-                    },
-                    partner.clone(),
-                    config.partner_probe_timeout,
-                    connector.clone(),
-                    adapter.clone(),
+            (Some(partner), true) => {
+                let identity = node_identity(
+                    config.nodeid.as_deref(),
+                    config.nodeaz.as_deref(),
+                    config.with_topology,
+                    &config.metadata_url,
+                    config.metadata_timeout,
                 )
-                .await?,
-            ),
+                .await?;
+                tracing::info!(node_id = %identity.node_id, zone = ?identity.zone, "node identity");
+                Some(
+                    NodeService::start(
+                        NodeSettings {
+                            node_id: identity.node_id,
+                            zone: identity.zone,
+                            runtime_config_file: config.runtime_config_file.clone(),
+                        },
+                        partner.clone(),
+                        config.partner_probe_timeout,
+                        connector.clone(),
+                        adapter.clone(),
+                    )
+                    .await?,
+                )
+            }
             _ => None,
         };
         let identity = IdentityService::new(

@@ -103,6 +103,15 @@ pub enum Error {
     /// The partner node plugin answered with an error; its status is passed through.
     #[error("partner node plugin: {0}")]
     Partner(Status),
+    /// The OpenStack metadata service could not tell this node's id or zone (unreachable,
+    /// an error status, or a document without the field).
+    #[error("metadata service {url}: {reason}")]
+    Metadata {
+        /// The document's URL (`--metadata-url`).
+        url: String,
+        /// What went wrong.
+        reason: String,
+    },
     /// A bug or an unexpected condition inside the driver.
     #[error("{0}")]
     Internal(String),
@@ -147,6 +156,7 @@ impl Error {
             Error::ResourceExhausted(_) => Code::ResourceExhausted,
             Error::Unimplemented(_) => Code::Unimplemented,
             Error::Partner(status) => status.code(),
+            Error::Metadata { .. } => Code::Unavailable,
             Error::Internal(_) => Code::Internal,
         }
     }

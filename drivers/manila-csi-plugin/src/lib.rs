@@ -8,7 +8,8 @@
 //!
 //! Modules: [`config`] (flags), [`options`] (StorageClass parameters), [`openstack`] (Keystone
 //! and Manila clients), [`protocol`] (NFS/CephFS adapters), [`export_location`], [`wait`],
-//! [`error`], [`panic_guard`] (a panic answers Internal).
+//! [`error`], [`panic_guard`] (a panic answers Internal), [`metadata`] (node id and zone from
+//! the OpenStack metadata service).
 
 pub mod config;
 pub mod controller;
@@ -16,6 +17,7 @@ pub mod driver;
 pub mod error;
 pub mod export_location;
 pub mod identity;
+pub mod metadata;
 pub mod node;
 pub mod openstack;
 pub mod options;

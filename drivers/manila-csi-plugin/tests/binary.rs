@@ -129,7 +129,8 @@ async fn upstream_controller_arguments_start_the_binary() {
         "--alsologtostderr".into(),
         "--vmodule=*=2".into(),
     ];
-    let (mut child, socket, log_path) = start_driver_with(dir.path(), &socket, &args, None).await;
+    let (mut child, socket, log_path) =
+        start_driver_with(dir.path(), &socket, &args, None, &[]).await;
     let endpoint = format!("unix://{}", socket.display()).parse().unwrap();
     let channel = csi_proto::connect(&endpoint).await.unwrap();
     let mut identity = v1::identity_client::IdentityClient::new(channel.clone());
@@ -163,6 +164,63 @@ async fn upstream_controller_arguments_start_the_binary() {
     assert!(cloud.leftovers().is_empty(), "{:#?}", cloud.leftovers());
 }
 
+/// Upstream's chart starts the node plugin with `-v`, `--with-topology` and neither
+/// `--nodeid` nor `--nodeaz` (both deprecated upstream): the binary takes its node id and
+/// zone from the metadata service (here the fake's, through `OS_METADATA_URL`) and serves
+/// them in NodeGetInfo. Before, it refused to start without `--nodeaz`.
+#[tokio::test]
+async fn upstream_node_plugin_arguments_take_id_and_zone_from_the_metadata_service() {
+    let cloud = FakeCloud::start(CloudConfig::default()).await.unwrap();
+    cloud
+        .set_node_metadata(
+            "worker-1",
+            fakes::NodeMetadata {
+                uuid: "0f6b7c52-8a3e-4b61-9d1e-7c2a5b4e3d21".into(),
+                availability_zone: "zone-b".into(),
+                name: None,
+            },
+        )
+        .unwrap();
+    let dir = tempfile::Builder::new()
+        .prefix("binary-")
+        .tempdir()
+        .unwrap();
+    let partner =
+        support::partner::FakePartner::start(&dir.path().join("partner.sock"), vec![]).await;
+    let socket = dir.path().join("csi.sock");
+    let args = [
+        "-v=2".to_string(),
+        format!("--endpoint=unix://{}", socket.display()),
+        "--drivername=manila.csi.openstack.org".into(),
+        "--share-protocol-selector=NFS".into(),
+        format!("--fwdendpoint={}", partner.endpoint),
+        "--with-topology".into(),
+        "--provide-controller-service=false".into(),
+    ];
+    let (mut child, socket, _log) = start_driver_with(
+        dir.path(),
+        &socket,
+        &args,
+        None,
+        &[("OS_METADATA_URL", &cloud.metadata_url("worker-1"))],
+    )
+    .await;
+    let endpoint = format!("unix://{}", socket.display()).parse().unwrap();
+    let channel = csi_proto::connect(&endpoint).await.unwrap();
+    let info = v1::node_client::NodeClient::new(channel)
+        .node_get_info(v1::NodeGetInfoRequest {})
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(info.node_id, "0f6b7c52-8a3e-4b61-9d1e-7c2a5b4e3d21");
+    assert_eq!(
+        info.accessible_topology.unwrap().segments["topology.manila.csi.openstack.org/zone"],
+        "zone-b"
+    );
+    child.0.kill().unwrap();
+    child.0.wait().unwrap();
+}
+
 /// Starts the driver binary (controller only) on a socket in `dir` and waits for the socket;
 /// the process, the socket, and its log file.
 async fn start_driver(
@@ -176,20 +234,26 @@ async fn start_driver(
         "NFS".into(),
         "--provide-node-service=false".into(),
     ];
-    start_driver_with(dir, &socket, &args, Some("debug")).await
+    start_driver_with(dir, &socket, &args, Some("debug"), &[]).await
 }
 
-/// Starts the driver binary with `args` (`RUST_LOG` set to `rust_log`, else unset) and
-/// waits for `socket`; the process, the socket, and its log file.
+/// Starts the driver binary with `args` and `env` (`RUST_LOG` set to `rust_log`, else unset)
+/// and waits for `socket`; the process, the socket, and its log file.
 async fn start_driver_with(
     dir: &std::path::Path,
     socket: &std::path::Path,
     args: &[String],
     rust_log: Option<&str>,
+    env: &[(&str, &str)],
 ) -> (KillOnDrop, std::path::PathBuf, std::path::PathBuf) {
     let log_path = dir.join("driver.log");
     let mut command = Command::new(env!("CARGO_BIN_EXE_manila-csi-plugin"));
-    command.args(args).env_remove("RUST_LOG");
+    command
+        .args(args)
+        .env_remove("RUST_LOG")
+        .env_remove("NODE_ID")
+        .env_remove("OS_METADATA_URL")
+        .envs(env.iter().copied());
     if let Some(filter) = rust_log {
         command.env("RUST_LOG", filter);
     }

@@ -27,12 +27,18 @@ struct NodeEnv {
 impl NodeEnv {
     async fn start(config: CloudConfig, partner_caps: Vec<rpc::Type>, extra: &[&str]) -> Self {
         let cloud = FakeCloud::start(config).await.unwrap();
+        let mut args = vec!["--nodeid=node-1"];
+        args.extend_from_slice(extra);
+        Self::start_on(cloud, partner_caps, &args).await
+    }
+
+    /// The driver with `extra` flags (no `--nodeid` unless given) against `cloud`.
+    async fn start_on(cloud: FakeCloud, partner_caps: Vec<rpc::Type>, extra: &[&str]) -> Self {
         let dir = tempfile::Builder::new().prefix("node-").tempdir().unwrap();
         let partner = FakePartner::start(&dir.path().join("partner.sock"), partner_caps).await;
         let fwd = format!("--fwdendpoint={}", partner.endpoint);
         let mut args = vec![
             "--share-protocol-selector=NFS",
-            "--nodeid=node-1",
             fwd.as_str(),
             "--share-wait-timeout=3s",
         ];
@@ -277,6 +283,140 @@ async fn node_get_info_reports_the_zone_with_topology() {
     insta::assert_debug_snapshot!(capabilities);
 }
 
+const WORKER_UUID: &str = "5d1c6d0e-3a43-4c0b-9a8f-0c3b1b0f4e11";
+
+/// A cloud whose metadata service knows `worker-1` (zone `zone-b`).
+async fn cloud_with_worker() -> FakeCloud {
+    let cloud = FakeCloud::start(CloudConfig::default()).await.unwrap();
+    cloud
+        .set_node_metadata(
+            "worker-1",
+            fakes::NodeMetadata {
+                uuid: WORKER_UUID.into(),
+                availability_zone: "zone-b".into(),
+                name: None,
+            },
+        )
+        .unwrap();
+    cloud
+}
+
+async fn node_info(env: &NodeEnv) -> (String, Option<HashMap<String, String>>) {
+    let info = env
+        .driver
+        .node()
+        .await
+        .node_get_info(v1::NodeGetInfoRequest {})
+        .await
+        .unwrap()
+        .into_inner();
+    (info.node_id, info.accessible_topology.map(|t| t.segments))
+}
+
+fn metadata_requests(cloud: &FakeCloud) -> usize {
+    cloud
+        .journal()
+        .iter()
+        .filter(|e| e.path.ends_with("/meta_data.json"))
+        .count()
+}
+
+/// Upstream's chart starts the node plugin with `--with-topology` and neither `--nodeid` nor
+/// `--nodeaz`: the id and zone are the metadata service's `uuid` and `availability_zone`.
+#[tokio::test]
+async fn node_id_and_zone_come_from_the_metadata_service() {
+    let cloud = cloud_with_worker().await;
+    let url = format!("--metadata-url={}", cloud.metadata_url("worker-1"));
+    let env = NodeEnv::start_on(cloud, vec![], &["--with-topology", url.as_str()]).await;
+    let (node_id, topology) = node_info(&env).await;
+    assert_eq!(node_id, WORKER_UUID);
+    assert_eq!(
+        topology,
+        Some(HashMap::from([(
+            "topology.manila.csi.openstack.org/zone".to_string(),
+            "zone-b".to_string()
+        )]))
+    );
+    assert_eq!(metadata_requests(&env.cloud), 1);
+
+    // Without topology only the id is taken from it, and no zone is reported.
+    let cloud = cloud_with_worker().await;
+    let url = format!("--metadata-url={}", cloud.metadata_url("worker-1"));
+    let env = NodeEnv::start_on(cloud, vec![], &[url.as_str()]).await;
+    assert_eq!(node_info(&env).await, (WORKER_UUID.to_string(), None));
+}
+
+/// `--nodeid`/`--nodeaz` still win (deprecated upstream, but honoured): with both the
+/// metadata service is not asked at all; with `--nodeid` alone it gives only the zone.
+#[tokio::test]
+async fn node_flags_win_over_the_metadata_service() {
+    let cloud = cloud_with_worker().await;
+    let url = format!("--metadata-url={}", cloud.metadata_url("worker-1"));
+    let env = NodeEnv::start_on(
+        cloud,
+        vec![],
+        &["--with-topology", "--nodeid=node-1", url.as_str()],
+    )
+    .await;
+    let (node_id, topology) = node_info(&env).await;
+    assert_eq!(node_id, "node-1");
+    assert_eq!(
+        topology.unwrap()["topology.manila.csi.openstack.org/zone"],
+        "zone-b"
+    );
+
+    let cloud = cloud_with_worker().await;
+    let url = format!("--metadata-url={}", cloud.metadata_url("worker-1"));
+    let env = NodeEnv::start_on(
+        cloud,
+        vec![],
+        &[
+            "--with-topology",
+            "--nodeid=node-1",
+            "--nodeaz=zone-a",
+            url.as_str(),
+        ],
+    )
+    .await;
+    let (node_id, topology) = node_info(&env).await;
+    assert_eq!(node_id, "node-1");
+    assert_eq!(
+        topology.unwrap()["topology.manila.csi.openstack.org/zone"],
+        "zone-a"
+    );
+    assert_eq!(metadata_requests(&env.cloud), 0);
+}
+
+/// No document for the node (an instance without a metadata service): start-up fails
+/// naming the URL, as upstream's driver exits.
+#[tokio::test]
+async fn start_up_fails_clearly_without_metadata() {
+    let cloud = FakeCloud::start(CloudConfig::default()).await.unwrap();
+    let dir = tempfile::Builder::new().prefix("node-").tempdir().unwrap();
+    let partner = FakePartner::start(&dir.path().join("partner.sock"), vec![]).await;
+    let fwd = format!("--fwdendpoint={}", partner.endpoint);
+    let metadata_url = cloud.metadata_url("nobody");
+    let url = format!("--metadata-url={metadata_url}");
+    let error = RunningDriver::start(
+        dir.path(),
+        "manila",
+        &[
+            "--share-protocol-selector=NFS",
+            fwd.as_str(),
+            "--with-topology",
+            url.as_str(),
+        ],
+    )
+    .await
+    .err()
+    .expect("start-up must fail");
+    let message = error.to_string();
+    assert!(
+        message.contains(&metadata_url) && message.contains("HTTP 404"),
+        "{message}"
+    );
+}
+
 #[tokio::test]
 async fn probe_follows_the_partner() {
     let mut env = NodeEnv::start(CloudConfig::default(), vec![], &[]).await;
@@ -438,6 +578,7 @@ async fn start_up_fails_clearly_when_the_partner_never_answers() {
         "manila",
         &[
             "--share-protocol-selector=NFS",
+            "--nodeid=node-1",
             fwd.as_str(),
             "--partner-probe-timeout=300ms",
         ],
@@ -461,6 +602,7 @@ async fn the_binary_exits_non_zero_when_the_partner_never_answers() {
             dir.path().join("csi.sock").display()
         ))
         .arg("--share-protocol-selector=NFS")
+        .arg("--nodeid=node-1")
         .arg(format!(
             "--fwdendpoint=unix://{}",
             dir.path().join("nfs.sock").display()
