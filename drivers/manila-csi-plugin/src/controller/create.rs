@@ -9,6 +9,9 @@ use crate::openstack::ManilaClient;
 use crate::openstack::manila::{NewShare, Share, is_manila_id};
 use crate::options::VolumeOptions;
 
+/// One topology segment map (`key → value`).
+type Segments = HashMap<String, String>;
+
 /// Accessibility requirements of a CreateVolume request (topology segments).
 #[derive(Clone, Debug, Default)]
 pub struct TopologyRequirement {
@@ -71,7 +74,7 @@ impl Controller {
         let options = VolumeOptions::try_from(&request.parameters)?;
         let metadata = options.share_metadata(self.settings.cluster_id.as_deref())?;
         let size = size_in_gib(request.required_bytes, request.limit_bytes)?;
-        let zone = self.availability_zone(&options, request.topology.as_ref())?;
+        let (zone, accessible_topology) = self.placement(&options, request.topology.as_ref())?;
         let _guard = self.inflight.begin(&request.name, "volume")?;
         let client = self.connect(&request.secrets).await?;
         let max_version = client.check_version().await?;
@@ -160,10 +163,6 @@ impl Controller {
                 .collect::<Vec<_>>()
                 .join(","),
         );
-        let accessible_topology = match (&share.availability_zone, self.settings.with_topology) {
-            (Some(zone), true) => vec![HashMap::from([(TOPOLOGY_KEY.to_string(), zone.clone())])],
-            _ => Vec::new(),
-        };
         Ok(CreatedVolume {
             volume_id: share.id.clone(),
             capacity_bytes: gib_to_bytes(&format!("share {}", share.id), share.size)?,
@@ -194,28 +193,41 @@ impl Controller {
         }
     }
 
-    /// `availability`, or with `autoTopology` the zone of the first preferred (else requisite)
-    /// topology segment.
-    fn availability_zone(
+    /// The share's Manila zone and the volume's accessible topology, as upstream decides
+    /// them. The zone is `availability`; with `--with-topology`, `autoTopology` and no
+    /// `availability`, it is the zone of the first preferred (else requisite) segment with
+    /// the topology key, and the volume is accessible from that zone only. Otherwise, with
+    /// `--with-topology`, the volume is accessible from the request's preferred segments as
+    /// given (the operator maps compute zones to the Manila zone with `allowedTopologies`):
+    /// the Manila zone is never presented as a compute zone.
+    fn placement(
         &self,
         options: &VolumeOptions,
         topology: Option<&TopologyRequirement>,
-    ) -> Result<Option<String>> {
-        if !(self.settings.with_topology && options.auto_topology) {
-            return Ok(options.availability.clone());
+    ) -> Result<(Option<String>, Vec<Segments>)> {
+        let availability = options.availability.clone().filter(|z| !z.is_empty());
+        if !self.settings.with_topology {
+            return Ok((availability, Vec::new()));
         }
-        let zone = topology.and_then(|t| {
-            t.preferred
-                .iter()
-                .chain(t.requisite.iter())
-                .find_map(|segment| segment.get(TOPOLOGY_KEY).cloned())
-        });
-        match zone {
-            Some(zone) => Ok(Some(zone)),
-            None => Err(Error::InvalidArgument(format!(
-                "parameter autoTopology: the request has no accessibility requirement with key {TOPOLOGY_KEY}"
-            ))),
+        if options.auto_topology && availability.is_none() {
+            let zone = topology.and_then(|t| {
+                t.preferred
+                    .iter()
+                    .chain(t.requisite.iter())
+                    .find_map(|segment| segment.get(TOPOLOGY_KEY).cloned())
+            });
+            return match zone {
+                Some(zone) => Ok((
+                    Some(zone.clone()),
+                    vec![HashMap::from([(TOPOLOGY_KEY.to_string(), zone)])],
+                )),
+                None => Err(Error::InvalidArgument(format!(
+                    "parameter autoTopology: the request has no accessibility requirement with key {TOPOLOGY_KEY}"
+                ))),
+            };
         }
+        let preferred = topology.map(|t| t.preferred.clone()).unwrap_or_default();
+        Ok((availability, preferred))
     }
 
     fn check_existing(&self, share: &Share, request: &CreateVolume, size: u64) -> Result<()> {
