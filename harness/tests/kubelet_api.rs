@@ -730,3 +730,43 @@ async fn stats_summary_reports_pods_and_their_volumes() {
     assert!(volume["inodesUsed"].as_u64().unwrap() >= 3, "{volume}");
     ns.cleanup().await.unwrap();
 }
+
+/// `kubectl attach` streams the container's output from now on and ends when it exits.
+#[tokio::test]
+async fn kubectl_attach_follows_the_output_until_the_container_ends() {
+    let (cluster, ns) = setup("attach").await;
+    let mut pod = shell_pod(
+        "ticker",
+        "i=0; while [ ! -e /tmp/stop ]; do echo tick-$i; i=$((i+1)); sleep 0.2; done; echo bye",
+    );
+    pod["spec"]["restartPolicy"] = json!("Never");
+    run_pod(&ns, pod).await;
+    let mut attached = kubectl_command(&cluster, &["attach", "-n", ns.name(), "ticker"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut lines = BufReader::new(attached.stdout.take().unwrap()).lines();
+    let first = tokio::time::timeout(WAIT, lines.next_line())
+        .await
+        .unwrap()
+        .unwrap()
+        .unwrap_or_default();
+    assert!(first.starts_with("tick-"), "{first:?}");
+    let stop = cluster
+        .exec(ns.name(), "ticker", "app", &["touch", "/tmp/stop"])
+        .await
+        .unwrap();
+    assert_eq!(stop.code(), 0, "{stop:?}");
+    let mut rest = Vec::new();
+    while let Ok(Ok(Some(line))) = tokio::time::timeout(WAIT, lines.next_line()).await {
+        rest.push(line);
+    }
+    assert_eq!(rest.last().map(String::as_str), Some("bye"), "{rest:?}");
+    let status = tokio::time::timeout(WAIT, attached.wait())
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(status.success(), "{status}");
+    ns.cleanup().await.unwrap();
+}

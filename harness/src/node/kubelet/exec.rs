@@ -34,6 +34,8 @@ pub struct ExecOptions {
     pub stderr: bool,
     /// A terminal.
     pub tty: bool,
+    /// `attach` (to the container's own output) rather than `exec` of `command`.
+    pub attach: bool,
 }
 
 impl ExecOptions {
@@ -46,6 +48,7 @@ impl ExecOptions {
             stdout: query.flag("stdout") || query.flag("output"),
             stderr: (query.flag("stderr") || query.flag("error")) && !tty,
             tty,
+            attach,
         };
         if !attach && options.command.is_empty() {
             return Err("you must specify at least one command for the container".into());
@@ -113,6 +116,9 @@ pub async fn run(
     mut streams: Streams,
     cancelled: impl std::future::Future<Output = ()>,
 ) -> Ended {
+    if options.attach {
+        return attach(container, streams, cancelled).await;
+    }
     let size = TerminalSize {
         width: 80,
         height: 24,
@@ -190,6 +196,57 @@ pub async fn run(
             Ended::Failed(format!("container not running ({:?})", container.name()))
         }
         Err(e) => Ended::Failed(error_chain(&e)),
+    }
+}
+
+/// How often an attached container's output is checked.
+const ATTACH_POLL: Duration = Duration::from_millis(50);
+
+/// Attaches to `container`: its output from now on (the runtime keeps stdout and stderr
+/// together in the log, so all of it goes to stdout), until it ends (then `Success`, as
+/// kubelet's attach) or the client goes. Its input is the runtime's `/dev/null`: what the
+/// client sends is dropped.
+async fn attach(
+    container: &Container,
+    mut streams: Streams,
+    cancelled: impl std::future::Future<Output = ()>,
+) -> Ended {
+    use std::io::{Read, Seek, SeekFrom};
+    let path = container.log_path();
+    let mut offset = std::fs::metadata(&path).map(|m| m.len()).unwrap_or(0);
+    let output = streams.stdout.take().or(streams.stderr.take());
+    let mut stdin = streams.stdin.take();
+    tokio::pin!(cancelled);
+    let mut buf = vec![0u8; 32 * 1024];
+    loop {
+        let ended = container.exit_status().ok().flatten().is_some();
+        let mut read = 0;
+        if let Ok(mut file) = std::fs::File::open(&path)
+            && file.seek(SeekFrom::Start(offset)).is_ok()
+        {
+            read = file.read(&mut buf).unwrap_or(0);
+        }
+        if read > 0 {
+            offset += read as u64;
+            if let Some(tx) = &output
+                && tx.send(Bytes::copy_from_slice(&buf[..read])).await.is_err()
+            {
+                return Ended::Exited(0);
+            }
+            continue;
+        }
+        if ended {
+            return Ended::Exited(0);
+        }
+        tokio::select! {
+            () = tokio::time::sleep(ATTACH_POLL) => {}
+            () = &mut cancelled => return Ended::Exited(0),
+            data = async { match stdin.as_mut() { Some(rx) => rx.recv().await, None => std::future::pending().await } } => {
+                if data.is_none() {
+                    stdin = None;
+                }
+            }
+        }
     }
 }
 

@@ -174,9 +174,11 @@ impl Server {
             (::http::Method::GET, ["containerLogs", namespace, pod, container]) => {
                 self.container_logs(namespace, pod, container, &query)
             }
-            (::http::Method::GET | ::http::Method::POST, ["exec", namespace, pod, rest @ ..])
-                if matches!(rest.len(), 1 | 2) =>
-            {
+            (
+                ::http::Method::GET | ::http::Method::POST,
+                [verb @ ("exec" | "attach"), namespace, pod, rest @ ..],
+            ) if matches!(rest.len(), 1 | 2) => {
+                let attach = *verb == "attach";
                 let (uid, container) = match rest {
                     [uid, container] => (Some(*uid), *container),
                     [container] => (None, *container),
@@ -195,6 +197,7 @@ impl Server {
                     uid.as_deref(),
                     &container,
                     &query,
+                    attach,
                 )
             }
             (
@@ -292,6 +295,7 @@ impl Server {
         }
     }
 
+    #[allow(clippy::too_many_arguments)]
     fn exec(
         &self,
         request: hyper::Request<Incoming>,
@@ -300,8 +304,9 @@ impl Server {
         uid: Option<&str>,
         container: &str,
         query: &Query,
+        attach: bool,
     ) -> Response {
-        let options = match exec::ExecOptions::parse(query, false) {
+        let options = match exec::ExecOptions::parse(query, attach) {
             Ok(options) => options,
             Err(message) => return text(::http::StatusCode::BAD_REQUEST, message),
         };
