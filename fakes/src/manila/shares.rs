@@ -124,6 +124,47 @@ fn view(state: &CloudState, ctx: &Ctx<'_>, s: &Share) -> Value {
     v
 }
 
+/// The `scheduler_hints` of a share create (2.65): `same_host` and `different_host`, each a
+/// comma list of existing share ids; the metadata key each is kept under, with its value.
+fn scheduler_hints(
+    state: &CloudState,
+    value: Option<&Value>,
+) -> Result<Vec<(String, &'static str)>, Reply> {
+    let map = match value {
+        None | Some(Value::Null) => return Ok(Vec::new()),
+        Some(Value::Object(map)) => map,
+        Some(other) => {
+            return Err(bad_request(format!(
+                "Invalid input received: scheduler_hints must be an object, not {other}."
+            )));
+        }
+    };
+    let mut hints = Vec::new();
+    for (name, value) in map {
+        let key = match name.as_str() {
+            "same_host" => "__affinity_same_host",
+            "different_host" => "__affinity_different_host",
+            _ => {
+                return Err(bad_request(format!(
+                    "Invalid input received: unknown scheduler hint {name:?} (same_host or different_host)."
+                )));
+            }
+        };
+        let Some(list) = value.as_str() else {
+            return Err(bad_request(format!(
+                "Invalid input received: scheduler hint {name} must be a string."
+            )));
+        };
+        for id in list.split(',').map(str::trim) {
+            if !state.shares.contains_key(id) {
+                return Err(not_found(format!("Share {id} could not be found.")));
+            }
+        }
+        hints.push((list.to_string(), key));
+    }
+    Ok(hints)
+}
+
 pub(crate) fn string_map(
     value: Option<&Value>,
     what: &str,
@@ -304,7 +345,15 @@ fn create_checked(
         }
         _ => {}
     }
-    let metadata = string_map(body.get("metadata"), "metadata")?;
+    let mut metadata = string_map(body.get("metadata"), "metadata")?;
+    // Scheduler hints (2.65): each a comma list of existing share ids; Manila keeps them in
+    // the share's metadata under `__affinity_same_host` / `__affinity_different_host`.
+    // Below 2.65 the field is not part of the API and is ignored, as Manila ignores it.
+    if ctx.at_least(65) {
+        for (hint, key) in scheduler_hints(state, body.get("scheduler_hints"))? {
+            metadata.insert(key.into(), hint);
+        }
+    }
     let is_public = body
         .get("is_public")
         .and_then(Value::as_bool)
