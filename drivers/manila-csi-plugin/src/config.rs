@@ -96,8 +96,8 @@ pub struct Config {
           default_missing_value = "true", default_value_t = true, action = ArgAction::Set)]
     pub provide_node_service: bool,
 
-    /// Look PVC annotations up for share options (accepted for compatibility; the lookup is
-    /// not implemented, so it only logs a warning).
+    /// Read the claim's annotations (`manila.csi.openstack.org/affinity`, `anti-affinity`)
+    /// from the Kubernetes API and pass them to Manila as scheduler hints (see [`crate::pvc`]).
     #[arg(long = "pvc-annotations", num_args = 0..=1, default_missing_value = "true",
           default_value_t = false, action = ArgAction::Set)]
     pub pvc_annotations: bool,
@@ -123,15 +123,15 @@ pub struct Config {
     #[arg(long = "compatibility-settings")]
     pub compatibility_settings: Option<String>,
 
-    /// Kubernetes API server address (upstream's PVC-annotation client; accepted, unused).
+    /// Kubernetes API server address for `--pvc-annotations` (overrides the kubeconfig's).
     #[arg(long)]
     pub master: Option<String>,
 
-    /// Kubeconfig file (upstream's PVC-annotation client; accepted, unused).
+    /// Kubeconfig file for `--pvc-annotations` (else `--master`, else in-cluster).
     #[arg(long)]
     pub kubeconfig: Option<PathBuf>,
 
-    /// QPS of the Kubernetes client (accepted, unused).
+    /// QPS of the Kubernetes client (accepted, unused: one claim read per CreateVolume).
     #[arg(long = "kube-api-qps", default_value_t = 5.0)]
     pub kube_api_qps: f32,
 
@@ -139,7 +139,8 @@ pub struct Config {
     #[arg(long = "kube-api-burst", default_value_t = 10)]
     pub kube_api_burst: u32,
 
-    /// Resync period of the Kubernetes informers (accepted, unused).
+    /// Resync period of upstream's claim informer (accepted, unused: claims are read, not
+    /// watched).
     #[arg(long = "min-resync-period", default_value = "12h0m0s", value_parser = parse_duration)]
     pub min_resync_period: Duration,
 

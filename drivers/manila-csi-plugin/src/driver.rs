@@ -19,6 +19,7 @@ use crate::node::{NodeService, NodeSettings};
 use crate::openstack::Connector;
 use crate::panic_guard::PanicGuard;
 use crate::protocol::adapter_for;
+use crate::pvc::ClaimReader;
 use crate::wait::WaitPolicy;
 
 /// The driver's services, ready to serve.
@@ -34,11 +35,14 @@ impl Driver {
     /// plugin (`--partner-probe-timeout`) and fails if it never answers.
     pub async fn new(config: &Config) -> Result<Self> {
         config.validate()?;
-        if config.pvc_annotations {
-            tracing::warn!(
-                "--pvc-annotations: PVC annotation lookup is not supported; flag ignored"
-            );
-        }
+        let claims = if config.pvc_annotations && config.provide_controller_service {
+            Some(
+                ClaimReader::connect(config.master.as_deref(), config.kubeconfig.as_deref())
+                    .await?,
+            )
+        } else {
+            None
+        };
         let mut user_agent = format!("manila-csi-plugin/{}", env!("CARGO_PKG_VERSION"));
         for extra in &config.user_agent {
             user_agent.push(' ');
@@ -60,6 +64,7 @@ impl Driver {
                     with_topology: config.with_topology,
                     runtime_config_file: config.runtime_config_file.clone(),
                     wait: WaitPolicy::with_deadline(config.share_wait_timeout),
+                    claims,
                 },
             )
         });

@@ -9,7 +9,8 @@
 //! Modules: [`config`] (flags), [`options`] (StorageClass parameters), [`openstack`] (Keystone
 //! and Manila clients), [`protocol`] (NFS/CephFS adapters), [`export_location`], [`wait`],
 //! [`error`], [`panic_guard`] (a panic answers Internal), [`metadata`] (node id and zone from
-//! the OpenStack metadata service).
+//! the OpenStack metadata service), [`pvc`] (`--pvc-annotations`: claim annotations as
+//! scheduler hints).
 
 pub mod config;
 pub mod controller;
@@ -23,6 +24,7 @@ pub mod openstack;
 pub mod options;
 pub mod panic_guard;
 pub mod protocol;
+pub mod pvc;
 mod rpc_log;
 pub mod wait;
 

@@ -111,6 +111,16 @@ async fn upstream_controller_arguments_start_the_binary() {
         .tempdir()
         .unwrap();
     let socket = dir.path().join("csi.sock");
+    // --pvc-annotations needs a Kubernetes client; nothing is asked of the API server unless
+    // a request names a claim, so an address nobody serves will do.
+    let kubeconfig = dir.path().join("kubeconfig");
+    std::fs::write(
+        &kubeconfig,
+        "apiVersion: v1\nkind: Config\nclusters:\n- name: c\n  cluster:\n    server: http://127.0.0.1:9\n\
+         users:\n- name: u\n  user: {}\ncontexts:\n- name: x\n  context:\n    cluster: c\n    user: u\n\
+         current-context: x\n",
+    )
+    .unwrap();
     let args = [
         "-v=5".to_string(),
         format!("--endpoint=unix://{}", socket.display()),
@@ -121,6 +131,8 @@ async fn upstream_controller_arguments_start_the_binary() {
         "--with-topology".into(),
         "--cluster-id=cluster-1".into(),
         "--pvc-annotations".into(),
+        format!("--kubeconfig={}", kubeconfig.display()),
+        "--master=http://127.0.0.1:9".into(),
         "--compatibility-settings=".into(),
         "--kube-api-qps=10".into(),
         "--kube-api-burst=20".into(),

@@ -6,8 +6,58 @@ use std::collections::HashMap;
 use super::{Controller, TOPOLOGY_KEY, gib_to_bytes, size_in_gib};
 use crate::error::{Error, Result};
 use crate::openstack::ManilaClient;
+use crate::openstack::manila::SCHEDULER_HINTS_MICROVERSION;
 use crate::openstack::manila::{NewShare, Share, is_manila_id};
+use crate::openstack::model::{Microversion, SchedulerHints};
 use crate::options::VolumeOptions;
+use crate::pvc::{AFFINITY, ANTI_AFFINITY, ClaimHints, PVC_NAME, PVC_NAMESPACE};
+
+/// The claim's hints as Manila takes them: share names resolved to ids (ids kept), each
+/// list comma-joined. Needs a cloud at microversion 2.65.
+async fn resolve_hints(
+    client: &ManilaClient,
+    hints: &ClaimHints,
+    max_version: Microversion,
+) -> Result<SchedulerHints> {
+    if max_version < SCHEDULER_HINTS_MICROVERSION {
+        return Err(Error::FailedPrecondition(format!(
+            "annotations {AFFINITY}/{ANTI_AFFINITY} need Manila microversion {SCHEDULER_HINTS_MICROVERSION} (scheduler hints); this cloud supports up to {max_version}"
+        )));
+    }
+    let mut resolved = Vec::with_capacity(2);
+    for (annotation, entries) in [
+        (AFFINITY, &hints.affinity),
+        (ANTI_AFFINITY, &hints.anti_affinity),
+    ] {
+        let mut ids = Vec::with_capacity(entries.len());
+        for entry in entries {
+            if is_manila_id(entry) {
+                ids.push(entry.clone());
+                continue;
+            }
+            match client.shares_named(entry).await?.as_slice() {
+                [share] => ids.push(share.id.clone()),
+                [] => {
+                    return Err(Error::InvalidArgument(format!(
+                        "annotation {annotation}: no share named {entry:?}"
+                    )));
+                }
+                _ => {
+                    return Err(Error::InvalidArgument(format!(
+                        "annotation {annotation}: several shares are named {entry:?}; give its id"
+                    )));
+                }
+            }
+        }
+        resolved.push((!ids.is_empty()).then(|| ids.join(",")));
+    }
+    let different_host = resolved.pop().flatten();
+    let same_host = resolved.pop().flatten();
+    Ok(SchedulerHints {
+        same_host,
+        different_host,
+    })
+}
 
 /// One topology segment map (`key → value`).
 type Segments = HashMap<String, String>;
@@ -75,11 +125,16 @@ impl Controller {
         let metadata = options.share_metadata(self.settings.cluster_id.as_deref())?;
         let size = size_in_gib(request.required_bytes, request.limit_bytes)?;
         let (zone, accessible_topology) = self.placement(&options, request.topology.as_ref())?;
+        let claim_hints = self.claim_hints(&request.parameters).await?;
         let _guard = self.inflight.begin(&request.name, "volume")?;
         let client = self.connect(&request.secrets).await?;
         let max_version = client.check_version().await?;
         self.adapter
             .check_access(&options, &request.name, max_version)?;
+        let scheduler_hints = match claim_hints {
+            Some(hints) => Some(resolve_hints(&client, &hints, max_version).await?),
+            None => None,
+        };
 
         let share = match client.shares_named(&request.name).await?.into_iter().next() {
             Some(existing) => {
@@ -102,6 +157,7 @@ impl Controller {
                     metadata,
                     snapshot_id: request.source_snapshot_id.clone(),
                     description: format!("provisioned-by={}", self.settings.driver_name),
+                    scheduler_hints: scheduler_hints.clone(),
                 };
                 let share = client.create_share(&new).await?;
                 tracing::info!(share_id = %share.id, size, "share created");
@@ -191,6 +247,28 @@ impl Controller {
                 }
             }
         }
+    }
+
+    /// With `--pvc-annotations`, the hints the request's claim asks for (none when the
+    /// request names no claim, as without the provisioner's `--extra-create-metadata`).
+    async fn claim_hints(
+        &self,
+        parameters: &HashMap<String, String>,
+    ) -> Result<Option<ClaimHints>> {
+        let Some(claims) = &self.settings.claims else {
+            return Ok(None);
+        };
+        let (Some(name), Some(namespace)) =
+            (parameters.get(PVC_NAME), parameters.get(PVC_NAMESPACE))
+        else {
+            tracing::debug!(
+                "--pvc-annotations: the request names no claim (extra-create-metadata off?)"
+            );
+            return Ok(None);
+        };
+        let annotations = claims.annotations(namespace, name).await?;
+        let hints = ClaimHints::from_annotations(&format!("{namespace}/{name}"), &annotations)?;
+        Ok((!hints.is_empty()).then_some(hints))
     }
 
     /// The share's Manila zone and the volume's accessible topology, as upstream decides
@@ -355,6 +433,7 @@ mod tests {
                 with_topology: false,
                 runtime_config_file: None,
                 wait: WaitPolicy::with_deadline(Duration::from_secs(5)),
+                claims: None,
             },
         )
     }

@@ -42,6 +42,8 @@ pub struct ControllerSettings {
     pub runtime_config_file: Option<PathBuf>,
     /// How long to wait for shares, snapshots and access rules.
     pub wait: WaitPolicy,
+    /// With `--pvc-annotations`: where the claims' annotations are read.
+    pub claims: Option<crate::pvc::ClaimReader>,
 }
 
 /// The controller: share lifecycle against the cloud named by each request's secrets.

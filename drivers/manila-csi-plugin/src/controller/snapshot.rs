@@ -275,6 +275,7 @@ mod rollback_tests {
                 with_topology: false,
                 runtime_config_file: None,
                 wait: WaitPolicy::with_deadline(Duration::from_secs(5)),
+                claims: None,
             },
         );
         let volume = controller

@@ -22,6 +22,8 @@ pub const MIN_MICROVERSION: Microversion = Microversion(2, 37);
 pub const ACCESS_RULES_MICROVERSION: Microversion = Microversion(2, 45);
 /// The microversion from which Manila accepts IPv6 `ip` access rules.
 pub const IPV6_ACCESS_MICROVERSION: Microversion = Microversion(2, 38);
+/// The microversion from which Manila takes share scheduler hints.
+pub const SCHEDULER_HINTS_MICROVERSION: Microversion = Microversion(2, 65);
 
 /// Manila v2 client for one identity.
 #[derive(Debug)]
@@ -239,13 +241,25 @@ impl ManilaClient {
         if let Some(snapshot) = &new.snapshot_id {
             share["snapshot_id"] = json!(snapshot);
         }
+        let mut version = MIN_MICROVERSION;
+        if let Some(hints) = &new.scheduler_hints {
+            let mut object = serde_json::Map::new();
+            if let Some(ids) = &hints.same_host {
+                object.insert("same_host".into(), json!(ids));
+            }
+            if let Some(ids) = &hints.different_host {
+                object.insert("different_host".into(), json!(ids));
+            }
+            share["scheduler_hints"] = serde_json::Value::Object(object);
+            version = SCHEDULER_HINTS_MICROVERSION;
+        }
         let body: Body = self
             .call(
                 Method::POST,
                 "/shares",
                 &[],
                 Some(json!({ "share": share })),
-                MIN_MICROVERSION,
+                version,
             )
             .await?;
         Ok(body.share)

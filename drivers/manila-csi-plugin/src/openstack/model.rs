@@ -164,4 +164,15 @@ pub struct NewShare {
     pub snapshot_id: Option<String>,
     /// Description.
     pub description: String,
+    /// Scheduler hints (microversion 2.65): share ids, comma-joined.
+    pub scheduler_hints: Option<SchedulerHints>,
+}
+
+/// `scheduler_hints` of `POST /shares` (2.65).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct SchedulerHints {
+    /// `same_host`: share ids, comma-joined.
+    pub same_host: Option<String>,
+    /// `different_host`: share ids, comma-joined.
+    pub different_host: Option<String>,
 }

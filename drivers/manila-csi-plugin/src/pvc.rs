@@ -1,0 +1,186 @@
+//! `--pvc-annotations`: the claim's annotations as share options, as upstream reads them.
+//!
+//! The controller reads the PersistentVolumeClaim named by the request's
+//! `csi.storage.k8s.io/pvc/name` and `csi.storage.k8s.io/pvc/namespace` parameters (the
+//! provisioner's `--extra-create-metadata`) from the Kubernetes API, through `--kubeconfig`,
+//! else `--master`, else the in-cluster configuration, and takes:
+//!
+//! - `manila.csi.openstack.org/affinity`: shares (names or ids, comma list) the new share
+//!   goes next to (scheduler hint `same_host`, microversion 2.65);
+//! - `manila.csi.openstack.org/anti-affinity`: shares it keeps away from (`different_host`);
+//! - `manila.csi.openstack.org/group-id`: the share group (not supported by this driver
+//!   yet: refused with InvalidArgument rather than ignored).
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use k8s_openapi::api::core::v1::PersistentVolumeClaim;
+use kube::Api;
+
+use crate::error::{Error, Result};
+
+/// The affinity annotation.
+pub const AFFINITY: &str = "manila.csi.openstack.org/affinity";
+/// The anti-affinity annotation.
+pub const ANTI_AFFINITY: &str = "manila.csi.openstack.org/anti-affinity";
+/// The share group annotation.
+pub const GROUP_ID: &str = "manila.csi.openstack.org/group-id";
+/// The parameter naming the claim (extra-create-metadata).
+pub const PVC_NAME: &str = "csi.storage.k8s.io/pvc/name";
+/// The parameter naming the claim's namespace (extra-create-metadata).
+pub const PVC_NAMESPACE: &str = "csi.storage.k8s.io/pvc/namespace";
+
+/// What the claim's annotations ask of the share.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ClaimHints {
+    /// Share names or ids for `same_host`.
+    pub affinity: Vec<String>,
+    /// Share names or ids for `different_host`.
+    pub anti_affinity: Vec<String>,
+}
+
+impl ClaimHints {
+    /// The hints in `annotations`; a group id is refused.
+    pub fn from_annotations(claim: &str, annotations: &BTreeMap<String, String>) -> Result<Self> {
+        if let Some(group) = annotations.get(GROUP_ID).filter(|g| !g.trim().is_empty()) {
+            return Err(Error::InvalidArgument(format!(
+                "claim {claim}: annotation {GROUP_ID}={group:?}: share groups are not supported by this driver"
+            )));
+        }
+        let list = |key: &str| -> Vec<String> {
+            annotations
+                .get(key)
+                .map(|v| {
+                    v.split(',')
+                        .map(str::trim)
+                        .filter(|s| !s.is_empty())
+                        .map(str::to_string)
+                        .collect()
+                })
+                .unwrap_or_default()
+        };
+        Ok(ClaimHints {
+            affinity: list(AFFINITY),
+            anti_affinity: list(ANTI_AFFINITY),
+        })
+    }
+
+    /// Whether there is nothing to ask of the scheduler.
+    pub fn is_empty(&self) -> bool {
+        self.affinity.is_empty() && self.anti_affinity.is_empty()
+    }
+}
+
+/// Reads claims from the Kubernetes API.
+#[derive(Clone)]
+pub struct ClaimReader {
+    client: kube::Client,
+}
+
+impl std::fmt::Debug for ClaimReader {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ClaimReader").finish_non_exhaustive()
+    }
+}
+
+impl ClaimReader {
+    /// A client from `kubeconfig` (with `master` overriding its server), else `master`
+    /// alone, else the in-cluster configuration, as upstream's `BuildConfigFromFlags`.
+    pub async fn connect(master: Option<&str>, kubeconfig: Option<&Path>) -> Result<Self> {
+        let failed = |what: String| {
+            Error::FailedPrecondition(format!("--pvc-annotations: Kubernetes client: {what}"))
+        };
+        let master = master.filter(|m| !m.is_empty());
+        let mut config = match (kubeconfig, master) {
+            (Some(path), _) => {
+                let file = kube::config::Kubeconfig::read_from(path)
+                    .map_err(|e| failed(format!("--kubeconfig {}: {e}", path.display())))?;
+                kube::Config::from_custom_kubeconfig(
+                    file,
+                    &kube::config::KubeConfigOptions::default(),
+                )
+                .await
+                .map_err(|e| failed(format!("--kubeconfig {}: {e}", path.display())))?
+            }
+            (None, Some(master)) => kube::Config::new(
+                master
+                    .parse()
+                    .map_err(|e| failed(format!("--master {master:?}: {e}")))?,
+            ),
+            (None, None) => kube::Config::incluster()
+                .map_err(|e| failed(format!("in-cluster configuration: {e}")))?,
+        };
+        if let (Some(_), Some(master)) = (kubeconfig, master) {
+            config.cluster_url = master
+                .parse()
+                .map_err(|e| failed(format!("--master {master:?}: {e}")))?;
+        }
+        let client = kube::Client::try_from(config).map_err(|e| failed(e.to_string()))?;
+        Ok(ClaimReader { client })
+    }
+
+    /// The annotations of claim `namespace/name`.
+    pub async fn annotations(
+        &self,
+        namespace: &str,
+        name: &str,
+    ) -> Result<BTreeMap<String, String>> {
+        let claims: Api<PersistentVolumeClaim> = Api::namespaced(self.client.clone(), namespace);
+        match claims.get(name).await {
+            Ok(claim) => Ok(claim.metadata.annotations.unwrap_or_default()),
+            Err(kube::Error::Api(status)) if status.code == 404 => Err(Error::NotFound(format!(
+                "--pvc-annotations: claim {namespace}/{name} not found"
+            ))),
+            Err(e) => Err(Error::Unavailable(format!(
+                "--pvc-annotations: reading claim {namespace}/{name}: {e}"
+            ))),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    #[tokio::test]
+    async fn without_cluster_access_the_flag_fails_clearly() {
+        // Not in a pod: no in-cluster configuration, as upstream's client finds none.
+        if std::env::var_os("KUBERNETES_SERVICE_HOST").is_some() {
+            return;
+        }
+        let error = ClaimReader::connect(None, None).await.unwrap_err();
+        assert!(error.to_string().contains("--pvc-annotations"), "{error}");
+        let error = ClaimReader::connect(Some("not a url"), None)
+            .await
+            .unwrap_err();
+        assert!(error.to_string().contains("--master"), "{error}");
+        let error = ClaimReader::connect(None, Some(Path::new("/nonexistent/kubeconfig")))
+            .await
+            .unwrap_err();
+        assert!(
+            error.to_string().contains("/nonexistent/kubeconfig"),
+            "{error}"
+        );
+    }
+
+    #[test]
+    fn annotations_become_hints() {
+        let annotations = BTreeMap::from([
+            (AFFINITY.to_string(), "a, b".to_string()),
+            (ANTI_AFFINITY.to_string(), "c".to_string()),
+            ("other".to_string(), "x".to_string()),
+        ]);
+        let hints = ClaimHints::from_annotations("ns/pvc", &annotations).unwrap();
+        assert_eq!(hints.affinity, ["a", "b"]);
+        assert_eq!(hints.anti_affinity, ["c"]);
+        assert!(
+            ClaimHints::from_annotations("ns/pvc", &BTreeMap::new())
+                .unwrap()
+                .is_empty()
+        );
+        let group = BTreeMap::from([(GROUP_ID.to_string(), "g".to_string())]);
+        let error = ClaimHints::from_annotations("ns/pvc", &group).unwrap_err();
+        assert!(error.to_string().contains(GROUP_ID), "{error}");
+    }
+}
