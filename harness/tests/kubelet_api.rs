@@ -770,3 +770,88 @@ async fn kubectl_attach_follows_the_output_until_the_container_ends() {
     assert!(status.success(), "{status}");
     ns.cleanup().await.unwrap();
 }
+
+/// `--timestamps` stamps each line with the time it was written, `--since-time` and
+/// `--since` keep the lines written since.
+#[tokio::test]
+async fn kubectl_logs_timestamps_and_since() {
+    let (cluster, ns) = setup("logs-time").await;
+    run_pod(
+        &ns,
+        shell_pod(
+            "clock",
+            "echo early; while [ ! -e /tmp/go ]; do sleep 0.1; done; echo late; exec sleep 3600",
+        ),
+    )
+    .await;
+    wait_log(&cluster, &ns, "clock", &[], "early").await;
+    let stamps = |out: &Kubectl| -> Vec<(k8s_openapi::jiff::Timestamp, String)> {
+        out.stdout
+            .lines()
+            .map(|l| {
+                let (time, text) = l.split_once(' ').unwrap();
+                let time = time.parse().unwrap_or_else(|e| panic!("{time:?}: {e}"));
+                (time, text.to_string())
+            })
+            .collect()
+    };
+    let first = stamps(
+        &kubectl(
+            &cluster,
+            &["logs", "-n", ns.name(), "clock", "--timestamps"],
+        )
+        .await,
+    );
+    assert_eq!(first.len(), 1, "{first:?}");
+    // The apiserver passes sinceTime on in whole seconds: "late" is written after the next
+    // whole second after "early".
+    let boundary = k8s_openapi::jiff::Timestamp::from_second(first[0].0.as_second() + 1).unwrap();
+    wait_until("the next whole second", WAIT, || async {
+        if k8s_openapi::jiff::Timestamp::now() > boundary {
+            Ok(Some(()))
+        } else {
+            Err("not yet".to_string())
+        }
+    })
+    .await
+    .unwrap();
+    let go = cluster
+        .exec(ns.name(), "clock", "app", &["touch", "/tmp/go"])
+        .await
+        .unwrap();
+    assert_eq!(go.code(), 0, "{go:?}");
+    wait_log(&cluster, &ns, "clock", &[], "late").await;
+
+    let stamped = kubectl(
+        &cluster,
+        &["logs", "-n", ns.name(), "clock", "--timestamps"],
+    )
+    .await;
+    assert_eq!(stamped.code, Some(0), "{stamped:?}");
+    let lines = stamps(&stamped);
+    assert_eq!(
+        lines.iter().map(|(_, t)| t.as_str()).collect::<Vec<_>>(),
+        ["early", "late"]
+    );
+    assert_eq!(lines[0].0, first[0].0, "a line keeps its time");
+    assert!(
+        lines[0].0 < boundary && boundary <= lines[1].0,
+        "{lines:?} vs {boundary}"
+    );
+
+    let since = kubectl(
+        &cluster,
+        &[
+            "logs",
+            "-n",
+            ns.name(),
+            "clock",
+            &format!("--since-time={boundary}"),
+        ],
+    )
+    .await;
+    assert_eq!(since.stdout, "late\n", "{since:?}");
+    let recent = kubectl(&cluster, &["logs", "-n", ns.name(), "clock", "--since=1h"]).await;
+    assert_eq!(recent.stdout, "early\nlate\n", "{recent:?}");
+    ns.cleanup().await.unwrap();
+}

@@ -296,6 +296,20 @@ impl Container {
         self.dir.output_log()
     }
 
+    /// When each line of the log began: (byte offset, Unix time in ns), in order. Empty for a
+    /// container whose monitor kept no times (started before they were kept).
+    pub fn log_times(&self) -> Vec<(u64, i128)> {
+        let Ok(text) = std::fs::read_to_string(self.dir.output_times()) else {
+            return Vec::new();
+        };
+        text.lines()
+            .filter_map(|line| {
+                let (offset, nanos) = line.split_once(' ')?;
+                Some((offset.parse().ok()?, nanos.parse().ok()?))
+            })
+            .collect()
+    }
+
     /// The log so far (lossily decoded as UTF-8).
     pub fn logs(&self) -> Result<String> {
         let path = self.dir.output_log();

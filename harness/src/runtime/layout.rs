@@ -12,6 +12,7 @@
 //!         state.json             ContainerState: monitor and container process
 //!         exit.json              ExitStatus, written by the monitor when the process ends
 //!         output.log             the container's stdout and stderr, interleaved
+//!         output.times           when each line of output.log began: `<offset> <unix ns>`
 //!         monitor.log            the monitor's own messages
 //! ```
 //!
@@ -126,6 +127,11 @@ impl ContainerDir {
     /// `output.log`.
     pub fn output_log(&self) -> PathBuf {
         self.0.join("output.log")
+    }
+    /// `output.times`: one `<byte offset> <unix time in ns>` line per line of `output.log`,
+    /// when its first byte arrived.
+    pub fn output_times(&self) -> PathBuf {
+        self.0.join("output.times")
     }
     /// `monitor.log`.
     pub fn monitor_log(&self) -> PathBuf {

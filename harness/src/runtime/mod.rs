@@ -16,8 +16,9 @@
 //!   unpublished, would fail with `EBUSY` in the sandbox and in its containers).
 //! - A **container** ([`Container`]) is a process started inside the sandbox's namespaces (at
 //!   the sandbox's root) with its command, environment, working directory, user and
-//!   supplementary groups; its stdout and stderr go to one log file; its exit status (code or
-//!   signal) is awaited from tokio. Containers may add mounts of their own (a mount namespace
+//!   supplementary groups; its stdout and stderr go through one pipe (order kept) that its
+//!   monitor copies to the log file, noting when each line began (`output.times`); its exit
+//!   status (code or signal) is awaited from tokio. Containers may add mounts of their own (a mount namespace
 //!   per container), with Kubernetes' mount propagation ([`Propagation`]).
 //!   [`Container::exec`] runs a command the same way and returns its output and exit code.
 //! - [`ImageMap`] turns an image + command + args into the argv to run: the project's images

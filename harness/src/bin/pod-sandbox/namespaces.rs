@@ -198,18 +198,97 @@ pub fn run(container_dir: &Path) -> anyhow::Result<()> {
         Err(outcome) => outcome.clone(),
     };
     println!("{}", serde_json::to_string(&reply)?);
-    let Ok((_, mut child)) = outcome else {
+    let Ok((_, (mut child, output))) = outcome else {
         return Ok(());
     };
     // The node agent stops listening now; never write to that pipe again.
     let null = File::open("/dev/null").context("opening /dev/null")?;
     nix::unistd::dup2_stdout(null).context("redirecting stdout")?;
+    if let Err(e) = pump_output(output, &child, &dir) {
+        eprintln!("pod-sandbox: copying the container's output: {e:#}");
+    }
     let status = child.wait().context("waiting for the container")?;
     write_json(&dir.exit(), &ExitStatus::from_std(status))?;
     Ok(())
 }
 
-fn start(dir: &ContainerDir) -> Outcome<(ContainerState, Child)> {
+/// Copies the container's output (stdout and stderr, one pipe, in the order written) to
+/// `output.log`, noting in `output.times` when each line began, until the container's main
+/// process exits (what it wrote by then is still copied; a process it left behind that
+/// writes later finds the pipe closed, as in a container that has ended).
+fn pump_output(output: OwnedFd, child: &Child, dir: &ContainerDir) -> anyhow::Result<()> {
+    use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
+    use std::os::fd::AsFd;
+    let pid = rustix::process::Pid::from_raw(child.id() as i32)
+        .context("the container process has no pid")?;
+    let exited = rustix::process::pidfd_open(pid, rustix::process::PidfdFlags::empty())
+        .context("watching the container process")?;
+    let open = |path: PathBuf| {
+        std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&path)
+            .with_context(|| format!("opening {path:?}"))
+    };
+    let mut log = open(dir.output_log())?;
+    let mut times = std::io::BufWriter::new(open(dir.output_times())?);
+    let mut offset = log.metadata().map(|m| m.len()).unwrap_or(0);
+    let mut line_start = true;
+    let mut buf = vec![0u8; 64 * 1024];
+    let mut copy = |data: &[u8], line_start: &mut bool, offset: &mut u64| -> anyhow::Result<()> {
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_nanos())
+            .unwrap_or(0);
+        for (i, byte) in data.iter().enumerate() {
+            if *line_start {
+                writeln!(times, "{} {now}", *offset + i as u64).context("writing output.times")?;
+            }
+            *line_start = *byte == b'\n';
+        }
+        log.write_all(data).context("writing output.log")?;
+        times.flush().context("writing output.times")?;
+        *offset += data.len() as u64;
+        Ok(())
+    };
+    loop {
+        let mut fds = [
+            PollFd::new(output.as_fd(), PollFlags::POLLIN),
+            PollFd::new(exited.as_fd(), PollFlags::POLLIN),
+        ];
+        match poll(&mut fds, PollTimeout::NONE) {
+            Ok(_) => {}
+            Err(nix::errno::Errno::EINTR) => continue,
+            Err(e) => return Err(e).context("waiting for output"),
+        }
+        let readable = fds[0].revents().unwrap_or(PollFlags::empty());
+        let ended = fds[1]
+            .revents()
+            .is_some_and(|r| r.contains(PollFlags::POLLIN));
+        if readable.intersects(PollFlags::POLLIN | PollFlags::POLLHUP) {
+            match nix::unistd::read(&output, &mut buf) {
+                Ok(0) => return Ok(()),
+                Ok(n) => copy(&buf[..n], &mut line_start, &mut offset)?,
+                Err(nix::errno::Errno::EINTR) => {}
+                Err(e) => return Err(e).context("reading the output"),
+            }
+            continue;
+        }
+        if ended {
+            // Whatever is still in the pipe, without waiting for writers it left behind.
+            let flags = rustix::fs::fcntl_getfl(&output)?;
+            rustix::fs::fcntl_setfl(&output, flags | rustix::fs::OFlags::NONBLOCK)?;
+            loop {
+                match nix::unistd::read(&output, &mut buf) {
+                    Ok(0) | Err(_) => return Ok(()),
+                    Ok(n) => copy(&buf[..n], &mut line_start, &mut offset)?,
+                }
+            }
+        }
+    }
+}
+
+fn start(dir: &ContainerDir) -> Outcome<(ContainerState, (Child, OwnedFd))> {
     let target = Target::load(dir).map_err(failed)?;
     let sandbox: SandboxState =
         read_required_json(&target.sandbox.state()).map_err(|e| failed(e.into()))?;
@@ -217,15 +296,14 @@ fn start(dir: &ContainerDir) -> Outcome<(ContainerState, Child)> {
         return Err(HelperOutcome::NotRunning);
     }
     let mount_ns = join_namespaces(sandbox.pause).map_err(|_| HelperOutcome::NotRunning)?;
-    let log = std::fs::OpenOptions::new()
-        .create(true)
-        .append(true)
-        .open(dir.output_log())
-        .with_context(|| format!("opening {:?}", dir.output_log()))
+    // stdout and stderr share one pipe, so their order is kept; the monitor copies it to the
+    // log (see `pump_output`).
+    let (output, log) = nix::unistd::pipe2(OFlag::O_CLOEXEC)
+        .context("creating the output pipe")
         .map_err(failed)?;
     let log2 = log
         .try_clone()
-        .context("duplicating the log")
+        .context("duplicating the output pipe")
         .map_err(failed)?;
     let mounts_of = (!target.spec.mounts.is_empty()).then_some(dir);
     let program = target.spec.argv.first().cloned().unwrap_or_default();
@@ -252,7 +330,7 @@ fn start(dir: &ContainerDir) -> Outcome<(ContainerState, Child)> {
         .map_err(failed)?;
     let state = ContainerState { monitor, process };
     write_json(&dir.state(), &state).map_err(|e| failed(e.into()))?;
-    Ok((state, child))
+    Ok((state, (child, output)))
 }
 
 /// Runs `argv` in a running container with this process's stdin/stdout/stderr; the outcome

@@ -9,8 +9,10 @@
 //! - `tailLines` (the last N lines), `limitBytes` (at most N bytes in all), `follow` (the
 //!   body goes on as the container writes, and ends when the attempt ends or the client
 //!   goes).
-//! - `timestamps`, `sinceSeconds` and `sinceTime` are accepted and ignored: the runtime
-//!   keeps the output without the time of each line.
+//! - `timestamps` (each line prefixed with the RFC 3339 time it began), `sinceSeconds` and
+//!   `sinceTime` (only lines begun since), from the times the runtime's monitor notes for
+//!   each line (`output.times`; a container started before they were kept has none: its
+//!   lines are stamped with the Unix epoch and `since` does not filter them).
 
 use std::io::{Read, Seek, SeekFrom};
 use std::time::Duration;
@@ -39,6 +41,10 @@ pub struct LogOptions {
     pub tail_lines: Option<usize>,
     /// At most N bytes.
     pub limit_bytes: Option<usize>,
+    /// Each line prefixed with the time it began.
+    pub timestamps: bool,
+    /// Only lines begun at or after this Unix time (ns): `sinceSeconds` or `sinceTime`.
+    pub since: Option<i128>,
 }
 
 impl LogOptions {
@@ -55,11 +61,29 @@ impl LogOptions {
         if limit_bytes == Some(0) {
             return Err("limitBytes must be a positive integer".into());
         }
+        let now = k8s_openapi::jiff::Timestamp::now().as_nanosecond();
+        let since = match (non_negative("sinceSeconds")?, query.get("sinceTime")) {
+            (Some(_), Some(_)) => {
+                return Err("at most one of sinceTime or sinceSeconds may be specified".into());
+            }
+            (Some(0), None) => return Err("sinceSeconds must be a positive integer".into()),
+            (Some(seconds), None) => {
+                Some(now - i128::try_from(seconds).unwrap_or(0) * 1_000_000_000)
+            }
+            (None, Some(time)) if !time.is_empty() => Some(
+                time.parse::<k8s_openapi::jiff::Timestamp>()
+                    .map_err(|e| format!("invalid sinceTime {time:?}: {e}"))?
+                    .as_nanosecond(),
+            ),
+            (None, _) => None,
+        };
         Ok(LogOptions {
             previous: query.flag("previous"),
             follow: query.flag("follow"),
             tail_lines: non_negative("tailLines")?,
             limit_bytes,
+            timestamps: query.flag("timestamps"),
+            since,
         })
     }
 }
@@ -132,20 +156,37 @@ pub fn serve(attempt: Container, options: &LogOptions) -> Response {
             }
         }
     }
+    if let Some(since) = options.since {
+        // The first line that began at or after `since` (none: nothing before now).
+        let times = attempt.log_times();
+        if !times.is_empty() {
+            let first = times.partition_point(|(_, at)| *at < since);
+            let since_offset = match times.get(first) {
+                Some((offset, _)) => *offset,
+                None => file
+                    .as_ref()
+                    .and_then(|f| f.metadata().ok())
+                    .map_or(0, |m| m.len()),
+            };
+            start = start.max(since_offset);
+        }
+    }
     let limit = options.limit_bytes.unwrap_or(usize::MAX);
     let follow = options.follow;
+    let timestamps = options.timestamps;
     let (tx, rx) = tokio::sync::mpsc::channel::<Result<Frame<Bytes>, std::io::Error>>(4);
     tokio::spawn(async move {
         let mut offset = start;
         let mut sent = 0usize;
         let mut file = file;
+        let mut stamper = Stamper::new(start);
         loop {
             // Checked before reading, so what was written before the end is sent.
             let ended = !follow || attempt.exit_status().ok().flatten().is_some();
             if file.is_none() {
                 file = std::fs::File::open(attempt.log_path()).ok();
             }
-            let chunk = match file.as_mut().map(|f| read_from(f, offset, limit - sent)) {
+            let chunk = match file.as_mut().map(|f| read_from(f, offset, CHUNK)) {
                 Some(Ok(chunk)) => chunk,
                 Some(Err(e)) => {
                     let _ = tx.send(Err(e)).await;
@@ -154,19 +195,35 @@ pub fn serve(attempt: Container, options: &LogOptions) -> Response {
                 None => Vec::new(),
             };
             let read = chunk.len();
-            if read > 0 {
-                offset += read as u64;
-                sent += read;
-                if tx.send(Ok(Frame::data(Bytes::from(chunk)))).await.is_err() {
+            offset += read as u64;
+            let mut out = if timestamps {
+                stamper.push(&chunk, &attempt, ended && read == 0)
+            } else {
+                chunk
+            };
+            if !out.is_empty() {
+                out.truncate(limit - sent);
+                sent += out.len();
+                if tx.send(Ok(Frame::data(Bytes::from(out)))).await.is_err() {
                     return;
                 }
                 if sent >= limit {
                     return;
                 }
+            }
+            if read > 0 {
                 // There may be more already.
                 continue;
             }
             if ended {
+                if timestamps {
+                    let rest = stamper.push(&[], &attempt, true);
+                    if !rest.is_empty() {
+                        let mut rest = rest;
+                        rest.truncate(limit - sent);
+                        let _ = tx.send(Ok(Frame::data(Bytes::from(rest)))).await;
+                    }
+                }
                 return;
             }
             tokio::select! {
@@ -185,6 +242,62 @@ pub fn serve(attempt: Container, options: &LogOptions) -> Response {
         http::HeaderValue::from_static("text/plain"),
     );
     response
+}
+
+/// Prefixes each line with the time it began (RFC 3339 with nanoseconds, as kubelet), from
+/// the runtime's `output.times`; only whole lines, unless the log has ended.
+struct Stamper {
+    /// Bytes of a line not ended yet, and the offset where it began.
+    pending: Vec<u8>,
+    pending_offset: u64,
+    times: Vec<(u64, i128)>,
+}
+
+impl Stamper {
+    fn new(start: u64) -> Self {
+        Stamper {
+            pending: Vec::new(),
+            pending_offset: start,
+            times: Vec::new(),
+        }
+    }
+
+    fn push(&mut self, chunk: &[u8], attempt: &Container, ended: bool) -> Vec<u8> {
+        self.pending.extend_from_slice(chunk);
+        let mut out = Vec::new();
+        let mut line_start = 0usize;
+        while let Some(newline) = self.pending[line_start..].iter().position(|b| *b == b'\n') {
+            let end = line_start + newline + 1;
+            let offset = self.pending_offset + line_start as u64;
+            self.stamp(offset, attempt, &mut out);
+            out.extend_from_slice(&self.pending[line_start..end]);
+            line_start = end;
+        }
+        if ended && line_start < self.pending.len() {
+            let offset = self.pending_offset + line_start as u64;
+            self.stamp(offset, attempt, &mut out);
+            out.extend_from_slice(&self.pending[line_start..]);
+            line_start = self.pending.len();
+        }
+        self.pending.drain(..line_start);
+        self.pending_offset += line_start as u64;
+        out
+    }
+
+    fn stamp(&mut self, offset: u64, attempt: &Container, out: &mut Vec<u8>) {
+        if self.times.last().is_none_or(|(last, _)| *last < offset) {
+            self.times = attempt.log_times();
+        }
+        let index = self.times.partition_point(|(o, _)| *o <= offset);
+        let nanos = index
+            .checked_sub(1)
+            .and_then(|i| self.times.get(i))
+            .map(|(_, at)| *at)
+            .unwrap_or(0);
+        let time = k8s_openapi::jiff::Timestamp::from_nanosecond(nanos)
+            .unwrap_or(k8s_openapi::jiff::Timestamp::UNIX_EPOCH);
+        out.extend_from_slice(format!("{time} ").as_bytes());
+    }
 }
 
 /// Reads at most `CHUNK` (and `max`) bytes from `offset`.
@@ -265,7 +378,9 @@ mod tests {
                 previous: false,
                 follow: true,
                 tail_lines: Some(3),
-                limit_bytes: Some(10)
+                limit_bytes: Some(10),
+                timestamps: false,
+                since: None,
             }
         );
     }
