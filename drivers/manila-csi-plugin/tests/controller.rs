@@ -710,3 +710,166 @@ async fn no_accessible_topology_without_the_flag() {
     env.delete(&volume.volume_id).await.unwrap();
     env.assert_no_leftovers();
 }
+
+fn restore_request(
+    name: &str,
+    snapshot_id: &str,
+    secrets: &std::collections::HashMap<String, String>,
+) -> v1::CreateVolumeRequest {
+    let mut restore = create_request(name, GIB, secrets, &[]);
+    restore.volume_content_source = Some(v1::VolumeContentSource {
+        r#type: Some(volume_content_source::Type::Snapshot(
+            volume_content_source::SnapshotSource {
+                snapshot_id: snapshot_id.into(),
+            },
+        )),
+    });
+    restore
+}
+
+fn snapshot_request(
+    name: &str,
+    volume_id: &str,
+    secrets: &std::collections::HashMap<String, String>,
+) -> v1::CreateSnapshotRequest {
+    v1::CreateSnapshotRequest {
+        source_volume_id: volume_id.into(),
+        name: name.into(),
+        secrets: secrets.clone(),
+        parameters: Default::default(),
+    }
+}
+
+/// Snapshot and restore support are the share's own fields (`snapshot_support`,
+/// `create_share_from_snapshot_support` on the share): the driver needs no share type for
+/// them, so a member whom the cloud's policy does not let read share types snapshots and
+/// restores as Manila lets them (the driver used to look the type up and failed with 403).
+#[tokio::test]
+async fn snapshot_support_is_read_from_the_share_not_its_type() {
+    let mut env = ControllerEnv::start(&[]).await;
+    let volume = env.create("pvc-src", GIB).await.unwrap();
+    env.cloud.set_types_forbidden(true);
+    let snapshot = env
+        .client
+        .create_snapshot(snapshot_request(
+            "snap-own",
+            &volume.volume_id,
+            &env.secrets,
+        ))
+        .await
+        .unwrap()
+        .into_inner()
+        .snapshot
+        .unwrap();
+    assert!(snapshot.ready_to_use, "{snapshot:?}");
+    let restored = env
+        .client
+        .create_volume(restore_request(
+            "pvc-restored",
+            &snapshot.snapshot_id,
+            &env.secrets,
+        ))
+        .await
+        .unwrap()
+        .into_inner()
+        .volume
+        .unwrap();
+    env.cloud.set_types_forbidden(false);
+    env.delete(&restored.volume_id).await.unwrap();
+    env.client
+        .delete_snapshot(v1::DeleteSnapshotRequest {
+            snapshot_id: snapshot.snapshot_id,
+            secrets: env.secrets.clone(),
+        })
+        .await
+        .unwrap();
+    env.delete(&volume.volume_id).await.unwrap();
+    env.assert_no_leftovers();
+}
+
+/// A share of another protocol than the driver's selector is neither snapshotted nor
+/// restored by it: InvalidArgument naming the mismatch, nothing created (the NFS driver used
+/// to snapshot a CephFS share).
+#[tokio::test]
+async fn snapshots_of_shares_of_another_protocol_are_refused() {
+    let mut env = ControllerEnv::start(&[]).await;
+    let cephfs = support::RunningDriver::start(
+        env.dir.path(),
+        "cephfs",
+        &[
+            "--share-protocol-selector=CEPHFS",
+            "--provide-node-service=false",
+            "--share-wait-timeout=3s",
+        ],
+    )
+    .await
+    .unwrap();
+    let mut ceph = cephfs.controller().await;
+    let volume = ceph
+        .create_volume(create_request("pvc-ceph", GIB, &env.secrets, &[]))
+        .await
+        .unwrap()
+        .into_inner()
+        .volume
+        .unwrap();
+    let error = env
+        .client
+        .create_snapshot(snapshot_request(
+            "snap-nfs",
+            &volume.volume_id,
+            &env.secrets,
+        ))
+        .await
+        .unwrap_err();
+    assert_eq!(error.code(), Code::InvalidArgument, "{error:?}");
+    assert!(
+        error.message().contains("protocol mismatch") && error.message().contains("CEPHFS"),
+        "{}",
+        error.message()
+    );
+    assert!(env.cloud.leftovers().snapshots.is_empty());
+
+    let snapshot = ceph
+        .create_snapshot(snapshot_request(
+            "snap-ceph",
+            &volume.volume_id,
+            &env.secrets,
+        ))
+        .await
+        .unwrap()
+        .into_inner()
+        .snapshot
+        .unwrap();
+    let error = env
+        .client
+        .create_volume(restore_request(
+            "pvc-nfs-from-ceph",
+            &snapshot.snapshot_id,
+            &env.secrets,
+        ))
+        .await
+        .unwrap_err();
+    assert_eq!(error.code(), Code::InvalidArgument, "{error:?}");
+    assert!(
+        error.message().contains("protocol mismatch")
+            && error.message().contains(&snapshot.snapshot_id),
+        "{}",
+        error.message()
+    );
+    assert_eq!(env.cloud.leftovers().shares.len(), 1);
+
+    ceph.delete_snapshot(v1::DeleteSnapshotRequest {
+        snapshot_id: snapshot.snapshot_id,
+        secrets: env.secrets.clone(),
+    })
+    .await
+    .unwrap();
+    ceph.delete_volume(v1::DeleteVolumeRequest {
+        volume_id: volume.volume_id,
+        secrets: env.secrets.clone(),
+    })
+    .await
+    .unwrap();
+    cephfs.stop().await;
+    env.assert_no_leftovers();
+}

@@ -144,8 +144,7 @@ impl Controller {
             }
             None => {
                 if let Some(snapshot_id) = &request.source_snapshot_id {
-                    self.check_restorable(&client, snapshot_id, &options.share_type, size)
-                        .await?;
+                    self.check_restorable(&client, snapshot_id, size).await?;
                 }
                 let new = NewShare {
                     name: request.name.clone(),
@@ -348,7 +347,6 @@ impl Controller {
         &self,
         client: &ManilaClient,
         snapshot_id: &str,
-        share_type: &str,
         size: u64,
     ) -> Result<()> {
         if !is_manila_id(snapshot_id) {
@@ -382,11 +380,30 @@ impl Controller {
                 snapshot.size
             )));
         }
-        let share_type = client.share_type(share_type).await?;
-        if !share_type.spec_enabled("create_share_from_snapshot_support") {
+        // Whether the snapshot can be restored is a property of its parent share as Manila
+        // reports it (fixed when that share was created), not of the StorageClass's type.
+        let parent = client.share(&snapshot.share_id).await.map_err(|e| {
+            if e.is_not_found() {
+                Error::NotFound(format!(
+                    "share {} of source snapshot {snapshot_id} not found",
+                    snapshot.share_id
+                ))
+            } else {
+                e
+            }
+        })?;
+        let protocol = self.adapter.protocol().manila_name();
+        if !parent.is_protocol(protocol) {
             return Err(Error::InvalidArgument(format!(
-                "parameter type: share type {:?} does not allow creating shares from snapshots (create_share_from_snapshot_support)",
-                share_type.name
+                "share protocol mismatch: source snapshot {snapshot_id} is of a {} share ({}), this driver serves {protocol}",
+                parent.share_proto.as_deref().unwrap_or("?"),
+                parent.id
+            )));
+        }
+        if parent.create_share_from_snapshot_support == Some(false) {
+            return Err(Error::InvalidArgument(format!(
+                "source snapshot {snapshot_id}: its share {} does not allow creating shares from its snapshots (create_share_from_snapshot_support is false)",
+                parent.id
             )));
         }
         Ok(())

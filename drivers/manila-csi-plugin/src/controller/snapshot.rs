@@ -24,7 +24,8 @@ pub struct CreatedSnapshot {
 }
 
 impl Controller {
-    /// CreateSnapshot: get-or-create by name; the share type must have `snapshot_support`.
+    /// CreateSnapshot: get-or-create by name. The source share must be of this driver's
+    /// protocol and have `snapshot_support` as Manila reports it on the share itself.
     #[tracing::instrument(skip_all, fields(name = %name, source = %source_volume_id))]
     pub async fn create_snapshot(
         &self,
@@ -63,18 +64,7 @@ impl Controller {
                         e
                     }
                 })?;
-                let type_ref = share
-                    .share_type
-                    .clone()
-                    .or(share.share_type_name.clone())
-                    .unwrap_or_else(|| "default".into());
-                let share_type = client.share_type(&type_ref).await?;
-                if !share_type.spec_enabled("snapshot_support") {
-                    return Err(Error::InvalidArgument(format!(
-                        "share type {:?} of share {source_volume_id} does not support snapshots (snapshot_support)",
-                        share_type.name
-                    )));
-                }
+                self.check_snapshottable(&share)?;
                 let description = format!("snapshotted-by={}", self.settings.driver_name);
                 client
                     .create_snapshot(source_volume_id, name, &description)
@@ -108,6 +98,28 @@ impl Controller {
             creation_time: snapshot.created_at.as_deref().and_then(parse_time),
             ready_to_use: snapshot.status == "available",
         })
+    }
+
+    /// Whether a snapshot may be taken of `share`, judged by the share's own fields as Manila
+    /// reports them (its type may have changed since it was created, and the type is not
+    /// always readable by a member): its protocol must be this driver's and its
+    /// `snapshot_support` must not be false (a cloud that does not report it decides itself).
+    fn check_snapshottable(&self, share: &crate::openstack::manila::Share) -> Result<()> {
+        let protocol = self.adapter.protocol().manila_name();
+        if !share.is_protocol(protocol) {
+            return Err(Error::InvalidArgument(format!(
+                "share protocol mismatch: source volume {} is a {} share, this driver serves {protocol}",
+                share.id,
+                share.share_proto.as_deref().unwrap_or("?")
+            )));
+        }
+        if share.snapshot_support == Some(false) {
+            return Err(Error::InvalidArgument(format!(
+                "source volume {}: the share does not support snapshots (its snapshot_support is false)",
+                share.id
+            )));
+        }
+        Ok(())
     }
 
     /// Deletes a failed snapshot and waits for it to go; returns a sentence for the error.

@@ -51,6 +51,23 @@ pub struct Share {
     pub snapshot_id: Option<String>,
     /// Description.
     pub description: Option<String>,
+    /// Whether snapshots can be taken of this share (microversion 2.2), as Manila reports
+    /// it on the share: fixed when the share was created, whatever its type says now.
+    #[serde(default)]
+    pub snapshot_support: Option<bool>,
+    /// Whether new shares can be created from this share's snapshots (microversion 2.24).
+    #[serde(default)]
+    pub create_share_from_snapshot_support: Option<bool>,
+}
+
+impl Share {
+    /// Whether the share is of `protocol` (case-insensitive); a share that does not say is
+    /// taken to be.
+    pub fn is_protocol(&self, protocol: &str) -> bool {
+        self.share_proto
+            .as_deref()
+            .is_none_or(|p| p.eq_ignore_ascii_case(protocol))
+    }
 }
 
 /// A share's export location.
