@@ -220,3 +220,173 @@ async fn suite_fails_exactly_the_cases_a_buggy_plugin_breaks() {
 
     server.stop().await.unwrap();
 }
+
+/// Writes an executable shell script `name` into `dir` that appends `<name> <path>` to
+/// `log` and then runs `body` (with the path as `$1`).
+fn script(dir: &std::path::Path, log: &std::path::Path, name: &str, body: &str) -> String {
+    use std::os::unix::fs::PermissionsExt;
+    let path = dir.join(name);
+    std::fs::write(
+        &path,
+        format!(
+            "#!/bin/sh\necho \"{name} $1\" >> '{}'\n{body}\n",
+            log.display()
+        ),
+    )
+    .unwrap();
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
+    path.display().to_string()
+}
+
+/// csi-sanity's path commands: given `--csi.createmountpathcmd` and friends, the suite runs
+/// them (`<cmd> <path>`) instead of making, removing and checking the directories itself,
+/// uses the path a create command prints, and fails a case whose command fails.
+#[tokio::test]
+async fn path_commands_replace_the_suites_own_directory_handling() {
+    let dir = tempfile::Builder::new()
+        .prefix("sanity-path-commands-")
+        .tempdir()
+        .unwrap();
+    let endpoint = Endpoint::Unix(dir.path().join("deviant.sock"));
+    let plugin = Deviant::default();
+    let listener = Listener::bind(&endpoint).await.unwrap();
+    let router = tonic::transport::Server::builder()
+        .add_service(TestIdentity::with_controller("deviant.example.com").service())
+        .add_service(ControllerServer::new(plugin.clone()))
+        .add_service(NodeServer::new(plugin.clone()));
+    let server = InProcess::spawn(|stopped| csi_proto::serve(router, listener, stopped));
+
+    let log = dir.path().join("calls.log");
+    // The create commands make `<path>-made` and print it: the suite must use that.
+    let create_mount = script(
+        dir.path(),
+        &log,
+        "create-mount",
+        "mkdir \"$1-made\" && echo \"  $1-made\"",
+    );
+    let create_staging = script(
+        dir.path(),
+        &log,
+        "create-staging",
+        "mkdir \"$1-made\" && echo \"$1-made\"",
+    );
+    let remove_mount = script(dir.path(), &log, "remove-mount", "rmdir \"$1\"");
+    let remove_staging = script(dir.path(), &log, "remove-staging", "rmdir \"$1\"");
+    let check = script(
+        dir.path(),
+        &log,
+        "check",
+        "if [ -d \"$1\" ]; then echo directory; elif [ -f \"$1\" ]; then echo file; \
+         elif [ -e \"$1\" ]; then echo other; else echo not_found; fi",
+    );
+    let focus = |patterns: &[&str]| sanity::CaseFilter {
+        focus: patterns
+            .iter()
+            .map(|p| regex::Regex::new(p).unwrap())
+            .collect(),
+        skip: Vec::new(),
+    };
+    let mnt = dir.path().join("mnt");
+    let staging = dir.path().join("staging");
+    let mut config = SanityConfig::new(endpoint);
+    config.mount_dir = mnt.clone();
+    config.staging_dir = staging.clone();
+    config.path_commands = sanity::PathCommands {
+        create_mount: Some(create_mount.clone().into()),
+        create_staging: Some(create_staging.into()),
+        remove_mount: Some(remove_mount.into()),
+        remove_staging: Some(remove_staging.into()),
+        check: Some(check.into()),
+        ..Default::default()
+    };
+    config.filter = focus(&["NodeUnpublishVolume should remove target path$"]);
+    let report = sanity::run(config.clone()).await.unwrap();
+    let outcome = |report: &sanity::Report, name: &str| {
+        report
+            .cases
+            .iter()
+            .find(|c| c.name == name)
+            .unwrap()
+            .outcome
+            .clone()
+    };
+    let remove_target = "Node Service NodeUnpublishVolume should remove target path";
+    assert_eq!(
+        outcome(&report, remove_target),
+        Outcome::Passed,
+        "{}",
+        report.summary()
+    );
+    let (m, s) = (mnt.display(), staging.display());
+    assert_eq!(
+        std::fs::read_to_string(&log).unwrap(),
+        format!(
+            "create-mount {m}\ncreate-staging {s}\n\
+             check {m}-made/target\ncheck {m}-made/target\n\
+             remove-staging {s}-made\nremove-mount {m}-made\n"
+        ),
+        "the commands in order, each with its path; the target inside the printed mount path"
+    );
+    assert!(
+        !mnt.exists() && !staging.exists(),
+        "the suite made no directory itself"
+    );
+    assert!(
+        !dir.path().join("mnt-made").exists() && !dir.path().join("staging-made").exists(),
+        "the remove commands removed the made paths"
+    );
+
+    // A create command without a check command: the case that looks at the target path
+    // is skipped as csi-sanity skips it.
+    std::fs::remove_file(&log).unwrap();
+    let mut no_check = config.clone();
+    no_check.path_commands.check = None;
+    let report = sanity::run(no_check).await.unwrap();
+    assert_eq!(
+        outcome(&report, remove_target),
+        Outcome::Skipped(
+            "CreateTargetPathCmd was set, but CheckPathCmd was not. Please update your testing configuration to enable CheckPathCmd.".into()
+        )
+    );
+
+    // A create command that fails fails the case, naming the command and its stderr; a
+    // check command printing nonsense fails the case naming what it printed.
+    let failing = script(
+        dir.path(),
+        &log,
+        "create-fails",
+        "echo 'no space left' >&2; exit 3",
+    );
+    let mut broken = config.clone();
+    broken.path_commands.create_mount = Some(failing.clone().into());
+    broken.path_commands.remove_mount = None;
+    let report = sanity::run(broken).await.unwrap();
+    let Outcome::Failed(reason) = outcome(&report, remove_target) else {
+        panic!("{}", report.summary())
+    };
+    assert!(
+        reason.contains(&format!(
+            "mount path creation command `{failing} {m}` failed"
+        )) && reason.contains("no space left"),
+        "{reason}"
+    );
+    assert!(
+        !dir.path().join("staging-made").exists(),
+        "nothing made before the failure is left"
+    );
+    let nonsense = script(dir.path(), &log, "check-nonsense", "echo maybe");
+    let mut broken = config.clone();
+    broken.path_commands.check = Some(nonsense.into());
+    let report = sanity::run(broken).await.unwrap();
+    let Outcome::Failed(reason) = outcome(&report, remove_target) else {
+        panic!("{}", report.summary())
+    };
+    assert!(reason.contains("printed \"maybe\""), "{reason}");
+    assert!(
+        !dir.path().join("mnt-made").exists() && !dir.path().join("staging-made").exists(),
+        "a failed case still runs the remove commands"
+    );
+    assert!(plugin.volumes.lock().unwrap().is_empty());
+
+    server.stop().await.unwrap();
+}

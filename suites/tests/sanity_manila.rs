@@ -196,6 +196,7 @@ async fn csi_sanity_binary_runs_against_the_manila_driver() {
     let secrets =
         support::write_secrets_file(env.dir.path(), &env.cloud.secret(SecretKind::Password));
     let junit = env.dir.path().join("junit.xml");
+    let ginkgo_junit = env.dir.path().join("ginkgo-junit.xml");
     let mount = env.dir.path().join("bin-mount");
     let staging = env.dir.path().join("bin-staging");
     // Go-style single-dash flags, as csi-sanity users write them.
@@ -206,11 +207,15 @@ async fn csi_sanity_binary_runs_against_the_manila_driver() {
         .arg(format!("--csi.stagingdir={}", staging.display()))
         .arg("--csi.idempotentcount=3")
         .arg(format!("--junit={}", junit.display()))
+        .arg(format!("-ginkgo.junit-report={}", ginkgo_junit.display()))
+        // Repeated focus and skip, as Ginkgo takes them: any focus, no skip.
         .args([
-            "--focus",
-            "Node Service|Identity",
+            "-ginkgo.focus=Node Service",
+            "--ginkgo.focus",
+            "Identity",
             "--skip",
             "NodeExpandVolume",
+            "-ginkgo.skip=NodeGetVolumeStats",
         ])
         .output()
         .await
@@ -223,8 +228,14 @@ async fn csi_sanity_binary_runs_against_the_manila_driver() {
         env.logs()
     );
     assert!(
-        stdout.ends_with("22 passed, 0 failed, 62 skipped\n"),
+        stdout.ends_with("18 passed, 0 failed, 66 skipped\n"),
         "{stdout}"
+    );
+    assert!(
+        stderr.contains(
+            "[SKIP] Node Service NodeGetVolumeStats should fail when no volume id is provided"
+        ),
+        "{stderr}"
     );
     assert!(
         stderr.contains("[PASS] Node Service should be idempotent"),
@@ -232,6 +243,23 @@ async fn csi_sanity_binary_runs_against_the_manila_driver() {
     );
     let xml = std::fs::read_to_string(&junit).unwrap();
     assert!(xml.contains(r#"<testsuite name="Node Service""#), "{xml}");
+    // As csi-sanity (Ginkgo) writes it: one suite, `[It] <full name>`, status attributes.
+    let xml = std::fs::read_to_string(&ginkgo_junit).unwrap();
+    assert!(
+        xml.contains(r#"<testsuite name="CSI Driver Test Suite" package=""#)
+            && xml.contains(r#"tests="84" disabled="0" skipped="66" errors="0" failures="0""#),
+        "{xml}"
+    );
+    assert!(
+        xml.contains(r#"<testcase name="[It] Node Service should be idempotent" classname="CSI Driver Test Suite" status="passed""#),
+        "{xml}"
+    );
+    assert!(
+        xml.contains(
+            r#"<skipped message="skipped - matched by skip /NodeGetVolumeStats/"></skipped>"#
+        ),
+        "{xml}"
+    );
     assert!(!stdout.contains("fake-password") && !stderr.contains("fake-password"));
     assert!(env.cloud.leftovers().is_empty());
 }

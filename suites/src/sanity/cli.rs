@@ -10,7 +10,7 @@ use anyhow::Context;
 use clap::ArgAction;
 use regex::Regex;
 
-use super::{AccessType, CaseFilter, CsiSecrets, Outcome, SanityConfig};
+use super::{AccessType, CaseFilter, CsiSecrets, Outcome, PathCommands, SanityConfig};
 
 /// Prints every case name.
 pub fn list() {
@@ -67,15 +67,47 @@ pub struct Args {
     /// How many times the idempotency cases repeat each call.
     #[arg(long = "csi.idempotentcount", default_value_t = 10)]
     idempotent_count: u32,
-    /// Write a JUnit XML report here.
-    #[arg(long = "junit", visible_alias = "csi.junitfile")]
+    /// Command creating the mount directory: run as `<cmd> <mountdir>`, it prints the
+    /// directory to use (instead of creating it here).
+    #[arg(long = "csi.createmountpathcmd")]
+    create_mount_path_cmd: Option<PathBuf>,
+    /// Command creating the staging directory: run as `<cmd> <stagingdir>`, it prints the
+    /// path to use.
+    #[arg(long = "csi.createstagingpathcmd")]
+    create_staging_path_cmd: Option<PathBuf>,
+    /// Timeout of the create commands (Go duration such as 10s, or seconds).
+    #[arg(long = "csi.createpathcmdtimeout", default_value = "10s", value_parser = go_duration)]
+    create_path_cmd_timeout: Duration,
+    /// Command removing the mount directory: run as `<cmd> <path>`.
+    #[arg(long = "csi.removemountpathcmd")]
+    remove_mount_path_cmd: Option<PathBuf>,
+    /// Command removing the staging directory: run as `<cmd> <path>`.
+    #[arg(long = "csi.removestagingpathcmd")]
+    remove_staging_path_cmd: Option<PathBuf>,
+    /// Timeout of the remove commands (Go duration such as 10s, or seconds).
+    #[arg(long = "csi.removepathcmdtimeout", default_value = "10s", value_parser = go_duration)]
+    remove_path_cmd_timeout: Duration,
+    /// Command checking a path: run as `<cmd> <path>`, it prints file, directory,
+    /// not_found or other.
+    #[arg(long = "csi.checkpathcmd")]
+    check_path_cmd: Option<PathBuf>,
+    /// Timeout of the check command (Go duration such as 10s, or seconds).
+    #[arg(long = "csi.checkpathcmdtimeout", default_value = "10s", value_parser = go_duration)]
+    check_path_cmd_timeout: Duration,
+    /// Write a JUnit XML report here (one test suite per group).
+    #[arg(long = "junit")]
     junit: Option<PathBuf>,
-    /// Run only the cases whose full name matches this regular expression.
-    #[arg(long = "focus", visible_alias = "ginkgo.focus")]
-    focus: Option<String>,
-    /// Skip the cases whose full name matches this regular expression.
-    #[arg(long = "skip", visible_alias = "ginkgo.skip")]
-    skip: Option<String>,
+    /// Write JUnit XML here as csi-sanity (Ginkgo) writes it: one suite "CSI Driver Test
+    /// Suite", cases named `[It] <full name>`.
+    #[arg(long = "ginkgo.junit-report", visible_alias = "csi.junitfile")]
+    ginkgo_junit: Option<PathBuf>,
+    /// Run only the cases whose full name matches this regular expression; repeatable (a
+    /// case runs if any matches).
+    #[arg(long = "focus", visible_alias = "ginkgo.focus", action = ArgAction::Append)]
+    focus: Vec<String>,
+    /// Skip the cases whose full name matches this regular expression; repeatable.
+    #[arg(long = "skip", visible_alias = "ginkgo.skip", action = ArgAction::Append)]
+    skip: Vec<String>,
     /// Longest one case may take, in seconds.
     #[arg(long = "case-timeout", default_value_t = 300)]
     case_timeout: u64,
@@ -84,11 +116,51 @@ pub struct Args {
     pub list: bool,
 }
 
-fn regex(flag: &str, text: Option<String>) -> anyhow::Result<Option<Regex>> {
-    text.map(|t| {
-        Regex::new(&t).with_context(|| format!("--{flag} {t:?} is not a valid regular expression"))
-    })
-    .transpose()
+fn regexes(flag: &str, texts: Vec<String>) -> anyhow::Result<Vec<Regex>> {
+    texts
+        .into_iter()
+        .map(|t| {
+            Regex::new(&t)
+                .with_context(|| format!("--{flag} {t:?} is not a valid regular expression"))
+        })
+        .collect()
+}
+
+/// A Go duration (`10s`, `1m30s`, `500ms`, `1.5h`) as csi-sanity's timeout flags take,
+/// or a plain number of seconds.
+fn go_duration(text: &str) -> Result<Duration, String> {
+    let bad = || format!("{text:?} is not a duration (e.g. 10s, 1m30s, 500ms)");
+    let trimmed = text.trim();
+    if let Ok(secs) = trimmed.parse::<u64>() {
+        return Ok(Duration::from_secs(secs));
+    }
+    let mut rest = trimmed;
+    let mut total = 0f64;
+    if rest.is_empty() {
+        return Err(bad());
+    }
+    while !rest.is_empty() {
+        let digits = rest
+            .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+            .ok_or_else(bad)?;
+        let value: f64 = rest[..digits].parse().map_err(|_| bad())?;
+        rest = &rest[digits..];
+        let unit_len = rest
+            .find(|c: char| c.is_ascii_digit() || c == '.')
+            .unwrap_or(rest.len());
+        let scale = match &rest[..unit_len] {
+            "ns" => 1e-9,
+            "us" | "µs" => 1e-6,
+            "ms" => 1e-3,
+            "s" => 1.0,
+            "m" => 60.0,
+            "h" => 3600.0,
+            _ => return Err(bad()),
+        };
+        total += value * scale;
+        rest = &rest[unit_len..];
+    }
+    Duration::try_from_secs_f64(total).map_err(|_| bad())
 }
 
 /// The run's configuration from the flags.
@@ -127,8 +199,18 @@ pub fn config(args: Args) -> anyhow::Result<SanityConfig> {
     config.idempotent_count = args.idempotent_count;
     config.case_timeout = Duration::from_secs(args.case_timeout);
     config.filter = CaseFilter {
-        focus: regex("focus", args.focus)?,
-        skip: regex("skip", args.skip)?,
+        focus: regexes("focus", args.focus)?,
+        skip: regexes("skip", args.skip)?,
+    };
+    config.path_commands = PathCommands {
+        create_mount: args.create_mount_path_cmd,
+        create_staging: args.create_staging_path_cmd,
+        create_timeout: args.create_path_cmd_timeout,
+        remove_mount: args.remove_mount_path_cmd,
+        remove_staging: args.remove_staging_path_cmd,
+        remove_timeout: args.remove_path_cmd_timeout,
+        check: args.check_path_cmd,
+        check_timeout: args.check_path_cmd_timeout,
     };
     config.validate()?;
     Ok(config)
@@ -157,6 +239,8 @@ pub fn go_style_args(args: impl IntoIterator<Item = String>) -> Vec<String> {
 /// and the result is a failure. A second signal abandons the cleanup.
 pub async fn run(args: Args) -> anyhow::Result<bool> {
     let junit = args.junit.clone();
+    let ginkgo_junit = args.ginkgo_junit.clone();
+    let started = chrono::Utc::now();
     let config = config(args)?;
     let mut interrupts = forward_signals().context("cannot watch SIGINT and SIGTERM")?;
     let report = super::run_interruptible(
@@ -178,6 +262,10 @@ pub async fn run(args: Args) -> anyhow::Result<bool> {
     }
     if let Some(path) = junit {
         std::fs::write(&path, report.to_junit()?)
+            .with_context(|| format!("cannot write {}", path.display()))?;
+    }
+    if let Some(path) = ginkgo_junit {
+        std::fs::write(&path, report.to_ginkgo_junit(started))
             .with_context(|| format!("cannot write {}", path.display()))?;
     }
     print!("{}", report.summary());
@@ -214,4 +302,125 @@ pub fn forward_signals() -> std::io::Result<tokio::sync::mpsc::Receiver<String>>
         }
     });
     Ok(receiver)
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+    use super::*;
+    use clap::Parser;
+    use std::path::Path;
+
+    #[derive(Debug, Parser)]
+    struct Command {
+        #[command(flatten)]
+        args: Args,
+    }
+
+    fn parse(args: &[&str]) -> SanityConfig {
+        let argv =
+            std::iter::once("csi-sanity".to_owned()).chain(args.iter().map(|a| (*a).to_owned()));
+        config(Command::try_parse_from(go_style_args(argv)).unwrap().args).unwrap()
+    }
+
+    #[test]
+    fn go_durations() {
+        assert_eq!(go_duration("10s"), Ok(Duration::from_secs(10)));
+        assert_eq!(go_duration("1m30s"), Ok(Duration::from_secs(90)));
+        assert_eq!(go_duration("500ms"), Ok(Duration::from_millis(500)));
+        assert_eq!(go_duration("1.5h"), Ok(Duration::from_secs(5400)));
+        assert_eq!(go_duration("7"), Ok(Duration::from_secs(7)));
+        for bad in ["", "s", "10x", "-1s", "1.2.3s"] {
+            assert!(go_duration(bad).is_err(), "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn repeated_focus_and_skip_all_count() {
+        let config = parse(&[
+            "-csi.endpoint=/tmp/x.sock",
+            "-ginkgo.focus=Identity",
+            "--ginkgo.focus",
+            "NodeGetInfo",
+            "--focus=Probe",
+            "-ginkgo.skip=GetPluginInfo",
+            "--skip",
+            "idempotent",
+        ]);
+        let texts = |r: &[Regex]| r.iter().map(|r| r.to_string()).collect::<Vec<_>>();
+        assert_eq!(
+            texts(&config.filter.focus),
+            ["Identity", "NodeGetInfo", "Probe"]
+        );
+        assert_eq!(texts(&config.filter.skip), ["GetPluginInfo", "idempotent"]);
+    }
+
+    #[test]
+    fn path_command_flags_and_their_timeouts() {
+        let config = parse(&["--csi.endpoint", "/tmp/x.sock"]);
+        assert!(config.path_commands.create_mount.is_none());
+        assert_eq!(config.path_commands.create_timeout, Duration::from_secs(10));
+        assert_eq!(config.path_commands.remove_timeout, Duration::from_secs(10));
+        assert_eq!(config.path_commands.check_timeout, Duration::from_secs(10));
+        let config = parse(&[
+            "-csi.endpoint=/tmp/x.sock",
+            "-csi.createmountpathcmd=/bin/mk-mount",
+            "-csi.createstagingpathcmd=/bin/mk-staging",
+            "-csi.createpathcmdtimeout=2s",
+            "-csi.removemountpathcmd=/bin/rm-mount",
+            "-csi.removestagingpathcmd=/bin/rm-staging",
+            "-csi.removepathcmdtimeout=1m",
+            "-csi.checkpathcmd=/bin/check",
+            "-csi.checkpathcmdtimeout=250ms",
+        ]);
+        let c = &config.path_commands;
+        assert_eq!(c.create_mount.as_deref(), Some(Path::new("/bin/mk-mount")));
+        assert_eq!(
+            c.create_staging.as_deref(),
+            Some(Path::new("/bin/mk-staging"))
+        );
+        assert_eq!(c.create_timeout, Duration::from_secs(2));
+        assert_eq!(c.remove_mount.as_deref(), Some(Path::new("/bin/rm-mount")));
+        assert_eq!(
+            c.remove_staging.as_deref(),
+            Some(Path::new("/bin/rm-staging"))
+        );
+        assert_eq!(c.remove_timeout, Duration::from_secs(60));
+        assert_eq!(c.check.as_deref(), Some(Path::new("/bin/check")));
+        assert_eq!(c.check_timeout, Duration::from_millis(250));
+        let err = Command::try_parse_from([
+            "csi-sanity",
+            "--csi.endpoint=/tmp/x.sock",
+            "--csi.checkpathcmdtimeout=soon",
+        ])
+        .unwrap_err()
+        .to_string();
+        assert!(err.contains("csi.checkpathcmdtimeout"), "{err}");
+    }
+
+    #[test]
+    fn ginkgo_junit_report_flag_and_its_deprecated_spelling() {
+        for flag in [
+            "--ginkgo.junit-report",
+            "-ginkgo.junit-report",
+            "-csi.junitfile",
+        ] {
+            let argv = go_style_args(
+                [
+                    "csi-sanity",
+                    "--csi.endpoint=/tmp/x.sock",
+                    flag,
+                    "/tmp/r.xml",
+                ]
+                .map(str::to_owned),
+            );
+            let args = Command::try_parse_from(argv).unwrap().args;
+            assert_eq!(
+                args.ginkgo_junit.as_deref(),
+                Some(Path::new("/tmp/r.xml")),
+                "{flag}"
+            );
+            assert!(args.junit.is_none());
+        }
+    }
 }

@@ -74,8 +74,89 @@ pub struct SanityConfig {
     pub case_timeout: Duration,
     /// Longest to wait for a snapshot to become ready to use.
     pub snapshot_ready_timeout: Duration,
-    /// Which cases run: the full case name must match `focus` (if any) and not `skip`.
+    /// Which cases run: the full case name must match a `focus` (if any) and no `skip`.
     pub filter: CaseFilter,
+    /// csi-sanity's path commands (`--csi.createmountpathcmd` and friends): run instead of
+    /// creating, removing or checking the directories here.
+    pub path_commands: PathCommands,
+}
+
+/// Commands that create, remove and check the mount and staging paths instead of this
+/// suite (csi-sanity's `--csi.createmountpathcmd`, `--csi.createstagingpathcmd`,
+/// `--csi.removemountpathcmd`, `--csi.removestagingpathcmd`, `--csi.checkpathcmd` and their
+/// timeouts), e.g. for a plugin whose paths live in another mount namespace or on another
+/// host. Each runs as `<command> <path>` without a shell, as csi-sanity runs them:
+///
+/// - a create command gets the configured directory and prints the path to use on stdout
+///   (surrounding white space trimmed); NodePublishVolume's target path is
+///   `<printed path>/target`;
+/// - a remove command gets the path the create step gave (or the directory this suite
+///   created, when only the remove command is set);
+/// - the check command prints `file`, `directory`, `not_found` or `other`.
+///
+/// A command that cannot start, exits non-zero or outlasts its timeout fails the case,
+/// naming the command.
+#[derive(Debug, Clone)]
+pub struct PathCommands {
+    /// `--csi.createmountpathcmd`.
+    pub create_mount: Option<PathBuf>,
+    /// `--csi.createstagingpathcmd`.
+    pub create_staging: Option<PathBuf>,
+    /// `--csi.createpathcmdtimeout` (default 10 s).
+    pub create_timeout: Duration,
+    /// `--csi.removemountpathcmd`.
+    pub remove_mount: Option<PathBuf>,
+    /// `--csi.removestagingpathcmd`.
+    pub remove_staging: Option<PathBuf>,
+    /// `--csi.removepathcmdtimeout` (default 10 s).
+    pub remove_timeout: Duration,
+    /// `--csi.checkpathcmd`.
+    pub check: Option<PathBuf>,
+    /// `--csi.checkpathcmdtimeout` (default 10 s).
+    pub check_timeout: Duration,
+}
+
+impl Default for PathCommands {
+    fn default() -> Self {
+        PathCommands {
+            create_mount: None,
+            create_staging: None,
+            create_timeout: Duration::from_secs(10),
+            remove_mount: None,
+            remove_staging: None,
+            remove_timeout: Duration::from_secs(10),
+            check: None,
+            check_timeout: Duration::from_secs(10),
+        }
+    }
+}
+
+/// What a path is, as csi-sanity's check command reports it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PathKind {
+    /// A regular file.
+    File,
+    /// A directory.
+    Directory,
+    /// Nothing there.
+    NotFound,
+    /// Something else (a socket, a device, …).
+    Other,
+}
+
+impl std::str::FromStr for PathKind {
+    type Err = String;
+    fn from_str(text: &str) -> std::result::Result<Self, String> {
+        match text.trim() {
+            "file" => Ok(PathKind::File),
+            "directory" => Ok(PathKind::Directory),
+            "not_found" => Ok(PathKind::NotFound),
+            "other" => Ok(PathKind::Other),
+            other => Err(format!(
+                "printed {other:?}, expected file, directory, not_found or other"
+            )),
+        }
+    }
 }
 
 impl SanityConfig {
@@ -99,6 +180,7 @@ impl SanityConfig {
             case_timeout: Duration::from_secs(300),
             snapshot_ready_timeout: Duration::from_secs(300),
             filter: CaseFilter::default(),
+            path_commands: PathCommands::default(),
         }
     }
 
@@ -145,27 +227,25 @@ impl SanityConfig {
     }
 }
 
-/// Which cases to run, by regular expressions on the full case name (like Ginkgo's
-/// `--focus` / `--skip`).
+/// Which cases to run, by regular expressions on the full case name, as Ginkgo's
+/// repeatable `--focus` / `--skip`: a case runs when any focus matches (or none is given)
+/// and no skip matches.
 #[derive(Debug, Clone, Default)]
 pub struct CaseFilter {
-    /// Only cases whose name matches.
-    pub focus: Option<Regex>,
-    /// Not the cases whose name matches.
-    pub skip: Option<Regex>,
+    /// Only cases whose name matches one of these (all cases when empty).
+    pub focus: Vec<Regex>,
+    /// Not the cases whose name matches one of these.
+    pub skip: Vec<Regex>,
 }
 
 impl CaseFilter {
     /// Why `name` is filtered out, or `None` if it runs.
     pub fn excludes(&self, name: &str) -> Option<String> {
-        if let Some(focus) = &self.focus
-            && !focus.is_match(name)
-        {
-            return Some(format!("not matched by focus /{focus}/"));
+        if !self.focus.is_empty() && !self.focus.iter().any(|f| f.is_match(name)) {
+            let all: Vec<String> = self.focus.iter().map(|f| format!("/{f}/")).collect();
+            return Some(format!("not matched by focus {}", all.join(" or ")));
         }
-        if let Some(skip) = &self.skip
-            && skip.is_match(name)
-        {
+        if let Some(skip) = self.skip.iter().find(|s| s.is_match(name)) {
             return Some(format!("matched by skip /{skip}/"));
         }
         None
@@ -469,8 +549,8 @@ mod tests {
     #[test]
     fn filter_focus_and_skip() {
         let filter = CaseFilter {
-            focus: Some(Regex::new("Node").unwrap()),
-            skip: Some(Regex::new("idempotent").unwrap()),
+            focus: vec![Regex::new("Node").unwrap()],
+            skip: vec![Regex::new("idempotent").unwrap()],
         };
         assert_eq!(filter.excludes("Node Service should work"), None);
         assert!(
@@ -479,5 +559,61 @@ mod tests {
                 .is_some()
         );
         assert!(filter.excludes("Identity Service Probe").is_some());
+    }
+
+    #[test]
+    fn several_focus_and_skip_as_ginkgo() {
+        let regexes = |texts: &[&str]| -> Vec<Regex> {
+            texts.iter().map(|t| Regex::new(t).unwrap()).collect()
+        };
+        let filter = CaseFilter {
+            focus: regexes(&["Identity", "NodeGetInfo"]),
+            skip: regexes(&["Probe", "GetPluginInfo"]),
+        };
+        // Any focus is enough.
+        assert_eq!(
+            filter.excludes("Identity Service GetPluginCapabilities"),
+            None
+        );
+        assert_eq!(
+            filter.excludes("Node Service NodeGetInfo should work"),
+            None
+        );
+        // Neither focus matches.
+        let why = filter.excludes("Node Service NodeGetCapabilities").unwrap();
+        assert!(why.contains("/Identity/ or /NodeGetInfo/"), "{why}");
+        // Any skip excludes, even when a focus matches.
+        assert!(
+            filter
+                .excludes("Identity Service Probe")
+                .unwrap()
+                .contains("/Probe/")
+        );
+        assert!(
+            filter
+                .excludes("Identity Service GetPluginInfo")
+                .unwrap()
+                .contains("/GetPluginInfo/")
+        );
+        // No focus: everything not skipped runs.
+        let skip_only = CaseFilter {
+            focus: Vec::new(),
+            skip: regexes(&["a^"]),
+        };
+        assert_eq!(skip_only.excludes("anything"), None);
+    }
+
+    #[test]
+    fn path_kinds_as_the_check_command_prints_them() {
+        assert_eq!("file\n".parse::<PathKind>(), Ok(PathKind::File));
+        assert_eq!(" directory".parse::<PathKind>(), Ok(PathKind::Directory));
+        assert_eq!("not_found".parse::<PathKind>(), Ok(PathKind::NotFound));
+        assert_eq!("other".parse::<PathKind>(), Ok(PathKind::Other));
+        assert!(
+            "missing"
+                .parse::<PathKind>()
+                .unwrap_err()
+                .contains("\"missing\"")
+        );
     }
 }

@@ -2,7 +2,7 @@
 //! works with ([`CaseContext`]): clients, request builders, unique names, and the record of
 //! every volume, snapshot, stage and publish it made so the runner can undo them.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -221,18 +221,24 @@ pub struct CaseContext {
     /// Calls started and not answered yet, by a number of their own.
     in_flight: Vec<(u64, InFlight)>,
     calls: u64,
-    /// Directories this case created (removed after it).
-    pub(crate) created_dirs: Vec<PathBuf>,
+    /// Paths made for this case (removed after it).
+    pub(crate) made_paths: Vec<super::paths::MadePath>,
+    /// This case's mount directory (the configured one, or what the create command gave).
+    pub(crate) mount_dir: PathBuf,
+    /// This case's staging path (the configured one, or what the create command gave).
+    pub(crate) staging_dir: PathBuf,
 }
 
 impl CaseContext {
     pub(crate) fn new(session: Arc<Session>) -> Self {
         CaseContext {
-            session,
             made: Vec::new(),
             in_flight: Vec::new(),
             calls: 0,
-            created_dirs: Vec::new(),
+            made_paths: Vec::new(),
+            mount_dir: session.config.mount_dir.clone(),
+            staging_dir: session.config.staging_dir.clone(),
+            session,
         }
     }
 
@@ -375,14 +381,27 @@ impl CaseContext {
         self.unique("fake-node-id")
     }
 
-    /// NodePublishVolume's target path: `<mountdir>/target`.
+    /// NodePublishVolume's target path: `<mountdir>/target` (with a create command,
+    /// `<the path it printed>/target`).
     pub fn target_path(&self) -> String {
-        self.config().mount_dir.join("target").display().to_string()
+        self.mount_dir.join("target").display().to_string()
     }
 
-    /// NodeStageVolume's staging target path.
+    /// This case's mount directory: `--csi.mountdir`, or the path the create command
+    /// printed.
+    pub fn mount_dir(&self) -> &Path {
+        &self.mount_dir
+    }
+
+    /// NodeStageVolume's staging target path: `--csi.stagingdir`, or the path the create
+    /// command printed.
     pub fn staging_path(&self) -> String {
-        self.config().staging_dir.display().to_string()
+        self.staging_dir.display().to_string()
+    }
+
+    /// What is at `path`: by `--csi.checkpathcmd` when given, else looked up here.
+    pub async fn path_kind(&self, path: &Path) -> Result<super::PathKind, String> {
+        super::paths::path_kind(path, &self.config().path_commands).await
     }
 
     /// A capability with `mode` and the configured access type.

@@ -32,10 +32,13 @@ pub mod context;
 mod error;
 #[cfg(test)]
 mod interruption_tests;
+mod paths;
 pub mod report;
 pub mod runner;
 
-pub use config::{AccessType, CaseFilter, CsiSecrets, GIB, SanityConfig, load_parameters};
+pub use config::{
+    AccessType, CaseFilter, CsiSecrets, GIB, PathCommands, PathKind, SanityConfig, load_parameters,
+};
 pub use error::{Error, Result};
 pub use report::{CaseReport, Interruption, Outcome, Report};
 pub use runner::{run, run_cases, run_interruptible, run_with_progress};

@@ -199,6 +199,87 @@ impl Report {
         }
         report.to_string().map_err(|e| Error::Junit(e.to_string()))
     }
+
+    /// JUnit XML as Ginkgo writes it for csi-sanity (`--ginkgo.junit-report`): one
+    /// `<testsuite name="CSI Driver Test Suite">` holding every case as
+    /// `<testcase name="[It] <full name>" classname="CSI Driver Test Suite" status=…>`,
+    /// a skip as `<skipped message="skipped - <reason>">`, a failure as
+    /// `<failure message=… type="failed">`, so tools reading csi-sanity's report read
+    /// this one. `timestamp` is when the run started (UTC).
+    pub fn to_ginkgo_junit(&self, timestamp: chrono::DateTime<chrono::Utc>) -> String {
+        const SUITE: &str = "CSI Driver Test Suite";
+        let secs = |d: Duration| format!("{:.6}", d.as_secs_f64());
+        let (tests, failures, skipped) = (self.cases.len(), self.failed(), self.skipped());
+        let mut out = String::from("<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n");
+        let _ = writeln!(
+            out,
+            "  <testsuites tests=\"{tests}\" disabled=\"0\" errors=\"0\" failures=\"{failures}\" time=\"{}\">",
+            secs(self.duration)
+        );
+        let _ = writeln!(
+            out,
+            "      <testsuite name=\"{SUITE}\" package=\"{}\" tests=\"{tests}\" disabled=\"0\" skipped=\"{skipped}\" errors=\"0\" failures=\"{failures}\" time=\"{}\" timestamp=\"{}\">",
+            xml_escape(&self.endpoint),
+            secs(self.duration),
+            timestamp.format("%Y-%m-%dT%H:%M:%S")
+        );
+        let _ = writeln!(out, "          <properties>");
+        let _ = writeln!(
+            out,
+            "              <property name=\"SuiteSucceeded\" value=\"{}\"></property>",
+            self.success()
+        );
+        let _ = writeln!(out, "          </properties>");
+        for case in &self.cases {
+            let _ = write!(
+                out,
+                "          <testcase name=\"[It] {}\" classname=\"{SUITE}\" status=\"{}\" time=\"{}\">",
+                xml_escape(&case.name),
+                case.outcome.kind(),
+                secs(case.duration)
+            );
+            match &case.outcome {
+                Outcome::Passed => {}
+                Outcome::Skipped(reason) => {
+                    let _ = write!(
+                        out,
+                        "\n              <skipped message=\"skipped - {}\"></skipped>\n          ",
+                        xml_escape(reason)
+                    );
+                }
+                Outcome::Failed(reason) => {
+                    let _ = write!(
+                        out,
+                        "\n              <failure message=\"{0}\" type=\"failed\">[FAILED] {0}</failure>\n          ",
+                        xml_escape(reason)
+                    );
+                }
+            }
+            let _ = writeln!(out, "</testcase>");
+        }
+        let _ = writeln!(out, "      </testsuite>");
+        let _ = writeln!(out, "  </testsuites>");
+        out
+    }
+}
+
+/// Text safe inside an XML attribute or element.
+fn xml_escape(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for c in text.chars() {
+        match c {
+            '&' => out.push_str("&amp;"),
+            '<' => out.push_str("&lt;"),
+            '>' => out.push_str("&gt;"),
+            '"' => out.push_str("&#34;"),
+            '\'' => out.push_str("&#39;"),
+            '\n' => out.push_str("&#xA;"),
+            '\t' => out.push_str("&#x9;"),
+            c if (c as u32) < 0x20 && c != '\r' => out.push('\u{FFFD}'),
+            c => out.push(c),
+        }
+    }
+    out
 }
 
 #[cfg(test)]
@@ -280,6 +361,47 @@ mod tests {
         assert!(summary.contains("FAIL  Identity Service GetPluginInfo <name>"));
         assert!(summary.contains("not supported"));
         assert!(summary.contains("warning: unknown section X"));
+    }
+
+    #[test]
+    fn ginkgo_junit_as_csi_sanity_writes_it() {
+        let at = chrono::DateTime::parse_from_rfc3339("2026-11-25T10:00:00Z")
+            .unwrap()
+            .to_utc();
+        let xml = report().to_ginkgo_junit(at);
+        assert!(
+            xml.starts_with("<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n"),
+            "{xml}"
+        );
+        assert!(
+            xml.contains(
+                r#"<testsuites tests="3" disabled="0" errors="0" failures="1" time="1.000000">"#
+            ),
+            "{xml}"
+        );
+        assert!(
+            xml.contains(r#"<testsuite name="CSI Driver Test Suite" package="unix:///csi.sock" tests="3" disabled="0" skipped="1" errors="0" failures="1" time="1.000000" timestamp="2026-11-25T10:00:00">"#),
+            "{xml}"
+        );
+        assert!(
+            xml.contains(r#"<testcase name="[It] Identity Service Probe works" classname="CSI Driver Test Suite" status="passed" time="0.005000"></testcase>"#),
+            "{xml}"
+        );
+        assert!(
+            xml.contains(r#"<skipped message="skipped - not supported"></skipped>"#),
+            "{xml}"
+        );
+        assert!(
+            xml.contains(r#"name="[It] Identity Service GetPluginInfo &lt;name&gt;" classname="CSI Driver Test Suite" status="failed""#),
+            "{xml}"
+        );
+        assert!(
+            xml.contains(
+                r#"<failure message="name &#34;&#34; is empty &amp; invalid" type="failed">"#
+            ),
+            "{xml}"
+        );
+        assert_eq!(xml.matches("<testcase ").count(), 3, "{xml}");
     }
 
     #[test]

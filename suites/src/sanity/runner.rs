@@ -2,7 +2,6 @@
 //! its mount and staging directories, and cleanup of whatever it created, even when it
 //! failed, timed out or was interrupted.
 
-use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -118,7 +117,7 @@ async fn run_case(
         Some(reason) => Outcome::Skipped(reason),
         None => {
             let mut cx = CaseContext::new(Arc::clone(session));
-            let mut outcome = match prepare_dirs(&mut cx) {
+            let mut outcome = match prepare_dirs(&mut cx).await {
                 Err(problem) => Outcome::Failed(problem),
                 Ok(()) => {
                     let timeout = session.config().case_timeout;
@@ -156,7 +155,9 @@ async fn run_case(
                     vec![format!("cleanup abandoned on {signal}")]
                 }
             };
-            problems.extend(remove_dirs(&cx.created_dirs));
+            problems.extend(
+                super::paths::remove_made(&cx.made_paths, &session.config().path_commands).await,
+            );
             if let Some(interruption) = &mut interruption {
                 // What cleanup could not undo is left; so is a directory it could not
                 // remove (a mount still inside, for one).
@@ -188,48 +189,30 @@ async fn run_case(
     (report, interruption)
 }
 
-/// Creates the mount and staging directories that do not exist yet (remembering them).
-fn prepare_dirs(cx: &mut CaseContext) -> std::result::Result<(), String> {
-    let dirs = [
-        cx.config().mount_dir.clone(),
-        cx.config().staging_dir.clone(),
-    ];
-    for dir in dirs {
-        if dir.is_dir() {
-            continue;
-        }
-        std::fs::create_dir_all(&dir)
-            .map_err(|e| format!("cannot create directory {}: {e}", dir.display()))?;
-        cx.created_dirs.push(dir);
-    }
+/// Makes the case's mount and staging directories: by the create commands when given,
+/// else those that do not exist yet (remembering what to remove).
+async fn prepare_dirs(cx: &mut CaseContext) -> std::result::Result<(), String> {
+    let config = cx.config().clone();
+    let commands = &config.path_commands;
+    let (mount_dir, made) = super::paths::make_dir(
+        "mount",
+        &config.mount_dir,
+        commands.create_mount.as_deref(),
+        commands.remove_mount.as_deref(),
+        commands,
+    )
+    .await?;
+    cx.made_paths.extend(made);
+    cx.mount_dir = mount_dir;
+    let (staging_dir, made) = super::paths::make_dir(
+        "staging",
+        &config.staging_dir,
+        commands.create_staging.as_deref(),
+        commands.remove_staging.as_deref(),
+        commands,
+    )
+    .await?;
+    cx.made_paths.extend(made);
+    cx.staging_dir = staging_dir;
     Ok(())
-}
-
-/// Removes the directories a case created; one left non-empty means the plugin left
-/// something behind (e.g. a target path NodeUnpublishVolume should have removed).
-fn remove_dirs(dirs: &[PathBuf]) -> Vec<String> {
-    dirs.iter()
-        .filter_map(|dir| {
-            std::fs::remove_dir(dir)
-                .err()
-                .map(|e| format!("cannot remove {}: {e}{}", dir.display(), entries(dir)))
-        })
-        .collect()
-}
-
-fn entries(dir: &Path) -> String {
-    match std::fs::read_dir(dir) {
-        Ok(read) => {
-            let names: Vec<String> = read
-                .filter_map(|e| e.ok())
-                .map(|e| e.file_name().to_string_lossy().into_owned())
-                .collect();
-            if names.is_empty() {
-                String::new()
-            } else {
-                format!(" (left inside: {})", names.join(", "))
-            }
-        }
-        Err(_) => String::new(),
-    }
 }

@@ -34,7 +34,7 @@ enum Command {
     /// Run the suites against the embedded default (or --kubeconfig) and report.
     Run(Box<run::RunArgs>),
     /// Run the CSI sanity suite against a CSI endpoint (csi-sanity's flags).
-    Sanity(suites::sanity::cli::Args),
+    Sanity(Box<suites::sanity::cli::Args>),
     /// Start, stop and inspect embedded clusters.
     #[command(subcommand)]
     Cluster(cluster::ClusterCommand),
@@ -66,7 +66,7 @@ async fn main() -> ExitCode {
                 suites::sanity::cli::list();
                 Ok(true)
             } else {
-                suites::sanity::cli::run(args)
+                suites::sanity::cli::run(*args)
                     .await
                     .map_err(|e| anyhow::Error::new(run::BadInput(format!("{e:#}"))))
             }

@@ -6,6 +6,7 @@ use csi_proto::v1::{self, CapacityRange};
 use tonic::Code;
 
 use super::publish::node_requirement;
+use crate::sanity::PathKind;
 use crate::sanity::case::{
     Case, CaseResult, Verdict, case, describe_status, ensure, expect_code, expect_ok, require,
 };
@@ -337,9 +338,20 @@ async fn provision_and_publish(
 async fn unpublish_removes_target(cx: &mut CaseContext) -> CaseResult {
     cx.node_caps()?;
     cx.require_provisioning()?;
+    let commands = &cx.config().path_commands;
+    if commands.create_mount.is_some() && commands.check.is_none() {
+        // As csi-sanity: a path made elsewhere cannot be looked at here.
+        return Err(Verdict::Skip(
+            "CreateTargetPathCmd was set, but CheckPathCmd was not. Please update your testing configuration to enable CheckPathCmd.".into(),
+        ));
+    }
     let volume = provision_and_publish(cx, &cx.unique("sanity-node-unpublish-volume"), 1).await?;
     let target = cx.target_path();
-    ensure(std::path::Path::new(&target).exists(), || {
+    let kind = cx
+        .path_kind(std::path::Path::new(&target))
+        .await
+        .map_err(Verdict::Fail)?;
+    ensure(kind != PathKind::NotFound, || {
         format!("the target path {target} does not exist after NodePublishVolume")
     })?;
     cx.node_unpublish(&volume.volume_id, &target)
@@ -350,7 +362,11 @@ async fn unpublish_removes_target(cx: &mut CaseContext) -> CaseResult {
                 describe_status(&s)
             ))
         })?;
-    ensure(!std::path::Path::new(&target).exists(), || {
+    let kind = cx
+        .path_kind(std::path::Path::new(&target))
+        .await
+        .map_err(Verdict::Fail)?;
+    ensure(kind == PathKind::NotFound, || {
         format!(
             "NodeUnpublishVolume left the target path {target} (the spec says the plugin must remove it)"
         )
@@ -500,7 +516,7 @@ async fn expand(
 async fn expand_no_volume_id(cx: &mut CaseContext) -> CaseResult {
     require_node_expansion(cx)?;
     let request = v1::NodeExpandVolumeRequest {
-        volume_path: cx.config().mount_dir.display().to_string(),
+        volume_path: cx.mount_dir().display().to_string(),
         volume_capability: Some(cx.writer()),
         ..Default::default()
     };
