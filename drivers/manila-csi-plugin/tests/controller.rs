@@ -873,3 +873,121 @@ async fn snapshots_of_shares_of_another_protocol_are_refused() {
     cephfs.stop().await;
     env.assert_no_leftovers();
 }
+
+/// ValidateVolumeCapabilities looks at the share as upstream does: only an `available` share
+/// is confirmed; one still creating is Unavailable, one in `error` or `deleting`
+/// FailedPrecondition naming the status; a share of another protocol than the selector is
+/// not confirmed, with a message (the driver used to confirm all of these).
+#[tokio::test]
+async fn validate_volume_capabilities_checks_the_shares_status_and_protocol() {
+    use fakes::{FaultAction, FaultRule, Operation, Times};
+    use manila_csi_plugin::openstack::Connector;
+    use manila_csi_plugin::openstack::manila::NewShare;
+
+    let mut env = ControllerEnv::start(&[]).await;
+    let client = Connector::new("validate-test".into())
+        .connect(&env.secrets)
+        .await
+        .unwrap();
+    let new_share = |name: &str, protocol: &str| NewShare {
+        name: name.into(),
+        size: 1,
+        protocol: protocol.into(),
+        share_type: "default".into(),
+        ..NewShare::default()
+    };
+    let secrets = env.secrets.clone();
+    let validate = |volume_id: &str| v1::ValidateVolumeCapabilitiesRequest {
+        volume_id: volume_id.into(),
+        volume_capabilities: vec![mount_capability(Mode::MultiNodeMultiWriter)],
+        secrets: secrets.clone(),
+        ..Default::default()
+    };
+
+    // A share of another protocol: not confirmed, the message names both.
+    let ceph = client
+        .create_share(&new_share("ceph-share", "CEPHFS"))
+        .await
+        .unwrap();
+    let answer = env
+        .client
+        .validate_volume_capabilities(validate(&ceph.id))
+        .await
+        .unwrap()
+        .into_inner();
+    assert!(answer.confirmed.is_none(), "{answer:?}");
+    assert!(
+        answer.message.contains("protocol mismatch")
+            && answer.message.contains("CEPHFS")
+            && answer.message.contains("NFS"),
+        "{answer:?}"
+    );
+
+    // A share that ended in `error`: FailedPrecondition naming the status.
+    env.cloud
+        .add_fault(
+            FaultRule::new(
+                Operation::ShareCreate,
+                FaultAction::Error {
+                    detail_id: "002".into(),
+                    message: None,
+                },
+            )
+            .for_resource("broken")
+            .times(Times::Count(1)),
+        )
+        .unwrap();
+    let broken = client
+        .create_share(&new_share("broken", "NFS"))
+        .await
+        .unwrap();
+    let error = env
+        .client
+        .validate_volume_capabilities(validate(&broken.id))
+        .await
+        .unwrap_err();
+    assert_eq!(error.code(), Code::FailedPrecondition, "{error:?}");
+    assert!(error.message().contains("status error"), "{error:?}");
+
+    // A share being deleted: FailedPrecondition too.
+    let volume = env.create("pvc-going", GIB).await.unwrap();
+    env.cloud
+        .add_fault(
+            FaultRule::new(Operation::ShareDelete, FaultAction::Stuck { status: None })
+                .for_resource(volume.volume_id.clone()),
+        )
+        .unwrap();
+    assert!(client.delete_share(&volume.volume_id).await.unwrap());
+    let error = env
+        .client
+        .validate_volume_capabilities(validate(&volume.volume_id))
+        .await
+        .unwrap_err();
+    assert_eq!(error.code(), Code::FailedPrecondition, "{error:?}");
+    assert!(error.message().contains("status deleting"), "{error:?}");
+
+    // A share still creating: Unavailable (the CO may ask again).
+    env.cloud
+        .add_fault(
+            FaultRule::new(Operation::ShareCreate, FaultAction::Stuck { status: None })
+                .for_resource("slow"),
+        )
+        .unwrap();
+    let slow = client
+        .create_share(&new_share("slow", "NFS"))
+        .await
+        .unwrap();
+    let error = env
+        .client
+        .validate_volume_capabilities(validate(&slow.id))
+        .await
+        .unwrap_err();
+    assert_eq!(error.code(), Code::Unavailable, "{error:?}");
+    assert!(error.message().contains("creating"), "{error:?}");
+
+    // What can be deleted is; the stuck shares never finish by design: the seed again.
+    env.delete(&ceph.id).await.unwrap();
+    env.delete(&broken.id).await.unwrap();
+    env.cloud.reset().unwrap();
+    env.assert_no_leftovers();
+}

@@ -203,15 +203,41 @@ fn not_found_unless_share_id(volume_id: &str) -> Result<()> {
 }
 
 impl Controller {
-    /// ValidateVolumeCapabilities' existence check: the share must exist.
+    /// ValidateVolumeCapabilities' look at the share, as upstream does it: the share must
+    /// exist (NotFound), be `available` (still `creating` or `creating_from_snapshot`:
+    /// Unavailable, the CO may ask again; any other status, e.g. `error` or `deleting`:
+    /// FailedPrecondition naming it). A share of another protocol than this driver's is not
+    /// an error but not confirmed either: `Ok(Some(reason))`.
     pub async fn validate_volume(
         &self,
         volume_id: &str,
         secrets: &HashMap<String, String>,
-    ) -> Result<()> {
+    ) -> Result<Option<String>> {
         not_found_unless_share_id(volume_id)?;
         let client = self.connect(secrets).await?;
-        client.share(volume_id).await.map(|_| ())
+        let share = client.share(volume_id).await?;
+        match share.status.as_str() {
+            "available" => {}
+            status @ ("creating" | "creating_from_snapshot") => {
+                return Err(Error::Unavailable(format!(
+                    "share {volume_id} is still {status}; retry when it is available"
+                )));
+            }
+            status => {
+                return Err(Error::FailedPrecondition(format!(
+                    "share {volume_id} is in status {status}, not available"
+                )));
+            }
+        }
+        let protocol = self.adapter.protocol().manila_name();
+        if share.is_protocol(protocol) {
+            Ok(None)
+        } else {
+            Ok(Some(format!(
+                "share protocol mismatch: share {volume_id} is a {} share, this driver serves {protocol}",
+                share.share_proto.as_deref().unwrap_or("?")
+            )))
+        }
     }
 }
 

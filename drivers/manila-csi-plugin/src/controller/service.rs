@@ -184,9 +184,11 @@ impl ControllerRpc for Controller {
                         "volume_capabilities: required".into(),
                     ));
                 }
-                self.validate_volume(&request.volume_id, &request.secrets)
+                let mismatch = self
+                    .validate_volume(&request.volume_id, &request.secrets)
                     .await?;
-                let reason = request.volume_capabilities.iter().find_map(unsupported);
+                let reason =
+                    mismatch.or_else(|| request.volume_capabilities.iter().find_map(unsupported));
                 Ok(match reason {
                     Some(message) => v1::ValidateVolumeCapabilitiesResponse {
                         confirmed: None,
