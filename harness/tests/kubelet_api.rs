@@ -855,3 +855,62 @@ async fn kubectl_logs_timestamps_and_since() {
     assert_eq!(recent.stdout, "early\nlate\n", "{recent:?}");
     ns.cleanup().await.unwrap();
 }
+
+/// port-forward over WebSocket (kube-rs, `v4.channel.k8s.io`) through the apiserver: an
+/// HTTP request to the pod's server and its answer.
+#[tokio::test]
+async fn websocket_port_forward_reaches_an_http_server_in_a_pod() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let (_cluster, ns) = setup("ws-forward").await;
+    let port = free_port();
+    run_pod(
+        &ns,
+        json!({
+            "apiVersion": "v1", "kind": "Pod",
+            "metadata": { "name": "web" },
+            "spec": {
+                "terminationGracePeriodSeconds": 2,
+                "containers": [{
+                    "name": "app", "image": "busybox",
+                    "command": ["sh", "-c", format!(
+                        "mkdir -p /tmp/www && echo served-over-ws > /tmp/www/index.html && \
+                         exec /usr/bin/python3 -m http.server {port} --bind 0.0.0.0 --directory /tmp/www")],
+                }]
+            }
+        }),
+    )
+    .await;
+    let pods: Api<Pod> = ns.api();
+    let answer = wait_until(
+        "the pod's server through a WebSocket forward",
+        WAIT,
+        || async {
+            let mut forwarder = pods
+                .portforward("web", &[port])
+                .await
+                .map_err(|e| e.to_string())?;
+            let mut stream = forwarder.take_stream(port).ok_or("no stream")?;
+            stream
+                .write_all(b"GET /index.html HTTP/1.0\r\nHost: web\r\n\r\n")
+                .await
+                .map_err(|e| e.to_string())?;
+            let mut answer = Vec::new();
+            stream
+                .read_to_end(&mut answer)
+                .await
+                .map_err(|e| e.to_string())?;
+            drop(stream);
+            let _ = forwarder.join().await;
+            let answer = String::from_utf8_lossy(&answer).into_owned();
+            if answer.starts_with("HTTP/1.0 200") {
+                Ok(Some(answer))
+            } else {
+                Err(format!("answer {answer:?}"))
+            }
+        },
+    )
+    .await
+    .unwrap();
+    assert!(answer.ends_with("served-over-ws\n"), "{answer}");
+    ns.cleanup().await.unwrap();
+}

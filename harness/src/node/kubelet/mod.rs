@@ -343,6 +343,24 @@ impl Server {
         if streaming::is_spdy(&request) {
             return streaming::port_forward(request, pod_ip, pod_name.to_string(), uid);
         }
+        if websocket::is_websocket(&request) {
+            let query = Query::parse(request.uri().query());
+            let mut ports = Vec::new();
+            for value in query.all("ports").iter().chain(query.all("port").iter()) {
+                for port in value.split(',').filter(|p| !p.is_empty()) {
+                    match port.trim().parse::<u16>() {
+                        Ok(port) if port > 0 => ports.push(port),
+                        _ => {
+                            return text(
+                                ::http::StatusCode::BAD_REQUEST,
+                                format!("invalid port {port:?}"),
+                            );
+                        }
+                    }
+                }
+            }
+            return websocket::port_forward(request, pod_ip, ports);
+        }
         text(::http::StatusCode::BAD_REQUEST, "Upgrade request required")
     }
 

@@ -244,3 +244,222 @@ async fn serve<S>(
     reader.abort();
     let _ = writer.await;
 }
+
+/// The port-forward sub-protocols served over WebSocket.
+const PORT_FORWARD_PROTOCOLS: [&str; 4] = [
+    "v4.channel.k8s.io",
+    "v4.base64.channel.k8s.io",
+    "channel.k8s.io",
+    "base64.channel.k8s.io",
+];
+
+/// port-forward over WebSocket, as kubelet serves it: the ports are in the query
+/// (`ports=80,8080`); port i has data channel 2i and error channel 2i+1, each opened by the
+/// server with the port (2 bytes, little-endian). Each port gets one TCP connection to the
+/// pod, made at once; the forward ends when the client closes the WebSocket.
+pub fn port_forward(
+    mut request: hyper::Request<hyper::body::Incoming>,
+    pod_ip: std::net::IpAddr,
+    ports: Vec<u16>,
+) -> Response {
+    let offered: Vec<String> = request
+        .headers()
+        .get_all(http::header::SEC_WEBSOCKET_PROTOCOL)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(',').map(|p| p.trim().to_string()))
+        .collect();
+    let protocol = if offered.is_empty() {
+        Some("channel.k8s.io".to_string())
+    } else {
+        offered
+            .iter()
+            .find(|p| PORT_FORWARD_PROTOCOLS.contains(&p.as_str()))
+            .cloned()
+    };
+    let Some(protocol) = protocol else {
+        return text(
+            http::StatusCode::BAD_REQUEST,
+            format!(
+                "none of the offered protocols {offered:?} is supported: {PORT_FORWARD_PROTOCOLS:?}"
+            ),
+        );
+    };
+    if ports.is_empty() {
+        return text(
+            http::StatusCode::BAD_REQUEST,
+            "query parameter \"port\" is required",
+        );
+    }
+    let Some(key) = request.headers().get(http::header::SEC_WEBSOCKET_KEY) else {
+        return text(http::StatusCode::BAD_REQUEST, "missing Sec-WebSocket-Key");
+    };
+    let accept = tokio_tungstenite::tungstenite::handshake::derive_accept_key(key.as_bytes());
+    let upgrade = hyper::upgrade::on(&mut request);
+    let base64 = protocol.contains("base64");
+    tokio::spawn(async move {
+        let upgraded = match upgrade.await {
+            Ok(upgraded) => upgraded,
+            Err(e) => {
+                tracing::debug!(error = %e, "the port-forward WebSocket upgrade failed");
+                return;
+            }
+        };
+        let socket =
+            WebSocketStream::from_raw_socket(TokioIo::new(upgraded), Role::Server, None).await;
+        serve_port_forward(socket, base64, pod_ip, ports).await;
+    });
+    let mut response = http::Response::new(full(Bytes::new()));
+    *response.status_mut() = http::StatusCode::SWITCHING_PROTOCOLS;
+    let headers = response.headers_mut();
+    headers.insert(
+        http::header::UPGRADE,
+        http::HeaderValue::from_static("websocket"),
+    );
+    headers.insert(
+        http::header::CONNECTION,
+        http::HeaderValue::from_static("Upgrade"),
+    );
+    if let Ok(value) = http::HeaderValue::from_str(&accept) {
+        headers.insert(http::header::SEC_WEBSOCKET_ACCEPT, value);
+    }
+    if let Ok(value) = http::HeaderValue::from_str(&protocol) {
+        headers.insert(http::header::SEC_WEBSOCKET_PROTOCOL, value);
+    }
+    response
+}
+
+async fn serve_port_forward<S>(
+    socket: WebSocketStream<S>,
+    base64: bool,
+    pod_ip: std::net::IpAddr,
+    ports: Vec<u16>,
+) where
+    S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
+{
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let (mut sink, mut source) = socket.split();
+    let (out_tx, mut out_rx) = mpsc::channel::<(u8, Bytes)>(16);
+    let encode = move |channel: u8, data: &[u8]| -> Message {
+        if base64 {
+            let mut text = String::from(char::from(b'0' + channel));
+            text.push_str(&base64::engine::general_purpose::STANDARD.encode(data));
+            Message::text(text)
+        } else {
+            let mut bytes = Vec::with_capacity(data.len() + 1);
+            bytes.push(channel);
+            bytes.extend_from_slice(data);
+            Message::binary(bytes)
+        }
+    };
+    let writer = tokio::spawn(async move {
+        while let Some((channel, data)) = out_rx.recv().await {
+            if sink.send(encode(channel, &data)).await.is_err() {
+                return;
+            }
+        }
+        let _ = sink.close().await;
+    });
+    let mut to_pods = Vec::new();
+    let mut forwards = tokio::task::JoinSet::new();
+    for (i, port) in ports.iter().copied().enumerate() {
+        let (data, error) = ((2 * i) as u8, (2 * i + 1) as u8);
+        let prefix = Bytes::copy_from_slice(&port.to_le_bytes());
+        let _ = out_tx.send((data, prefix.clone())).await;
+        let _ = out_tx.send((error, prefix)).await;
+        let (tx, mut rx) = mpsc::channel::<Bytes>(16);
+        to_pods.push(Some(tx));
+        let out = out_tx.clone();
+        forwards.spawn(async move {
+            let tcp = match tokio::net::TcpStream::connect((pod_ip, port)).await {
+                Ok(tcp) => tcp,
+                Err(e) => {
+                    let message = format!(
+                        "error forwarding port {port} to pod: failed to connect to {pod_ip}:{port}: {e}"
+                    );
+                    let _ = out.send((error, Bytes::from(message))).await;
+                    return;
+                }
+            };
+            let (mut from_pod, mut to_pod) = tcp.into_split();
+            let inbound = async {
+                while let Some(bytes) = rx.recv().await {
+                    if to_pod.write_all(&bytes).await.is_err() {
+                        break;
+                    }
+                }
+                let _ = to_pod.shutdown().await;
+            };
+            let outbound = async {
+                let mut buf = vec![0u8; 32 * 1024];
+                loop {
+                    match from_pod.read(&mut buf).await {
+                        Ok(0) | Err(_) => break,
+                        Ok(n) => {
+                            if out
+                                .send((data, Bytes::copy_from_slice(&buf[..n])))
+                                .await
+                                .is_err()
+                            {
+                                break;
+                            }
+                        }
+                    }
+                }
+            };
+            // Over when the pod's side ends (the client's side may still be open: it learns
+            // the end from the socket's close).
+            tokio::select! {
+                () = outbound => {}
+                () = async { inbound.await; std::future::pending::<()>().await } => {}
+            }
+        });
+    }
+    drop(out_tx);
+    loop {
+        // As kubelet: once every port's forward has ended, the socket closes.
+        let message = tokio::select! {
+            message = source.next() => message,
+            done = forwards.join_next() => {
+                if done.is_none() || forwards.is_empty() {
+                    break;
+                }
+                continue;
+            }
+        };
+        let Some(message) = message else {
+            break;
+        };
+        let (channel, data) = match message {
+            Ok(Message::Binary(bytes)) if !bytes.is_empty() && !base64 => {
+                (bytes[0], bytes.slice(1..))
+            }
+            Ok(Message::Text(text)) if base64 && !text.is_empty() => {
+                let raw = text.as_bytes();
+                let decoded = base64::engine::general_purpose::STANDARD
+                    .decode(&raw[1..])
+                    .unwrap_or_default();
+                (raw[0].wrapping_sub(b'0'), Bytes::from(decoded))
+            }
+            Ok(Message::Close(_)) | Err(_) => break,
+            Ok(_) => continue,
+        };
+        let index = usize::from(channel / 2);
+        if channel % 2 == 0
+            && !data.is_empty()
+            && let Some(slot) = to_pods.get_mut(index)
+            && let Some(tx) = slot
+            && tx.send(data).await.is_err()
+        {
+            *slot = None;
+        }
+    }
+    // The client is done: the pods' connections end, then the socket.
+    to_pods.clear();
+    let _ = tokio::time::timeout(std::time::Duration::from_secs(2), async {
+        while forwards.join_next().await.is_some() {}
+    })
+    .await;
+    forwards.abort_all();
+    let _ = writer.await;
+}
