@@ -505,3 +505,74 @@ async fn an_image_binary_under_the_host_s_tmp_runs_as_a_container() {
     assert_eq!(app.logs().unwrap(), "hello\n");
     runtime.teardown().await.unwrap();
 }
+
+/// Streamed exec sessions: stdin to stdout through pipes; a terminal with its size; a
+/// session dropped before its command ends takes the command's whole process group with it
+/// (the kubelet API's exec when the client goes away).
+#[tokio::test]
+async fn exec_sessions_stream_and_leave_no_process_when_dropped() {
+    use harness::runtime::TerminalSize;
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let pod = one_sandbox("uid-session", "sessions").await;
+    let OneSandbox {
+        runtime, sandbox, ..
+    } = &pod;
+    let app = sandbox.run_container(sleeper("app")).await.unwrap();
+
+    let mut piped = app
+        .exec_session(&argv(&["tr", "a-z", "A-Z"]), None)
+        .await
+        .unwrap();
+    let mut stdin = piped.take_stdin().unwrap();
+    let mut stdout = piped.take_stdout().unwrap();
+    stdin.write_all(b"shout\n").await.unwrap();
+    drop(stdin);
+    let mut out = String::new();
+    stdout.read_to_string(&mut out).await.unwrap();
+    assert_eq!(out, "SHOUT\n");
+    assert_eq!(piped.wait().await.unwrap(), ExitStatus::Exited(0));
+
+    let size = TerminalSize {
+        width: 77,
+        height: 21,
+    };
+    let mut tty = app
+        .exec_session(&argv(&["sh", "-c", "tty; stty size"]), Some(size))
+        .await
+        .unwrap();
+    assert!(tty.take_stderr().is_none(), "a terminal has no stderr");
+    let mut screen = tty.take_stdout().unwrap();
+    let mut out = Vec::new();
+    screen.read_to_end(&mut out).await.unwrap();
+    let out = String::from_utf8_lossy(&out);
+    assert!(
+        out.contains("/dev/pts/") && out.contains("21 77"),
+        "{out:?}"
+    );
+    assert_eq!(tty.wait().await.unwrap(), ExitStatus::Exited(0));
+
+    // A command with a child of its own, dropped while both run.
+    let marker = format!("sleep 7{}", std::process::id() % 10_000);
+    let dropped = app
+        .exec_session(&argv(&["sh", "-c", &format!("{marker} & wait")]), None)
+        .await
+        .unwrap();
+    let running = |want: bool| {
+        let marker = marker.clone();
+        async move {
+            let found = std::process::Command::new("pgrep")
+                .args(["-f", &format!("^{marker}$")])
+                .output()
+                .unwrap();
+            if found.stdout.is_empty() != want {
+                Ok(Some(()))
+            } else {
+                Err(format!("running: {}", !found.stdout.is_empty()))
+            }
+        }
+    };
+    testkit::wait_for("the session's command running", WAIT, || running(true)).await;
+    drop(dropped);
+    testkit::wait_for("the session's command gone", WAIT, || running(false)).await;
+    runtime.teardown().await.unwrap();
+}

@@ -100,7 +100,8 @@ impl Container {
             .arg("--")
             .args(argv)
             .env_clear()
-            .kill_on_drop(true)
+            // Not killed on drop: SIGTERM lets the helper kill the command's process group
+            // (see `Drop`), which SIGKILL would leave running.
             .process_group(0);
         let mut session = ExecSession {
             child: match terminal {
