@@ -193,6 +193,10 @@ pub struct ManilaConfig {
     pub delays: Delays,
     /// Project quotas.
     pub quotas: Quotas,
+    /// The CephFS file system behind CEPHFS shares, when not the cluster's default: as
+    /// Manila's CephFS driver does (`cephfs_filesystem_name`), every CEPHFS share then gets
+    /// the metadata `__mount_options: fs=<name>`. None: no such metadata.
+    pub cephfs_filesystem_name: Option<String>,
 }
 
 impl Default for ManilaConfig {
@@ -219,6 +223,7 @@ impl Default for ManilaConfig {
             ],
             delays: Delays::default(),
             quotas: Quotas::default(),
+            cephfs_filesystem_name: None,
         }
     }
 }

@@ -191,3 +191,71 @@ async fn cephfs_grants_cephx_and_forwards_the_key_as_partner_secrets() {
         .unwrap();
     assert!(cloud.leftovers().is_empty(), "{:#?}", cloud.leftovers());
 }
+
+/// A CephFS share on another file system than the cluster's default carries
+/// `__mount_options: fs=<name>` in its metadata (Manila's CephFS driver puts it there); as
+/// upstream, NodeStage gives it to the partner as `fsName` (it used to be dropped, so the
+/// partner looked for the share on the default file system).
+#[tokio::test]
+async fn cephfs_file_system_name_comes_from_the_share_metadata() {
+    let mut config = CloudConfig::default();
+    config.manila.cephfs_filesystem_name = Some("fs-b".into());
+    let cloud = FakeCloud::start(config).await.unwrap();
+    let dir = tempfile::Builder::new()
+        .prefix("credentials-and-cephfs-")
+        .tempdir()
+        .unwrap();
+    let partner = FakePartner::start(
+        &dir.path().join("ceph.sock"),
+        vec![rpc::Type::StageUnstageVolume],
+    )
+    .await;
+    let fwd = format!("--fwdendpoint={}", partner.endpoint);
+    let driver = RunningDriver::start(
+        dir.path(),
+        "manila",
+        &[
+            "--share-protocol-selector=CEPHFS",
+            fwd.as_str(),
+            "--nodeid=n1",
+            "--share-wait-timeout=3s",
+        ],
+    )
+    .await
+    .unwrap();
+    let secrets = support::secrets(&cloud);
+    let mut controller = driver.controller().await;
+    let volume = controller
+        .create_volume(create_request("pvc-fs-b", GIB, &secrets, &[]))
+        .await
+        .unwrap()
+        .into_inner()
+        .volume
+        .unwrap();
+    let mut node = driver.node().await;
+    node.node_stage_volume(v1::NodeStageVolumeRequest {
+        volume_id: volume.volume_id.clone(),
+        staging_target_path: dir.path().join("staging").display().to_string(),
+        volume_capability: Some(mount_capability(Mode::MultiNodeMultiWriter)),
+        secrets: secrets.clone(),
+        volume_context: volume.volume_context.clone(),
+        publish_context: HashMap::new(),
+    })
+    .await
+    .unwrap();
+    let calls = partner.calls();
+    let [Call::Stage(stage)] = calls.as_slice() else {
+        panic!("{calls:#?}")
+    };
+    assert_eq!(stage.volume_context["fsName"], "fs-b", "{stage:#?}");
+    assert_eq!(stage.volume_context["mounter"], "fuse");
+
+    controller
+        .delete_volume(v1::DeleteVolumeRequest {
+            volume_id: volume.volume_id,
+            secrets,
+        })
+        .await
+        .unwrap();
+    assert!(cloud.leftovers().is_empty(), "{:#?}", cloud.leftovers());
+}

@@ -354,6 +354,13 @@ fn create_checked(
             metadata.insert(key.into(), hint);
         }
     }
+    // Manila's CephFS driver names the share's file system in the metadata when it is not
+    // the cluster's default one (clients must mount that file system).
+    if proto_upper == "CEPHFS"
+        && let Some(fs) = &state.config.manila.cephfs_filesystem_name
+    {
+        metadata.insert("__mount_options".into(), format!("fs={fs}"));
+    }
     let is_public = body
         .get("is_public")
         .and_then(Value::as_bool)

@@ -30,6 +30,22 @@ fn check_cephx_user(user: &str) -> std::result::Result<(), &'static str> {
     }
 }
 
+/// The share metadata key in which Manila's CephFS driver gives the mount options clients
+/// need, e.g. `fs=<name>` for a share on another CephFS file system than the default one.
+pub const MOUNT_OPTIONS_KEY: &str = "__mount_options";
+
+/// The CephFS file system of `share`: the `fs=` option of its `__mount_options` metadata
+/// (a comma list of options), as upstream reads it. None when the share does not name one.
+fn fs_name(share: &Share) -> Option<&str> {
+    share
+        .metadata
+        .get(MOUNT_OPTIONS_KEY)?
+        .split(',')
+        .filter_map(|option| option.trim().strip_prefix("fs="))
+        .map(str::trim)
+        .find(|name| !name.is_empty())
+}
+
 /// The CephFS adapter.
 #[derive(Debug, Default)]
 pub struct CephfsAdapter;
@@ -152,6 +168,9 @@ impl ShareAdapter for CephfsAdapter {
             ),
             ("provisionVolume".to_string(), "false".to_string()),
         ]);
+        if let Some(fs_name) = fs_name(share) {
+            context.insert("fsName".into(), fs_name.to_string());
+        }
         if let Some(options) = &cephfs.kernel_mount_options {
             context.insert("kernelMountOptions".into(), options.clone());
         }
@@ -206,6 +225,23 @@ mod tests {
             .unwrap();
     }
 
+    #[rstest::rstest]
+    #[case(serde_json::json!({}), None)]
+    #[case(serde_json::json!({"__mount_options": "fs=myfs"}), Some("myfs"))]
+    #[case(serde_json::json!({"__mount_options": "noatime, fs=other ,x=y"}), Some("other"))]
+    #[case(serde_json::json!({"__mount_options": "fs="}), None)]
+    #[case(serde_json::json!({"mount_options": "fs=nope"}), None)]
+    fn the_file_system_comes_from_the_mount_options_metadata(
+        #[case] metadata: serde_json::Value,
+        #[case] expected: Option<&str>,
+    ) {
+        let share: Share = serde_json::from_value(serde_json::json!({
+            "id": "s1", "status": "available", "size": 1, "metadata": metadata
+        }))
+        .unwrap();
+        assert_eq!(fs_name(&share), expected);
+    }
+
     #[test]
     fn cephfs_context_has_monitors_root_and_key() {
         let share: Share = serde_json::from_value(
@@ -233,5 +269,6 @@ mod tests {
         assert_eq!(volume.context["rootPath"], "/volumes/_nogroup/abc");
         assert_eq!(volume.context["mounter"], "kernel");
         assert_eq!(volume.secrets["userID"], "alice");
+        assert!(!volume.context.contains_key("fsName"), "{volume:?}");
     }
 }
