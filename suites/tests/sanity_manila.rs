@@ -228,7 +228,7 @@ async fn csi_sanity_binary_runs_against_the_manila_driver() {
         env.logs()
     );
     assert!(
-        stdout.ends_with("18 passed, 0 failed, 66 skipped\n"),
+        stdout.ends_with("18 passed, 0 failed, 74 skipped\n"),
         "{stdout}"
     );
     assert!(
@@ -247,7 +247,7 @@ async fn csi_sanity_binary_runs_against_the_manila_driver() {
     let xml = std::fs::read_to_string(&ginkgo_junit).unwrap();
     assert!(
         xml.contains(r#"<testsuite name="CSI Driver Test Suite" package=""#)
-            && xml.contains(r#"tests="84" disabled="0" skipped="66" errors="0" failures="0""#),
+            && xml.contains(r#"tests="92" disabled="0" skipped="74" errors="0" failures="0""#),
         "{xml}"
     );
     assert!(

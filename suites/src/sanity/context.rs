@@ -334,6 +334,15 @@ impl CaseContext {
         ControllerClient::new(self.session.controller_channel.clone())
     }
 
+    /// A GroupController client (controller endpoint, as csi-sanity).
+    pub fn group_controller(
+        &self,
+    ) -> csi_proto::v1::group_controller_client::GroupControllerClient<Channel> {
+        csi_proto::v1::group_controller_client::GroupControllerClient::new(
+            self.session.controller_channel.clone(),
+        )
+    }
+
     /// A Node client.
     pub fn node(&self) -> NodeClient<Channel> {
         NodeClient::new(self.session.node_channel.clone())

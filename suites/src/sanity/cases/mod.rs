@@ -1,6 +1,7 @@
 //! The cases, grouped as csi-sanity groups them.
 
 mod expand;
+mod group_controller;
 mod identity;
 mod modify;
 mod node;
@@ -18,6 +19,7 @@ pub fn all() -> Vec<Case> {
     cases.extend(snapshots::cases());
     cases.extend(expand::cases());
     cases.extend(modify::cases());
+    cases.extend(group_controller::cases());
     cases.extend(node::cases());
     cases
 }

@@ -120,6 +120,18 @@ pub fn cases() -> Vec<Case> {
         ),
         case!(
             GROUP,
+            "CreateVolume",
+            "should create volume with a volume attribute class",
+            create_with_class
+        ),
+        case!(
+            GROUP,
+            "CreateVolume",
+            "should not create volume with an invalid volume attribute class",
+            create_with_invalid_class
+        ),
+        case!(
+            GROUP,
             "DeleteVolume",
             "should fail when no volume id is provided",
             delete_no_id
@@ -554,6 +566,34 @@ async fn create_from_missing_volume(cx: &mut CaseContext) -> CaseResult {
         cx.create_volume(request).await,
         Code::NotFound,
         "CreateVolume from a volume that does not exist",
+    )
+}
+
+/// As csi-sanity: the volume attribute class cases need MODIFY_VOLUME.
+fn require_modify(cx: &CaseContext) -> CaseResult {
+    cx.require_controller(ControllerCap::ModifyVolume, "Modify volume not supported")
+}
+
+async fn create_with_class(cx: &mut CaseContext) -> CaseResult {
+    cx.require_provisioning()?;
+    require_modify(cx)?;
+    let mut request =
+        cx.create_request_exact(&cx.unique("sanity-controller-vol-with-mutable-parameters"));
+    request.mutable_parameters = cx.config().test_volume_mutable_parameters.clone();
+    cx.must_create_volume(request).await?;
+    Ok(())
+}
+
+async fn create_with_invalid_class(cx: &mut CaseContext) -> CaseResult {
+    cx.require_provisioning()?;
+    require_modify(cx)?;
+    let mut request =
+        cx.create_request_exact(&cx.unique("sanity-controller-vol-with-mutable-parameters"));
+    request.mutable_parameters = [("XXX_FakeKey".to_owned(), "XXX_FakeValue".to_owned())].into();
+    expect_code(
+        cx.create_volume(request).await,
+        Code::InvalidArgument,
+        "CreateVolume with mutable parameters the plugin cannot know (XXX_FakeKey)",
     )
 }
 
