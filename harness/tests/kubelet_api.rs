@@ -914,3 +914,64 @@ async fn websocket_port_forward_reaches_an_http_server_in_a_pod() {
     assert!(answer.ends_with("served-over-ws\n"), "{answer}");
     ns.cleanup().await.unwrap();
 }
+
+/// A kubectl of 1.30 or later on PATH execs over WebSocket (`v5.channel.k8s.io`, passed
+/// through by the apiserver): exit code and stdin as over SPDY. Without such a kubectl the
+/// test says so and checks nothing.
+#[tokio::test]
+async fn a_websocket_kubectl_execs_with_exit_code_and_stdin() {
+    let version = std::process::Command::new("kubectl")
+        .args(["version", "--client", "-o", "json"])
+        .output();
+    let minor = version
+        .ok()
+        .and_then(|out| serde_json::from_slice::<serde_json::Value>(&out.stdout).ok())
+        .and_then(|v| {
+            v["clientVersion"]["minor"]
+                .as_str()
+                .and_then(|m| m.trim_end_matches('+').parse::<u32>().ok())
+        });
+    if minor.is_none_or(|m| m < 30) {
+        eprintln!("no kubectl 1.30+ on PATH (found minor {minor:?}): nothing to check");
+        return;
+    }
+    let (cluster, ns) = setup("ws-kubectl").await;
+    run_pod(&ns, shell_pod("target", "exec sleep 3600")).await;
+    let run = |args: Vec<String>, input: &'static [u8]| {
+        let kubeconfig = cluster.kubeconfig().to_path_buf();
+        async move {
+            use tokio::io::AsyncWriteExt;
+            let mut child = tokio::process::Command::new("kubectl")
+                .arg("--kubeconfig")
+                .arg(kubeconfig)
+                .args(args)
+                .stdin(Stdio::piped())
+                .stdout(Stdio::piped())
+                .stderr(Stdio::piped())
+                .kill_on_drop(true)
+                .spawn()
+                .unwrap();
+            let mut stdin = child.stdin.take().unwrap();
+            stdin.write_all(input).await.unwrap();
+            drop(stdin);
+            tokio::time::timeout(WAIT, child.wait_with_output())
+                .await
+                .unwrap()
+                .unwrap()
+        }
+    };
+    let args = |extra: &[&str]| -> Vec<String> {
+        ["exec", "-n", ns.name(), "target"]
+            .iter()
+            .chain(extra)
+            .map(|s| s.to_string())
+            .collect()
+    };
+    let failed = run(args(&["--", "sh", "-c", "echo out; exit 4"]), b"").await;
+    assert_eq!(failed.status.code(), Some(4), "{failed:?}");
+    assert_eq!(String::from_utf8_lossy(&failed.stdout), "out\n");
+    let echoed = run(args(&["-i", "--", "cat"]), b"through v5\n").await;
+    assert_eq!(echoed.status.code(), Some(0), "{echoed:?}");
+    assert_eq!(String::from_utf8_lossy(&echoed.stdout), "through v5\n");
+    ns.cleanup().await.unwrap();
+}

@@ -46,6 +46,22 @@ pub fn is_websocket(request: &hyper::Request<hyper::body::Incoming>) -> bool {
         .is_some_and(|v| v.eq_ignore_ascii_case("websocket"))
 }
 
+/// Ends the socket with a Close frame saying 1000 (normal closure): clients (client-go's
+/// WebSocket executor) take a Close without a status (1005) for an error.
+async fn close_normally<S>(sink: &mut S)
+where
+    S: futures::Sink<Message> + Unpin,
+{
+    use tokio_tungstenite::tungstenite::protocol::CloseFrame;
+    use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
+    let frame = CloseFrame {
+        code: CloseCode::Normal,
+        reason: "".into(),
+    };
+    let _ = sink.send(Message::Close(Some(frame))).await;
+    let _ = sink.close().await;
+}
+
 /// Answers the upgrade and, once it is done, runs the exec in `container` over it.
 pub fn exec(
     mut request: hyper::Request<hyper::body::Incoming>,
@@ -148,7 +164,7 @@ async fn serve<S>(
                 return;
             }
         }
-        let _ = sink.close().await;
+        close_normally(&mut sink).await;
     });
     let mut streams = Streams::default();
     let mut stdin_tx = None;
@@ -358,7 +374,7 @@ async fn serve_port_forward<S>(
                 return;
             }
         }
-        let _ = sink.close().await;
+        close_normally(&mut sink).await;
     });
     let mut to_pods = Vec::new();
     let mut forwards = tokio::task::JoinSet::new();
