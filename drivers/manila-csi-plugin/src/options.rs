@@ -39,7 +39,8 @@ impl CephfsMounter {
 pub struct CephfsOptions {
     /// `cephfs-mounter`; `None` means the default (fuse).
     pub mounter: Option<CephfsMounter>,
-    /// `cephfs-clientID`: the cephx user to grant; defaults to the share name.
+    /// `cephfs-clientID` as given: the cephx user(s) to grant, a comma list; defaults to
+    /// the share name. See [`CephfsOptions::client_ids`].
     pub client_id: Option<String>,
     /// `cephfs-kernelMountOptions`.
     pub kernel_mount_options: Option<String>,
@@ -61,6 +62,20 @@ impl CephfsOptions {
             context.insert("cephfs-fuseMountOptions".into(), options.clone());
         }
         context
+    }
+
+    /// The cephx users of `cephfs-clientID`: its comma-separated entries, trimmed, empty
+    /// ones and repeats dropped, in the order given (the first is the one the node mounts
+    /// with). Empty when the parameter is absent or names nobody.
+    pub fn client_ids(&self) -> Vec<&str> {
+        let mut users: Vec<&str> = Vec::new();
+        for user in self.client_id.as_deref().unwrap_or_default().split(',') {
+            let user = user.trim();
+            if !user.is_empty() && !users.contains(&user) {
+                users.push(user);
+            }
+        }
+        users
     }
 
     fn take(&mut self, key: &str, value: &str) -> Result<bool> {

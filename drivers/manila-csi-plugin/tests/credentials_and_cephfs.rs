@@ -259,3 +259,104 @@ async fn cephfs_file_system_name_comes_from_the_share_metadata() {
         .unwrap();
     assert!(cloud.leftovers().is_empty(), "{:#?}", cloud.leftovers());
 }
+
+/// `cephfs-clientID` takes a comma list of cephx users: each gets its `cephx` rule (spaces
+/// around entries and repeats ignored), `shareAccessIDs` lists the rules in that order, and
+/// the node mounts with the first user's key (a list used to be one user named
+/// "bob, alice,bob", refused as InvalidArgument).
+#[tokio::test]
+async fn cephfs_client_id_takes_a_list_of_users() {
+    let cloud = FakeCloud::start(CloudConfig::default()).await.unwrap();
+    let dir = tempfile::Builder::new()
+        .prefix("credentials-and-cephfs-")
+        .tempdir()
+        .unwrap();
+    let partner = FakePartner::start(
+        &dir.path().join("ceph.sock"),
+        vec![rpc::Type::StageUnstageVolume],
+    )
+    .await;
+    let fwd = format!("--fwdendpoint={}", partner.endpoint);
+    let driver = RunningDriver::start(
+        dir.path(),
+        "manila",
+        &[
+            "--share-protocol-selector=CEPHFS",
+            fwd.as_str(),
+            "--nodeid=n1",
+            "--share-wait-timeout=3s",
+        ],
+    )
+    .await
+    .unwrap();
+    let secrets = support::secrets(&cloud);
+    let mut controller = driver.controller().await;
+    let volume = controller
+        .create_volume(create_request(
+            "pvc-shared-users",
+            GIB,
+            &secrets,
+            &[("cephfs-clientID", "bob, alice,bob")],
+        ))
+        .await
+        .unwrap()
+        .into_inner()
+        .volume
+        .unwrap();
+    let mut rules: Vec<String> = cloud
+        .leftovers()
+        .access_rules
+        .iter()
+        .filter_map(|r| r.name.clone())
+        .collect();
+    rules.sort();
+    assert_eq!(rules, ["cephx:alice", "cephx:bob"]);
+    let access_ids: Vec<&str> = volume.volume_context["shareAccessIDs"].split(',').collect();
+    assert_eq!(access_ids.len(), 2, "{:?}", volume.volume_context);
+
+    let mut node = driver.node().await;
+    node.node_stage_volume(v1::NodeStageVolumeRequest {
+        volume_id: volume.volume_id.clone(),
+        staging_target_path: dir.path().join("staging").display().to_string(),
+        volume_capability: Some(mount_capability(Mode::MultiNodeMultiWriter)),
+        secrets: secrets.clone(),
+        volume_context: volume.volume_context.clone(),
+        publish_context: HashMap::new(),
+    })
+    .await
+    .unwrap();
+    let calls = partner.calls();
+    let [Call::Stage(stage)] = calls.as_slice() else {
+        panic!("{calls:#?}")
+    };
+    assert_eq!(stage.secrets["userID"], "bob", "the first user listed");
+    assert!(!stage.secrets["userKey"].is_empty());
+
+    // Asking again finds both rules and grants nothing more.
+    let again = controller
+        .create_volume(create_request(
+            "pvc-shared-users",
+            GIB,
+            &secrets,
+            &[("cephfs-clientID", "bob, alice,bob")],
+        ))
+        .await
+        .unwrap()
+        .into_inner()
+        .volume
+        .unwrap();
+    assert_eq!(
+        again.volume_context["shareAccessIDs"],
+        volume.volume_context["shareAccessIDs"]
+    );
+    assert_eq!(cloud.leftovers().access_rules.len(), 2);
+
+    controller
+        .delete_volume(v1::DeleteVolumeRequest {
+            volume_id: volume.volume_id,
+            secrets,
+        })
+        .await
+        .unwrap();
+    assert!(cloud.leftovers().is_empty(), "{:#?}", cloud.leftovers());
+}

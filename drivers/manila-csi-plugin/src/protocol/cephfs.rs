@@ -61,12 +61,20 @@ impl ShareAdapter for CephfsAdapter {
         share_name: &str,
         _max_version: Microversion,
     ) -> Result<()> {
-        let (user, parameter) = match &options.cephfs.client_id {
-            Some(user) => (user.as_str(), "parameter cephfs-clientID"),
-            None => (share_name, "volume name (the default cephfs-clientID)"),
-        };
-        check_cephx_user(user)
-            .map_err(|why| Error::InvalidArgument(format!("{parameter}: {user:?} {why}")))
+        let users = options.cephfs.client_ids();
+        if users.is_empty() {
+            return check_cephx_user(share_name).map_err(|why| {
+                Error::InvalidArgument(format!(
+                    "volume name (the default cephfs-clientID): {share_name:?} {why}"
+                ))
+            });
+        }
+        for user in users {
+            check_cephx_user(user).map_err(|why| {
+                Error::InvalidArgument(format!("parameter cephfs-clientID: {user:?} {why}"))
+            })?;
+        }
+        Ok(())
     }
 
     fn grant_access<'a>(
@@ -77,49 +85,65 @@ impl ShareAdapter for CephfsAdapter {
         policy: WaitPolicy,
     ) -> AdapterFuture<'a, Vec<AccessRule>> {
         Box::pin(async move {
-            let user = options
-                .cephfs
-                .client_id
-                .clone()
-                .or_else(|| share.name.clone())
-                .unwrap_or_else(|| share.id.clone());
+            // Every user of the cephfs-clientID list gets its rule (the share name when the
+            // list is empty); the rules come back in the list's order, the first being the
+            // one the node mounts with.
+            let listed = options.cephfs.client_ids();
+            let users: Vec<String> = if listed.is_empty() {
+                vec![share.name.clone().unwrap_or_else(|| share.id.clone())]
+            } else {
+                listed.into_iter().map(String::from).collect()
+            };
             let existing = client.access_rules(&share.id).await?;
-            if !existing
-                .iter()
-                .any(|r| r.access_type == "cephx" && r.access_to == user)
-            {
-                tracing::debug!(share_id = %share.id, %user, "granting cephx access");
-                client.grant_access(&share.id, "cephx", &user, "rw").await?;
+            for user in &users {
+                if !existing
+                    .iter()
+                    .any(|r| r.access_type == "cephx" && &r.access_to == user)
+                {
+                    tracing::debug!(share_id = %share.id, %user, "granting cephx access");
+                    client.grant_access(&share.id, "cephx", user, "rw").await?;
+                }
             }
             let what = format!(
-                "cephx access rule for {user:?} on share {} to get its key",
+                "cephx access rules for {users:?} on share {} to get their keys",
                 share.id
             );
             policy
                 .wait(&what, || async {
-                    let rule = client
-                        .access_rules(&share.id)
-                        .await?
-                        .into_iter()
-                        .find(|r| r.access_type == "cephx" && r.access_to == user);
-                    match rule {
-                        Some(rule) if is_failed(&rule) => Err(Error::ResourceFailed {
-                            message: format!(
-                                "access rule {} (cephx {user}) on share {} is in state error",
-                                rule.id, share.id
-                            ),
-                            detail_id: None,
-                        }),
-                        Some(rule) if rule.access_key.as_deref().is_some_and(|k| !k.is_empty()) => {
-                            Ok(Progress::Done(vec![rule]))
+                    let all = client.access_rules(&share.id).await?;
+                    let mut ready = Vec::with_capacity(users.len());
+                    for user in &users {
+                        let rule = all
+                            .iter()
+                            .find(|r| r.access_type == "cephx" && &r.access_to == user);
+                        match rule {
+                            Some(rule) if is_failed(rule) => {
+                                return Err(Error::ResourceFailed {
+                                    message: format!(
+                                        "access rule {} (cephx {user}) on share {} is in state error",
+                                        rule.id, share.id
+                                    ),
+                                    detail_id: None,
+                                });
+                            }
+                            Some(rule)
+                                if rule.access_key.as_deref().is_some_and(|k| !k.is_empty()) =>
+                            {
+                                ready.push(rule.clone());
+                            }
+                            Some(rule) => {
+                                return Ok(Progress::Pending(format!(
+                                    "rule {} ({user}) in state {} without access_key",
+                                    rule.id,
+                                    rule.state.as_deref().unwrap_or("?")
+                                )));
+                            }
+                            None => {
+                                return Ok(Progress::Pending(format!("no rule for {user} yet")));
+                            }
                         }
-                        Some(rule) => Ok(Progress::Pending(format!(
-                            "rule {} in state {} without access_key",
-                            rule.id,
-                            rule.state.as_deref().unwrap_or("?")
-                        ))),
-                        None => Ok(Progress::Pending("no rule yet".into())),
                     }
+                    Ok(Progress::Done(ready))
                 })
                 .await
         })
@@ -223,6 +247,22 @@ mod tests {
         CephfsAdapter
             .check_access(&options, "pvc.1", MIN_MICROVERSION)
             .unwrap();
+        options.cephfs.client_id = Some(" alice, bob ,,alice".into());
+        assert_eq!(options.cephfs.client_ids(), ["alice", "bob"]);
+        CephfsAdapter
+            .check_access(&options, "pvc.1", MIN_MICROVERSION)
+            .unwrap();
+        // Each entry is checked, and the error names the one Manila would refuse.
+        options.cephfs.client_id = Some("alice,client.bob".into());
+        let error = CephfsAdapter
+            .check_access(&options, "pvc.1", MIN_MICROVERSION)
+            .unwrap_err();
+        assert!(
+            error
+                .to_string()
+                .starts_with("parameter cephfs-clientID: \"client.bob\" may not contain periods"),
+            "{error}"
+        );
     }
 
     #[rstest::rstest]
