@@ -400,6 +400,9 @@ struct Grouped {
     group_caps: bool,
     volumes: Arc<Mutex<BTreeSet<String>>>,
     groups: Arc<Mutex<BTreeSet<String>>>,
+    /// Bug for the ListVolumes cases: deleted volumes stay listed.
+    stale_list: bool,
+    ghosts: Arc<Mutex<BTreeSet<String>>>,
 }
 
 #[tonic::async_trait]
@@ -456,7 +459,11 @@ impl Controller for Grouped {
             )),
         };
         Ok(Response::new(v1::ControllerGetCapabilitiesResponse {
-            capabilities: vec![rpc(Type::CreateDeleteVolume), rpc(Type::ModifyVolume)],
+            capabilities: vec![
+                rpc(Type::CreateDeleteVolume),
+                rpc(Type::ModifyVolume),
+                rpc(Type::ListVolumes),
+            ],
         }))
     }
     /// Mutable parameters other than `iops` are refused (bug: accepted).
@@ -492,8 +499,53 @@ impl Controller for Grouped {
         if id.is_empty() {
             return Err(Status::invalid_argument("volume_id required"));
         }
-        self.volumes.lock().unwrap().remove(&id);
+        if self.volumes.lock().unwrap().remove(&id) && self.stale_list {
+            self.ghosts.lock().unwrap().insert(id);
+        }
         Ok(Response::new(v1::DeleteVolumeResponse {}))
+    }
+    /// Tokens are indexes into the sorted volume ids.
+    async fn list_volumes(
+        &self,
+        request: Request<v1::ListVolumesRequest>,
+    ) -> Result<Response<v1::ListVolumesResponse>, Status> {
+        let request = request.into_inner();
+        let mut ids: Vec<String> = self.volumes.lock().unwrap().iter().cloned().collect();
+        ids.extend(self.ghosts.lock().unwrap().iter().cloned());
+        ids.sort();
+        let start: usize = if request.starting_token.is_empty() {
+            0
+        } else {
+            request
+                .starting_token
+                .parse()
+                .map_err(|_| Status::aborted("invalid starting_token"))?
+        };
+        let end = match request.max_entries {
+            0 => ids.len(),
+            n => (start + n as usize).min(ids.len()),
+        };
+        let entries = ids
+            .get(start..end)
+            .unwrap_or_default()
+            .iter()
+            .map(|id| v1::list_volumes_response::Entry {
+                volume: Some(v1::Volume {
+                    volume_id: id.clone(),
+                    ..Default::default()
+                }),
+                status: None,
+            })
+            .collect();
+        let next_token = if end < ids.len() {
+            end.to_string()
+        } else {
+            String::new()
+        };
+        Ok(Response::new(v1::ListVolumesResponse {
+            entries,
+            next_token,
+        }))
     }
 }
 
@@ -562,7 +614,7 @@ impl csi_proto::v1::group_controller_server::GroupController for Grouped {
     }
 }
 
-async fn run_grouped(plugin: &Grouped) -> sanity::Report {
+async fn run_grouped(plugin: &Grouped, focus: &[&str]) -> sanity::Report {
     let dir = tempfile::Builder::new()
         .prefix("sanity-grouped-")
         .tempdir()
@@ -582,13 +634,41 @@ async fn run_grouped(plugin: &Grouped) -> sanity::Report {
     config.mount_dir = dir.path().join("mnt");
     config.staging_dir = dir.path().join("staging");
     config.test_volume_mutable_parameters = [("iops".to_owned(), "3000".to_owned())].into();
-    config.filter.focus = ["GroupController", "CreateVolume .*volume attribute class"]
+    config.filter.focus = focus
         .iter()
         .map(|f| regex::Regex::new(f).unwrap())
         .collect();
     let report = sanity::run(config).await.unwrap();
     server.stop().await.unwrap();
     report
+}
+
+const GROUP_AND_CLASSES: &[&str] = &["GroupController", "CreateVolume .*volume attribute class"];
+
+/// The ListVolumes cases, the pagination one included: they pass against a plugin whose
+/// tokens are indexes, and the ones that look at deleted volumes fail against a plugin that
+/// keeps listing them; no volume is left.
+#[tokio::test]
+async fn list_volumes_cases_with_pagination() {
+    let good = Grouped::default();
+    let report = run_grouped(&good, &["ListVolumes"]).await;
+    assert_eq!(report.passed(), 4, "{}", report.summary());
+    assert_eq!(report.failed(), 0, "{}", report.summary());
+    assert!(good.volumes.lock().unwrap().is_empty());
+
+    let stale = Grouped {
+        stale_list: true,
+        ..Default::default()
+    };
+    let report = run_grouped(&stale, &["ListVolumes"]).await;
+    let failed: BTreeSet<&str> = report.failures().map(|c| c.name.as_str()).collect();
+    let expected: BTreeSet<&str> = [
+        "Controller Service [Controller Server] ListVolumes check the presence of new volumes and absence of deleted ones in the volume list",
+        "Controller Service [Controller Server] ListVolumes pagination should detect volumes added between pages and accept tokens when the last volume from a page is deleted",
+    ]
+    .into();
+    assert_eq!(failed, expected, "{}", report.summary());
+    assert!(stale.volumes.lock().unwrap().is_empty());
 }
 
 /// csi-sanity's volume attribute class creation cases and GroupController cases: they pass
@@ -609,7 +689,7 @@ async fn group_controller_and_volume_attribute_class_cases() {
         group_caps: true,
         ..Default::default()
     };
-    let report = run_grouped(&good).await;
+    let report = run_grouped(&good, GROUP_AND_CLASSES).await;
     assert_eq!(report.passed(), 8, "{}", report.summary());
     assert_eq!(report.failed(), 0, "{}", report.summary());
     assert!(good.volumes.lock().unwrap().is_empty());
@@ -619,7 +699,7 @@ async fn group_controller_and_volume_attribute_class_cases() {
         group_caps: true,
         ..Default::default()
     };
-    let report = run_grouped(&buggy).await;
+    let report = run_grouped(&buggy, GROUP_AND_CLASSES).await;
     let failed: BTreeSet<&str> = report.failures().map(|c| c.name.as_str()).collect();
     let expected: BTreeSet<&str> = [
         "Controller Service [Controller Server] CreateVolume should not create volume with an invalid volume attribute class",
@@ -636,7 +716,7 @@ async fn group_controller_and_volume_attribute_class_cases() {
     );
 
     let no_caps = Grouped::default();
-    let report = run_grouped(&no_caps).await;
+    let report = run_grouped(&no_caps, GROUP_AND_CLASSES).await;
     let skipped: Vec<String> = outcomes(&report)
         .into_iter()
         .filter(|o| o.contains("VolumeGroupSnapshots not supported"))
