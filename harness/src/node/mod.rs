@@ -76,11 +76,12 @@
 //!
 //! # Not served
 //!
-//! The kubelet API ([`kubelet`]) is served when [`NodeAgentConfig::kubelet_api`] is set;
-//! without it `kubectl logs/exec` fail and [`exec`] and [`logs`] still work from any process
-//! through the run directory. ConfigMap/Secret updates are not propagated into running pods' volumes; termination
-//! messages, lifecycle hooks, resource limits and `activeDeadlineSeconds` are not
-//! implemented.
+//! The kubelet API ([`kubelet`]: logs, exec, attach, port-forward, stats) is served when
+//! [`NodeAgentConfig::kubelet_api`] is set (the embedded cluster sets it); without it
+//! `kubectl logs/exec` fail, and [`exec`] and [`logs`] still work from any process through
+//! the run directory. ConfigMap/Secret updates are not propagated into running pods'
+//! volumes; termination messages, lifecycle hooks, resource limits and
+//! `activeDeadlineSeconds` are not implemented.
 //!
 //! # Identity
 //!

@@ -6,13 +6,16 @@
 //!   advertises it in `status.daemonEndpoints.kubeletEndpoint`, which the apiserver dials).
 //!   The serving certificate comes from the cluster CA (the apiserver verifies it with
 //!   `--kubelet-certificate-authority`); only HTTP/1.1 is offered.
-//! - **Who**: [`auth`]: the apiserver's client certificate, or a bearer token checked with a
+//! - **Who**: `auth`: the apiserver's client certificate, or a bearer token checked with a
 //!   TokenReview; authorized with a SubjectAccessReview on `nodes/<subresource>`; anonymous
 //!   requests get `401`.
 //! - **What**: `GET /healthz`; `GET /pods` (the node's pods as a PodList);
-//!   `GET /containerLogs/{ns}/{pod}/{container}` ([`logs`]); `exec` over WebSocket
-//!   ([`websocket`]) and SPDY/3.1 ([`streaming`], [`spdy`]), `portForward` over SPDY;
-//!   `GET /stats/summary` ([`stats`]).
+//!   `GET /containerLogs/{ns}/{pod}/{container}` (`logs`); `exec` and `attach`
+//!   (`exec`) over WebSocket (`websocket`) and SPDY/3.1 (`streaming`, `spdy`);
+//!   `portForward` over both; `GET /stats/summary` (`stats`).
+//! - **Not served**: `attach` to a container's input (containers' stdin is `/dev/null`, so
+//!   `kubectl run -i`/`attach -i` see no prompt), CPU and memory statistics (no cgroups),
+//!   `/metrics`, `/logs/` (the node's own logs), `/run`, `/checkpoint`.
 //!
 //! The handlers find pods in the node's pod store (the agent's watch) and containers in the
 //! node's [`Runtime`], so they answer for pods the agent runs, adopted ones included.

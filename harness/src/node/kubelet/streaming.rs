@@ -1,10 +1,10 @@
-//! exec and port-forward over SPDY/3.1 ([`spdy`](super::spdy)), as kubelet serves them to
+//! exec and port-forward over SPDY/3.1 (`spdy`), as kubelet serves them to
 //! kubectl and client-go (through the apiserver, which passes the upgraded connection on).
 //!
 //! - **exec** (`v4.channel.k8s.io`, `v3.channel.k8s.io`, `v2.channel.k8s.io`,
 //!   `channel.k8s.io`): the client opens one stream per channel, named by its `streamtype`
 //!   header (`error`, `stdin`, `stdout`, `stderr`, `resize`); the server waits for those the
-//!   request asked for, runs the command ([`exec::run`]) and ends stdout and stderr before
+//!   request asked for, runs the command (`exec::run`) and ends stdout and stderr before
 //!   it writes the end to the error stream (a `Status` from v4 on).
 //! - **port-forward** (`portforward.k8s.io`): each forwarded connection is a pair of streams
 //!   with the same `requestid` header, `streamtype` `error` and `data`, and the `port`
