@@ -672,7 +672,8 @@ async fn kubectl_port_forward_reaches_an_http_server_in_a_pod() {
 }
 
 /// `/stats/summary` through the apiserver (as metrics and volume-stats checks read it): the
-/// node's file system, the pod, and its emptyDir volume with the bytes written into it.
+/// node's file system, CPU and memory, the pod's and its container's, and its emptyDir
+/// volume with the bytes written into it.
 #[tokio::test]
 async fn stats_summary_reports_pods_and_their_volumes() {
     let (cluster, ns) = setup("stats").await;
@@ -715,6 +716,21 @@ async fn stats_summary_reports_pods_and_their_volumes() {
         else {
             return Err(format!("no pod filler in {pods:?}"));
         };
+        // Memory and CPU from /proc: the node's, the pod's and its container's processes.
+        let positive = |v: &serde_json::Value| v.as_u64().unwrap_or(0) > 0;
+        let container = ours["containers"]
+            .as_array()
+            .and_then(|c| c.iter().find(|c| c["name"] == "app"))
+            .cloned()
+            .unwrap_or_default();
+        if !positive(&summary["node"]["memory"]["workingSetBytes"])
+            || !positive(&summary["node"]["cpu"]["usageCoreNanoSeconds"])
+            || !positive(&ours["memory"]["rssBytes"])
+            || !positive(&container["memory"]["rssBytes"])
+            || container["cpu"]["usageCoreNanoSeconds"].as_u64().is_none()
+        {
+            return Err(format!("node: {}, pod: {ours}", summary["node"]));
+        }
         let volume = ours["volume"]
             .as_array()
             .and_then(|v| v.iter().find(|v| v["name"] == "scratch"))

@@ -2,8 +2,12 @@
 //! measure: the node's file system (the run directory's), and for every pod its volumes:
 //! emptyDir volumes (the file system they are on, and the bytes and inodes below them, as
 //! kubelet's `du`), and CSI volumes through NodeGetVolumeStats for drivers with the
-//! `GET_VOLUME_STATS` capability, named after the pod's volume with their `pvcRef`. CPU and
-//! memory are not measured (pods have no cgroups here).
+//! `GET_VOLUME_STATS` capability, named after the pod's volume with their `pvcRef`. CPU
+//! (cumulative `usageCoreNanoSeconds`) and memory (`workingSetBytes`, `rssBytes`) from
+//! `/proc`: the machine's for the node, and for a pod and each of its containers the sum over
+//! their live processes (a container's main process and its descendants; the pod's: every
+//! process of its PID namespace). Without cgroups, that is all there is: no rates, no page
+//! cache, no limits.
 
 use std::collections::HashMap;
 use std::os::unix::fs::MetadataExt;
@@ -25,13 +29,16 @@ impl Server {
             .read()
             .map(|pods| pods.values().cloned().collect())
             .unwrap_or_default();
+        let processes = Processes::scan();
         let mut pod_stats = Vec::new();
         for pod in pods {
-            pod_stats.push(self.pod_stats(&pod, &now).await);
+            pod_stats.push(self.pod_stats(&pod, &now, &processes).await);
         }
         let mut node = json!({
             "nodeName": self.node,
             "systemContainers": [],
+            "cpu": {"time": now, "usageCoreNanoSeconds": machine_cpu_nanos()},
+            "memory": machine_memory(&now),
         });
         if let Some(fs) = fs_stats(&self.run_dir, &now) {
             node["fs"] = fs.clone();
@@ -40,7 +47,7 @@ impl Server {
         json!({"node": node, "pods": pod_stats})
     }
 
-    async fn pod_stats(&self, pod: &Pod, now: &str) -> Value {
+    async fn pod_stats(&self, pod: &Pod, now: &str, processes: &Processes) -> Value {
         let meta = &pod.metadata;
         let (namespace, name, uid) = (
             meta.namespace.clone().unwrap_or_default(),
@@ -48,6 +55,12 @@ impl Server {
             meta.uid.clone().unwrap_or_default(),
         );
         let status = pod.status.as_ref();
+        // The sandbox's and the containers' processes, as the runtime recorded them.
+        let sandbox = self.runtime.sandbox(&uid).ok().flatten();
+        let attempts = sandbox
+            .as_ref()
+            .and_then(|s| s.containers().ok())
+            .unwrap_or_default();
         let containers: Vec<Value> = status
             .and_then(|s| s.container_statuses.as_ref())
             .into_iter()
@@ -59,7 +72,16 @@ impl Server {
                     .and_then(|s| s.running.as_ref())
                     .and_then(|r| r.started_at.as_ref())
                     .map(|t| t.0.to_string());
-                json!({"name": c.name, "startTime": started})
+                let mut entry = json!({"name": c.name, "startTime": started});
+                let current = attempts
+                    .iter()
+                    .rfind(|a| a.name() == c.name && a.is_running());
+                if let Some(current) = current {
+                    let usage = processes.tree(current.process().pid);
+                    entry["cpu"] = usage.cpu(now);
+                    entry["memory"] = usage.memory(now);
+                }
+                entry
             })
             .collect();
         let mut volumes = Vec::new();
@@ -116,12 +138,18 @@ impl Server {
                 volumes.push(entry);
             }
         }
-        json!({
+        let mut stats = json!({
             "podRef": {"name": name, "namespace": namespace, "uid": uid},
             "startTime": status.and_then(|s| s.start_time.as_ref()).map(|t| t.0.to_string()),
             "containers": containers,
             "volume": volumes,
-        })
+        });
+        if let Some(sandbox) = sandbox.filter(|s| s.is_running()) {
+            let usage = processes.namespace_of(sandbox.pause_process().pid);
+            stats["cpu"] = usage.cpu(now);
+            stats["memory"] = usage.memory(now);
+        }
+        stats
     }
 }
 
@@ -170,4 +198,175 @@ fn usage(path: &Path) -> (u64, u64) {
         }
     }
     (bytes + root.blocks() * 512, inodes + 1)
+}
+
+/// CPU and memory used by a set of processes.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+struct Usage {
+    /// User + system time, ns.
+    cpu_nanos: u64,
+    /// Resident memory, bytes.
+    rss_bytes: u64,
+}
+
+impl Usage {
+    fn cpu(&self, now: &str) -> Value {
+        json!({"time": now, "usageCoreNanoSeconds": self.cpu_nanos})
+    }
+
+    fn memory(&self, now: &str) -> Value {
+        json!({
+            "time": now,
+            "usageBytes": self.rss_bytes,
+            "workingSetBytes": self.rss_bytes,
+            "rssBytes": self.rss_bytes,
+        })
+    }
+}
+
+/// The machine's processes as `/proc` shows them now.
+#[derive(Debug, Default)]
+struct Processes {
+    /// pid → (parent pid, PID namespace inode, usage).
+    all: HashMap<i32, (i32, u64, Usage)>,
+}
+
+impl Processes {
+    fn scan() -> Self {
+        let ticks = u64::try_from(
+            nix::unistd::sysconf(nix::unistd::SysconfVar::CLK_TCK)
+                .ok()
+                .flatten()
+                .unwrap_or(100),
+        )
+        .unwrap_or(100)
+        .max(1);
+        let page = u64::try_from(
+            nix::unistd::sysconf(nix::unistd::SysconfVar::PAGE_SIZE)
+                .ok()
+                .flatten()
+                .unwrap_or(4096),
+        )
+        .unwrap_or(4096);
+        let mut all = HashMap::new();
+        let Ok(entries) = std::fs::read_dir("/proc") else {
+            return Processes { all };
+        };
+        for entry in entries.flatten() {
+            let Ok(pid) = entry.file_name().to_string_lossy().parse::<i32>() else {
+                continue;
+            };
+            let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
+                continue;
+            };
+            // After the command name (which may hold spaces): state, ppid, … utime (14),
+            // stime (15), … rss (24), counting fields from 1.
+            let Some(rest) = stat.rfind(')').map(|i| &stat[i + 1..]) else {
+                continue;
+            };
+            let fields: Vec<&str> = rest.split_whitespace().collect();
+            let field = |n: usize| {
+                fields
+                    .get(n - 3)
+                    .and_then(|f| f.parse::<u64>().ok())
+                    .unwrap_or(0)
+            };
+            let ppid = fields.get(1).and_then(|f| f.parse().ok()).unwrap_or(0);
+            let namespace = std::fs::metadata(format!("/proc/{pid}/ns/pid"))
+                .map(|m| m.ino())
+                .unwrap_or(0);
+            let usage = Usage {
+                cpu_nanos: (field(14) + field(15)) * 1_000_000_000 / ticks,
+                rss_bytes: field(24) * page,
+            };
+            all.insert(pid, (ppid, namespace, usage));
+        }
+        Processes { all }
+    }
+
+    /// `pid` and its descendants.
+    fn tree(&self, pid: i32) -> Usage {
+        let mut total = Usage::default();
+        let mut pending = vec![pid];
+        while let Some(current) = pending.pop() {
+            if let Some((_, _, usage)) = self.all.get(&current) {
+                total.cpu_nanos += usage.cpu_nanos;
+                total.rss_bytes += usage.rss_bytes;
+            }
+            pending.extend(
+                self.all
+                    .iter()
+                    .filter(|(_, (ppid, _, _))| *ppid == current)
+                    .map(|(child, _)| *child),
+            );
+        }
+        total
+    }
+
+    /// Every process in the PID namespace `pid` is in (seen from this one).
+    fn namespace_of(&self, pid: i32) -> Usage {
+        let Some((_, namespace, _)) = self.all.get(&pid) else {
+            return Usage::default();
+        };
+        let mut total = Usage::default();
+        for (_, ns, usage) in self.all.values() {
+            if ns == namespace {
+                total.cpu_nanos += usage.cpu_nanos;
+                total.rss_bytes += usage.rss_bytes;
+            }
+        }
+        total
+    }
+}
+
+/// The machine's CPU time in use since boot (all but idle and iowait), ns.
+fn machine_cpu_nanos() -> u64 {
+    let ticks = u64::try_from(
+        nix::unistd::sysconf(nix::unistd::SysconfVar::CLK_TCK)
+            .ok()
+            .flatten()
+            .unwrap_or(100),
+    )
+    .unwrap_or(100)
+    .max(1);
+    let Ok(stat) = std::fs::read_to_string("/proc/stat") else {
+        return 0;
+    };
+    let Some(cpu) = stat.lines().find(|l| l.starts_with("cpu ")) else {
+        return 0;
+    };
+    let values: Vec<u64> = cpu
+        .split_whitespace()
+        .skip(1)
+        .filter_map(|v| v.parse().ok())
+        .collect();
+    // user nice system idle iowait irq softirq steal …
+    let busy: u64 = values
+        .iter()
+        .enumerate()
+        .filter(|(i, _)| *i != 3 && *i != 4)
+        .take(8)
+        .map(|(_, v)| *v)
+        .sum();
+    busy * 1_000_000_000 / ticks
+}
+
+/// The machine's memory from `/proc/meminfo`.
+fn machine_memory(now: &str) -> Value {
+    let meminfo = std::fs::read_to_string("/proc/meminfo").unwrap_or_default();
+    let kib = |key: &str| -> u64 {
+        meminfo
+            .lines()
+            .find_map(|l| l.strip_prefix(key)?.strip_prefix(':'))
+            .and_then(|v| v.split_whitespace().next()?.parse().ok())
+            .unwrap_or(0)
+            * 1024
+    };
+    let (total, free, available) = (kib("MemTotal"), kib("MemFree"), kib("MemAvailable"));
+    json!({
+        "time": now,
+        "availableBytes": available,
+        "usageBytes": total.saturating_sub(free),
+        "workingSetBytes": total.saturating_sub(available),
+    })
 }
