@@ -14,8 +14,8 @@
 //!   (`exec`) over WebSocket (`websocket`) and SPDY/3.1 (`streaming`, `spdy`);
 //!   `portForward` over both; `GET /stats/summary` (`stats`).
 //! - **Not served**: `attach` to a container's input (containers' stdin is `/dev/null`, so
-//!   `kubectl run -i`/`attach -i` see no prompt), CPU and memory statistics (no cgroups),
-//!   `/metrics`, `/logs/` (the node's own logs), `/run`, `/checkpoint`.
+//!   `kubectl run -i`/`attach -i` see no prompt), `/metrics` and `/metrics/resource`,
+//!   `/logs/` (the node's own logs), `/run`, `/checkpoint`.
 //!
 //! The handlers find pods in the node's pod store (the agent's watch) and containers in the
 //! node's [`Runtime`], so they answer for pods the agent runs, adopted ones included.
