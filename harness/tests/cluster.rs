@@ -577,8 +577,11 @@ async fn node_agent_restart_keeps_pods_running() {
 
     cluster.restart_node_agent(&node).await.unwrap();
 
-    // Same container, same process, no restart; exec still works.
-    let pid_after = read_pid().await.unwrap().expect("the pid file");
+    // Same container, same process, no restart; exec works again once the new agent has
+    // adopted its pods (until then the API answers "pod does not exist", as a kubelet would).
+    let pid_after = wait_until("the pid file after the restart", WAIT, read_pid)
+        .await
+        .unwrap();
     assert_eq!(pid_before, pid_after);
     let alive = cluster
         .exec(
