@@ -34,6 +34,6 @@ pub use environment::{
     ManilaCsiEnvironment, NODE_PLUGIN_SELECTOR, NfsAccess, OPERATOR_MANAGED_SELECTOR,
     OPERATOR_SELECTOR, OperatorOptions, SNAPSHOT_CLASS, SNAPSHOT_CONTROLLER_SELECTOR, StartTimings,
     TOPOLOGY_KEY, UpgradeTimings, WFFC_STORAGE_CLASS, cluster_csi_driver_resource,
-    cluster_operator_resource, condition, describe_conditions, pod_diagnostics,
+    cluster_operator_resource, condition, describe_conditions, operand_versions, pod_diagnostics,
 };
 pub use error::{Error, Result};

@@ -36,7 +36,7 @@ pub use instance::{DEFAULT_INSTANCE, DriverInstance, InstanceOptions};
 pub use operator::{
     CA_CONFIG_MAP, CLUSTER_OPERATOR, CREDENTIALS_SECRET, DRIVER_SECRET, OPERATOR_MANAGED_SELECTOR,
     OPERATOR_SELECTOR, OperatorOptions, UpgradeTimings, cluster_csi_driver_resource,
-    cluster_operator_resource, condition, describe_conditions,
+    cluster_operator_resource, condition, describe_conditions, operand_versions,
 };
 
 /// The driver's name.

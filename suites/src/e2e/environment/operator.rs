@@ -174,7 +174,7 @@ pub fn condition<'a>(object: &'a DynamicObject, type_: &str) -> Option<&'a serde
 }
 
 /// The `(name, version)` pairs of a ClusterOperator's `status.versions`.
-fn operand_versions(object: &DynamicObject) -> Vec<(String, String)> {
+pub fn operand_versions(object: &DynamicObject) -> Vec<(String, String)> {
     object
         .data
         .pointer("/status/versions")

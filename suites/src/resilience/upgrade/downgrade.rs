@@ -100,7 +100,9 @@ pub(super) async fn refused(
         "the ClusterOperator's Degraded condition does not carry the refusal: {degraded}"
     );
     ensure_eq!(
-        operator_versions(&operator),
+        operand_versions(&operator)
+            .into_iter()
+            .collect::<BTreeMap<_, _>>(),
         BTreeMap::from([
             ("manila-csi-driver".to_string(), current.clone()),
             ("operator".to_string(), previous.clone()),

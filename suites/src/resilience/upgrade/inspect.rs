@@ -160,21 +160,6 @@ pub(super) fn describe_events(events: &[Event]) -> String {
         .join("; ")
 }
 
-/// The `(name, version)` pairs of a ClusterOperator's `status.versions`.
-pub(super) fn operator_versions(operator: &DynamicObject) -> BTreeMap<String, String> {
-    operator
-        .data
-        .pointer("/status/versions")
-        .and_then(|v| v.as_array())
-        .into_iter()
-        .flatten()
-        .map(|v| {
-            let text = |key: &str| v[key].as_str().unwrap_or("").to_string();
-            (text("name"), text("version"))
-        })
-        .collect()
-}
-
 /// Whether the condition `type_` of `object` has `status`.
 pub(super) fn condition_is(object: &DynamicObject, type_: &str, status: &str) -> bool {
     condition(object, type_).is_some_and(|c| c["status"] == status)

@@ -48,6 +48,7 @@ use crate::e2e::{
     CA_CONFIG_MAP, CONTROLLER_SELECTOR, DEFAULT_STORAGE_CLASS, DRIVER_NAME, DRIVER_SECRET,
     EnvironmentOptions, Install, ManilaCsiEnvironment, NODE_PLUGIN_SELECTOR,
     OPERATOR_MANAGED_SELECTOR, OperatorOptions, SNAPSHOT_CLASS, condition, describe_conditions,
+    operand_versions,
 };
 use crate::{ensure, ensure_eq, test_case};
 
