@@ -5,6 +5,7 @@
 
 use serde_json::{Value, json};
 
+use crate::config::INTERFACES;
 use crate::state::CloudState;
 
 /// Where Keystone is mounted.
@@ -22,39 +23,64 @@ pub(crate) fn manila_url(base_url: &str) -> String {
     format!("{base_url}{MANILA_PREFIX}/v2")
 }
 
-/// The catalog: Keystone, and Manila (under `shared-file-system` and `sharev2`) when present.
+/// The catalog: Keystone, and Manila (under `shared-file-system` and `sharev2`) when present;
+/// each with a `public`, `internal` and `admin` endpoint in every region (the seed's
+/// `region` first, then `catalog.extra_regions`), Manila's URLs replaced where the seed's
+/// `catalog.manila_endpoints` says so.
 pub(crate) fn catalog(state: &CloudState) -> Value {
     let base = &state.base_url;
+    let keystone = format!("{base}{KEYSTONE_PREFIX}");
     let mut services = vec![json!({
         "type": "identity", "name": "keystone", "id": "5e1b2d4c6a8f4e0b9d7c3a1f2e4b6d8a",
-        "endpoints": endpoints(state, "identity", &format!("{base}{KEYSTONE_PREFIX}")),
+        "endpoints": endpoints(state, "identity", &|_, _| keystone.clone()),
     })];
     if state.config.manila.present {
         let url = manila_url(base);
+        let manila = |region: &str, interface: &str| {
+            state
+                .config
+                .catalog
+                .manila_endpoints
+                .iter()
+                .find(|e| e.region == region && e.interface == interface)
+                .map_or_else(|| url.clone(), |e| e.url.clone())
+        };
         for (kind, id) in [
             ("shared-file-system", "8c2d4e6f0a1b4c3d9e8f7a6b5c4d3e2f"),
             ("sharev2", "1a2b3c4d5e6f4a7b8c9d0e1f2a3b4c5d"),
         ] {
             services.push(json!({
                 "type": kind, "name": "manilav2", "id": id,
-                "endpoints": endpoints(state, kind, &url),
+                "endpoints": endpoints(state, kind, &manila),
             }));
         }
     }
     Value::Array(services)
 }
 
-fn endpoints(state: &CloudState, service: &str, url: &str) -> Value {
-    let region = &state.config.region;
-    ["public", "internal", "admin"]
+fn endpoints(state: &CloudState, service: &str, url: &dyn Fn(&str, &str) -> String) -> Value {
+    let regions = state.config.regions();
+    let first = regions.first().copied().unwrap_or_default();
+    regions
         .iter()
-        .map(|interface| {
+        .flat_map(|region| {
+            INTERFACES
+                .iter()
+                .map(move |interface| (*region, *interface))
+        })
+        .map(|(region, interface)| {
+            // The first region's ids stay what they were before regions were added.
+            let name = if region == first {
+                format!("{service}/{interface}")
+            } else {
+                format!("{service}/{region}/{interface}")
+            };
             json!({
-                "id": stable_id(&format!("{service}/{interface}")),
+                "id": stable_id(&name),
                 "interface": interface,
                 "region": region,
                 "region_id": region,
-                "url": url,
+                "url": url(region, interface),
             })
         })
         .collect()

@@ -86,6 +86,76 @@ pub struct CloudConfig {
     pub token_lifetime_secs: u64,
     /// The Manila service.
     pub manila: ManilaConfig,
+    /// Further regions and endpoint URLs of the catalog (default: one region, every
+    /// endpoint on the fake's own URLs).
+    pub catalog: CatalogSeed,
+}
+
+/// The catalog beyond [`CloudConfig::region`]: more regions, and Manila endpoints that point
+/// elsewhere (e.g. an unreachable URL, to prove a client picked another region or interface).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct CatalogSeed {
+    /// Regions listed after [`CloudConfig::region`]; every service has the three interfaces
+    /// (`public`, `internal`, `admin`) in each.
+    pub extra_regions: Vec<String>,
+    /// Manila endpoint URLs replacing the fake's own for one region and interface.
+    pub manila_endpoints: Vec<EndpointUrl>,
+}
+
+/// One catalog endpoint's URL.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct EndpointUrl {
+    /// Region (the cloud's `region` or one of `catalog.extra_regions`).
+    pub region: String,
+    /// `public`, `internal` or `admin`.
+    pub interface: String,
+    /// The URL listed.
+    pub url: String,
+}
+
+/// The interfaces every catalog service has, in listing order.
+pub const INTERFACES: [&str; 3] = ["public", "internal", "admin"];
+
+impl CloudConfig {
+    /// Every region of the catalog, the cloud's `region` first.
+    pub fn regions(&self) -> Vec<&str> {
+        std::iter::once(self.region.as_str())
+            .chain(self.catalog.extra_regions.iter().map(String::as_str))
+            .collect()
+    }
+
+    fn validate_catalog(&self) -> Result<()> {
+        let mut seen = std::collections::BTreeSet::new();
+        for region in self.regions() {
+            if region.is_empty() {
+                return Err(Error::InvalidSeed("catalog: a region name is empty".into()));
+            }
+            if !seen.insert(region) {
+                return Err(Error::InvalidSeed(format!(
+                    "catalog.extra_regions: region {region:?} is listed twice"
+                )));
+            }
+        }
+        for endpoint in &self.catalog.manila_endpoints {
+            if !seen.contains(endpoint.region.as_str()) {
+                return Err(Error::InvalidSeed(format!(
+                    "catalog.manila_endpoints: region {:?} is not a region of the catalog ({})",
+                    endpoint.region,
+                    self.regions().join(", ")
+                )));
+            }
+            if !INTERFACES.contains(&endpoint.interface.as_str()) {
+                return Err(Error::InvalidSeed(format!(
+                    "catalog.manila_endpoints: interface {:?} is not one of {}",
+                    endpoint.interface,
+                    INTERFACES.join(", ")
+                )));
+            }
+        }
+        Ok(())
+    }
 }
 
 impl Default for CloudConfig {
@@ -95,6 +165,7 @@ impl Default for CloudConfig {
             account: Account::default(),
             token_lifetime_secs: 3600,
             manila: ManilaConfig::default(),
+            catalog: CatalogSeed::default(),
         }
     }
 }
@@ -122,6 +193,34 @@ pub struct Account {
     pub roles: Vec<String>,
     /// An application credential of the user, scoped to the project.
     pub application_credential: Option<ApplicationCredential>,
+    /// A second user, in the same domain, to whom the user delegated its roles on the
+    /// project through a trust: it gets trust-scoped tokens (`OS-TRUST:trust`).
+    pub trustee: Option<Trustee>,
+}
+
+/// The trustee of a trust the account's user made on its project.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct Trustee {
+    /// The trust's ID (what `os-trustID` names).
+    pub trust_id: String,
+    /// The trustee user's ID.
+    pub user_id: String,
+    /// The trustee user's name.
+    pub user_name: String,
+    /// The trustee user's password.
+    pub password: Secret,
+}
+
+impl Default for Trustee {
+    fn default() -> Self {
+        Self {
+            trust_id: "7d6c5b4a39284f1e8d7c6b5a49382716".into(),
+            user_id: "2b3c4d5e6f708192a3b4c5d6e7f80912".into(),
+            user_name: "csi-trustee".into(),
+            password: Secret::new("fake-trustee-password"),
+        }
+    }
 }
 
 impl Default for Account {
@@ -136,6 +235,7 @@ impl Default for Account {
             project_name: "demo".into(),
             roles: vec!["admin".into(), "member".into(), "reader".into()],
             application_credential: Some(ApplicationCredential::default()),
+            trustee: Some(Trustee::default()),
         }
     }
 }
@@ -443,6 +543,7 @@ impl CloudConfig {
         }
         check_token_lifetime("token_lifetime_secs", self.token_lifetime_secs)
             .map_err(Error::InvalidSeed)?;
+        self.validate_catalog()?;
         m.delays
             .validate()
             .map_err(|e| Error::InvalidSeed(format!("manila.delays.{e}")))?;
@@ -488,8 +589,29 @@ mod tests {
     }
 
     #[test]
+    fn catalog_endpoints_must_name_a_known_region_and_interface() {
+        let err = CloudConfig::from_yaml(
+            "catalog:\n  extra_regions: [RegionTwo]\n  manila_endpoints: [{region: RegionThree, interface: public, url: 'http://x'}]\n",
+            "<inline>",
+        )
+        .unwrap_err();
+        assert!(err.to_string().contains("\"RegionThree\""), "{err}");
+        assert!(err.to_string().contains("RegionOne, RegionTwo"), "{err}");
+        let err = CloudConfig::from_yaml(
+            "catalog:\n  manila_endpoints: [{region: RegionOne, interface: publicURL, url: 'http://x'}]\n",
+            "<inline>",
+        )
+        .unwrap_err();
+        assert!(err.to_string().contains("\"publicURL\""), "{err}");
+        let err = CloudConfig::from_yaml("catalog:\n  extra_regions: [RegionOne]\n", "<inline>")
+            .unwrap_err();
+        assert!(err.to_string().contains("twice"), "{err}");
+    }
+
+    #[test]
     fn password_does_not_print() {
         let text = format!("{:?}", CloudConfig::default());
         assert!(!text.contains("fake-password"), "{text}");
+        assert!(!text.contains("fake-trustee-password"), "{text}");
     }
 }

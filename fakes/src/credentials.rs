@@ -17,6 +17,9 @@ pub enum SecretKind {
     Password,
     /// Application credential id and secret.
     ApplicationCredential,
+    /// The trustee's id and password and the trust (`os-trustID`, `os-trusteeID`,
+    /// `os-trusteePassword`, `os-domainName`); the password's keys when the seed has no trustee.
+    Trustee,
 }
 
 /// A `clouds.yaml` document with one cloud named `cloud`, using the password.
@@ -64,13 +67,22 @@ pub(crate) fn secret(
     let mut map = BTreeMap::new();
     map.insert("os-authURL".into(), auth_url(base_url));
     map.insert("os-region".into(), region.to_owned());
-    match (kind, &account.application_credential) {
-        (SecretKind::ApplicationCredential, Some(cred)) => {
+    match (kind, &account.application_credential, &account.trustee) {
+        (SecretKind::ApplicationCredential, Some(cred), _) => {
             map.insert("os-applicationCredentialID".into(), cred.id.clone());
             map.insert(
                 "os-applicationCredentialSecret".into(),
                 cred.secret.expose().to_owned(),
             );
+        }
+        (SecretKind::Trustee, _, Some(trustee)) => {
+            map.insert("os-trustID".into(), trustee.trust_id.clone());
+            map.insert("os-trusteeID".into(), trustee.user_id.clone());
+            map.insert(
+                "os-trusteePassword".into(),
+                trustee.password.expose().to_owned(),
+            );
+            map.insert("os-domainName".into(), account.domain_name.clone());
         }
         _ => {
             map.insert("os-userName".into(), account.user_name.clone());

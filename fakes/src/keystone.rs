@@ -1,5 +1,6 @@
-//! Keystone v3: version documents, password and application-credential authentication,
-//! token validation and revocation. The catalog a token carries is built by
+//! Keystone v3: version documents, password, token and application-credential
+//! authentication; project-, domain- and trust-scoped tokens (the account's trustee with
+//! `OS-TRUST:trust`); token validation and revocation. The catalog a token carries is built by
 //! [`crate::catalog`], so that Keystone does not depend on the services it lists.
 
 use chrono::{Duration as ChronoDuration, SecondsFormat, Utc};
@@ -100,7 +101,12 @@ pub(crate) fn handle(state: &mut CloudState, req: &Request, rest: &str) -> Reply
                 .and_then(|v| v.to_str().ok());
             match subject.and_then(|s| state.tokens.get(s).map(|t| (s.to_owned(), t.clone()))) {
                 Some((id, t)) if t.expires_at > Utc::now() => {
-                    Reply::json(200, token_body(state, &t)).header("X-Subject-Token", id)
+                    let grant = if t.scoped {
+                        Grant::Project
+                    } else {
+                        Grant::Unscoped
+                    };
+                    Reply::json(200, token_body(state, &t, &grant)).header("X-Subject-Token", id)
                 }
                 _ => error(404, "Could not find token."),
             }
@@ -122,8 +128,43 @@ pub(crate) fn handle(state: &mut CloudState, req: &Request, rest: &str) -> Reply
     }
 }
 
-/// Which authentication method succeeded, or the error to answer.
-fn verify(account: &Account, body: &Value) -> Result<(&'static str, bool), Reply> {
+/// What a successful authentication grants: the token's method and scope.
+#[derive(Debug, Clone, PartialEq)]
+enum Grant {
+    /// No scope: no catalog, cannot call Manila.
+    Unscoped,
+    /// The account's project.
+    Project,
+    /// The account's domain: a catalog, but no project, so Manila refuses it.
+    Domain,
+    /// The account's project through the trust, as the trustee.
+    Trust,
+}
+
+impl Grant {
+    /// Whether the token may call Manila (it has the project).
+    fn scoped(&self) -> bool {
+        matches!(self, Grant::Project | Grant::Trust)
+    }
+}
+
+/// The grant of a scope object (`None`: the scope is not the account's).
+fn grant_for(account: &Account, scope: Option<&Value>) -> Option<Grant> {
+    match scope {
+        None => Some(Grant::Unscoped),
+        Some(scope) if scope.get("project").is_some() => {
+            project_matches(account, scope).then_some(Grant::Project)
+        }
+        Some(scope) if scope.get("domain").is_some() => {
+            domain_matches(account, scope.get("domain")).then_some(Grant::Domain)
+        }
+        Some(_) => None,
+    }
+}
+
+/// Which authentication method succeeded and what it grants, or the error to answer.
+fn verify(state: &CloudState, body: &Value) -> Result<(&'static str, Grant), Reply> {
+    let account = &state.config.account;
     let bad = |m: &str| Err(error(400, m));
     let Some(auth) = body.get("auth") else {
         return bad("Invalid input for field 'auth': 'auth' is a required property");
@@ -134,11 +175,14 @@ fn verify(account: &Account, body: &Value) -> Result<(&'static str, bool), Reply
     let Some(methods) = identity.get("methods").and_then(Value::as_array) else {
         return bad("Invalid input for field 'identity/methods': 'methods' is a required property");
     };
-    let denied = Err(error(
-        401,
-        "The request you have made requires authentication.",
-    ));
+    let denied = || {
+        Err(error(
+            401,
+            "The request you have made requires authentication.",
+        ))
+    };
     let scope = auth.get("scope");
+    let trust = scope.and_then(|s| s.get("OS-TRUST:trust"));
     let method = methods.first().and_then(Value::as_str).unwrap_or_default();
     match method {
         "password" => {
@@ -148,16 +192,47 @@ fn verify(account: &Account, body: &Value) -> Result<(&'static str, bool), Reply
                     "Invalid input for field 'identity/password/user': 'user' is a required property",
                 );
             };
-            let password_ok =
-                user.get("password").and_then(Value::as_str) == Some(account.password.expose());
-            if !password_ok || !user_matches(account, user) {
-                return denied;
+            let password = user.get("password").and_then(Value::as_str);
+            if let Some(trust) = trust {
+                // Only the trustee may use the trust, with its own password.
+                let Some(trustee) = &account.trustee else {
+                    return denied();
+                };
+                if password != Some(trustee.password.expose()) || !trustee_matches(account, user) {
+                    return denied();
+                }
+                if trust.get("id").and_then(Value::as_str) != Some(trustee.trust_id.as_str()) {
+                    return Err(error(404, "Could not find trust."));
+                }
+                return Ok(("password", Grant::Trust));
             }
-            match scope {
-                None => Ok(("password", false)),
-                Some(scope) if project_matches(account, scope) => Ok(("password", true)),
-                Some(_) => denied,
+            if password != Some(account.password.expose()) || !user_matches(account, user) {
+                return denied();
             }
+            grant_for(account, scope).map_or_else(denied, |grant| Ok(("password", grant)))
+        }
+        "token" => {
+            let Some(id) = identity.pointer("/token/id").and_then(Value::as_str) else {
+                return bad(
+                    "Invalid input for field 'identity/token/id': 'id' is a required property",
+                );
+            };
+            let Some(known) = state.tokens.get(id).filter(|t| t.expires_at > Utc::now()) else {
+                return denied();
+            };
+            if trust.is_some() {
+                return denied();
+            }
+            // Without a scope the new token keeps the old one's (the driver re-uses a token
+            // it was given); a scope must be the account's.
+            let grant = match scope {
+                None if known.scoped => Grant::Project,
+                other => match grant_for(account, other) {
+                    Some(grant) => grant,
+                    None => return denied(),
+                },
+            };
+            Ok(("token", grant))
         }
         "application_credential" => {
             let Some(cred) = identity.get("application_credential") else {
@@ -166,7 +241,7 @@ fn verify(account: &Account, body: &Value) -> Result<(&'static str, bool), Reply
                 );
             };
             let Some(known) = &account.application_credential else {
-                return denied;
+                return denied();
             };
             let secret_ok =
                 cred.get("secret").and_then(Value::as_str) == Some(known.secret.expose());
@@ -179,12 +254,29 @@ fn verify(account: &Account, body: &Value) -> Result<(&'static str, bool), Reply
             };
             // Application credentials carry their own scope; Keystone refuses another.
             if secret_ok && id_ok && scope.is_none() {
-                Ok(("application_credential", true))
+                Ok(("application_credential", Grant::Project))
             } else {
-                denied
+                denied()
             }
         }
-        _ => denied,
+        _ => denied(),
+    }
+}
+
+/// The trustee named by id, or by name in the account's domain.
+fn trustee_matches(account: &Account, user: &Value) -> bool {
+    let Some(trustee) = &account.trustee else {
+        return false;
+    };
+    match (
+        user.get("id").and_then(Value::as_str),
+        user.get("name").and_then(Value::as_str),
+    ) {
+        (Some(id), _) => id == trustee.user_id,
+        (None, Some(name)) => {
+            name == trustee.user_name && domain_matches(account, user.get("domain"))
+        }
+        _ => false,
     }
 }
 
@@ -234,25 +326,34 @@ fn issue(state: &mut CloudState, req: &Request) -> Reply {
         Ok(v) => v,
         Err(e) => return error(400, &format!("The request body is not valid JSON: {e}")),
     };
-    let (method, scoped) = match verify(&state.config.account, &body) {
+    let (method, grant) = match verify(state, &body) {
         Ok(m) => m,
         Err(reply) => return reply,
     };
     let now = Utc::now();
     // The lifetime is range-checked where it is set; saturate anyway rather than panic.
-    let lifetime = i64::try_from(state.config.token_lifetime_secs)
+    let mut expires_at = i64::try_from(state.config.token_lifetime_secs)
         .ok()
         .and_then(ChronoDuration::try_seconds)
         .and_then(|lifetime| now.checked_add_signed(lifetime))
         .unwrap_or(chrono::DateTime::<Utc>::MAX_UTC);
+    // A token made from a token expires no later than it (as Keystone does).
+    if method == "token"
+        && let Some(old) = body
+            .pointer("/auth/identity/token/id")
+            .and_then(Value::as_str)
+            .and_then(|id| state.tokens.get(id))
+    {
+        expires_at = expires_at.min(old.expires_at);
+    }
     let token = Token {
         issued_at: now,
-        expires_at: lifetime,
+        expires_at,
         method,
-        scoped,
+        scoped: grant.scoped(),
     };
     let id = format!("gAAAA{}", uuid::Uuid::new_v4().simple());
-    let body = token_body(state, &token);
+    let body = token_body(state, &token, &grant);
     state.tokens.insert(id.clone(), token);
     if state.issued_tokens.len() >= crate::state::JOURNAL_LIMIT {
         state.issued_tokens.pop_front();
@@ -265,25 +366,50 @@ fn keystone_time(t: &chrono::DateTime<Utc>) -> String {
     t.to_rfc3339_opts(SecondsFormat::Micros, true)
 }
 
-fn token_body(state: &CloudState, token: &Token) -> Value {
+/// The token document. A validated token (`GET /v3/auth/tokens`) is shown with the grant
+/// its `scoped` flag implies: project or none (the stored token keeps no more).
+fn token_body(state: &CloudState, token: &Token, grant: &Grant) -> Value {
     let a = &state.config.account;
     let domain = json!({"id": a.domain_id, "name": a.domain_name});
+    let user = match (grant, &a.trustee) {
+        (Grant::Trust, Some(t)) => json!({"id": t.user_id, "name": t.user_name}),
+        _ => json!({"id": a.user_id, "name": a.user_name}),
+    };
     let mut body = json!({
         "methods": [token.method],
-        "user": {"id": a.user_id, "name": a.user_name, "domain": domain, "password_expires_at": null},
+        "user": user,
         "audit_ids": [uuid::Uuid::new_v4().simple().to_string()[..22].to_owned()],
         "issued_at": keystone_time(&token.issued_at),
         "expires_at": keystone_time(&token.expires_at),
     });
-    if token.scoped {
-        body["project"] = json!({"id": a.project_id, "name": a.project_name, "domain": domain});
-        body["is_domain"] = json!(false);
-        body["roles"] = a
-            .roles
-            .iter()
-            .map(|r| json!({"id": stable_id(r), "name": r}))
-            .collect();
-        body["catalog"] = catalog(state);
+    body["user"]["domain"] = domain.clone();
+    body["user"]["password_expires_at"] = Value::Null;
+    let roles: Value = a
+        .roles
+        .iter()
+        .map(|r| json!({"id": stable_id(r), "name": r}))
+        .collect();
+    match grant {
+        Grant::Unscoped => {}
+        Grant::Project | Grant::Trust => {
+            body["project"] = json!({"id": a.project_id, "name": a.project_name, "domain": domain});
+            body["is_domain"] = json!(false);
+            body["roles"] = roles;
+            body["catalog"] = catalog(state);
+        }
+        Grant::Domain => {
+            body["domain"] = domain;
+            body["roles"] = roles;
+            body["catalog"] = catalog(state);
+        }
+    }
+    if let (Grant::Trust, Some(t)) = (grant, &a.trustee) {
+        body["OS-TRUST:trust"] = json!({
+            "id": t.trust_id,
+            "impersonation": false,
+            "trustee_user": {"id": t.user_id},
+            "trustor_user": {"id": a.user_id},
+        });
     }
     if token.method == "application_credential"
         && let Some(cred) = &a.application_credential
