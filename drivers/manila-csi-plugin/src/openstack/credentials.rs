@@ -6,8 +6,9 @@ use std::fmt;
 use std::path::PathBuf;
 
 use secrecy::{ExposeSecret, SecretString};
-use serde::Deserialize;
 
+use super::clouds;
+pub use super::clouds::Environment;
 use crate::error::{Error, Result};
 
 /// A secret value that never prints.
@@ -44,7 +45,9 @@ impl PartialEq for Secret {
     }
 }
 
-/// How the user is identified to Keystone.
+/// How the user is identified to Keystone. A trustee (`os-trusteeID`,
+/// `os-trusteePassword`) is a [`AuthMethod::Password`] user by id, with the token scoped to
+/// the trust ([`Scope::trust_id`]).
 #[derive(Clone, Debug, PartialEq)]
 pub enum AuthMethod {
     /// Password auth; user by id, or by name within a domain.
@@ -77,6 +80,11 @@ pub enum AuthMethod {
         /// `os-applicationCredentialSecret`.
         secret: Secret,
     },
+    /// An existing Keystone token (`os-token`), exchanged for one with the secret's scope.
+    Token {
+        /// `os-token`.
+        token: Secret,
+    },
 }
 
 /// The token scope.
@@ -92,6 +100,10 @@ pub struct Scope {
     pub project_domain_name: Option<String>,
     /// `os-trustID`: scope to a trust instead of a project.
     pub trust_id: Option<String>,
+    /// `os-domainID`: the domain to scope to when there is neither project nor trust.
+    pub domain_id: Option<String>,
+    /// `os-domainName`: see `domain_id`.
+    pub domain_name: Option<String>,
 }
 
 /// TLS settings for talking to the cloud.
@@ -103,6 +115,10 @@ pub struct TlsOptions {
     pub ca_pem: Option<String>,
     /// `os-TLSInsecure`: skip certificate verification.
     pub insecure: bool,
+    /// `os-clientCertPath`: PEM client certificate presented in the TLS handshake.
+    pub client_cert: Option<PathBuf>,
+    /// `os-clientKeyPath`: PEM private key of `client_cert`.
+    pub client_key: Option<PathBuf>,
 }
 
 /// Everything needed to reach Manila for one set of secrets.
@@ -129,6 +145,7 @@ impl Credentials {
         let (kind, secret) = match &self.method {
             AuthMethod::Password { password, .. } => ("password", password.expose()),
             AuthMethod::ApplicationCredential { secret, .. } => ("appcred", secret.expose()),
+            AuthMethod::Token { token } => ("token", token.expose()),
         };
         Secret::new(format!("{self:?}|{kind}|{secret}"))
     }
@@ -137,7 +154,19 @@ impl Credentials {
 impl TryFrom<&HashMap<String, String>> for Credentials {
     type Error = Error;
 
+    /// The credentials of a request's secrets; clouds.yaml is searched in the process's
+    /// environment (see [`Credentials::from_secrets`]).
     fn try_from(secrets: &HashMap<String, String>) -> Result<Self> {
+        Credentials::from_secrets(secrets, &Environment::process())
+    }
+}
+
+impl Credentials {
+    /// The credentials of a request's secrets: the flat `os-*` keys, or with
+    /// `os-useClouds: "true"` the cloud `os-cloud` (else `OS_CLOUD`) of the clouds.yaml
+    /// `os-cloudsFile` (else found as [`Environment::search_path`] says), with the secret's
+    /// own `os-*` keys over the file's settings.
+    pub fn from_secrets(secrets: &HashMap<String, String>, env: &Environment) -> Result<Self> {
         if secrets.is_empty() {
             return Err(Error::InvalidArgument(
                 "secrets are required: the request carries no OpenStack credentials (os-* keys)"
@@ -150,73 +179,150 @@ impl TryFrom<&HashMap<String, String>> for Credentials {
                 .map(|v| v.trim().to_string())
                 .filter(|v| !v.is_empty())
         };
-        if get("os-useClouds").is_some_and(|v| v.eq_ignore_ascii_case("true")) {
-            return from_clouds_yaml(&get);
+        if !parse_secret_bool("os-useClouds", get("os-useClouds"))? {
+            return from_flat(&get);
         }
-        let tls = TlsOptions {
-            ca_file: get("os-certAuthorityPath").map(PathBuf::from),
-            ca_pem: get("os-certAuthority"),
-            insecure: parse_secret_bool("os-TLSInsecure", get("os-TLSInsecure"))?,
-        };
-        let auth_url = get("os-authURL")
-            .ok_or_else(|| Error::InvalidArgument("secret os-authURL is missing".into()))?;
-        let domain_id = get("os-domainID");
-        let domain_name = get("os-domainName");
-        let user_domain_id = get("os-userDomainID").or_else(|| domain_id.clone());
-        let user_domain_name = get("os-userDomainName").or_else(|| domain_name.clone());
-        let method = if let Some(secret) = get("os-applicationCredentialSecret") {
-            let id = get("os-applicationCredentialID");
-            let name = get("os-applicationCredentialName");
-            if id.is_none() && name.is_none() {
-                return Err(Error::InvalidArgument(
-                    "secret os-applicationCredentialSecret is set but neither os-applicationCredentialID nor os-applicationCredentialName is".into(),
-                ));
-            }
-            AuthMethod::ApplicationCredential {
-                id,
-                name,
-                user_id: get("os-userID"),
-                user_name: get("os-userName"),
-                user_domain_id,
-                user_domain_name,
-                secret: Secret::new(secret),
-            }
-        } else {
-            let password = get("os-password").ok_or_else(|| {
+        let cloud_name = get("os-cloud")
+            .or_else(|| env.cloud.clone())
+            .ok_or_else(|| {
                 Error::InvalidArgument(
-                    "secret os-password is missing (or os-applicationCredentialSecret for application credentials)".into(),
+                    "secret os-cloud is missing (os-useClouds is true) and OS_CLOUD is not set"
+                        .into(),
                 )
             })?;
-            let user_id = get("os-userID");
-            let user_name = get("os-userName");
-            if user_id.is_none() && user_name.is_none() {
-                return Err(Error::InvalidArgument(
-                    "secrets os-userID and os-userName are both missing".into(),
-                ));
+        let path = clouds::locate(get("os-cloudsFile"), env)?;
+        let text = clouds::read(&path)?;
+        let source = format!("clouds.yaml {}", path.display());
+        let mut merged = clouds::flat_keys(&text, &cloud_name, &source)?;
+        for (key, value) in secrets {
+            if key.starts_with("os-") && !value.trim().is_empty() {
+                merged.insert(key.clone(), value.clone());
             }
-            AuthMethod::Password {
-                user_id,
-                user_name,
-                user_domain_id,
-                user_domain_name,
-                password: Secret::new(password),
-            }
-        };
-        Ok(Credentials {
-            auth_url,
-            method,
-            scope: Scope {
-                project_id: get("os-projectID").or_else(|| get("os-tenantID")),
-                project_name: get("os-projectName").or_else(|| get("os-tenantName")),
-                project_domain_id: get("os-projectDomainID").or(domain_id),
-                project_domain_name: get("os-projectDomainName").or(domain_name),
-                trust_id: get("os-trustID"),
-            },
-            region: get("os-region"),
-            interface: get("os-endpointType").unwrap_or_else(|| "public".into()),
-            tls,
-        })
+        }
+        from_merged(&merged, &cloud_name, &source)
     }
+}
+
+/// The flat parse of clouds.yaml keys (with the secret's over them); errors name the file.
+fn from_merged(
+    merged: &HashMap<String, String>,
+    cloud_name: &str,
+    source: &str,
+) -> Result<Credentials> {
+    let get = |key: &str| {
+        merged
+            .get(key)
+            .map(|v| v.trim().to_string())
+            .filter(|v| !v.is_empty())
+    };
+    from_flat(&get).map_err(|e| match e {
+        Error::InvalidArgument(message) => Error::InvalidArgument(format!(
+            "cloud {cloud_name:?} of {source} (with the secret's os-* keys over it): {message}"
+        )),
+        other => other,
+    })
+}
+
+/// The credentials of the flat `os-*` keys that `get` gives (trimmed, never empty).
+fn from_flat(get: &dyn Fn(&str) -> Option<String>) -> Result<Credentials> {
+    let both = |first: &str, second: &str| -> Result<Option<(String, String)>> {
+        match (get(first), get(second)) {
+            (None, None) => Ok(None),
+            (Some(a), Some(b)) => Ok(Some((a, b))),
+            (Some(_), None) => Err(Error::InvalidArgument(format!(
+                "secret {second} is required with {first}"
+            ))),
+            (None, Some(_)) => Err(Error::InvalidArgument(format!(
+                "secret {first} is required with {second}"
+            ))),
+        }
+    };
+    let client_pair = both("os-clientCertPath", "os-clientKeyPath")?;
+    let tls = TlsOptions {
+        ca_file: get("os-certAuthorityPath").map(PathBuf::from),
+        ca_pem: get("os-certAuthority"),
+        insecure: parse_secret_bool("os-TLSInsecure", get("os-TLSInsecure"))?,
+        client_cert: client_pair.as_ref().map(|(cert, _)| PathBuf::from(cert)),
+        client_key: client_pair.map(|(_, key)| PathBuf::from(key)),
+    };
+    let auth_url = get("os-authURL")
+        .ok_or_else(|| Error::InvalidArgument("secret os-authURL is missing".into()))?;
+    let domain_id = get("os-domainID");
+    let domain_name = get("os-domainName");
+    let user_domain_id = get("os-userDomainID").or_else(|| domain_id.clone());
+    let user_domain_name = get("os-userDomainName").or_else(|| domain_name.clone());
+    let trustee = both("os-trusteeID", "os-trusteePassword")?;
+    let trust_id = get("os-trustID");
+    let method = if let Some((trustee_id, password)) = trustee {
+        if trust_id.is_none() {
+            return Err(Error::InvalidArgument(
+                "secret os-trustID is required with os-trusteeID".into(),
+            ));
+        }
+        AuthMethod::Password {
+            user_id: Some(trustee_id),
+            user_name: None,
+            user_domain_id,
+            user_domain_name,
+            password: Secret::new(password),
+        }
+    } else if let Some(secret) = get("os-applicationCredentialSecret") {
+        let id = get("os-applicationCredentialID");
+        let name = get("os-applicationCredentialName");
+        if id.is_none() && name.is_none() {
+            return Err(Error::InvalidArgument(
+                "secret os-applicationCredentialSecret is set but neither os-applicationCredentialID nor os-applicationCredentialName is".into(),
+            ));
+        }
+        AuthMethod::ApplicationCredential {
+            id,
+            name,
+            user_id: get("os-userID"),
+            user_name: get("os-userName"),
+            user_domain_id,
+            user_domain_name,
+            secret: Secret::new(secret),
+        }
+    } else if let Some(password) = get("os-password") {
+        let user_id = get("os-userID");
+        let user_name = get("os-userName");
+        if user_id.is_none() && user_name.is_none() {
+            return Err(Error::InvalidArgument(
+                "secrets os-userID and os-userName are both missing (os-password needs one)".into(),
+            ));
+        }
+        AuthMethod::Password {
+            user_id,
+            user_name,
+            user_domain_id,
+            user_domain_name,
+            password: Secret::new(password),
+        }
+    } else if let Some(token) = get("os-token") {
+        AuthMethod::Token {
+            token: Secret::new(token),
+        }
+    } else {
+        return Err(Error::InvalidArgument(
+            "secret os-password is missing (or os-applicationCredentialSecret for application credentials, os-token for a token, os-trusteeID and os-trusteePassword for a trust)".into(),
+        ));
+    };
+    Ok(Credentials {
+        auth_url,
+        method,
+        scope: Scope {
+            project_id: get("os-projectID").or_else(|| get("os-tenantID")),
+            project_name: get("os-projectName").or_else(|| get("os-tenantName")),
+            project_domain_id: get("os-projectDomainID").or_else(|| domain_id.clone()),
+            project_domain_name: get("os-projectDomainName").or_else(|| domain_name.clone()),
+            trust_id,
+            domain_id,
+            domain_name,
+        },
+        region: get("os-region"),
+        interface: get("os-endpointType").unwrap_or_else(|| "public".into()),
+        tls,
+    })
 }
 
 fn parse_secret_bool(key: &str, value: Option<String>) -> Result<bool> {
@@ -229,68 +335,13 @@ fn parse_secret_bool(key: &str, value: Option<String>) -> Result<bool> {
     }
 }
 
-#[derive(Deserialize)]
-struct CloudsFile {
-    clouds: BTreeMap<String, Cloud>,
-}
-
-#[derive(Deserialize, Default)]
-struct Cloud {
-    #[serde(default)]
-    auth: CloudAuth,
-    region_name: Option<String>,
-    interface: Option<String>,
-    endpoint_type: Option<String>,
-    cacert: Option<PathBuf>,
-    verify: Option<bool>,
-}
-
-#[derive(Deserialize, Default)]
-struct CloudAuth {
-    auth_url: Option<String>,
-    username: Option<String>,
-    user_id: Option<String>,
-    password: Option<String>,
-    project_id: Option<String>,
-    project_name: Option<String>,
-    tenant_id: Option<String>,
-    tenant_name: Option<String>,
-    domain_id: Option<String>,
-    domain_name: Option<String>,
-    user_domain_id: Option<String>,
-    user_domain_name: Option<String>,
-    project_domain_id: Option<String>,
-    project_domain_name: Option<String>,
-    application_credential_id: Option<String>,
-    application_credential_name: Option<String>,
-    application_credential_secret: Option<String>,
-    trust_id: Option<String>,
-}
-
-fn from_clouds_yaml(get: &dyn Fn(&str) -> Option<String>) -> Result<Credentials> {
-    let path = get("os-cloudsFile").ok_or_else(|| {
-        Error::InvalidArgument("secret os-cloudsFile is missing (os-useClouds is true)".into())
-    })?;
-    let cloud_name = get("os-cloud").ok_or_else(|| {
-        Error::InvalidArgument("secret os-cloud is missing (os-useClouds is true)".into())
-    })?;
-    let text = std::fs::read_to_string(&path).map_err(|e| {
-        Error::InvalidArgument(format!("secret os-cloudsFile: cannot read {path}: {e}"))
-    })?;
-    parse_clouds_yaml(
-        &text,
-        &cloud_name,
-        &format!("secret os-cloudsFile {path}"),
-        get,
-    )
-}
-
 impl Credentials {
     /// The credentials of cloud `cloud_name` in the clouds.yaml `text`; `source` names where
     /// the text came from in error messages (e.g. `Secret ns/name key clouds.yaml`), which
     /// never contain a secret.
     pub fn from_clouds_yaml_str(text: &str, cloud_name: &str, source: &str) -> Result<Self> {
-        parse_clouds_yaml(text, cloud_name, source, &|_| None)
+        let flat = clouds::flat_keys(text, cloud_name, source)?;
+        from_merged(&flat, cloud_name, source)
     }
 
     /// The flat `os-*` secret keys that [`Credentials::try_from`] turns back into these
@@ -337,6 +388,9 @@ impl Credentials {
                     Some(&secret.expose().to_string()),
                 );
             }
+            AuthMethod::Token { token } => {
+                put("os-token", Some(&token.expose().to_string()));
+            }
         }
         put("os-projectID", self.scope.project_id.as_ref());
         put("os-projectName", self.scope.project_name.as_ref());
@@ -346,91 +400,19 @@ impl Credentials {
             self.scope.project_domain_name.as_ref(),
         );
         put("os-trustID", self.scope.trust_id.as_ref());
+        put("os-domainID", self.scope.domain_id.as_ref());
+        put("os-domainName", self.scope.domain_name.as_ref());
         put("os-region", self.region.as_ref());
         put("os-endpointType", Some(&self.interface));
         put("os-certAuthority", self.tls.ca_pem.as_ref());
+        let path = |p: &Option<PathBuf>| p.as_ref().map(|p| p.display().to_string());
+        put("os-clientCertPath", path(&self.tls.client_cert).as_ref());
+        put("os-clientKeyPath", path(&self.tls.client_key).as_ref());
         if self.tls.insecure {
             out.insert("os-TLSInsecure".into(), "true".into());
         }
         out
     }
-}
-
-/// Parses clouds.yaml `text` (from `source`) for `cloud_name`; `get` gives secret keys that
-/// override the file's settings (region, interface, TLS).
-fn parse_clouds_yaml(
-    text: &str,
-    cloud_name: &str,
-    source: &str,
-    get: &dyn Fn(&str) -> Option<String>,
-) -> Result<Credentials> {
-    let path = source;
-    let mut file: CloudsFile = serde_yaml::from_str(text)
-        .map_err(|e| Error::InvalidArgument(format!("{source} is not a valid clouds.yaml: {e}")))?;
-    let cloud = file.clouds.remove(cloud_name).ok_or_else(|| {
-        Error::InvalidArgument(format!(
-            "cloud {cloud_name:?} is not in {source} (it has: {})",
-            file.clouds.keys().cloned().collect::<Vec<_>>().join(", ")
-        ))
-    })?;
-    let auth = cloud.auth;
-    let auth_url = auth.auth_url.ok_or_else(|| {
-        Error::InvalidArgument(format!("{path}: cloud {cloud_name:?} has no auth.auth_url"))
-    })?;
-    let user_domain_id = auth.user_domain_id.or_else(|| auth.domain_id.clone());
-    let user_domain_name = auth.user_domain_name.or_else(|| auth.domain_name.clone());
-    let method = if let Some(secret) = auth.application_credential_secret {
-        AuthMethod::ApplicationCredential {
-            id: auth.application_credential_id,
-            name: auth.application_credential_name,
-            user_id: auth.user_id,
-            user_name: auth.username,
-            user_domain_id,
-            user_domain_name,
-            secret: Secret::new(secret),
-        }
-    } else {
-        let password = auth.password.ok_or_else(|| {
-            Error::InvalidArgument(format!(
-                "{path}: cloud {cloud_name:?} has neither auth.password nor auth.application_credential_secret"
-            ))
-        })?;
-        AuthMethod::Password {
-            user_id: auth.user_id,
-            user_name: auth.username,
-            user_domain_id,
-            user_domain_name,
-            password: Secret::new(password),
-        }
-    };
-    // Secrets may still override the TLS settings of the file.
-    let insecure = match get("os-TLSInsecure") {
-        Some(value) => parse_secret_bool("os-TLSInsecure", Some(value))?,
-        None => cloud.verify == Some(false),
-    };
-    Ok(Credentials {
-        auth_url,
-        method,
-        scope: Scope {
-            project_id: auth.project_id.or(auth.tenant_id),
-            project_name: auth.project_name.or(auth.tenant_name),
-            project_domain_id: auth.project_domain_id.or(auth.domain_id),
-            project_domain_name: auth.project_domain_name.or(auth.domain_name),
-            trust_id: auth.trust_id,
-        },
-        region: get("os-region").or(cloud.region_name),
-        interface: get("os-endpointType")
-            .or(cloud.interface)
-            .or(cloud.endpoint_type)
-            .unwrap_or_else(|| "public".into()),
-        tls: TlsOptions {
-            ca_file: get("os-certAuthorityPath")
-                .map(PathBuf::from)
-                .or(cloud.cacert),
-            ca_pem: get("os-certAuthority"),
-            insecure,
-        },
-    })
 }
 
 #[cfg(test)]
@@ -508,5 +490,252 @@ mod tests {
         ]))
         .unwrap_err();
         assert!(missing.to_string().contains("\"other\""), "{missing}");
+    }
+
+    fn no_env() -> Environment {
+        Environment {
+            system_dir: PathBuf::from("/nonexistent/etc/openstack"),
+            ..Environment::default()
+        }
+    }
+
+    const BASE: [(&str, &str); 2] = [("os-authURL", "http://k/v3"), ("os-region", "RegionOne")];
+
+    fn parse(extra: &[(&str, &str)]) -> Result<Credentials> {
+        let mut secrets = map(&BASE);
+        secrets.extend(map(extra));
+        Credentials::from_secrets(&secrets, &no_env())
+    }
+
+    #[test]
+    fn trustee_keys_authenticate_the_trustee_by_id_scoped_to_the_trust() {
+        let credentials = parse(&[
+            ("os-trustID", "trust-1"),
+            ("os-trusteeID", "trustee-1"),
+            ("os-trusteePassword", "s3cret-trustee"),
+            ("os-domainName", "Default"),
+        ])
+        .unwrap();
+        assert_eq!(credentials.scope.trust_id.as_deref(), Some("trust-1"));
+        match &credentials.method {
+            AuthMethod::Password {
+                user_id,
+                user_domain_name,
+                password,
+                ..
+            } => {
+                assert_eq!(user_id.as_deref(), Some("trustee-1"));
+                assert_eq!(user_domain_name.as_deref(), Some("Default"));
+                assert_eq!(password.expose(), "s3cret-trustee");
+            }
+            other => panic!("not a password method: {other:?}"),
+        }
+        assert!(!format!("{credentials:?}").contains("s3cret-trustee"));
+        let flat: HashMap<String, String> = credentials.to_flat_secret().into_iter().collect();
+        assert_eq!(
+            Credentials::from_secrets(&flat, &no_env()).unwrap(),
+            credentials
+        );
+    }
+
+    #[rstest::rstest]
+    #[case::password_without_id(
+        &[("os-trustID", "t"), ("os-trusteePassword", "p")],
+        "os-trusteeID is required with os-trusteePassword"
+    )]
+    #[case::id_without_password(
+        &[("os-trustID", "t"), ("os-trusteeID", "u")],
+        "os-trusteePassword is required with os-trusteeID"
+    )]
+    #[case::trustee_without_trust(
+        &[("os-trusteeID", "u"), ("os-trusteePassword", "p")],
+        "os-trustID is required with os-trusteeID"
+    )]
+    #[case::cert_without_key(
+        &[("os-token", "t"), ("os-clientCertPath", "/c.pem")],
+        "os-clientKeyPath is required with os-clientCertPath"
+    )]
+    #[case::key_without_cert(
+        &[("os-token", "t"), ("os-clientKeyPath", "/k.pem")],
+        "os-clientCertPath is required with os-clientKeyPath"
+    )]
+    #[case::nothing_to_authenticate_with(&[("os-projectName", "demo")], "os-token")]
+    fn a_missing_partner_key_is_named(#[case] extra: &[(&str, &str)], #[case] expected: &str) {
+        let error = parse(extra).unwrap_err();
+        assert!(matches!(error, Error::InvalidArgument(_)), "{error:?}");
+        assert!(error.to_string().contains(expected), "{error}");
+    }
+
+    #[test]
+    fn os_token_is_a_token_method_and_never_prints() {
+        let credentials =
+            parse(&[("os-token", "gAAAAsecret-token"), ("os-projectID", "p1")]).unwrap();
+        assert_eq!(
+            credentials.method,
+            AuthMethod::Token {
+                token: Secret::new("gAAAAsecret-token")
+            }
+        );
+        assert_eq!(credentials.scope.project_id.as_deref(), Some("p1"));
+        assert!(!format!("{credentials:?}").contains("secret-token"));
+        // A password, when there is one, wins (as gophercloud does).
+        let credentials = parse(&[
+            ("os-token", "t"),
+            ("os-userName", "demo"),
+            ("os-password", "p"),
+        ])
+        .unwrap();
+        assert!(matches!(credentials.method, AuthMethod::Password { .. }));
+    }
+
+    #[test]
+    fn client_certificate_paths_go_to_the_tls_options() {
+        let credentials = parse(&[
+            ("os-token", "t"),
+            ("os-clientCertPath", "/etc/c.pem"),
+            ("os-clientKeyPath", "/etc/k.pem"),
+        ])
+        .unwrap();
+        assert_eq!(
+            credentials.tls.client_cert,
+            Some(PathBuf::from("/etc/c.pem"))
+        );
+        assert_eq!(
+            credentials.tls.client_key,
+            Some(PathBuf::from("/etc/k.pem"))
+        );
+        let flat = credentials.to_flat_secret();
+        assert_eq!(flat["os-clientCertPath"], "/etc/c.pem");
+        assert_eq!(flat["os-clientKeyPath"], "/etc/k.pem");
+    }
+
+    #[test]
+    fn a_domain_without_project_is_kept_for_a_domain_scope() {
+        let credentials = parse(&[
+            ("os-userName", "demo"),
+            ("os-password", "p"),
+            ("os-domainID", "default"),
+        ])
+        .unwrap();
+        assert_eq!(credentials.scope.domain_id.as_deref(), Some("default"));
+        assert_eq!(credentials.scope.project_id, None);
+    }
+
+    const CLOUDS: &str = "clouds:\n  fake:\n    auth:\n      auth_url: http://file/v3\n      username: file-user\n      password: file-password\n      project_name: file-project\n      user_domain_name: Default\n    region_name: FileRegion\n";
+
+    #[test]
+    fn clouds_yaml_is_found_through_the_environment_and_os_cloud_falls_back_to_os_cloud() {
+        let dir = tempfile::Builder::new()
+            .prefix("credentials-env-")
+            .tempdir()
+            .unwrap();
+        let home = dir.path().join("home");
+        std::fs::create_dir_all(home.join(".config/openstack")).unwrap();
+        std::fs::write(home.join(".config/openstack/clouds.yaml"), CLOUDS).unwrap();
+        let env = Environment {
+            home: Some(home),
+            cloud: Some("fake".into()),
+            current_dir: Some(dir.path().join("empty")),
+            ..no_env()
+        };
+        let credentials =
+            Credentials::from_secrets(&map(&[("os-useClouds", "true")]), &env).unwrap();
+        assert_eq!(credentials.auth_url, "http://file/v3");
+        // Without OS_CLOUD nor os-cloud, the error says so.
+        let env = Environment { cloud: None, ..env };
+        let error = Credentials::from_secrets(&map(&[("os-useClouds", "true")]), &env)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            error.contains("os-cloud") && error.contains("OS_CLOUD"),
+            "{error}"
+        );
+        // Nowhere to be found: the error lists where it looked.
+        let error = Credentials::from_secrets(
+            &map(&[("os-useClouds", "true"), ("os-cloud", "fake")]),
+            &no_env(),
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(
+            error.contains("/nonexistent/etc/openstack/clouds.yaml"),
+            "{error}"
+        );
+    }
+
+    #[test]
+    fn flat_secret_keys_override_the_clouds_yaml_settings() {
+        let dir = tempfile::Builder::new()
+            .prefix("credentials-override-")
+            .tempdir()
+            .unwrap();
+        let path = dir.path().join("clouds.yaml");
+        std::fs::write(&path, CLOUDS).unwrap();
+        let credentials = Credentials::from_secrets(
+            &map(&[
+                ("os-useClouds", "true"),
+                ("os-cloudsFile", path.to_str().unwrap()),
+                ("os-cloud", "fake"),
+                ("os-authURL", "http://secret/v3"),
+                ("os-password", "secret-password"),
+                ("os-projectName", "secret-project"),
+                ("os-region", "SecretRegion"),
+                ("os-endpointType", "internal"),
+            ]),
+            &no_env(),
+        )
+        .unwrap();
+        assert_eq!(credentials.auth_url, "http://secret/v3");
+        assert_eq!(credentials.region.as_deref(), Some("SecretRegion"));
+        assert_eq!(credentials.interface, "internal");
+        assert_eq!(
+            credentials.scope.project_name.as_deref(),
+            Some("secret-project")
+        );
+        match &credentials.method {
+            AuthMethod::Password {
+                user_name,
+                password,
+                ..
+            } => {
+                // What the secret does not set comes from the file.
+                assert_eq!(user_name.as_deref(), Some("file-user"));
+                assert_eq!(password.expose(), "secret-password");
+            }
+            other => panic!("not a password method: {other:?}"),
+        }
+        // Trustee keys in the secret turn the file's user into the trustee.
+        let credentials = Credentials::from_secrets(
+            &map(&[
+                ("os-useClouds", "true"),
+                ("os-cloudsFile", path.to_str().unwrap()),
+                ("os-cloud", "fake"),
+                ("os-trustID", "t1"),
+                ("os-trusteeID", "trustee"),
+                ("os-trusteePassword", "tp"),
+            ]),
+            &no_env(),
+        )
+        .unwrap();
+        assert_eq!(credentials.scope.trust_id.as_deref(), Some("t1"));
+        assert!(
+            matches!(&credentials.method, AuthMethod::Password { user_id: Some(id), .. } if id == "trustee")
+        );
+        // A key missing from both names the file.
+        std::fs::write(&path, "clouds:\n  fake:\n    auth:\n      username: u\n").unwrap();
+        let error = Credentials::from_secrets(
+            &map(&[
+                ("os-useClouds", "true"),
+                ("os-cloudsFile", path.to_str().unwrap()),
+                ("os-cloud", "fake"),
+            ]),
+            &no_env(),
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(
+            error.contains("os-authURL") && error.contains(path.to_str().unwrap()),
+            "{error}"
+        );
     }
 }

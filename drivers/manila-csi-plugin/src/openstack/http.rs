@@ -1,6 +1,7 @@
 //! HTTP plumbing shared by the Keystone and Manila clients: the reqwest client with the
 //! credentials' TLS settings, and error extraction from OpenStack error bodies.
 
+use std::path::Path;
 use std::time::Duration;
 
 use serde_json::Value;
@@ -41,12 +42,37 @@ pub fn build_client(tls: &TlsOptions, user_agent: &str) -> Result<reqwest::Clien
             builder = builder.add_root_certificate(certificate);
         }
     }
+    if let (Some(cert), Some(key)) = (&tls.client_cert, &tls.client_key) {
+        builder = builder.identity(client_identity(cert, key)?);
+    }
     if tls.insecure {
         builder = builder.danger_accept_invalid_certs(true);
     }
     builder
         .build()
         .map_err(|e| Error::Internal(format!("cannot build the HTTP client: {e}")))
+}
+
+/// The client certificate and key of `os-clientCertPath` and `os-clientKeyPath` (PEM files).
+fn client_identity(cert: &Path, key: &Path) -> Result<reqwest::Identity> {
+    let read = |secret: &str, path: &Path| {
+        std::fs::read(path).map_err(|e| {
+            Error::InvalidArgument(format!(
+                "secret {secret}: cannot read {}: {e}",
+                path.display()
+            ))
+        })
+    };
+    let mut pem = read("os-clientCertPath", cert)?;
+    if !pem.ends_with(b"\n") {
+        pem.push(b'\n');
+    }
+    pem.extend(read("os-clientKeyPath", key)?);
+    reqwest::Identity::from_pem(&pem).map_err(|e| {
+        Error::InvalidArgument(format!(
+            "secrets os-clientCertPath and os-clientKeyPath: not a PEM certificate and private key: {e}"
+        ))
+    })
 }
 
 /// A transport-level failure (connection refused, DNS, TLS, timeout) as [`Error::Unreachable`].

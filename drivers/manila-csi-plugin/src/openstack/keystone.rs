@@ -85,6 +85,61 @@ struct Endpoint {
     region_id: Option<String>,
 }
 
+/// The Manila endpoint of `catalog` for `interface` (`public`, `internal`, `admin`, with or
+/// without the old `URL` suffix) in `region` (any region when `None`). A region the catalog
+/// does not list at all is named in the error with the regions it does list.
+fn manila_endpoint(
+    catalog: &[CatalogEntry],
+    region: Option<&str>,
+    interface: &str,
+) -> Result<String> {
+    let interface = interface.trim_end_matches("URL");
+    let in_region = |endpoint: &Endpoint| {
+        region.is_none_or(|r| {
+            endpoint.region.as_deref() == Some(r) || endpoint.region_id.as_deref() == Some(r)
+        })
+    };
+    let manila = || {
+        MANILA_SERVICE_TYPES
+            .iter()
+            .flat_map(|kind| catalog.iter().filter(move |e| e.kind == *kind))
+    };
+    let found = manila()
+        .flat_map(|entry| entry.endpoints.iter())
+        .find(|endpoint| endpoint.interface == interface && in_region(endpoint));
+    if let Some(endpoint) = found {
+        return Ok(endpoint.url.trim_end_matches('/').to_string());
+    }
+    let mut regions: Vec<&str> = manila()
+        .flat_map(|entry| entry.endpoints.iter())
+        .filter_map(|e| e.region.as_deref().or(e.region_id.as_deref()))
+        .collect();
+    regions.sort_unstable();
+    regions.dedup();
+    if let Some(region) = region
+        && !manila()
+            .flat_map(|entry| entry.endpoints.iter())
+            .any(in_region)
+    {
+        return Err(Error::NotInCatalog(format!(
+            "os-region {region:?}: the Keystone catalog has no Manila endpoint (type {}) in that region; its Manila regions are: {}",
+            MANILA_SERVICE_TYPES.join("/"),
+            if regions.is_empty() {
+                "none".to_string()
+            } else {
+                regions.join(", ")
+            }
+        )));
+    }
+    Err(Error::NotInCatalog(format!(
+        "no Manila endpoint (type {}) with interface {interface:?} (os-endpointType){} in the Keystone catalog",
+        MANILA_SERVICE_TYPES.join("/"),
+        region
+            .map(|r| format!(" in region {r:?}"))
+            .unwrap_or_default()
+    )))
+}
+
 impl Session {
     /// Builds a session; no network traffic happens until the first call. One
     /// authentication may take up to `auth_timeout`.
@@ -220,29 +275,11 @@ impl Session {
     }
 
     fn manila_endpoint(&self, catalog: &[CatalogEntry]) -> Result<String> {
-        let region = self.credentials.region.as_deref();
-        let interface = self.credentials.interface.trim_end_matches("URL");
-        for kind in MANILA_SERVICE_TYPES {
-            for entry in catalog.iter().filter(|e| e.kind == kind) {
-                let found = entry.endpoints.iter().find(|endpoint| {
-                    endpoint.interface == interface
-                        && region.is_none_or(|r| {
-                            endpoint.region.as_deref() == Some(r)
-                                || endpoint.region_id.as_deref() == Some(r)
-                        })
-                });
-                if let Some(endpoint) = found {
-                    return Ok(endpoint.url.trim_end_matches('/').to_string());
-                }
-            }
-        }
-        Err(Error::NotInCatalog(format!(
-            "no Manila endpoint (type {}) with interface {interface:?}{} in the Keystone catalog",
-            MANILA_SERVICE_TYPES.join("/"),
-            region
-                .map(|r| format!(" in region {r:?}"))
-                .unwrap_or_default()
-        )))
+        manila_endpoint(
+            catalog,
+            self.credentials.region.as_deref(),
+            &self.credentials.interface,
+        )
     }
 
     fn auth_body(&self) -> Value {
@@ -304,6 +341,10 @@ impl Session {
                     false,
                 )
             }
+            AuthMethod::Token { token } => (
+                json!({ "methods": ["token"], "token": { "id": token.expose() } }),
+                true,
+            ),
         };
         let scope = &self.credentials.scope;
         let scope = if !scoped {
@@ -319,12 +360,74 @@ impl Session {
             }
             Some(json!({ "project": project }))
         } else {
-            None
+            domain(&scope.domain_id, &scope.domain_name).map(|domain| json!({ "domain": domain }))
         };
         let mut auth = json!({ "identity": identity });
         if let Some(scope) = scope {
             auth["scope"] = scope;
         }
         json!({ "auth": auth })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    fn catalog() -> Vec<CatalogEntry> {
+        let endpoints = ["RegionOne", "RegionTwo"]
+            .iter()
+            .flat_map(|region| {
+                ["public", "internal", "admin"]
+                    .iter()
+                    .map(move |interface| Endpoint {
+                        url: format!("http://{region}-{interface}/v2/"),
+                        interface: interface.to_string(),
+                        region: Some(region.to_string()),
+                        region_id: Some(region.to_string()),
+                    })
+            })
+            .collect();
+        vec![
+            CatalogEntry {
+                kind: "identity".into(),
+                endpoints: Vec::new(),
+            },
+            CatalogEntry {
+                kind: "sharev2".into(),
+                endpoints,
+            },
+        ]
+    }
+
+    #[test]
+    fn region_and_interface_pick_the_endpoint() {
+        let catalog = catalog();
+        assert_eq!(
+            manila_endpoint(&catalog, Some("RegionTwo"), "internal").unwrap(),
+            "http://RegionTwo-internal/v2"
+        );
+        assert_eq!(
+            manila_endpoint(&catalog, Some("RegionOne"), "adminURL").unwrap(),
+            "http://RegionOne-admin/v2"
+        );
+        assert_eq!(
+            manila_endpoint(&catalog, None, "public").unwrap(),
+            "http://RegionOne-public/v2"
+        );
+    }
+
+    #[test]
+    fn an_unknown_region_names_the_known_ones() {
+        let error = manila_endpoint(&catalog(), Some("RegionNine"), "public")
+            .unwrap_err()
+            .to_string();
+        assert!(error.contains("\"RegionNine\""), "{error}");
+        assert!(error.contains("RegionOne, RegionTwo"), "{error}");
+        let error = manila_endpoint(&catalog(), Some("RegionTwo"), "private")
+            .unwrap_err()
+            .to_string();
+        assert!(error.contains("\"private\""), "{error}");
     }
 }

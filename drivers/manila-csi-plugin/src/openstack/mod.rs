@@ -1,6 +1,7 @@
 //! OpenStack access from CSI secrets: credentials, Keystone session, Manila client, and a
 //! connector that reuses one authenticated client per set of credentials.
 
+pub mod clouds;
 pub mod credentials;
 mod http;
 pub mod keystone;
