@@ -7,8 +7,113 @@
 //! whereas the cloud's own fields are dropped, and the directory removed, right away.
 
 use std::path::{Path, PathBuf};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::time::Duration;
 
 use crate::error::{Error, Result};
+
+/// How long a paused copy waits at most for [`CopyPause::release`] (a test that forgot to
+/// release must not hang the copy's thread forever).
+const PAUSE_LIMIT: Duration = Duration::from_secs(120);
+
+/// A hook on the backend's data copies (snapshot creation, share creation from a snapshot),
+/// from [`crate::FakeCloud::pause_backend_copies`]: every copy announces that it started,
+/// then waits until [`CopyPause::release`] before copying, and counts when it is done. The
+/// copies run outside the cloud's state lock, so the API answers meanwhile; tests use this
+/// to order a request before the end of a copy without sleeping.
+#[derive(Debug, Clone, Default)]
+pub struct CopyPause {
+    inner: Arc<(Mutex<PauseCounts>, Condvar)>,
+}
+
+#[derive(Debug, Default)]
+struct PauseCounts {
+    released: bool,
+    started: usize,
+    finished: usize,
+}
+
+impl CopyPause {
+    fn counts(&self) -> MutexGuard<'_, PauseCounts> {
+        self.inner
+            .0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// Waits until `check` holds for the counts, at most `limit`; whether it held.
+    fn wait_until(&self, limit: Duration, check: impl Fn(&PauseCounts) -> bool) -> bool {
+        let guard = self.counts();
+        let (guard, _) = self
+            .inner
+            .1
+            .wait_timeout_while(guard, limit, |c| !check(c))
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        check(&guard)
+    }
+
+    /// Lets every waiting and future copy proceed.
+    pub fn release(&self) {
+        self.counts().released = true;
+        self.inner.1.notify_all();
+    }
+
+    /// How many copies have started (reached the pause).
+    pub fn started(&self) -> usize {
+        self.counts().started
+    }
+
+    /// How many copies have finished.
+    pub fn finished(&self) -> usize {
+        self.counts().finished
+    }
+
+    /// Waits (at most `limit`) until `n` copies have started; whether they have.
+    pub fn wait_started(&self, n: usize, limit: Duration) -> bool {
+        self.wait_until(limit, |c| c.started >= n)
+    }
+
+    /// Waits (at most `limit`) until `n` copies have finished; whether they have.
+    pub fn wait_finished(&self, n: usize, limit: Duration) -> bool {
+        self.wait_until(limit, |c| c.finished >= n)
+    }
+
+    /// Called by a copy before it starts: counts it and waits for the release.
+    pub(crate) fn enter(&self) {
+        self.counts().started += 1;
+        self.inner.1.notify_all();
+        if !self.wait_until(PAUSE_LIMIT, |c| c.released) {
+            tracing::warn!("a paused backend copy was never released; copying anyway");
+        }
+    }
+
+    /// Called by a copy when it is done.
+    pub(crate) fn leave(&self) {
+        self.counts().finished += 1;
+        self.inner.1.notify_all();
+    }
+}
+
+/// A data copy to run outside the state lock: `from` into the new directory `to`.
+#[derive(Debug, Clone)]
+pub(crate) struct Copy {
+    pub from: PathBuf,
+    pub to: PathBuf,
+}
+
+impl Copy {
+    /// Copies (waiting at `pause` first when given).
+    pub(crate) fn run(&self, pause: Option<&CopyPause>) -> Result<()> {
+        if let Some(p) = pause {
+            p.enter();
+        }
+        let result = copy_tree(&self.from, &self.to);
+        if let Some(p) = pause {
+            p.leave();
+        }
+        result
+    }
+}
 
 /// Directories under `<root>/shares/<id>` and `<root>/snapshots/<id>`.
 #[derive(Debug)]
@@ -88,15 +193,16 @@ impl Backend {
         self.root.join("shares").join(id)
     }
 
-    fn snapshot_dir(&self, id: &str) -> PathBuf {
+    pub(crate) fn snapshot_dir(&self, id: &str) -> PathBuf {
         self.root.join("snapshots").join(id)
     }
 
-    /// Creates a share's directory, filled from a snapshot's when given.
+    /// Creates a share's directory, filled from a snapshot's when given (in tests; the API
+    /// copies with [`Backend::restore_copy`] outside the state lock).
     pub(crate) fn create_share(&self, id: &str, from_snapshot: Option<&str>) -> Result<PathBuf> {
         let dir = self.share_dir(id);
         match from_snapshot {
-            Some(snap) => copy_tree(&self.snapshot_dir(snap), &dir)?,
+            Some(snap) => self.restore_copy(id, snap).run(None)?,
             None => create_dir(&dir)?,
         }
         Ok(dir)
@@ -107,8 +213,25 @@ impl Backend {
     }
 
     /// Copies the share's bytes into the snapshot's directory.
+    #[cfg(test)]
     pub(crate) fn create_snapshot(&self, id: &str, share_id: &str) -> Result<()> {
-        copy_tree(&self.share_dir(share_id), &self.snapshot_dir(id))
+        self.snapshot_copy(id, share_id).run(None)
+    }
+
+    /// The copy that fills snapshot `id` from share `share_id`.
+    pub(crate) fn snapshot_copy(&self, id: &str, share_id: &str) -> Copy {
+        Copy {
+            from: self.share_dir(share_id),
+            to: self.snapshot_dir(id),
+        }
+    }
+
+    /// The copy that fills share `id` from snapshot `snapshot_id`.
+    pub(crate) fn restore_copy(&self, id: &str, snapshot_id: &str) -> Copy {
+        Copy {
+            from: self.snapshot_dir(snapshot_id),
+            to: self.share_dir(id),
+        }
     }
 
     pub(crate) fn delete_snapshot(&self, id: &str) -> Result<()> {

@@ -43,6 +43,7 @@ use std::net::{SocketAddr, TcpListener};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
+pub use backend::CopyPause;
 pub use config::{CloudConfig, Delays, Secret, ShareTypeSeed};
 pub use credentials::SecretKind;
 pub use error::{Error, Result};
@@ -284,6 +285,15 @@ impl FakeCloud {
     pub fn backend_root(&self) -> PathBuf {
         self.state().backend.root().to_path_buf()
     }
+    /// Pauses the backend's data copies (snapshot creation, share creation from a snapshot)
+    /// until [`CopyPause::release`]; the copies run outside the state lock, so the API
+    /// answers other requests meanwhile. Copies started after the release pass through.
+    pub fn pause_backend_copies(&self) -> CopyPause {
+        let pause = CopyPause::default();
+        self.state().copy_pause = Some(pause.clone());
+        pause
+    }
+
     /// The directory backing share `id` (whether or not the share exists).
     pub fn share_dir(&self, id: &str) -> PathBuf {
         self.state().backend.share_dir(id)

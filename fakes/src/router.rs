@@ -1,16 +1,18 @@
 //! The one wiremock responder: routes by path prefix to Keystone, Manila or the control
 //! API, and journals every cloud request.
 
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard, mpsc};
+use std::time::{Duration, Instant};
 
 use chrono::{SecondsFormat, Utc};
 use wiremock::{Request, Respond, ResponseTemplate};
 
+use crate::backend::CopyPause;
 use crate::catalog::{KEYSTONE_PREFIX, MANILA_PREFIX};
 use crate::journal::{JournalEntry, Service};
 use crate::manila::microversion;
 use crate::reply::Reply;
-use crate::state::CloudState;
+use crate::state::{CloudState, PendingCopy};
 use crate::{control, keystone, manila, metadata};
 
 /// Locks the state; a panic while holding the lock cannot leave it half-updated in a way
@@ -32,33 +34,79 @@ pub(crate) struct Router {
     pub(crate) state: Arc<Mutex<CloudState>>,
 }
 
+/// How long a request waits for the data copies it started before answering: small copies
+/// end well within it, so the next read sees their outcome as before; a longer copy goes on
+/// in the background, its resource in its transitional status, while the API answers.
+const COPY_GRACE: Duration = Duration::from_millis(500);
+
+impl Router {
+    /// Runs the copies a request asked for, outside the state lock, each on a thread of its
+    /// own that reports its outcome to the state when done; waits for them up to
+    /// [`COPY_GRACE`].
+    fn run_copies(&self, copies: Vec<PendingCopy>, pause: Option<CopyPause>) {
+        let deadline = Instant::now() + COPY_GRACE;
+        let mut waiting = Vec::new();
+        for job in copies {
+            let (done, finished) = mpsc::channel();
+            // The job is handed over through a slot, so that it can still run here when no
+            // thread can be had.
+            let slot = Arc::new(Mutex::new(Some(job)));
+            let run = {
+                let (state, pause, slot) =
+                    (Arc::clone(&self.state), pause.clone(), Arc::clone(&slot));
+                move || {
+                    let job = slot
+                        .lock()
+                        .unwrap_or_else(std::sync::PoisonError::into_inner)
+                        .take();
+                    if let Some(PendingCopy { copy, target }) = job {
+                        let result = copy.run(pause.as_ref());
+                        lock(&state).finish_copy(target, result);
+                    }
+                    let _ = done.send(());
+                }
+            };
+            let spawned = std::thread::Builder::new()
+                .name("fake-manila-copy".into())
+                .spawn(run);
+            match spawned {
+                Ok(_) => waiting.push(finished),
+                Err(e) => {
+                    tracing::warn!(error = %e, "no thread for a backend copy; copying in the request");
+                    let job = slot
+                        .lock()
+                        .unwrap_or_else(std::sync::PoisonError::into_inner)
+                        .take();
+                    if let Some(PendingCopy { copy, target }) = job {
+                        let result = copy.run(pause.as_ref());
+                        lock(&self.state).finish_copy(target, result);
+                    }
+                }
+            }
+        }
+        for finished in waiting {
+            let left = deadline.saturating_duration_since(Instant::now());
+            let _ = finished.recv_timeout(left);
+        }
+    }
+}
+
 impl Respond for Router {
     fn respond(&self, req: &Request) -> ResponseTemplate {
-        let mut state = lock(&self.state);
         let path = req.url.path();
-        if let Some(rest) = below(path, control::PREFIX) {
-            return control::handle(&mut state, req, rest).into_template();
-        }
-        let (service, reply) = if let Some(rest) = below(path, KEYSTONE_PREFIX) {
-            (Service::Keystone, keystone::handle(&mut state, req, rest))
-        } else if let Some(rest) = below(path, MANILA_PREFIX) {
-            (Service::Manila, manila::handle(&mut state, req, rest))
-        } else if let Some(node) = metadata::node_of(path) {
-            (
-                Service::Other,
-                metadata::serve(
-                    &state.node_metadata,
-                    node,
-                    req.method.as_str(),
-                    &state.config.account.project_id,
-                ),
-            )
-        } else {
-            (
-                Service::Other,
-                Reply::text(404, "404 Not Found".into(), "text/plain"),
-            )
+        let (service, reply, copies, pause) = {
+            let mut state = lock(&self.state);
+            if let Some(rest) = below(path, control::PREFIX) {
+                return control::handle(&mut state, req, rest).into_template();
+            }
+            let (service, reply) = Self::serve(&mut state, req, path);
+            let copies = std::mem::take(&mut state.copies);
+            (service, reply, copies, state.copy_pause.clone())
         };
+        if !copies.is_empty() {
+            self.run_copies(copies, pause);
+        }
+        let mut state = lock(&self.state);
         let header = |name: &str| {
             req.headers
                 .get(name)
@@ -78,8 +126,7 @@ impl Respond for Router {
             path: path.to_owned(),
             query: req.url.query().map(str::to_owned),
             service,
-            microversion: header(microversion::MANILA_HEADER)
-                .or_else(|| header(microversion::GENERIC_HEADER)),
+            microversion: header(microversion::MANILA_HEADER),
             token: header("X-Auth-Token"),
             status: reply.status,
         });
@@ -89,5 +136,31 @@ impl Respond for Router {
                 format!("req-{}", uuid::Uuid::new_v4()),
             )
             .into_template()
+    }
+}
+
+impl Router {
+    /// Keystone, Manila, the metadata service, or 404.
+    fn serve(state: &mut CloudState, req: &Request, path: &str) -> (Service, Reply) {
+        if let Some(rest) = below(path, KEYSTONE_PREFIX) {
+            (Service::Keystone, keystone::handle(state, req, rest))
+        } else if let Some(rest) = below(path, MANILA_PREFIX) {
+            (Service::Manila, manila::handle(state, req, rest))
+        } else if let Some(node) = metadata::node_of(path) {
+            (
+                Service::Other,
+                metadata::serve(
+                    &state.node_metadata,
+                    node,
+                    req.method.as_str(),
+                    &state.config.account.project_id,
+                ),
+            )
+        } else {
+            (
+                Service::Other,
+                Reply::text(404, "404 Not Found".into(), "text/plain"),
+            )
+        }
     }
 }

@@ -6,14 +6,14 @@ use std::time::Instant;
 
 use chrono::{DateTime, Utc};
 
-use crate::backend::Backend;
+use crate::backend::{Backend, Copy, CopyPause};
 use crate::config::{CloudConfig, ShareTypeSeed};
 use crate::error::Result;
 use crate::faults::FaultTable;
 use crate::journal::{JournalEntry, Leftover, Leftovers};
 use crate::manila::model::{
-    AccessOutcome, Failure, Share, ShareNetwork, ShareOutcome, ShareType, Snapshot,
-    SnapshotOutcome, UserMessage, detail_text,
+    AccessOutcome, Failure, MessageAction, Pending, Share, ShareNetwork, ShareOutcome, ShareType,
+    Snapshot, SnapshotOutcome, UserMessage, detail_text,
 };
 
 /// How many requests the journal keeps (the oldest are dropped beyond that).
@@ -56,7 +56,34 @@ pub(crate) struct CloudState {
     pub ca: Option<(String, std::path::PathBuf)>,
     /// The metadata service's documents, by node name.
     pub node_metadata: std::collections::BTreeMap<String, crate::metadata::NodeMetadata>,
+    /// Data copies a request asked for, which the router runs after releasing the lock.
+    pub copies: Vec<PendingCopy>,
+    /// The test hook every copy passes ([`crate::FakeCloud::pause_backend_copies`]).
+    pub copy_pause: Option<CopyPause>,
     seq: u64,
+}
+
+/// A backend copy and the resource waiting for it: the resource stays in its transitional
+/// status, with no pending outcome, until the copy is done.
+#[derive(Debug)]
+pub(crate) struct PendingCopy {
+    pub copy: Copy,
+    pub target: CopyTarget,
+}
+
+/// The resource a copy fills, with the outcome it gets once the copy succeeded.
+#[derive(Debug)]
+pub(crate) enum CopyTarget {
+    Share {
+        id: String,
+        pending: Option<Pending<ShareOutcome>>,
+        stuck: Option<String>,
+    },
+    Snapshot {
+        id: String,
+        pending: Option<Pending<SnapshotOutcome>>,
+        stuck: Option<String>,
+    },
 }
 
 /// A fresh id in Manila's form (UUID with dashes).
@@ -101,6 +128,8 @@ impl CloudState {
             journal_seq: 0,
             backend,
             node_metadata: std::collections::BTreeMap::new(),
+            copies: Vec::new(),
+            copy_pause: None,
             seq: 0,
         };
         state.seed_resources();
@@ -161,6 +190,64 @@ impl CloudState {
     pub(crate) fn default_share_type(&self) -> Option<&ShareType> {
         let name = self.config.manila.default_share_type.as_deref()?;
         self.share_types.iter().find(|t| t.name == name)
+    }
+
+    /// Ends a copy: the resource gets its outcome, or `error` and a user message when the
+    /// copy failed; a resource removed meanwhile (reset) leaves no directory behind.
+    pub(crate) fn finish_copy(&mut self, target: CopyTarget, result: Result<()>) {
+        let failure = |e: &crate::error::Error| Failure {
+            status: "error".into(),
+            action: MessageAction::Create,
+            detail_id: "001".into(),
+            message: Some(format!("The backend could not copy the data: {e}")),
+        };
+        let stamp = Utc::now();
+        match target {
+            CopyTarget::Share { id, pending, stuck } => {
+                let Some(share) = self.shares.get_mut(&id) else {
+                    if let Err(e) = self.backend.delete_share(&id) {
+                        tracing::warn!(share = %id, error = %e, "could not remove the share's directory");
+                    }
+                    return;
+                };
+                share.updated_at = Some(stamp);
+                match result {
+                    Ok(()) => {
+                        share.pending = pending;
+                        if let Some(status) = stuck {
+                            share.status = status;
+                        }
+                    }
+                    Err(e) => {
+                        let f = failure(&e);
+                        share.status = f.status.clone();
+                        self.record_failure("SHARE", &id, &f);
+                    }
+                }
+            }
+            CopyTarget::Snapshot { id, pending, stuck } => {
+                let Some(snap) = self.snapshots.get_mut(&id) else {
+                    if let Err(e) = self.backend.delete_snapshot(&id) {
+                        tracing::warn!(snapshot = %id, error = %e, "could not remove the snapshot's directory");
+                    }
+                    return;
+                };
+                snap.updated_at = Some(stamp);
+                match result {
+                    Ok(()) => {
+                        snap.pending = pending;
+                        if let Some(status) = stuck {
+                            snap.status = status;
+                        }
+                    }
+                    Err(e) => {
+                        let f = failure(&e);
+                        snap.status = f.status.clone();
+                        self.record_failure("SHARE_SNAPSHOT", &id, &f);
+                    }
+                }
+            }
+        }
     }
 
     /// Records a user message about a failed operation on a resource.

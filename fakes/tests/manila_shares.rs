@@ -46,6 +46,18 @@ async fn version_documents_announce_the_range() {
     "computeFault",
     "Version 1.9 is not supported by the API. Minimum is 2.0 and maximum is 2.84."
 )]
+#[case::latest_is_not_a_version(
+    "latest",
+    400,
+    "badRequest",
+    "API Version String latest is of invalid format. Must be of format MajorNum.MinorNum."
+)]
+#[case::leading_zero_major(
+    "02.7",
+    400,
+    "badRequest",
+    "API Version String 02.7 is of invalid format. Must be of format MajorNum.MinorNum."
+)]
 #[case::malformed(
     "2.x",
     400,
@@ -74,7 +86,7 @@ async fn microversion_is_echoed_in_both_headers() {
         r.headers["openstack-api-version"],
         "shared-file-system 2.45"
     );
-    // The generic header alone is honoured too.
+    // The generic header is not read by Manila: alone, it leaves the default 2.0.
     let r = resp(
         c.http
             .get(format!("{}/shares", c.cloud.manila_url()))
@@ -85,7 +97,7 @@ async fn microversion_is_echoed_in_both_headers() {
             .unwrap(),
     )
     .await;
-    assert_eq!(r.headers["x-openstack-manila-api-version"], "2.7");
+    assert_eq!(r.headers["x-openstack-manila-api-version"], "2.0");
     // No header: 2.0.
     let r = resp(
         c.http
@@ -411,7 +423,7 @@ async fn share_types_list_default_and_runtime_changes() {
     insta::assert_json_snapshot!("share_types", r.body["share_types"], {"[].id" => "[id]"});
     let mut gold = ShareTypeSeed::named("gold");
     gold.snapshot_support = false;
-    c.cloud.add_share_type(&gold).unwrap();
+    let gold_id = c.cloud.add_share_type(&gold).unwrap();
     assert_eq!(
         c.get("/types").await.body["share_types"]
             .as_array()
@@ -420,7 +432,7 @@ async fn share_types_list_default_and_runtime_changes() {
         2
     );
     assert_eq!(
-        c.get("/types/gold/extra_specs").await.body["extra_specs"]["snapshot_support"],
+        c.get(&format!("/types/{gold_id}/extra_specs")).await.body["extra_specs"]["snapshot_support"],
         "False"
     );
     c.cloud.remove_share_type("default").unwrap();

@@ -44,15 +44,50 @@ fn view(ctx: &Ctx<'_>, share: &Share, r: &AccessRule, full: bool) -> Value {
     v
 }
 
-fn valid_ip_or_cidr(text: &str) -> bool {
-    match text.split_once('/') {
-        None => text.parse::<IpAddr>().is_ok(),
-        Some((addr, prefix)) => match (addr.parse::<IpAddr>(), prefix.parse::<u8>()) {
-            (Ok(IpAddr::V4(_)), Ok(p)) => p <= 32,
-            (Ok(IpAddr::V6(_)), Ok(p)) => p <= 128,
-            _ => false,
-        },
+/// Whether `text` is an address or a network as Manila's `ipaddress.ip_network(strict=True)`
+/// takes it: a prefix within the family's width and no host bits set below it. IPv6 only
+/// when `ipv6` (from 2.38).
+fn valid_ip_or_cidr(text: &str, ipv6: bool) -> bool {
+    let (addr, prefix) = match text.split_once('/') {
+        None => (text, None),
+        Some((addr, prefix)) => {
+            if prefix.is_empty() || !prefix.bytes().all(|b| b.is_ascii_digit()) {
+                return false;
+            }
+            match prefix.parse::<u8>() {
+                Ok(p) => (addr, Some(p)),
+                Err(_) => return false,
+            }
+        }
+    };
+    match addr.parse::<IpAddr>() {
+        Ok(IpAddr::V4(a)) => {
+            let bits = u32::from(a);
+            match prefix {
+                None => true,
+                Some(p) if p > 32 => false,
+                Some(p) => bits.checked_shl(u32::from(p)).unwrap_or(0) == 0,
+            }
+        }
+        Ok(IpAddr::V6(a)) if ipv6 => {
+            let bits = u128::from(a);
+            match prefix {
+                None => true,
+                Some(p) if p > 128 => false,
+                Some(p) => bits.checked_shl(u32::from(p)).unwrap_or(0) == 0,
+            }
+        }
+        _ => false,
     }
+}
+
+/// Manila's user and cephx names: 4 to 255 characters of word characters and `.-$%'"`
+/// (cephx: no periods and not `admin`).
+fn valid_user_name(text: &str) -> bool {
+    (4..=255).contains(&text.chars().count())
+        && text
+            .chars()
+            .all(|c| c.is_alphanumeric() || "_.-$%'\"".contains(c))
 }
 
 fn cephx_key() -> String {
@@ -83,14 +118,29 @@ pub(crate) fn allow(state: &mut CloudState, ctx: &mut Ctx<'_>, id: &str, args: &
     if !TYPES.contains(&access_type.as_str()) {
         return bad_request("Only 'ip', 'user', 'cert' or 'cephx' access types are supported.");
     }
-    if access_type == "ip" && !valid_ip_or_cidr(&access_to) {
-        return bad_request(format!(
-            "Invalid input received: {access_to:?} is not a valid IP address or CIDR (access_type ip)."
-        ));
+    if access_type == "cephx" && !ctx.at_least(13) {
+        return bad_request("Invalid access type cephx: it is supported from microversion 2.13.");
     }
-    if access_to.is_empty() || access_to.len() > 255 {
+    let valid = match access_type.as_str() {
+        "ip" => valid_ip_or_cidr(&access_to, ctx.at_least(38)),
+        "user" => valid_user_name(&access_to),
+        "cephx" => valid_user_name(&access_to) && !access_to.contains('.'),
+        _ => (1..=64).contains(&access_to.chars().count()),
+    };
+    if !valid {
+        let rule = match access_type.as_str() {
+            "ip" if ctx.at_least(38) => {
+                "an IPv4 or IPv6 address or network, without host bits set in a network"
+            }
+            "ip" => {
+                "an IPv4 address or network, without host bits set in a network (IPv6 from 2.38)"
+            }
+            "user" => "4 to 255 word characters or .-$%'\"",
+            "cephx" => "4 to 255 word characters or -$%'\" (no periods)",
+            _ => "1 to 64 characters",
+        };
         return bad_request(format!(
-            "Invalid input received: access_to {access_to:?} must be 1 to 255 characters long."
+            "Invalid access_to {access_to:?} for access_type {access_type}: it must be {rule}."
         ));
     }
     if access_type == "cephx" && access_to == "admin" {
@@ -207,8 +257,16 @@ pub(crate) fn deny(state: &mut CloudState, ctx: &mut Ctx<'_>, id: &str, args: &V
     Reply::empty(202)
 }
 
-/// The `access_list` action.
-pub(crate) fn list(state: &mut CloudState, ctx: &mut Ctx<'_>, id: &str) -> Reply {
+/// The `access_list` action: Manila serves it from 2.0 to 2.44 only (then
+/// `GET /share-access-rules`); above, the action is not found (404).
+pub(crate) fn list_action(state: &mut CloudState, ctx: &mut Ctx<'_>, id: &str) -> Reply {
+    if ctx.at_least(45) {
+        return not_found("The resource could not be found.");
+    }
+    list(state, ctx, id)
+}
+
+fn list(state: &mut CloudState, ctx: &mut Ctx<'_>, id: &str) -> Reply {
     let Some(share) = state.shares.get(id) else {
         return share_not_found(id);
     };
@@ -258,17 +316,39 @@ pub(crate) fn rule(state: &mut CloudState, ctx: &mut Ctx<'_>, access_id: &str) -
 
 #[cfg(test)]
 mod tests {
-    use super::valid_ip_or_cidr;
+    use super::{valid_ip_or_cidr, valid_user_name};
     use rstest::rstest;
 
     #[rstest]
     #[case("10.0.0.1", true)]
     #[case("0.0.0.0/0", true)]
+    #[case("10.0.0.0/8", true)]
+    #[case("10.0.0.1/32", true)]
+    #[case("10.0.0.1/24", false)]
     #[case("fd00::/8", true)]
+    #[case("fd00::1/64", false)]
+    #[case("::1", true)]
     #[case("10.0.0.0/33", false)]
+    #[case("10.0.0.0/+8", false)]
     #[case("10.0.0", false)]
     #[case("host.example", false)]
     fn ip_rules(#[case] text: &str, #[case] ok: bool) {
-        assert_eq!(valid_ip_or_cidr(text), ok);
+        assert_eq!(valid_ip_or_cidr(text, true), ok);
+    }
+
+    #[test]
+    fn ipv6_only_when_allowed() {
+        assert!(!valid_ip_or_cidr("fd00::1", false));
+        assert!(valid_ip_or_cidr("10.0.0.1", false));
+    }
+
+    #[rstest]
+    #[case("abc", false)]
+    #[case("abcd", true)]
+    #[case("alice.bob-1", true)]
+    #[case("has space", false)]
+    fn user_names(#[case] text: &str, #[case] ok: bool) {
+        assert_eq!(valid_user_name(text), ok);
+        assert!(!valid_user_name(&"u".repeat(256)));
     }
 }

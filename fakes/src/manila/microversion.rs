@@ -29,11 +29,18 @@ impl Microversion {
         Self { major: 2, minor }
     }
 
-    /// Parses `M.N` (no leading zeros beyond a single `0`).
+    /// Parses `M.N` as Manila does (`^([1-9]\d*)\.([1-9]\d*|0)$`): ASCII digits, no
+    /// leading zeros, a major of at least 1.
     pub fn parse(text: &str) -> Option<Self> {
         let (major, minor) = text.trim().split_once('.')?;
+        if major.starts_with('0') {
+            return None;
+        }
         let number = |s: &str| {
-            if s.is_empty() || (s.len() > 1 && s.starts_with('0')) {
+            if s.is_empty()
+                || (s.len() > 1 && s.starts_with('0'))
+                || !s.bytes().all(|b| b.is_ascii_digit())
+            {
                 None
             } else {
                 s.parse::<u32>().ok()
@@ -61,29 +68,14 @@ pub enum VersionError {
     OutOfRange(Microversion),
 }
 
-/// The microversion a request asks for (2.0 when it names none); `latest` means `max`.
+/// The microversion a request asks for: Manila reads `X-OpenStack-Manila-API-Version`
+/// only (the generic `OpenStack-API-Version` header is not honoured) and takes 2.0 when it
+/// is absent; `latest` is not a version to Manila (400, as any malformed value).
 pub fn requested(headers: &HeaderMap, max: Microversion) -> Result<Microversion, VersionError> {
-    let raw = headers
-        .get(MANILA_HEADER)
-        .and_then(|v| v.to_str().ok())
-        .map(str::trim)
-        .map(str::to_owned)
-        .or_else(|| {
-            headers
-                .get_all(GENERIC_HEADER)
-                .iter()
-                .filter_map(|v| v.to_str().ok())
-                .find_map(|v| {
-                    let (service, version) = v.trim().split_once(' ')?;
-                    (service.eq_ignore_ascii_case(SERVICE)).then(|| version.trim().to_owned())
-                })
-        });
-    let Some(raw) = raw else {
+    let Some(raw) = headers.get(MANILA_HEADER) else {
         return Ok(Microversion::MIN);
     };
-    if raw.eq_ignore_ascii_case("latest") {
-        return Ok(max);
-    }
+    let raw = String::from_utf8_lossy(raw.as_bytes()).trim().to_owned();
     let version = Microversion::parse(&raw).ok_or(VersionError::Malformed(raw))?;
     if version < Microversion::MIN || version > max {
         return Err(VersionError::OutOfRange(version));
@@ -108,9 +100,12 @@ mod tests {
 
     #[rstest]
     #[case(MANILA_HEADER, "2.45", Ok(Microversion::v2(45)))]
-    #[case(GENERIC_HEADER, "shared-file-system 2.7", Ok(Microversion::v2(7)))]
+    #[case(GENERIC_HEADER, "shared-file-system 2.7", Ok(Microversion::MIN))]
     #[case(GENERIC_HEADER, "compute 2.7", Ok(Microversion::MIN))]
-    #[case(MANILA_HEADER, "latest", Ok(Microversion::v2(84)))]
+    #[case(MANILA_HEADER, "latest", Err(VersionError::Malformed("latest".into())))]
+    #[case(MANILA_HEADER, "02.1", Err(VersionError::Malformed("02.1".into())))]
+    #[case(MANILA_HEADER, "2.", Err(VersionError::Malformed("2.".into())))]
+    #[case(MANILA_HEADER, "0.5", Err(VersionError::Malformed("0.5".into())))]
     #[case(
         MANILA_HEADER,
         "2.85",

@@ -343,7 +343,7 @@ fn action(state: &mut CloudState, ctx: &mut Ctx<'_>, id: &str) -> Reply {
         "shrink" => shares::resize(state, ctx, id, &args, false),
         "allow_access" => access::allow(state, ctx, id, &args),
         "deny_access" => access::deny(state, ctx, id, &args),
-        "access_list" => access::list(state, ctx, id),
+        "access_list" => access::list_action(state, ctx, id),
         "force_delete" => admin_actions::force_delete(state, ctx, id),
         "reset_status" => admin_actions::reset_status(state, ctx, id, &args),
         _ => bad_request(format!("There is no such action: {key}")),

@@ -12,7 +12,9 @@ use crate::faults::Operation;
 use crate::reply::Reply;
 use crate::state::{CloudState, manila_time, new_id};
 
-const PROTOCOLS: [&str; 6] = ["NFS", "CIFS", "GLUSTERFS", "HDFS", "CEPHFS", "MAPRFS"];
+/// The protocols this cloud's `enabled_share_protocols` names (a CSI deployment's NFS and
+/// CephFS); Manila refuses every other one, known or not, with a 400 naming it.
+const PROTOCOLS: [&str; 2] = ["NFS", "CEPHFS"];
 
 /// Statuses in which a share may be deleted.
 const DELETABLE: [&str; 3] = ["available", "error", "inactive"];
@@ -305,6 +307,15 @@ fn create_checked(
             bad_request("Invalid share type: no share type was given and no default share type is configured.")
         })?,
     };
+    if let (Some((_, Some(parent_type), _)), Some(_)) = (&source, &type_ref)
+        && parent_type != &share_type.id
+    {
+        return Err(bad_request(format!(
+            "Invalid input received: Share type {} of the new share must be the same as the type {parent_type} of snapshot {}'s parent share.",
+            share_type.id,
+            snapshot_id.as_deref().unwrap_or_default()
+        )));
+    }
     if source.is_some() && !share_type.create_share_from_snapshot_support {
         return Err(bad_request(format!(
             "A new share may not be created from snapshot {} because the share type {} does not support it.",
@@ -313,7 +324,15 @@ fn create_checked(
         )));
     }
     let zones = &state.config.manila.availability_zones;
-    let zone = match optional_string(body, "availability_zone")? {
+    let requested_zone = optional_string(body, "availability_zone")?;
+    if let (Some(z), Some((_, _, Some(parent_zone)))) = (&requested_zone, &source)
+        && z != parent_zone
+    {
+        return Err(bad_request(format!(
+            "Invalid input received: The specified availability zone {z} must be the same as the parent share's ({parent_zone}) when use_scheduler_creating_share_from_snapshot is False."
+        )));
+    }
+    let zone = match requested_zone {
         Some(z) if zones.contains(&z) => z,
         Some(z) => {
             return Err(not_found(format!(
@@ -326,6 +345,7 @@ fn create_checked(
             .or_else(|| zones.first().cloned())
             .unwrap_or_else(|| "nova".into()),
     };
+    check_type_limits(&share_type, size, &zone)?;
     let network = optional_string(body, "share_network_id")?;
     match (&network, share_type.dhss) {
         (Some(id), _) if !state.share_networks.iter().any(|n| &n.id == id) => {
@@ -337,14 +357,11 @@ fn create_checked(
                 share_type.name
             )));
         }
-        (Some(id), false) => {
-            return Err(bad_request(format!(
-                "Share network {id} must not be given: share type {} does not handle share servers.",
-                share_type.name
-            )));
-        }
         _ => {}
     }
+    // Manila accepts a share network with a DHSS=False type and the share then fails in the
+    // share manager (user message 003, UNEXPECTED_NETWORK).
+    let unexpected_network = network.is_some() && !share_type.dhss;
     let mut metadata = string_map(body.get("metadata"), "metadata")?;
     // Scheduler hints (2.65): each a comma list of existing share ids; Manila keeps them in
     // the share's metadata under `__affinity_same_host` / `__affinity_different_host`.
@@ -386,13 +403,30 @@ fn create_checked(
         ));
     }
     let keys: Vec<String> = name.iter().cloned().collect();
-    let injected = ctx.fault(state, Operation::ShareCreate, &keys)?;
+    let mut injected = ctx.fault(state, Operation::ShareCreate, &keys)?;
+    if unexpected_network && !matches!(injected, AsyncFault::Stuck(_)) {
+        injected = AsyncFault::Error {
+            detail_id: "003".into(),
+            message: None,
+        };
+    }
 
     let id = new_id();
-    let dir = state
-        .backend
-        .create_share(&id, snapshot_id.as_deref())
-        .map_err(|e| fault(500, format!("The backend could not create the share: {e}")))?;
+    // An empty share's directory is made here; a share from a snapshot gets the snapshot's
+    // bytes by a copy the router runs once the state lock is released.
+    let (dir, copy) = match snapshot_id.as_deref() {
+        None => (
+            state
+                .backend
+                .create_share(&id, None)
+                .map_err(|e| fault(500, format!("The backend could not create the share: {e}")))?,
+            None,
+        ),
+        Some(snap) => (
+            state.backend.share_dir(&id),
+            Some(state.backend.restore_copy(&id, snap)),
+        ),
+    };
     let export_locations = state
         .config
         .manila
@@ -427,6 +461,21 @@ fn create_checked(
             })
         },
     );
+    // While its data is copied the share stays in its initial status with nothing pending.
+    let (pending, stuck_status) = match copy {
+        None => (pending, stuck_status),
+        Some(copy) => {
+            state.copies.push(crate::state::PendingCopy {
+                copy,
+                target: crate::state::CopyTarget::Share {
+                    id: id.clone(),
+                    pending,
+                    stuck: stuck_status,
+                },
+            });
+            (None, None)
+        }
+    };
     let share = Share {
         id: id.clone(),
         seq: state.next_seq(),
@@ -456,6 +505,43 @@ fn create_checked(
     Ok(Reply::json(200, body))
 }
 
+/// The type's `provisioning:min_share_size` / `provisioning:max_share_size` and
+/// `availability_zones` extra specs, as Manila's API enforces them.
+fn check_type_limits(
+    share_type: &super::model::ShareType,
+    size: u64,
+    zone: &str,
+) -> Result<(), Reply> {
+    let spec = |key: &str| share_type.extra_specs.get(key).map(|v| v.trim().to_owned());
+    if let Some(min) = spec("provisioning:min_share_size")
+        && let Ok(min) = min.parse::<u64>()
+        && size < min
+    {
+        return Err(bad_request(format!(
+            "Invalid input received: Share size {size} is smaller than the minimum share size {min} of share type {}.",
+            share_type.name
+        )));
+    }
+    if let Some(max) = spec("provisioning:max_share_size")
+        && let Ok(max) = max.parse::<u64>()
+        && size > max
+    {
+        return Err(bad_request(format!(
+            "Invalid input received: Share size {size} is larger than the maximum share size {max} of share type {}.",
+            share_type.name
+        )));
+    }
+    if let Some(zones) = spec("availability_zones")
+        && !zones.split(',').map(str::trim).any(|z| z == zone)
+    {
+        return Err(bad_request(format!(
+            "Share type {} is not supported within the availability zone chosen {zone}.",
+            share_type.id
+        )));
+    }
+    Ok(())
+}
+
 /// `GET /shares/{id}`.
 pub(crate) fn show(state: &mut CloudState, ctx: &mut Ctx<'_>, id: &str) -> Reply {
     let keys = state.shares.get(id).map(Share::keys).unwrap_or_default();
@@ -468,11 +554,128 @@ pub(crate) fn show(state: &mut CloudState, ctx: &mut Ctx<'_>, id: &str) -> Reply
     }
 }
 
+/// The query parameters `GET /shares[/detail]` honours; any other one is refused (400)
+/// rather than silently ignored.
+const LIST_PARAMS: [&str; 22] = [
+    "name",
+    "name~",
+    "description",
+    "description~",
+    "status",
+    "share_type_id",
+    "share_type",
+    "snapshot_id",
+    "share_network_id",
+    "is_soft_deleted",
+    "metadata",
+    "export_location_id",
+    "export_location_path",
+    "availability_zone",
+    "project_id",
+    "all_tenants",
+    "is_public",
+    "with_count",
+    "limit",
+    "offset",
+    "sort_key",
+    "sort_dir",
+];
+
+/// The `metadata` filter: JSON or the Python dict repr clients send (`{'k': 'v'}`).
+fn metadata_filter(text: &str) -> Result<BTreeMap<String, String>, Reply> {
+    let parsed = serde_json::from_str::<Value>(text)
+        .or_else(|_| serde_json::from_str::<Value>(&text.replace('\'', "\"")));
+    match parsed {
+        Ok(value @ Value::Object(_)) => string_map(Some(&value), "metadata filter"),
+        _ => Err(bad_request(format!(
+            "Invalid metadata filter {text:?}: it must be a dictionary of strings."
+        ))),
+    }
+}
+
+fn query_number(ctx: &Ctx<'_>, key: &str) -> Result<Option<usize>, Reply> {
+    match ctx.query(key) {
+        None => Ok(None),
+        Some(v) => v.parse().map(Some).map_err(|_| {
+            bad_request(format!(
+                "Invalid {key} {v:?}: it must be a non-negative integer."
+            ))
+        }),
+    }
+}
+
 /// `GET /shares` and `GET /shares/detail` with Manila's common filters.
 pub(crate) fn list(state: &mut CloudState, ctx: &mut Ctx<'_>, detail: bool) -> Reply {
-    if let Err(r) = ctx.fault(state, Operation::ShareList, &[]) {
-        return r;
+    match list_checked(state, ctx, detail) {
+        Ok(reply) | Err(reply) => reply,
     }
+}
+
+fn list_checked(state: &mut CloudState, ctx: &mut Ctx<'_>, detail: bool) -> Result<Reply, Reply> {
+    ctx.fault(state, Operation::ShareList, &[])?;
+    if let Some((key, _)) = ctx
+        .query
+        .iter()
+        .find(|(k, _)| !LIST_PARAMS.contains(&k.as_str()))
+    {
+        return Err(bad_request(format!(
+            "Invalid filter {key:?}: the shares list does not support it."
+        )));
+    }
+    let metadata = ctx.query("metadata").map(metadata_filter).transpose()?;
+    let offset = query_number(ctx, "offset")?.unwrap_or(0);
+    let limit = query_number(ctx, "limit")?.unwrap_or(usize::MAX);
+    let descending = match ctx.query("sort_dir") {
+        None | Some("desc") => true,
+        Some("asc") => false,
+        Some(other) => {
+            return Err(bad_request(format!(
+                "Invalid sort_dir {other:?}: it must be asc or desc."
+            )));
+        }
+    };
+    let sort_key = ctx.query("sort_key").unwrap_or("created_at");
+    if ![
+        "created_at",
+        "updated_at",
+        "id",
+        "name",
+        "display_name",
+        "size",
+        "status",
+        "share_proto",
+        "availability_zone",
+        "share_type_id",
+    ]
+    .contains(&sort_key)
+    {
+        return Err(bad_request(format!(
+            "Invalid sort_key {sort_key:?}: the shares list cannot be sorted by it."
+        )));
+    }
+    let flag = |key: &str| -> Result<Option<bool>, Reply> {
+        match ctx.query(key) {
+            None => Ok(None),
+            Some(v) if ["true", "1", "yes", "on"].contains(&v.to_lowercase().as_str()) => {
+                Ok(Some(true))
+            }
+            Some(v) if ["false", "0", "no", "off"].contains(&v.to_lowercase().as_str()) => {
+                Ok(Some(false))
+            }
+            Some(v) => Err(bad_request(format!(
+                "Invalid {key} {v:?}: it must be a boolean."
+            ))),
+        }
+    };
+    let soft_deleted = flag("is_soft_deleted")?.unwrap_or(false);
+    let with_count = flag("with_count")?.unwrap_or(false) && ctx.at_least(42);
+    flag("all_tenants")?;
+    flag("is_public")?;
+    let project = state.config.account.project_id.clone();
+    let text_has = |value: &Option<String>, key: &str| {
+        ctx.query(key)
+            .is_none_or(|n| value.as_deref().is_some_and(|v| v.contains(n)))
+    };
     let mut shares: Vec<&Share> = state
         .shares
         .values()
@@ -480,16 +683,18 @@ pub(crate) fn list(state: &mut CloudState, ctx: &mut Ctx<'_>, detail: bool) -> R
             ctx.query("name")
                 .is_none_or(|n| s.name.as_deref() == Some(n))
         })
+        .filter(|s| text_has(&s.name, "name~"))
         .filter(|s| {
-            ctx.query("name~")
-                .is_none_or(|n| s.name.as_deref().is_some_and(|name| name.contains(n)))
+            ctx.query("description")
+                .is_none_or(|n| s.description.as_deref() == Some(n))
         })
+        .filter(|s| text_has(&s.description, "description~"))
         .filter(|s| ctx.query("status").is_none_or(|st| s.status == st))
         // Nothing here is ever soft-deleted (the recycle bin, 2.69): asking for it finds none.
-        .filter(|_| {
-            !ctx.query("is_soft_deleted")
-                .is_some_and(|v| v.eq_ignore_ascii_case("true"))
-        })
+        .filter(|_| !soft_deleted)
+        // Every share belongs to the one project; `is_public=true` adds other projects'
+        // public shares, of which there are none.
+        .filter(|_| ctx.query("project_id").is_none_or(|p| p == project))
         .filter(|s| {
             ctx.query("share_type_id")
                 .or(ctx.query("share_type"))
@@ -503,20 +708,43 @@ pub(crate) fn list(state: &mut CloudState, ctx: &mut Ctx<'_>, detail: bool) -> R
             ctx.query("share_network_id")
                 .is_none_or(|x| s.share_network_id.as_deref() == Some(x))
         })
+        .filter(|s| {
+            ctx.query("availability_zone")
+                .is_none_or(|z| s.availability_zone == z)
+        })
+        .filter(|s| {
+            metadata
+                .as_ref()
+                .is_none_or(|m| m.iter().all(|(k, v)| s.metadata.get(k) == Some(v)))
+        })
+        .filter(|s| {
+            ctx.query("export_location_id")
+                .is_none_or(|x| s.export_locations.iter().any(|e| e.id == x))
+        })
+        .filter(|s| {
+            ctx.query("export_location_path")
+                .is_none_or(|x| s.export_locations.iter().any(|e| e.path == x))
+        })
         .collect();
-    // Manila's default order: newest first.
-    shares.sort_by_key(|s| std::cmp::Reverse(s.seq));
-    if ctx.query("sort_dir") == Some("asc") {
+    // Creation order first (the seq breaks ties), then the requested key.
+    shares.sort_by_key(|s| s.seq);
+    match sort_key {
+        "updated_at" => shares.sort_by_key(|s| s.updated_at.unwrap_or(s.created_at)),
+        "id" => shares.sort_by(|a, b| a.id.cmp(&b.id)),
+        "name" | "display_name" => shares.sort_by(|a, b| a.name.cmp(&b.name)),
+        "size" => shares.sort_by_key(|s| s.size),
+        "status" => shares.sort_by(|a, b| a.status.cmp(&b.status)),
+        "share_proto" => shares.sort_by(|a, b| a.share_proto.cmp(&b.share_proto)),
+        "availability_zone" => {
+            shares.sort_by(|a, b| a.availability_zone.cmp(&b.availability_zone));
+        }
+        "share_type_id" => shares.sort_by(|a, b| a.share_type_id.cmp(&b.share_type_id)),
+        _ => {}
+    }
+    if descending {
         shares.reverse();
     }
-    let offset = ctx
-        .query("offset")
-        .and_then(|o| o.parse().ok())
-        .unwrap_or(0);
-    let limit = ctx
-        .query("limit")
-        .and_then(|l| l.parse().ok())
-        .unwrap_or(usize::MAX);
+    let count = shares.len();
     let items: Vec<Value> = shares
         .into_iter()
         .skip(offset)
@@ -529,10 +757,16 @@ pub(crate) fn list(state: &mut CloudState, ctx: &mut Ctx<'_>, detail: bool) -> R
             }
         })
         .collect();
-    Reply::json(200, json!({"shares": items}))
+    let mut body = json!({"shares": items});
+    if with_count {
+        body["count"] = json!(count);
+    }
+    Ok(Reply::json(200, body))
 }
 
-/// `PUT /shares/{id}`: name, description, is_public.
+/// `PUT /shares/{id}`: `display_name`, `display_description` and `is_public`, the keys
+/// Manila's update takes; any other key (`name`, `description`, …) is ignored, as Manila
+/// ignores it.
 pub(crate) fn update(state: &mut CloudState, ctx: &mut Ctx<'_>, id: &str) -> Reply {
     let body = match ctx.body_object("share") {
         Ok(b) => b,
@@ -545,18 +779,35 @@ pub(crate) fn update(state: &mut CloudState, ctx: &mut Ctx<'_>, id: &str) -> Rep
         (Ok(n), Ok(d)) => (n, d),
         (Err(r), _) | (_, Err(r)) => return r,
     };
-    let name = name.or_else(|| optional_string(&body, "name").ok().flatten());
-    let description = description.or_else(|| optional_string(&body, "description").ok().flatten());
+    let is_public = match body.get("is_public") {
+        None => None,
+        Some(Value::Bool(b)) => Some(*b),
+        Some(Value::String(v))
+            if ["true", "1", "yes", "on", "y", "t"].contains(&v.to_lowercase().as_str()) =>
+        {
+            Some(true)
+        }
+        Some(Value::String(v))
+            if ["false", "0", "no", "off", "n", "f"].contains(&v.to_lowercase().as_str()) =>
+        {
+            Some(false)
+        }
+        Some(other) => {
+            return bad_request(format!(
+                "Invalid value {other} for is_public: it must be a boolean."
+            ));
+        }
+    };
     let Some(share) = state.shares.get_mut(id) else {
         return share_not_found(id);
     };
-    if name.is_some() {
+    if body.contains_key("display_name") {
         share.name = name;
     }
-    if description.is_some() {
+    if body.contains_key("display_description") {
         share.description = description;
     }
-    if let Some(p) = body.get("is_public").and_then(Value::as_bool) {
+    if let Some(p) = is_public {
         share.is_public = p;
     }
     share.updated_at = Some(Utc::now());

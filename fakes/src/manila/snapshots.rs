@@ -98,12 +98,7 @@ pub(crate) fn create(state: &mut CloudState, ctx: &mut Ctx<'_>) -> Reply {
         Err(r) => return r,
     };
     let id = new_id();
-    if let Err(e) = state.backend.create_snapshot(&id, &share_id) {
-        return fault(
-            500,
-            format!("The backend could not snapshot the share: {e}"),
-        );
-    }
+    let copy = state.backend.snapshot_copy(&id, &share_id);
     let (pending, stuck) = pending_outcome(
         ctx,
         state.config.manila.delays.snapshot_create_ms,
@@ -118,6 +113,16 @@ pub(crate) fn create(state: &mut CloudState, ctx: &mut Ctx<'_>) -> Reply {
             })
         },
     );
+    // The share's bytes are copied once the router released the state lock; the snapshot
+    // stays `creating` with nothing pending until then.
+    state.copies.push(crate::state::PendingCopy {
+        copy,
+        target: crate::state::CopyTarget::Snapshot {
+            id: id.clone(),
+            pending,
+            stuck,
+        },
+    });
     let snapshot = Snapshot {
         id: id.clone(),
         seq: state.next_seq(),
@@ -127,10 +132,10 @@ pub(crate) fn create(state: &mut CloudState, ctx: &mut Ctx<'_>) -> Reply {
         size,
         share_size: size,
         share_proto: proto,
-        status: stuck.unwrap_or_else(|| "creating".into()),
+        status: "creating".into(),
         created_at: Utc::now(),
         updated_at: None,
-        pending,
+        pending: None,
     };
     let body = json!({"snapshot": view(state, ctx, &snapshot)});
     state.snapshots.insert(id, snapshot);
@@ -153,11 +158,54 @@ pub(crate) fn show(state: &mut CloudState, ctx: &mut Ctx<'_>, id: &str) -> Reply
     }
 }
 
-/// `GET /snapshots[/detail]?name=&share_id=&status=`.
+/// The query parameters `GET /snapshots[/detail]` honours; others are refused (400).
+const LIST_PARAMS: [&str; 8] = [
+    "name",
+    "share_id",
+    "status",
+    "limit",
+    "offset",
+    "sort_dir",
+    "all_tenants",
+    "project_id",
+];
+
+/// `GET /snapshots[/detail]?name=&share_id=&status=&limit=&offset=&sort_dir=`.
 pub(crate) fn list(state: &mut CloudState, ctx: &mut Ctx<'_>, detail: bool) -> Reply {
     if let Err(r) = ctx.fault(state, Operation::SnapshotList, &[]) {
         return r;
     }
+    if let Some((key, _)) = ctx
+        .query
+        .iter()
+        .find(|(k, _)| !LIST_PARAMS.contains(&k.as_str()))
+    {
+        return bad_request(format!(
+            "Invalid filter {key:?}: the snapshots list does not support it."
+        ));
+    }
+    let number = |key: &str| match ctx.query(key) {
+        None => Ok(None),
+        Some(v) => v.parse::<usize>().map(Some).map_err(|_| {
+            bad_request(format!(
+                "Invalid {key} {v:?}: it must be a non-negative integer."
+            ))
+        }),
+    };
+    let (offset, limit) = match (number("offset"), number("limit")) {
+        (Ok(o), Ok(l)) => (o.unwrap_or(0), l.unwrap_or(usize::MAX)),
+        (Err(r), _) | (_, Err(r)) => return r,
+    };
+    let ascending = match ctx.query("sort_dir") {
+        None | Some("desc") => false,
+        Some("asc") => true,
+        Some(other) => {
+            return bad_request(format!(
+                "Invalid sort_dir {other:?}: it must be asc or desc."
+            ));
+        }
+    };
+    let project = state.config.account.project_id.clone();
     let mut snaps: Vec<&Snapshot> = state
         .snapshots
         .values()
@@ -167,10 +215,16 @@ pub(crate) fn list(state: &mut CloudState, ctx: &mut Ctx<'_>, detail: bool) -> R
         })
         .filter(|s| ctx.query("share_id").is_none_or(|x| s.share_id == x))
         .filter(|s| ctx.query("status").is_none_or(|x| s.status == x))
+        .filter(|_| ctx.query("project_id").is_none_or(|p| p == project))
         .collect();
     snaps.sort_by_key(|s| std::cmp::Reverse(s.seq));
+    if ascending {
+        snaps.reverse();
+    }
     let items: Vec<Value> = snaps
         .into_iter()
+        .skip(offset)
+        .take(limit)
         .map(|s| {
             if detail {
                 view(state, ctx, s)

@@ -94,12 +94,18 @@ pub(crate) fn default(state: &mut CloudState, ctx: &mut Ctx<'_>) -> Reply {
     }
 }
 
-/// `GET /types/{id}` (an id or a name).
+/// The share type with this id: Manila's `GET /types/{id}` looks up ids only (a name is
+/// not found).
+fn by_id<'s>(state: &'s CloudState, id: &str) -> Option<&'s ShareType> {
+    state.share_types.iter().find(|t| t.id == id)
+}
+
+/// `GET /types/{id}`.
 pub(crate) fn show(state: &mut CloudState, ctx: &mut Ctx<'_>, id: &str) -> Reply {
     if let Err(r) = guard(state, ctx, "show") {
         return r;
     }
-    match state.share_type(id) {
+    match by_id(state, id) {
         Some(t) => {
             let v = view(state, ctx, t);
             Reply::json(200, json!({"share_type": v, "volume_type": v}))
@@ -113,7 +119,7 @@ pub(crate) fn extra_specs_of(state: &mut CloudState, ctx: &mut Ctx<'_>, id: &str
     if let Err(r) = guard(state, ctx, "show") {
         return r;
     }
-    match state.share_type(id) {
+    match by_id(state, id) {
         Some(t) => Reply::json(200, json!({"extra_specs": extra_specs(t)})),
         None => not_found(format!("Share type {id} could not be found.")),
     }
