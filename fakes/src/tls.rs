@@ -3,9 +3,15 @@
 //! that hands each decrypted connection to the wiremock server on a private loopback port.
 //! Clients trust the cloud through the CA: `cacert` in clouds.yaml, `os-certAuthority` in the
 //! driver's flat secret, `ca-bundle.pem` for the operator.
+//!
+//! [`MutualTlsFront`] is a second front that requires a client certificate (signed by a
+//! client CA of its own) and records the certificates clients presented: what a test puts
+//! between a client and a plain-HTTP cloud to see the client authenticate with
+//! `os-clientCertPath`/`os-clientKeyPath` (cert-based auth is TLS only: Keystone sees the
+//! usual token requests).
 
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, PoisonError};
 
 use rcgen::{
     BasicConstraints, CertificateParams, DistinguishedName, DnType, ExtendedKeyUsagePurpose, IsCa,
@@ -13,8 +19,9 @@ use rcgen::{
 };
 use tokio::net::{TcpListener, TcpStream};
 use tokio_rustls::TlsAcceptor;
-use tokio_rustls::rustls::ServerConfig;
 use tokio_rustls::rustls::pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer};
+use tokio_rustls::rustls::server::WebPkiClientVerifier;
+use tokio_rustls::rustls::{RootCertStore, ServerConfig};
 
 use crate::error::{Error, Result};
 
@@ -31,6 +38,10 @@ fn tls_error(what: &str) -> impl FnOnce(rcgen::Error) -> Error + '_ {
 }
 
 fn new_ca(name: &str) -> Result<(CertificateParams, KeyPair, String)> {
+    new_ca_der(name).map(|(params, key, pem, _)| (params, key, pem))
+}
+
+fn new_ca_der(name: &str) -> Result<(CertificateParams, KeyPair, String, CertificateDer<'static>)> {
     let key = KeyPair::generate().map_err(tls_error("CA key"))?;
     let mut params = CertificateParams::default();
     params.distinguished_name = DistinguishedName::new();
@@ -44,7 +55,7 @@ fn new_ca(name: &str) -> Result<(CertificateParams, KeyPair, String)> {
     let cert = params
         .self_signed(&key)
         .map_err(tls_error("CA certificate"))?;
-    Ok((params, key, cert.pem()))
+    Ok((params, key, cert.pem(), cert.der().clone()))
 }
 
 impl CloudCertificates {
@@ -84,11 +95,34 @@ impl CloudCertificates {
     }
 
     fn server_config(&self) -> Result<ServerConfig> {
+        self.server_config_with(None)
+    }
+
+    /// The server configuration; with `client_ca`, clients must present a certificate it
+    /// signed.
+    fn server_config_with(
+        &self,
+        client_ca: Option<CertificateDer<'static>>,
+    ) -> Result<ServerConfig> {
         let provider = Arc::new(tokio_rustls::rustls::crypto::ring::default_provider());
-        ServerConfig::builder_with_provider(provider)
+        let builder = ServerConfig::builder_with_provider(provider.clone())
             .with_safe_default_protocol_versions()
-            .map_err(|e| Error::Tls(format!("TLS versions: {e}")))?
-            .with_no_client_auth()
+            .map_err(|e| Error::Tls(format!("TLS versions: {e}")))?;
+        let builder = match client_ca {
+            None => builder.with_no_client_auth(),
+            Some(ca) => {
+                let mut roots = RootCertStore::empty();
+                roots
+                    .add(ca)
+                    .map_err(|e| Error::Tls(format!("client CA: {e}")))?;
+                let verifier =
+                    WebPkiClientVerifier::builder_with_provider(Arc::new(roots), provider)
+                        .build()
+                        .map_err(|e| Error::Tls(format!("client certificate verifier: {e}")))?;
+                builder.with_client_cert_verifier(verifier)
+            }
+        };
+        builder
             .with_single_cert(
                 vec![self.server_cert.clone()],
                 PrivateKeyDer::Pkcs8(self.server_key.clone_key()),
@@ -135,12 +169,154 @@ impl TlsFront {
                 source,
             })
             .map(|listener| TlsFront {
-                task: tokio::spawn(accept_loop(listener, acceptor, backend)),
+                task: tokio::spawn(accept_loop(listener, acceptor, backend, None)),
             })
     }
 }
 
-async fn accept_loop(listener: TcpListener, acceptor: TlsAcceptor, backend: SocketAddr) {
+/// The DER of the certificates clients presented, first of each chain, in order.
+type Presented = Arc<Mutex<Vec<Vec<u8>>>>;
+
+/// A client certificate and its key, PEM, signed by a [`MutualTlsFront`]'s client CA.
+#[derive(Clone)]
+pub struct ClientCertificate {
+    /// The certificate, PEM (`os-clientCertPath`'s content).
+    pub cert_pem: String,
+    /// The PKCS#8 private key, PEM (`os-clientKeyPath`'s content).
+    pub key_pem: String,
+    /// The certificate, DER: compare with [`MutualTlsFront::presented`].
+    pub der: Vec<u8>,
+}
+
+impl std::fmt::Debug for ClientCertificate {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("ClientCertificate(<key redacted>)")
+    }
+}
+
+/// An HTTPS front on `127.0.0.1` that requires a client certificate signed by its own client
+/// CA, forwards each connection to a plain-HTTP backend (e.g. a [`crate::FakeCloud`]
+/// started without TLS) and records the certificate each client presented. Bound at once
+/// (so its URL can go into a seed), serving once [`MutualTlsFront::serve`] names the
+/// backend; stops when dropped.
+pub struct MutualTlsFront {
+    listener: Option<std::net::TcpListener>,
+    addr: SocketAddr,
+    certificates: CloudCertificates,
+    client_ca: CertificateDer<'static>,
+    client: ClientCertificate,
+    presented: Presented,
+    task: Option<tokio::task::JoinHandle<()>>,
+}
+
+impl Drop for MutualTlsFront {
+    fn drop(&mut self) {
+        if let Some(task) = &self.task {
+            task.abort();
+        }
+    }
+}
+
+impl MutualTlsFront {
+    /// Binds `127.0.0.1:0` and generates a server CA and certificate, and a client CA and a
+    /// client certificate (common name `csi-client`) it signed.
+    pub fn bind() -> Result<Self> {
+        let listener = std::net::TcpListener::bind((Ipv4Addr::LOCALHOST, 0)).map_err(|source| {
+            Error::Bind {
+                addr: "127.0.0.1:0".into(),
+                source,
+            }
+        })?;
+        let addr = listener.local_addr().map_err(|source| Error::Bind {
+            addr: "127.0.0.1:0".into(),
+            source,
+        })?;
+        let certificates = CloudCertificates::generate(IpAddr::V4(Ipv4Addr::LOCALHOST))?;
+        let (ca_params, ca_key, _, client_ca) = new_ca_der("fake-openstack client CA")?;
+        let issuer = Issuer::new(ca_params, ca_key);
+        let mut params = CertificateParams::default();
+        params.distinguished_name = DistinguishedName::new();
+        params
+            .distinguished_name
+            .push(DnType::CommonName, "csi-client");
+        params.extended_key_usages = vec![ExtendedKeyUsagePurpose::ClientAuth];
+        params.key_usages = vec![KeyUsagePurpose::DigitalSignature];
+        params.use_authority_key_identifier_extension = true;
+        let key = KeyPair::generate().map_err(tls_error("client key"))?;
+        let cert = params
+            .signed_by(&key, &issuer)
+            .map_err(tls_error("client certificate"))?;
+        Ok(MutualTlsFront {
+            listener: Some(listener),
+            addr,
+            certificates,
+            client_ca,
+            client: ClientCertificate {
+                cert_pem: cert.pem(),
+                key_pem: key.serialize_pem(),
+                der: cert.der().to_vec(),
+            },
+            presented: Presented::default(),
+            task: None,
+        })
+    }
+
+    /// `https://127.0.0.1:<port>`.
+    pub fn url(&self) -> String {
+        format!("https://{}", self.addr)
+    }
+
+    /// The server CA, PEM: what clients trust (`os-certAuthority`).
+    pub fn ca_pem(&self) -> &str {
+        &self.certificates.ca_pem
+    }
+
+    /// The client certificate the front accepts.
+    pub fn client_certificate(&self) -> &ClientCertificate {
+        &self.client
+    }
+
+    /// The DER of the certificate each accepted client presented, in order.
+    pub fn presented(&self) -> Vec<Vec<u8>> {
+        self.presented
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+    }
+
+    /// Starts forwarding to `backend` (needs a Tokio runtime that outlives the front). A
+    /// second call does nothing.
+    pub fn serve(&mut self, backend: SocketAddr) -> Result<()> {
+        let Some(listener) = self.listener.take() else {
+            return Ok(());
+        };
+        let config = self
+            .certificates
+            .server_config_with(Some(self.client_ca.clone()))?;
+        let acceptor = TlsAcceptor::from(Arc::new(config));
+        let listener = listener
+            .set_nonblocking(true)
+            .and_then(|()| TcpListener::from_std(listener))
+            .map_err(|source| Error::Bind {
+                addr: self.addr.to_string(),
+                source,
+            })?;
+        self.task = Some(tokio::spawn(accept_loop(
+            listener,
+            acceptor,
+            backend,
+            Some(self.presented.clone()),
+        )));
+        Ok(())
+    }
+}
+
+async fn accept_loop(
+    listener: TcpListener,
+    acceptor: TlsAcceptor,
+    backend: SocketAddr,
+    presented: Option<Presented>,
+) {
     loop {
         let (stream, peer) = match listener.accept().await {
             Ok(accepted) => accepted,
@@ -150,6 +326,7 @@ async fn accept_loop(listener: TcpListener, acceptor: TlsAcceptor, backend: Sock
             }
         };
         let acceptor = acceptor.clone();
+        let presented = presented.clone();
         tokio::spawn(async move {
             let mut tls = match acceptor.accept(stream).await {
                 Ok(tls) => tls,
@@ -159,6 +336,14 @@ async fn accept_loop(listener: TcpListener, acceptor: TlsAcceptor, backend: Sock
                     return;
                 }
             };
+            if let Some(presented) = &presented
+                && let Some(cert) = tls.get_ref().1.peer_certificates().and_then(|c| c.first())
+            {
+                presented
+                    .lock()
+                    .unwrap_or_else(PoisonError::into_inner)
+                    .push(cert.to_vec());
+            }
             let mut plain = match TcpStream::connect(backend).await {
                 Ok(plain) => plain,
                 Err(e) => {
