@@ -430,4 +430,53 @@ mod tests {
             .to_string();
         assert!(error.contains("\"private\""), "{error}");
     }
+
+    fn body(secrets: &[(&str, &str)]) -> Value {
+        let secrets = secrets
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+        let env = super::super::credentials::Environment::default();
+        let credentials = Credentials::from_secrets(&secrets, &env).unwrap();
+        Session::new(reqwest::Client::new(), credentials, DEFAULT_AUTH_TIMEOUT).auth_body()
+    }
+
+    #[test]
+    fn the_auth_body_carries_the_trust_the_token_and_the_domain_scope() {
+        let trustee = body(&[
+            ("os-authURL", "http://k/v3"),
+            ("os-trustID", "t1"),
+            ("os-trusteeID", "u1"),
+            ("os-trusteePassword", "p1"),
+            ("os-projectName", "ignored-for-the-trust"),
+        ]);
+        assert_eq!(
+            trustee["auth"]["identity"]["password"]["user"],
+            json!({"id": "u1", "password": "p1"})
+        );
+        assert_eq!(
+            trustee["auth"]["scope"],
+            json!({"OS-TRUST:trust": {"id": "t1"}})
+        );
+        let token = body(&[
+            ("os-authURL", "http://k/v3"),
+            ("os-token", "tok"),
+            ("os-projectID", "p"),
+        ]);
+        assert_eq!(
+            token["auth"]["identity"],
+            json!({"methods": ["token"], "token": {"id": "tok"}})
+        );
+        assert_eq!(token["auth"]["scope"], json!({"project": {"id": "p"}}));
+        let domain = body(&[
+            ("os-authURL", "http://k/v3"),
+            ("os-userName", "u"),
+            ("os-password", "p"),
+            ("os-domainName", "Default"),
+        ]);
+        assert_eq!(
+            domain["auth"]["scope"],
+            json!({"domain": {"name": "Default"}})
+        );
+    }
 }
