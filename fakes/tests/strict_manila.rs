@@ -118,6 +118,8 @@ async fn allow_access_is_refused_while_the_share_is_busy() {
 #[case::cephx_before_2_13("2.12", "cephx", "alice", 400)]
 #[case::cephx_from_2_13("2.13", "cephx", "alice", 200)]
 #[case::cephx_with_period("2.13", "cephx", "alice.bob", 400)]
+#[case::cephx_short("2.13", "cephx", "bob", 200)]
+#[case::user_with_slash("2.84", "user", "ab/cd", 400)]
 #[case::cidr_host_bits_set("2.84", "ip", "10.0.0.1/24", 400)]
 #[case::cidr_network("2.84", "ip", "10.0.0.0/24", 200)]
 #[case::user_too_short("2.84", "user", "bob", 400)]

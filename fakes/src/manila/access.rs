@@ -81,13 +81,29 @@ fn valid_ip_or_cidr(text: &str, ipv6: bool) -> bool {
     }
 }
 
-/// Manila's user and cephx names: 4 to 255 characters of word characters and `.-$%'"`
-/// (cephx: no periods and not `admin`).
+/// Manila's user (or group) names: 4 to 255 characters, not only periods, spaces and `|`,
+/// and after the first none of `"/\[]:;|=,+*?<>`.
 fn valid_user_name(text: &str) -> bool {
+    const FORBIDDEN: &str = "\"/\\[]:;|=,+*?<>";
+    let mut chars = text.chars();
+    let Some(first) = chars.next() else {
+        return false;
+    };
     (4..=255).contains(&text.chars().count())
+        && first != '\n'
+        && !text
+            .chars()
+            .all(|c| c.is_whitespace() || c == '.' || c == '|')
+        && chars.all(|c| c != '\n' && !FORBIDDEN.contains(c))
+}
+
+/// Manila's cephx ids: not empty, printable ASCII, no periods (`client.` is implied).
+fn valid_cephx_id(text: &str) -> bool {
+    !text.is_empty()
+        && !text.contains('.')
         && text
             .chars()
-            .all(|c| c.is_alphanumeric() || "_.-$%'\"".contains(c))
+            .all(|c| c.is_ascii_graphic() || c.is_ascii_whitespace() || c == '\x0b')
 }
 
 fn cephx_key() -> String {
@@ -124,7 +140,7 @@ pub(crate) fn allow(state: &mut CloudState, ctx: &mut Ctx<'_>, id: &str, args: &
     let valid = match access_type.as_str() {
         "ip" => valid_ip_or_cidr(&access_to, ctx.at_least(38)),
         "user" => valid_user_name(&access_to),
-        "cephx" => valid_user_name(&access_to) && !access_to.contains('.'),
+        "cephx" => valid_cephx_id(&access_to),
         _ => (1..=64).contains(&access_to.chars().count()),
     };
     if !valid {
@@ -135,8 +151,8 @@ pub(crate) fn allow(state: &mut CloudState, ctx: &mut Ctx<'_>, id: &str, args: &
             "ip" => {
                 "an IPv4 address or network, without host bits set in a network (IPv6 from 2.38)"
             }
-            "user" => "4 to 255 word characters or .-$%'\"",
-            "cephx" => "4 to 255 word characters or -$%'\" (no periods)",
+            "user" => "4 to 255 characters, excluding \"/\\[]:;|=,+*?<>",
+            "cephx" => "non-empty printable ASCII without periods",
             _ => "1 to 64 characters",
         };
         return bad_request(format!(
@@ -346,9 +362,22 @@ mod tests {
     #[case("abc", false)]
     #[case("abcd", true)]
     #[case("alice.bob-1", true)]
-    #[case("has space", false)]
+    #[case("has space", true)]
+    #[case("....", false)]
+    #[case("ab/cd", false)]
+    #[case("ab:cd", false)]
     fn user_names(#[case] text: &str, #[case] ok: bool) {
         assert_eq!(valid_user_name(text), ok);
         assert!(!valid_user_name(&"u".repeat(256)));
+        assert!(valid_user_name(&"u".repeat(255)));
+    }
+
+    #[rstest]
+    #[case("bob", true)]
+    #[case("", false)]
+    #[case("client.bob", false)]
+    #[case("b\u{e9}b", false)]
+    fn cephx_ids(#[case] text: &str, #[case] ok: bool) {
+        assert_eq!(super::valid_cephx_id(text), ok);
     }
 }
