@@ -6,10 +6,9 @@ use wiremock::http::HeaderMap;
 
 /// The header Manila reads and echoes.
 pub const MANILA_HEADER: &str = "X-OpenStack-Manila-API-Version";
-/// The generic microversion header (`shared-file-system 2.N`).
-pub const GENERIC_HEADER: &str = "OpenStack-API-Version";
-/// The service name in the generic header.
-pub const SERVICE: &str = "shared-file-system";
+/// The generic microversion header (`shared-file-system 2.N`), which Manila ignores.
+#[cfg(test)]
+const GENERIC_HEADER: &str = "OpenStack-API-Version";
 
 /// A `major.minor` API microversion.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
