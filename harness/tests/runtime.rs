@@ -576,3 +576,98 @@ async fn exec_sessions_stream_and_leave_no_process_when_dropped() {
     testkit::wait_for("the session's command gone", WAIT, || running(false)).await;
     runtime.teardown().await.unwrap();
 }
+
+/// A container with `stdin`: what attached clients write reaches it, one client after the
+/// other; with `stdin_once`, the end of the first client's input is the container's end of
+/// file, and there is nothing to attach to afterwards. A container without `stdin` has no
+/// input to attach to.
+#[tokio::test]
+async fn attached_input_reaches_the_container_and_stdin_once_closes_it() {
+    use tokio::io::AsyncWriteExt;
+    let pod = one_sandbox("uid-input", "input").await;
+    let OneSandbox {
+        runtime, sandbox, ..
+    } = &pod;
+    let script = "while read line; do echo got-$line; done; echo input-closed";
+    let mut kept = ContainerSpec::new("kept", ["sh", "-c", script]);
+    kept.stdin = true;
+    let kept = sandbox.run_container(kept).await.unwrap();
+    for word in ["one", "two"] {
+        let mut input = kept.attach_input().await.unwrap().unwrap_or_else(|| {
+            panic!(
+                "no input; monitor: {:?}; dir: {:?}",
+                std::fs::read_to_string(kept.dir().join("monitor.log")),
+                std::fs::read_dir(kept.dir()).unwrap().collect::<Vec<_>>()
+            )
+        });
+        input
+            .write_all(format!("{word}\n").as_bytes())
+            .await
+            .unwrap();
+        input.shutdown().await.unwrap();
+        drop(input);
+        wait_logged(&kept, &format!("got-{word}\n")).await;
+    }
+    assert!(kept.is_running(), "the input stays open without stdin_once");
+
+    let mut once = ContainerSpec::new("once", ["sh", "-c", script]);
+    once.stdin = true;
+    once.stdin_once = true;
+    let once = sandbox.run_container(once).await.unwrap();
+    let mut input = once.attach_input().await.unwrap().expect("an input");
+    input.write_all(b"only\n").await.unwrap();
+    input.shutdown().await.unwrap();
+    let status = tokio::time::timeout(WAIT, once.wait())
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(status, ExitStatus::Exited(0));
+    assert_eq!(once.logs().unwrap(), "got-only\ninput-closed\n");
+    assert!(
+        once.attach_input().await.unwrap().is_none(),
+        "closed for good"
+    );
+
+    let without = sandbox.run_container(sleeper("without")).await.unwrap();
+    assert!(without.attach_input().await.unwrap().is_none());
+    runtime.teardown().await.unwrap();
+}
+
+/// A container with `tty`: its streams are a terminal, whose size follows resizes; its
+/// input is the terminal's (echoed, as a terminal does); closing a `stdin_once` input sends
+/// the end-of-file character, which ends a shell.
+#[tokio::test]
+async fn a_container_with_a_tty_reads_its_terminal_and_follows_resizes() {
+    use harness::runtime::TerminalSize;
+    use tokio::io::AsyncWriteExt;
+    let pod = one_sandbox("uid-tty", "tty").await;
+    let OneSandbox {
+        runtime, sandbox, ..
+    } = &pod;
+    let mut spec = ContainerSpec::new("shell", ["sh"]);
+    spec.stdin = true;
+    spec.stdin_once = true;
+    spec.tty = true;
+    let shell = sandbox.run_container(spec).await.unwrap();
+    shell
+        .resize_terminal(TerminalSize {
+            width: 91,
+            height: 37,
+        })
+        .unwrap();
+    let mut input = shell.attach_input().await.unwrap().expect("an input");
+    input.write_all(b"tty; stty size\n").await.unwrap();
+    wait_logged(&shell, "37 91").await;
+    assert!(
+        shell.logs().unwrap().contains("/dev/pts/"),
+        "{:?}",
+        shell.logs()
+    );
+    input.shutdown().await.unwrap();
+    let status = tokio::time::timeout(WAIT, shell.wait())
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(status, ExitStatus::Exited(0), "{:?}", shell.logs());
+    runtime.teardown().await.unwrap();
+}

@@ -1,5 +1,6 @@
 //! Containers: processes started in a sandbox by their monitor (`pod-sandbox run`).
 
+use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::time::Duration;
@@ -289,6 +290,41 @@ impl Container {
                 message: helper_message(&output.stderr, output.status),
             }),
         }
+    }
+
+    /// Connects to the container's standard input (see [`super::input`]): what is written
+    /// to the stream reaches it; shutting the stream down ends the input when the container
+    /// has `stdin_once`. `None` when there is no input to attach to: the spec asks for none,
+    /// a `stdin_once` client has closed it, or the container has ended.
+    pub async fn attach_input(&self) -> Result<Option<tokio::net::UnixStream>> {
+        if !self.spec.stdin || !self.is_running() {
+            return Ok(None);
+        }
+        super::input::connect(&self.dir.0).await.map_err(|e| {
+            Error::io(
+                "connecting to the input socket of",
+                self.dir.input_socket(),
+                e,
+            )
+        })
+    }
+
+    /// Sets the size of the container's terminal (its processes get `SIGWINCH`); nothing
+    /// when it has none.
+    pub fn resize_terminal(&self, size: super::TerminalSize) -> Result<()> {
+        let path = self.dir.terminal();
+        let terminal = match std::fs::read_to_string(&path) {
+            Ok(terminal) => PathBuf::from(terminal.trim()),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+            Err(e) => return Err(Error::io("reading", path, e)),
+        };
+        let file = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .custom_flags(nix::libc::O_NOCTTY)
+            .open(&terminal)
+            .map_err(|e| Error::io("opening the terminal", &terminal, e))?;
+        super::exec::set_size(&file, size).map_err(|e| Error::io("resizing", terminal, e))
     }
 
     /// The log file: stdout and stderr interleaved, as written.

@@ -253,7 +253,7 @@ impl Drop for ExecSession {
     }
 }
 
-fn set_size(fd: impl AsFd, size: TerminalSize) -> io::Result<()> {
+pub(crate) fn set_size(fd: impl AsFd, size: TerminalSize) -> io::Result<()> {
     let winsize = rustix::termios::Winsize {
         ws_row: size.height,
         ws_col: size.width,

@@ -111,6 +111,9 @@ impl SandboxDir {
     }
 }
 
+/// The file name of [`ContainerDir::input_socket`].
+pub const INPUT_SOCKET: &str = "input.sock";
+
 impl ContainerDir {
     /// `spec.json`.
     pub fn spec(&self) -> PathBuf {
@@ -136,6 +139,16 @@ impl ContainerDir {
     /// `monitor.log`.
     pub fn monitor_log(&self) -> PathBuf {
         self.0.join("monitor.log")
+    }
+    /// `input.sock`: the monitor's socket for the container's standard input, while it is
+    /// open (see [`crate::runtime::input`]).
+    pub fn input_socket(&self) -> PathBuf {
+        self.0.join(INPUT_SOCKET)
+    }
+    /// `terminal`: the path of the container's terminal (its pty's other side), when it has
+    /// one.
+    pub fn terminal(&self) -> PathBuf {
+        self.0.join("terminal")
     }
     /// The sandbox directory this container belongs to.
     pub fn sandbox(&self) -> Option<SandboxDir> {

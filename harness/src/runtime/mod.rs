@@ -21,6 +21,9 @@
 //!   status (code or signal) is awaited from tokio. Containers may add mounts of their own (a mount namespace
 //!   per container), with Kubernetes' mount propagation ([`Propagation`]).
 //!   [`Container::exec`] runs a command the same way and returns its output and exit code.
+//!   A container with `stdin` has an input its monitor serves for attaching
+//!   ([`Container::attach_input`], see [`input`]); with `tty`, a terminal for all three
+//!   streams ([`Container::resize_terminal`]).
 //! - [`ImageMap`] turns an image + command + args into the argv to run: the project's images
 //!   run the binaries cargo built (bind-mounted read-only at their host path:
 //!   [`ImageMap::binary_mount`], as the sandbox's `/tmp` and `/run` are private), generic
@@ -126,6 +129,7 @@ mod error;
 mod exec;
 pub mod host_mounts;
 mod image;
+pub mod input;
 pub mod layout;
 mod lifeline;
 mod process;

@@ -87,6 +87,18 @@ pub struct ContainerSpec {
     pub supplementary_groups: Vec<u32>,
     /// Bind mounts only this container sees (in a mount namespace of its own).
     pub mounts: Vec<Mount>,
+    /// Standard input is open for [attaching](super::Container::attach_input) (Kubernetes'
+    /// `stdin`); otherwise it is `/dev/null`.
+    #[serde(default)]
+    pub stdin: bool,
+    /// Standard input is closed when the first attached client closes its input
+    /// (`stdinOnce`).
+    #[serde(default)]
+    pub stdin_once: bool,
+    /// The process gets a terminal for its standard streams (`tty`): its output is the
+    /// terminal's, written to the log as one stream.
+    #[serde(default)]
+    pub tty: bool,
 }
 
 impl ContainerSpec {
@@ -101,6 +113,9 @@ impl ContainerSpec {
             user: None,
             supplementary_groups: Vec::new(),
             mounts: Vec::new(),
+            stdin: false,
+            stdin_once: false,
+            tty: false,
         }
     }
 

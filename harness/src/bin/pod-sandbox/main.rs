@@ -5,7 +5,9 @@
 //! - `pause`: PID 1 of a sandbox: unshares the mount namespace, builds the sandbox root and
 //!   pivots into it (detaching the host's mounts, as runc does), reaps orphans, exits when the
 //!   lifeline breaks.
-//! - `run`: a container's monitor: starts the process in the sandbox, records its exit.
+//! - `run`: a container's monitor: starts the process in the sandbox, copies its output to
+//!   the log, serves its input to attached clients (the one place with threads, started
+//!   before it joins the sandbox's PID namespace, see `input`), records its exit.
 //! - `exec`: runs a command in a running container and records how it ended.
 //! - `enter`: the last step before the command: the container's mount namespace (joined, or
 //!   made with the container's own mounts), working directory, user, exec.
@@ -13,6 +15,7 @@
 //! `init`, `run` and `exec` stay in the host's mount namespace, where the run directory is;
 //! only `pause` and `enter` go into the sandbox's, whose root is the sandbox's root.
 
+mod input;
 mod namespaces;
 mod rootfs;
 mod sandbox;

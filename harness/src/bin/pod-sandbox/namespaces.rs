@@ -189,18 +189,19 @@ fn spawn_checked(
     })
 }
 
-/// The monitor of a container: starts it, reports on stdout, records its exit.
+/// The monitor of a container: starts it, reports on stdout, serves its input, records
+/// its exit.
 pub fn run(container_dir: &Path) -> anyhow::Result<()> {
     let dir = ContainerDir(container_dir.to_path_buf());
-    let outcome = start(&dir);
-    let reply = match &outcome {
-        Ok((state, _)) => HelperOutcome::Started(*state),
-        Err(outcome) => outcome.clone(),
+    let (state, started) = match start(&dir) {
+        Ok(started) => started,
+        Err(outcome) => {
+            println!("{}", serde_json::to_string(&outcome)?);
+            return Ok(());
+        }
     };
-    println!("{}", serde_json::to_string(&reply)?);
-    let Ok((_, (mut child, output))) = outcome else {
-        return Ok(());
-    };
+    let Started { mut child, output } = started;
+    println!("{}", serde_json::to_string(&HelperOutcome::Started(state))?);
     // The node agent stops listening now; never write to that pipe again.
     let null = File::open("/dev/null").context("opening /dev/null")?;
     nix::unistd::dup2_stdout(null).context("redirecting stdout")?;
@@ -208,8 +209,15 @@ pub fn run(container_dir: &Path) -> anyhow::Result<()> {
         eprintln!("pod-sandbox: copying the container's output: {e:#}");
     }
     let status = child.wait().context("waiting for the container")?;
+    let _ = std::fs::remove_file(dir.input_socket());
     write_json(&dir.exit(), &ExitStatus::from_std(status))?;
     Ok(())
+}
+
+/// A container the monitor started: its process and the reading side of its output.
+struct Started {
+    child: Child,
+    output: OwnedFd,
 }
 
 /// Copies the container's output (stdout and stderr, one pipe, in the order written) to
@@ -270,6 +278,8 @@ fn pump_output(output: OwnedFd, child: &Child, dir: &ContainerDir) -> anyhow::Re
                 Ok(0) => return Ok(()),
                 Ok(n) => copy(&buf[..n], &mut line_start, &mut offset)?,
                 Err(nix::errno::Errno::EINTR) => {}
+                // A terminal whose every user closed it.
+                Err(nix::errno::Errno::EIO) => return Ok(()),
                 Err(e) => return Err(e).context("reading the output"),
             }
             continue;
@@ -288,35 +298,42 @@ fn pump_output(output: OwnedFd, child: &Child, dir: &ContainerDir) -> anyhow::Re
     }
 }
 
-fn start(dir: &ContainerDir) -> Outcome<(ContainerState, (Child, OwnedFd))> {
+fn start(dir: &ContainerDir) -> Outcome<(ContainerState, Started)> {
     let target = Target::load(dir).map_err(failed)?;
     let sandbox: SandboxState =
         read_required_json(&target.sandbox.state()).map_err(|e| failed(e.into()))?;
     if !sandbox.pause.is_alive() {
         return Err(HelperOutcome::NotRunning);
     }
+    let mut streams = Streams::new(dir, &target.spec).map_err(failed)?;
+    // Served before the start is reported, so a client can attach at once, and before the
+    // PID namespace is joined: no thread can be started after that (clone refuses
+    // CLONE_THREAD once the namespace for children differs from the process's own).
+    if let Some(writer) = streams.input.take() {
+        crate::input::serve(dir, writer, target.spec.stdin_once, target.spec.tty)
+            .context("serving the container's input")
+            .map_err(failed)?;
+    }
     let mount_ns = join_namespaces(sandbox.pause).map_err(|_| HelperOutcome::NotRunning)?;
-    // stdout and stderr share one pipe, so their order is kept; the monitor copies it to the
-    // log (see `pump_output`).
-    let (output, log) = nix::unistd::pipe2(OFlag::O_CLOEXEC)
-        .context("creating the output pipe")
-        .map_err(failed)?;
-    let log2 = log
-        .try_clone()
-        .context("duplicating the output pipe")
-        .map_err(failed)?;
     let mounts_of = (!target.spec.mounts.is_empty()).then_some(dir);
     let program = target.spec.argv.first().cloned().unwrap_or_default();
+    let session = if target.spec.tty {
+        Session::Terminal
+    } else {
+        Session::Inherited
+    };
+    let Streams {
+        stdin,
+        stdout,
+        stderr,
+        output,
+        ..
+    } = streams;
     let child = spawn_checked(
         |status| {
-            let mut command = target.enter_command(
-                &target.spec.argv,
-                &mount_ns,
-                mounts_of,
-                status,
-                Session::Inherited,
-            )?;
-            command.stdin(Stdio::null()).stdout(log).stderr(log2);
+            let mut command =
+                target.enter_command(&target.spec.argv, &mount_ns, mounts_of, status, session)?;
+            command.stdin(stdin).stdout(stdout).stderr(stderr);
             Ok(command)
         },
         &program,
@@ -330,7 +347,78 @@ fn start(dir: &ContainerDir) -> Outcome<(ContainerState, (Child, OwnedFd))> {
         .map_err(failed)?;
     let state = ContainerState { monitor, process };
     write_json(&dir.state(), &state).map_err(|e| failed(e.into()))?;
-    Ok((state, (child, output)))
+    let started = Started { child, output };
+    Ok((state, started))
+}
+
+/// The standard streams of a container's process, and the monitor's sides of them.
+struct Streams {
+    stdin: Stdio,
+    stdout: Stdio,
+    stderr: Stdio,
+    /// Where the monitor reads the output (stdout and stderr together).
+    output: OwnedFd,
+    /// Where the monitor writes the input, when the container has one.
+    input: Option<OwnedFd>,
+}
+
+impl Streams {
+    /// With a terminal: all three streams are the terminal (its path recorded for resizes),
+    /// the monitor holds its master. Without: stdout and stderr share one pipe, so their
+    /// order is kept (the monitor copies it to the log, see `pump_output`), and stdin is a
+    /// pipe when asked for, else `/dev/null`.
+    fn new(dir: &ContainerDir, spec: &ContainerSpec) -> anyhow::Result<Self> {
+        if spec.tty {
+            let size = nix::pty::Winsize {
+                ws_row: 24,
+                ws_col: 80,
+                ws_xpixel: 0,
+                ws_ypixel: 0,
+            };
+            let pty = nix::pty::openpty(Some(&size), None).context("opening a terminal")?;
+            let path = std::fs::read_link(format!("/proc/self/fd/{}", pty.slave.as_raw_fd()))
+                .context("naming the terminal")?;
+            std::fs::write(dir.terminal(), path.as_os_str().as_encoded_bytes())
+                .with_context(|| format!("writing {:?}", dir.terminal()))?;
+            let slave = |pty: &nix::pty::OpenptyResult| -> anyhow::Result<Stdio> {
+                Ok(Stdio::from(
+                    pty.slave.try_clone().context("sharing the terminal")?,
+                ))
+            };
+            let (stdin, stdout, stderr) = (slave(&pty)?, slave(&pty)?, slave(&pty)?);
+            fcntl(&pty.master, FcntlArg::F_SETFD(FdFlag::FD_CLOEXEC))
+                .context("marking the terminal close-on-exec")?;
+            let input = spec
+                .stdin
+                .then(|| pty.master.try_clone())
+                .transpose()
+                .context("sharing the terminal")?;
+            return Ok(Streams {
+                stdin,
+                stdout,
+                stderr,
+                output: pty.master,
+                input,
+            });
+        }
+        let (output, log) =
+            nix::unistd::pipe2(OFlag::O_CLOEXEC).context("creating the output pipe")?;
+        let log2 = log.try_clone().context("duplicating the output pipe")?;
+        let (stdin, input) = if spec.stdin {
+            let (read, write) =
+                nix::unistd::pipe2(OFlag::O_CLOEXEC).context("creating the input pipe")?;
+            (Stdio::from(read), Some(write))
+        } else {
+            (Stdio::null(), None)
+        };
+        Ok(Streams {
+            stdin,
+            stdout: Stdio::from(log),
+            stderr: Stdio::from(log2),
+            output,
+            input,
+        })
+    }
 }
 
 /// Runs `argv` in a running container with this process's stdin/stdout/stderr; the outcome

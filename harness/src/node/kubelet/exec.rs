@@ -4,8 +4,9 @@
 //!
 //! The command runs as a session of its own ([`ExecSession`]): when the client goes away
 //! before it ends, it is killed with its process group, so no process outlives the stream.
-//! `attach` has no process of its own to join here (container output goes to a log file,
-//! its input nowhere): it follows the container's output as a stream and ends with it.
+//! `attach` has no process of its own to join here (container output goes to a log file):
+//! it follows the container's output as a stream and ends with it, and writes to the
+//! container's input through its monitor (`runtime::input`).
 
 use std::time::Duration;
 
@@ -204,8 +205,10 @@ const ATTACH_POLL: Duration = Duration::from_millis(50);
 
 /// Attaches to `container`: its output from now on (the runtime keeps stdout and stderr
 /// together in the log, so all of it goes to stdout), until it ends (then `Success`, as
-/// kubelet's attach) or the client goes. Its input is the runtime's `/dev/null`: what the
-/// client sends is dropped.
+/// kubelet's attach) or the client goes. What the client sends reaches the container's
+/// input when it has one (`stdin` in its spec; the end of the client's input or of the
+/// session closes it with `stdinOnce`), and is dropped otherwise, as kubelet drops it;
+/// resizes reach its terminal.
 async fn attach(
     container: &Container,
     mut streams: Streams,
@@ -215,7 +218,25 @@ async fn attach(
     let path = container.log_path();
     let mut offset = std::fs::metadata(&path).map(|m| m.len()).unwrap_or(0);
     let output = streams.stdout.take().or(streams.stderr.take());
-    let mut stdin = streams.stdin.take();
+    let input = match streams.stdin.take() {
+        Some(rx) => match container.attach_input().await {
+            Ok(socket) => Some(tokio::spawn(forward_input(rx, socket))),
+            Err(e) => return Ended::Failed(error_chain(&e)),
+        },
+        None => None,
+    };
+    let resizes = streams.resize.take().map(|mut rx| {
+        let container = container.clone();
+        tokio::spawn(async move {
+            while let Some(size) = rx.recv().await {
+                if let Err(e) = container.resize_terminal(size) {
+                    tracing::debug!(error = %error_chain(&e), "resizing a terminal failed");
+                }
+            }
+        })
+    });
+    // The input and resize tasks end with the attach, however it ends.
+    let _tasks = AbortOnDrop([input, resizes]);
     tokio::pin!(cancelled);
     let mut buf = vec![0u8; 32 * 1024];
     loop {
@@ -241,11 +262,32 @@ async fn attach(
         tokio::select! {
             () = tokio::time::sleep(ATTACH_POLL) => {}
             () = &mut cancelled => return Ended::Exited(0),
-            data = async { match stdin.as_mut() { Some(rx) => rx.recv().await, None => std::future::pending().await } } => {
-                if data.is_none() {
-                    stdin = None;
-                }
-            }
+        }
+    }
+}
+
+/// Sends what the client writes to the container's input `socket` (dropping it when there
+/// is none), then shuts the socket down when the client's input ends.
+async fn forward_input(mut rx: mpsc::Receiver<Bytes>, socket: Option<tokio::net::UnixStream>) {
+    let Some(mut socket) = socket else {
+        while rx.recv().await.is_some() {}
+        return;
+    };
+    while let Some(data) = rx.recv().await {
+        if socket.write_all(&data).await.is_err() {
+            return;
+        }
+    }
+    let _ = socket.shutdown().await;
+}
+
+/// Aborts its tasks when dropped.
+struct AbortOnDrop<const N: usize>([Option<tokio::task::JoinHandle<()>>; N]);
+
+impl<const N: usize> Drop for AbortOnDrop<N> {
+    fn drop(&mut self) {
+        for task in self.0.iter().flatten() {
+            task.abort();
         }
     }
 }

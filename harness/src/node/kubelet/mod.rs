@@ -13,9 +13,10 @@
 //!   `GET /containerLogs/{ns}/{pod}/{container}` (`logs`); `exec` and `attach`
 //!   (`exec`) over WebSocket (`websocket`) and SPDY/3.1 (`streaming`, `spdy`);
 //!   `portForward` over both; `GET /stats/summary` (`stats`).
-//! - **Not served**: `attach` to a container's input (containers' stdin is `/dev/null`, so
-//!   `kubectl run -i`/`attach -i` see no prompt), `/metrics` and `/metrics/resource`,
-//!   `/logs/` (the node's own logs), `/run`, `/checkpoint`.
+//!   `attach -i` writes to the input of a container with `stdin: true` (with `tty: true`,
+//!   its terminal, which resizes follow), so `kubectl run -it` and `kubectl attach -i` work.
+//! - **Not served**: `/metrics` and `/metrics/resource`, `/logs/` (the node's own logs),
+//!   `/run`, `/checkpoint`.
 //!
 //! The handlers find pods in the node's pod store (the agent's watch) and containers in the
 //! node's [`Runtime`], so they answer for pods the agent runs, adopted ones included.

@@ -428,6 +428,9 @@ impl Worker {
         run.working_dir = spec.working_dir.as_ref().map(PathBuf::from);
         run.user = self.user(spec);
         run.supplementary_groups = self.supplementary_groups();
+        run.stdin = spec.stdin.unwrap_or(false);
+        run.stdin_once = spec.stdin_once.unwrap_or(false);
+        run.tty = spec.tty.unwrap_or(false);
         let volumes = self.volumes();
         for (index, mount) in spec.volume_mounts.iter().flatten().enumerate() {
             let Some((volume_path, forced_read_only)) = volumes.and_then(|v| v.get(&mount.name))
