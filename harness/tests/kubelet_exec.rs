@@ -492,3 +492,45 @@ async fn attach_with_a_tty_drives_an_interactive_shell() {
     assert!(phase.is_ok(), "{phase:?}");
     ns.cleanup().await.unwrap();
 }
+
+/// `kubectl run -it --rm` as a user types it (kubectl under `script`, which gives it a
+/// terminal of 100×30): the pod's shell gets the typed commands on a terminal of that size,
+/// `exit` ends it, and kubectl deletes the pod.
+#[tokio::test]
+async fn kubectl_run_it_rm_gives_an_interactive_shell() {
+    use tokio::io::AsyncWriteExt;
+    let (cluster, ns) = setup("run-it").await;
+    let command = format!(
+        "stty cols 100 rows 30; {} --kubeconfig {} run -it --rm --restart=Never --image=busybox -n {} shell -- sh",
+        kubectl_binary().display(),
+        cluster.kubeconfig().display(),
+        ns.name()
+    );
+    let mut user = tokio::process::Command::new("script")
+        .args(["-qec", &command, "/dev/null"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    let mut typed = user.stdin.take().unwrap();
+    typed
+        .write_all(b"echo hi-$((40+2))\nstty size\nexit\n")
+        .await
+        .unwrap();
+    drop(typed);
+    let out = tokio::time::timeout(WAIT, user.wait_with_output())
+        .await
+        .expect("kubectl run -it ends with the shell")
+        .unwrap();
+    let screen = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{out:?}");
+    assert!(screen.contains("hi-42"), "{screen:?}");
+    assert!(screen.contains("30 100"), "the terminal's size: {screen:?}");
+    assert!(screen.contains("pod \"shell\" deleted"), "{screen:?}");
+    let pods: Api<Pod> = ns.api();
+    let gone = wait_for(&pods, "shell", |pod: Option<&Pod>| pod.is_none(), WAIT).await;
+    assert!(gone.is_ok(), "{gone:?}");
+    ns.cleanup().await.unwrap();
+}
