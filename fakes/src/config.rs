@@ -188,15 +188,45 @@ pub struct Account {
     pub project_id: String,
     /// Project name.
     pub project_name: String,
-    /// Role names in the token; `admin` among them makes the user a Manila admin (sees
-    /// admin-only export locations).
+    /// Role names in the user's tokens; `admin` among them makes the user a Manila admin
+    /// (admin-only calls and fields). By default a member, as a cloud's users are: use
+    /// [`admin`](Self::admin) for what only an administrator may do.
     pub roles: Vec<String>,
     /// An application credential of the user, scoped to the project.
     pub application_credential: Option<ApplicationCredential>,
     /// A second user, in the same domain, to whom the user delegated its roles on the
     /// project through a trust: it gets trust-scoped tokens (`OS-TRUST:trust`).
     pub trustee: Option<Trustee>,
+    /// The cloud's administrator: another user in the same domain with the `admin` role on
+    /// the project (password auth only), for what a cloud operator does (reset-state,
+    /// force-delete, extra specs, admin export locations).
+    pub admin: Option<AdminUser>,
 }
+
+/// The cloud administrator's user (see [`Account::admin`]).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct AdminUser {
+    /// User ID.
+    pub user_id: String,
+    /// User name.
+    pub user_name: String,
+    /// Password.
+    pub password: Secret,
+}
+
+impl Default for AdminUser {
+    fn default() -> Self {
+        Self {
+            user_id: "a1d2m3i4n5e6f7a8b9c0d1e2f3a4b5c6".into(),
+            user_name: "admin".into(),
+            password: Secret::new("fake-admin-password"),
+        }
+    }
+}
+
+/// The roles of [`Account::admin`]'s tokens.
+pub const ADMIN_ROLES: [&str; 3] = ["admin", "member", "reader"];
 
 /// The trustee of a trust the account's user made on its project.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -233,9 +263,10 @@ impl Default for Account {
             password: Secret::new("fake-password"),
             project_id: "9a8b7c6d5e4f43a2b1c0d9e8f7a6b5c4".into(),
             project_name: "demo".into(),
-            roles: vec!["admin".into(), "member".into(), "reader".into()],
+            roles: vec!["member".into(), "reader".into()],
             application_credential: Some(ApplicationCredential::default()),
             trustee: Some(Trustee::default()),
+            admin: Some(AdminUser::default()),
         }
     }
 }
@@ -244,6 +275,23 @@ impl Account {
     /// Whether the roles make the user an administrator.
     pub fn is_admin(&self) -> bool {
         self.roles.iter().any(|r| r == "admin")
+    }
+
+    /// The same project as the administrator (password auth as [`Account::admin`], the
+    /// `admin` role), for a client that does what only a cloud operator may; `None` when
+    /// the seed has no administrator.
+    pub fn as_admin(&self) -> Option<Account> {
+        let admin = self.admin.as_ref()?;
+        Some(Account {
+            user_id: admin.user_id.clone(),
+            user_name: admin.user_name.clone(),
+            password: admin.password.clone(),
+            roles: ADMIN_ROLES.iter().map(|r| r.to_string()).collect(),
+            application_credential: None,
+            trustee: None,
+            admin: None,
+            ..self.clone()
+        })
     }
 }
 

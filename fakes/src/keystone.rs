@@ -162,8 +162,9 @@ fn grant_for(account: &Account, scope: Option<&Value>) -> Option<Grant> {
     }
 }
 
-/// Which authentication method succeeded and what it grants, or the error to answer.
-fn verify(state: &CloudState, body: &Value) -> Result<(&'static str, Grant), Reply> {
+/// Which authentication method succeeded, what it grants and whether the user is the
+/// seed's administrator, or the error to answer.
+fn verify(state: &CloudState, body: &Value) -> Result<(&'static str, Grant, bool), Reply> {
     let account = &state.config.account;
     let bad = |m: &str| Err(error(400, m));
     let Some(auth) = body.get("auth") else {
@@ -204,12 +205,21 @@ fn verify(state: &CloudState, body: &Value) -> Result<(&'static str, Grant), Rep
                 if trust.get("id").and_then(Value::as_str) != Some(trustee.trust_id.as_str()) {
                     return Err(error(404, "Could not find trust."));
                 }
-                return Ok(("password", Grant::Trust));
+                return Ok(("password", Grant::Trust, false));
+            }
+            if let Some(admin) = account.as_admin()
+                && user_matches(&admin, user)
+            {
+                if password != Some(admin.password.expose()) {
+                    return denied();
+                }
+                return grant_for(account, scope)
+                    .map_or_else(denied, |grant| Ok(("password", grant, true)));
             }
             if password != Some(account.password.expose()) || !user_matches(account, user) {
                 return denied();
             }
-            grant_for(account, scope).map_or_else(denied, |grant| Ok(("password", grant)))
+            grant_for(account, scope).map_or_else(denied, |grant| Ok(("password", grant, false)))
         }
         "token" => {
             let Some(id) = identity.pointer("/token/id").and_then(Value::as_str) else {
@@ -232,7 +242,7 @@ fn verify(state: &CloudState, body: &Value) -> Result<(&'static str, Grant), Rep
                     None => return denied(),
                 },
             };
-            Ok(("token", grant))
+            Ok(("token", grant, known.admin_user))
         }
         "application_credential" => {
             let Some(cred) = identity.get("application_credential") else {
@@ -254,7 +264,7 @@ fn verify(state: &CloudState, body: &Value) -> Result<(&'static str, Grant), Rep
             };
             // Application credentials carry their own scope; Keystone refuses another.
             if secret_ok && id_ok && scope.is_none() {
-                Ok(("application_credential", Grant::Project))
+                Ok(("application_credential", Grant::Project, false))
             } else {
                 denied()
             }
@@ -326,7 +336,7 @@ fn issue(state: &mut CloudState, req: &Request) -> Reply {
         Ok(v) => v,
         Err(e) => return error(400, &format!("The request body is not valid JSON: {e}")),
     };
-    let (method, grant) = match verify(state, &body) {
+    let (method, grant, admin_user) = match verify(state, &body) {
         Ok(m) => m,
         Err(reply) => return reply,
     };
@@ -351,6 +361,8 @@ fn issue(state: &mut CloudState, req: &Request) -> Reply {
         expires_at,
         method,
         scoped: grant.scoped(),
+        admin: admin_user || state.config.account.is_admin(),
+        admin_user,
     };
     let id = format!("gAAAA{}", uuid::Uuid::new_v4().simple());
     let body = token_body(state, &token, &grant);
@@ -369,7 +381,11 @@ fn keystone_time(t: &chrono::DateTime<Utc>) -> String {
 /// The token document. A validated token (`GET /v3/auth/tokens`) is shown with the grant
 /// its `scoped` flag implies: project or none (the stored token keeps no more).
 fn token_body(state: &CloudState, token: &Token, grant: &Grant) -> Value {
-    let a = &state.config.account;
+    let admin = token
+        .admin_user
+        .then(|| state.config.account.as_admin())
+        .flatten();
+    let a = admin.as_ref().unwrap_or(&state.config.account);
     let domain = json!({"id": a.domain_id, "name": a.domain_name});
     let user = match (grant, &a.trustee) {
         (Grant::Trust, Some(t)) => json!({"id": t.user_id, "name": t.user_name}),

@@ -27,6 +27,10 @@ pub(crate) struct Token {
     pub method: &'static str,
     /// Scoped to the project (carries a catalog); unscoped tokens cannot call Manila.
     pub scoped: bool,
+    /// The user's roles make it a Manila administrator.
+    pub admin: bool,
+    /// Issued to the seed's administrator user ([`crate::config::Account::admin`]).
+    pub admin_user: bool,
 }
 
 /// Everything one cloud knows.

@@ -485,7 +485,7 @@ async fn in_process_secret_and_clouds_yaml() {
 }
 
 #[tokio::test]
-async fn stuck_shares_can_be_force_deleted_or_reset() {
+async fn stuck_shares_can_be_force_deleted_or_reset_by_an_admin() {
     let c = Client::start(CloudConfig::default()).await;
     c.cloud
         .add_fault(
@@ -501,6 +501,15 @@ async fn stuck_shares_can_be_force_deleted_or_reset() {
         c.get(&format!("/shares/{a}")).await.body["share"]["status"],
         "deleting"
     );
+    // Admin actions: 403 for the seed's member account, as Manila's policy answers.
+    for action in [
+        json!({"force_delete": null}),
+        json!({"reset_status": {"status": "available"}}),
+    ] {
+        let r = c.post(&format!("/shares/{a}/action"), action).await;
+        assert_eq!(r.status, 403, "{:?}", r.body);
+    }
+    let c = c.as_admin().await;
     assert_eq!(
         c.post(
             &format!("/shares/{a}/action"),

@@ -249,3 +249,34 @@ async fn manila_less_cloud_has_no_manila_in_catalog_and_404s() {
     let r = auth(&cloud, common::password_auth()).await;
     assert_eq!(r.body["token"]["catalog"].as_array().unwrap().len(), 3);
 }
+
+/// The seed's account is a member; its administrator is another user of the project whose
+/// tokens carry `admin` (its wrong password is refused like any other).
+#[tokio::test]
+async fn the_account_is_a_member_and_the_administrator_a_user_of_its_own() {
+    let cloud = FakeCloud::start(CloudConfig::default()).await.unwrap();
+    let roles = |r: &common::Resp| -> Vec<String> {
+        r.body["token"]["roles"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|role| role["name"].as_str().unwrap().to_owned())
+            .collect()
+    };
+    let member = auth(&cloud, common::password_auth()).await;
+    assert_eq!(member.status, 201);
+    assert_eq!(roles(&member), ["member", "reader"]);
+    let admin = auth(&cloud, common::admin_auth()).await;
+    assert_eq!(admin.status, 201, "{:?}", admin.body);
+    assert_eq!(roles(&admin), ["admin", "member", "reader"]);
+    assert_eq!(admin.body["token"]["user"]["name"], "admin");
+    assert_eq!(admin.body["token"]["project"]["id"], PROJECT_ID);
+    let mut wrong = common::admin_auth();
+    wrong["auth"]["identity"]["password"]["user"]["password"] = json!("fake-password");
+    assert_eq!(auth(&cloud, wrong).await.status, 401);
+    // Seeded without an administrator, nobody is one.
+    let mut config = CloudConfig::default();
+    config.account.admin = None;
+    let bare = FakeCloud::start(config).await.unwrap();
+    assert_eq!(auth(&bare, common::admin_auth()).await.status, 401);
+}

@@ -124,7 +124,8 @@ async fn urls_with_the_project_id_work_too() {
 
 #[tokio::test]
 async fn share_lifecycle_with_zero_delay() {
-    let c = Client::start(CloudConfig::default()).await;
+    // As the administrator, who sees the admin-only fields and locations too.
+    let c = Client::start(CloudConfig::default()).await.as_admin().await;
     let r = c
         .post("/shares", json!({"share": {"name": "pvc-1", "size": 2, "share_proto": "nfs", "metadata": {"k": "v"}}}))
         .await;
@@ -192,9 +193,8 @@ async fn with_a_delay_shares_stay_creating_then_deleting() {
 
 #[tokio::test]
 async fn non_admins_do_not_see_admin_only_locations() {
-    let mut config = CloudConfig::default();
-    config.account.roles = vec!["member".into()];
-    let c = Client::start(config).await;
+    // The seed's account is a member by default.
+    let c = Client::start(CloudConfig::default()).await;
     let id = c.available_share("x", 1).await;
     let el = c.get(&format!("/shares/{id}/export_locations")).await;
     assert_eq!(el.body["export_locations"].as_array().unwrap().len(), 1);
@@ -432,10 +432,17 @@ async fn share_types_list_default_and_runtime_changes() {
             .len(),
         2
     );
+    // Extra specs: the member sees the tenant-visible ones in the type, the whole list is
+    // for administrators.
+    let path = format!("/types/{gold_id}/extra_specs");
+    assert_eq!(c.get(&path).await.status, 403);
+    let mut c = c;
+    c.sign_in_as_admin().await;
     assert_eq!(
-        c.get(&format!("/types/{gold_id}/extra_specs")).await.body["extra_specs"]["snapshot_support"],
+        c.get(&path).await.body["extra_specs"]["snapshot_support"],
         "False"
     );
+    c.reauth().await;
     c.cloud.remove_share_type("default").unwrap();
     assert_eq!(c.get("/types/default").await.status, 404);
     let r = c
@@ -502,7 +509,10 @@ async fn zones_from_the_seed() {
 #[tokio::test]
 async fn admins_create_and_delete_types_through_the_api() {
     let c = Client::start(CloudConfig::default()).await;
-    let r = c.post("/types", json!({"share_type": {"name": "silver", "extra_specs": {"driver_handles_share_servers": "false", "snapshot_support": "True", "thin": "yes"}}})).await;
+    let silver = json!({"share_type": {"name": "silver", "extra_specs": {"driver_handles_share_servers": "false", "snapshot_support": "True", "thin": "yes"}}});
+    assert_eq!(c.post("/types", silver.clone()).await.status, 403, "a member may not");
+    let c = c.as_admin().await;
+    let r = c.post("/types", silver).await;
     assert_eq!(r.status, 200, "{:?}", r.body);
     let id = r.body["share_type"]["id"].as_str().unwrap().to_owned();
     assert_eq!(r.body["share_type"]["extra_specs"]["thin"], "yes");

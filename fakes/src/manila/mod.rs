@@ -196,9 +196,10 @@ pub(crate) fn handle(state: &mut CloudState, req: &Request, rest: &str) -> Reply
     let Some(path) = trimmed.strip_prefix("/v2/") else {
         return not_found("The resource could not be found.");
     };
-    if let Err(reply) = keystone::authenticate(state, &req.headers) {
-        return reply;
-    }
+    let token = match keystone::authenticate(state, &req.headers) {
+        Ok(token) => token,
+        Err(reply) => return reply,
+    };
     let max = max_version(state);
     let version = match microversion::requested(&req.headers, max) {
         Ok(v) => v,
@@ -225,7 +226,7 @@ pub(crate) fn handle(state: &mut CloudState, req: &Request, rest: &str) -> Reply
     let mut ctx = Ctx {
         req,
         version,
-        admin: state.config.account.is_admin(),
+        admin: token.admin,
         now: Instant::now(),
         query: req
             .url

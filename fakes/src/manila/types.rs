@@ -34,6 +34,27 @@ fn extra_specs(t: &ShareType) -> serde_json::Map<String, Value> {
     specs
 }
 
+/// The extra specs Manila shows every user ("tenant-visible"); the others only an
+/// administrator sees.
+const TENANT_VISIBLE: [&str; 7] = [
+    "driver_handles_share_servers",
+    "snapshot_support",
+    "create_share_from_snapshot_support",
+    "revert_to_snapshot_support",
+    "mount_snapshot_support",
+    "replication_type",
+    "availability_zones",
+];
+
+/// The extra specs `ctx`'s user may see.
+fn visible_extra_specs(ctx: &Ctx<'_>, t: &ShareType) -> serde_json::Map<String, Value> {
+    let mut specs = extra_specs(t);
+    if !ctx.admin {
+        specs.retain(|key, _| TENANT_VISIBLE.contains(&key.as_str()));
+    }
+    specs
+}
+
 fn view(state: &CloudState, ctx: &Ctx<'_>, t: &ShareType) -> Value {
     let access_key = if ctx.at_least(7) {
         "share_type_access:is_public"
@@ -43,7 +64,7 @@ fn view(state: &CloudState, ctx: &Ctx<'_>, t: &ShareType) -> Value {
     let mut v = json!({
         "id": t.id,
         "name": t.name,
-        "extra_specs": extra_specs(t),
+        "extra_specs": visible_extra_specs(ctx, t),
         "required_extra_specs": {"driver_handles_share_servers": capitalised(t.dhss)},
         access_key: true,
     });
@@ -114,10 +135,16 @@ pub(crate) fn show(state: &mut CloudState, ctx: &mut Ctx<'_>, id: &str) -> Reply
     }
 }
 
-/// `GET /types/{id}/extra_specs`.
+/// `GET /types/{id}/extra_specs` (admin only).
 pub(crate) fn extra_specs_of(state: &mut CloudState, ctx: &mut Ctx<'_>, id: &str) -> Reply {
     if let Err(r) = guard(state, ctx, "show") {
         return r;
+    }
+    if !ctx.admin {
+        return fault(
+            403,
+            "Policy doesn't allow share_types_extra_spec:index to be performed.",
+        );
     }
     match by_id(state, id) {
         Some(t) => Reply::json(200, json!({"extra_specs": extra_specs(t)})),

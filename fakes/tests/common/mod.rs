@@ -31,10 +31,23 @@ pub fn password_auth() -> Value {
     }})
 }
 
+/// Password auth as the seed's administrator (`admin`).
+pub fn admin_auth() -> Value {
+    json!({"auth": {
+        "identity": {"methods": ["password"], "password": {"user": {
+            "name": "admin", "domain": {"name": "Default"}, "password": "fake-admin-password"}}},
+        "scope": {"project": {"name": "demo", "domain": {"name": "Default"}}}
+    }})
+}
+
 pub async fn token(http: &reqwest::Client, cloud: &FakeCloud) -> String {
+    token_for(http, cloud, password_auth()).await
+}
+
+pub async fn token_for(http: &reqwest::Client, cloud: &FakeCloud, auth: Value) -> String {
     let r = http
         .post(format!("{}/auth/tokens", cloud.auth_url()))
-        .json(&password_auth())
+        .json(&auth)
         .send()
         .await
         .unwrap();
@@ -61,6 +74,17 @@ impl Client {
 
     pub async fn reauth(&mut self) {
         self.token = token(&self.http, &self.cloud).await;
+    }
+
+    /// From now on, calls as the seed's administrator.
+    pub async fn as_admin(mut self) -> Self {
+        self.sign_in_as_admin().await;
+        self
+    }
+
+    /// Calls as the seed's administrator until [`Client::reauth`].
+    pub async fn sign_in_as_admin(&mut self) {
+        self.token = token_for(&self.http, &self.cloud, admin_auth()).await;
     }
 
     /// A Manila request at `self.version`; `path` below `/share/v2`.

@@ -46,7 +46,8 @@ pub struct Snapshot {
     pub status: String,
 }
 
-/// A client of the fake cloud's Manila API with the seed account.
+/// A client of the fake cloud's Manila API as the seed's administrator (a cloud operator:
+/// `reset_status` is admin-only), or the seed account when the seed has none.
 #[derive(Debug, Clone)]
 pub struct CloudInspector {
     http: reqwest::Client,
@@ -70,12 +71,15 @@ impl CloudInspector {
                 .map_err(|e| Error::Unexpected(format!("an HTTP client: {e}")))?,
             auth_url: cloud.auth_url(),
             manila_url: cloud.manila_url(),
-            account: cloud.account(),
+            account: {
+                let account = cloud.account();
+                account.as_admin().unwrap_or(account)
+            },
         })
     }
 
     /// Manila's admin `reset_status` of the share or snapshot `id` (`collection` is `shares`
-    /// or `snapshots`) to `status` (the seed account is an admin of the fake).
+    /// or `snapshots`) to `status`.
     pub async fn reset_status(&self, collection: &str, id: &str, status: &str) -> Result<()> {
         let token = self.token().await?;
         let url = format!(
