@@ -345,6 +345,66 @@ pub struct ManilaConfig {
     /// Manila's CephFS driver does (`cephfs_filesystem_name`), every CEPHFS share then gets
     /// the metadata `__mount_options: fs=<name>`. None: no such metadata.
     pub cephfs_filesystem_name: Option<String>,
+    /// Share group types (`GET /share-group-types`, microversion 2.31); none by default.
+    pub share_group_types: Vec<ShareGroupTypeSeed>,
+    /// Share groups that exist from the start. The fake also keeps the groups created
+    /// through the API here, so that a reset goes back to the seeded ones.
+    pub share_groups: Vec<ShareGroupSeed>,
+}
+
+/// A share group type to seed.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct ShareGroupTypeSeed {
+    /// Name (unique).
+    pub name: String,
+    /// Id; generated when absent.
+    pub id: Option<String>,
+    /// The share types (names or ids) a group of this type may hold.
+    pub share_types: Vec<String>,
+    /// Whether a group created without `share_group_type_id` gets this type (Manila's
+    /// `default_share_group_type`).
+    pub is_default: bool,
+}
+
+/// A share group to seed (or one created through the API).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct ShareGroupSeed {
+    /// Id; generated when absent.
+    pub id: Option<String>,
+    /// Name.
+    pub name: Option<String>,
+    /// Description.
+    pub description: Option<String>,
+    /// The share group type (name or id).
+    pub share_group_type: String,
+    /// The share types (names or ids) of its shares; empty: the group type's.
+    pub share_types: Vec<String>,
+    /// `available` (default), `creating`, `error`, …
+    pub status: String,
+    /// The zone all its shares land in; none: any.
+    pub availability_zone: Option<String>,
+    /// The share network all its shares use; none: none.
+    pub share_network_id: Option<String>,
+    /// Creation time (RFC 3339); none: when first listed.
+    pub created_at: Option<String>,
+}
+
+impl Default for ShareGroupSeed {
+    fn default() -> Self {
+        Self {
+            id: None,
+            name: None,
+            description: None,
+            share_group_type: String::new(),
+            share_types: Vec::new(),
+            status: "available".into(),
+            availability_zone: None,
+            share_network_id: None,
+            created_at: None,
+        }
+    }
 }
 
 impl Default for ManilaConfig {
@@ -372,6 +432,8 @@ impl Default for ManilaConfig {
             delays: Delays::default(),
             quotas: Quotas::default(),
             cephfs_filesystem_name: None,
+            share_group_types: Vec::new(),
+            share_groups: Vec::new(),
         }
     }
 }

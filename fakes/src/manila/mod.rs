@@ -10,6 +10,7 @@ pub(crate) mod microversion;
 pub(crate) mod model;
 mod networks;
 mod quotas;
+mod share_groups;
 mod shares;
 mod snapshots;
 mod types;
@@ -294,6 +295,27 @@ fn route(state: &mut CloudState, ctx: &mut Ctx<'_>, segments: &[&str]) -> Reply 
         }
         ["quota-sets", project, "detail"] if m == "GET" && ctx.at_least(25) => {
             quotas::show(state, ctx, project, true)
+        }
+        ["share-group-types"] if m == "GET" && share_groups::api_enabled(ctx) => {
+            share_groups::list_types(state, ctx)
+        }
+        ["share-group-types", id] if m == "GET" && share_groups::api_enabled(ctx) => {
+            share_groups::show_type(state, ctx, id)
+        }
+        ["share-groups"] if m == "GET" && share_groups::api_enabled(ctx) => {
+            share_groups::list(state, ctx, false)
+        }
+        ["share-groups"] if m == "POST" && share_groups::api_enabled(ctx) => {
+            share_groups::create(state, ctx)
+        }
+        ["share-groups", "detail"] if m == "GET" && share_groups::api_enabled(ctx) => {
+            share_groups::list(state, ctx, true)
+        }
+        ["share-groups", id] if m == "GET" && share_groups::api_enabled(ctx) => {
+            share_groups::show(state, ctx, id)
+        }
+        ["share-groups", id] if m == "DELETE" && share_groups::api_enabled(ctx) => {
+            share_groups::delete(state, ctx, id)
         }
         ["messages"] if m == "GET" && ctx.at_least(37) => messages::list(state, ctx),
         ["messages", id] if m == "GET" && ctx.at_least(37) => messages::show(state, ctx, id),

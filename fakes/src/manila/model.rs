@@ -104,6 +104,8 @@ pub(crate) struct Share {
     pub share_type_name: String,
     pub availability_zone: String,
     pub share_network_id: Option<String>,
+    /// The share group it was created in (2.31).
+    pub share_group_id: Option<String>,
     pub snapshot_id: Option<String>,
     pub metadata: BTreeMap<String, String>,
     pub is_public: bool,

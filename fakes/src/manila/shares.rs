@@ -102,7 +102,7 @@ fn view(state: &CloudState, ctx: &Ctx<'_>, s: &Share) -> Value {
         json!(s.create_share_from_snapshot_support),
     );
     add(27, "revert_to_snapshot_support", json!(false));
-    add(31, "share_group_id", Value::Null);
+    add(31, "share_group_id", json!(s.share_group_id));
     add(31, "source_share_group_snapshot_member_id", Value::Null);
     add(32, "mount_snapshot_support", json!(false));
     let progress = if s.status.starts_with("creating") {
@@ -323,8 +323,46 @@ fn create_checked(
             share_type.name
         )));
     }
-    let zones = &state.config.manila.availability_zones;
+    // A share group (2.31): it must exist, be `available` and allow the share's type; the
+    // share lands in the group's zone and on its share network.
+    let share_group_id = if ctx.at_least(31) {
+        optional_string(body, "share_group_id")?
+    } else {
+        None
+    };
+    let group = match &share_group_id {
+        None => None,
+        Some(id) => {
+            let group = super::share_groups::group_for_share(state, id)
+                .ok_or_else(|| not_found(format!("Share group {id} could not be found.")))?;
+            if group.status != "available" {
+                return Err(bad_request(format!(
+                    "Invalid share group: Share group status must be available, not {}.",
+                    group.status
+                )));
+            }
+            if !group.share_type_ids.contains(&share_type.id) {
+                return Err(bad_request(format!(
+                    "Invalid input received: The specified share type ({}) is not supported by the specified share group.",
+                    share_type.name
+                )));
+            }
+            Some(group)
+        }
+    };
     let requested_zone = optional_string(body, "availability_zone")?;
+    let requested_zone = match (
+        requested_zone,
+        group.as_ref().and_then(|g| g.availability_zone.clone()),
+    ) {
+        (Some(z), Some(gz)) if z != gz => {
+            return Err(bad_request(format!(
+                "Invalid input received: Share cannot have AZ ('{z}') different than share group's one ('{gz}')."
+            )));
+        }
+        (z, gz) => z.or(gz),
+    };
+    let zones = &state.config.manila.availability_zones;
     if let (Some(z), Some((_, _, Some(parent_zone)))) = (&requested_zone, &source)
         && z != parent_zone
     {
@@ -347,6 +385,15 @@ fn create_checked(
     };
     check_type_limits(&share_type, size, &zone)?;
     let network = optional_string(body, "share_network_id")?;
+    let group_network = group.as_ref().and_then(|g| g.share_network_id.clone());
+    if let (Some(n), Some(gn)) = (&network, &group_network)
+        && n != gn
+    {
+        return Err(bad_request(format!(
+            "Invalid input received: The specified share network ({n}) must match the share group's ({gn})."
+        )));
+    }
+    let network = network.or(group_network);
     match (&network, share_type.dhss) {
         (Some(id), _) if !state.share_networks.iter().any(|n| &n.id == id) => {
             return Err(not_found(format!("Share network {id} could not be found.")));
@@ -487,6 +534,7 @@ fn create_checked(
         share_type_name: share_type.name.clone(),
         availability_zone: zone,
         share_network_id: network,
+        share_group_id,
         snapshot_id,
         metadata,
         is_public,
@@ -556,7 +604,7 @@ pub(crate) fn show(state: &mut CloudState, ctx: &mut Ctx<'_>, id: &str) -> Reply
 
 /// The query parameters `GET /shares[/detail]` honours; any other one is refused (400)
 /// rather than silently ignored.
-const LIST_PARAMS: [&str; 22] = [
+const LIST_PARAMS: [&str; 23] = [
     "name",
     "name~",
     "description",
@@ -566,6 +614,7 @@ const LIST_PARAMS: [&str; 22] = [
     "share_type",
     "snapshot_id",
     "share_network_id",
+    "share_group_id",
     "is_soft_deleted",
     "metadata",
     "export_location_id",
@@ -707,6 +756,10 @@ fn list_checked(state: &mut CloudState, ctx: &mut Ctx<'_>, detail: bool) -> Resu
         .filter(|s| {
             ctx.query("share_network_id")
                 .is_none_or(|x| s.share_network_id.as_deref() == Some(x))
+        })
+        .filter(|s| {
+            ctx.query("share_group_id")
+                .is_none_or(|x| s.share_group_id.as_deref() == Some(x))
         })
         .filter(|s| {
             ctx.query("availability_zone")
