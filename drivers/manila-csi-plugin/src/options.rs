@@ -15,6 +15,13 @@ pub const PV_NAME_KEY: &str = "csi.storage.k8s.io/pv/name";
 /// Share metadata key carrying `--cluster-id`.
 pub const CLUSTER_METADATA_KEY: &str = "manila.csi.openstack.org/cluster";
 
+/// StorageClass parameter (and volume-context key): the share group.
+pub const GROUP_ID_PARAMETER: &str = "groupID";
+/// StorageClass parameter (and volume-context key): `same_host` share ids.
+pub const AFFINITY_PARAMETER: &str = "affinity";
+/// StorageClass parameter (and volume-context key): `different_host` share ids.
+pub const ANTI_AFFINITY_PARAMETER: &str = "antiAffinity";
+
 /// How the CephFS partner mounts a share.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum CephfsMounter {
@@ -117,6 +124,12 @@ pub struct VolumeOptions {
     pub nfs_share_clients: Vec<String>,
     /// CephFS options.
     pub cephfs: CephfsOptions,
+    /// `groupID`: the Manila share group the share is created in.
+    pub group_id: Option<String>,
+    /// `affinity`: share ids the share goes next to (scheduler hint `same_host`, 2.65).
+    pub affinity: Vec<String>,
+    /// `antiAffinity`: share ids the share keeps away from (`different_host`, 2.65).
+    pub anti_affinity: Vec<String>,
     /// Extra-create-metadata: PVC name.
     pub pvc_name: Option<String>,
     /// Extra-create-metadata: PVC namespace.
@@ -135,6 +148,9 @@ impl Default for VolumeOptions {
             append_share_metadata: BTreeMap::new(),
             nfs_share_clients: vec!["0.0.0.0/0".into()],
             cephfs: CephfsOptions::default(),
+            group_id: None,
+            affinity: Vec::new(),
+            anti_affinity: Vec::new(),
             pvc_name: None,
             pvc_namespace: None,
             pv_name: None,
@@ -164,6 +180,13 @@ impl TryFrom<&HashMap<String, String>> for VolumeOptions {
                     options.append_share_metadata = parse_metadata(value)?;
                 }
                 "nfs-shareClient" => options.nfs_share_clients = parse_share_clients(value)?,
+                GROUP_ID_PARAMETER => options.group_id = parse_group_id(value)?,
+                AFFINITY_PARAMETER => {
+                    options.affinity = parse_share_ids(AFFINITY_PARAMETER, value)?;
+                }
+                ANTI_AFFINITY_PARAMETER => {
+                    options.anti_affinity = parse_share_ids(ANTI_AFFINITY_PARAMETER, value)?;
+                }
                 PVC_NAME_KEY => options.pvc_name = non_empty(value),
                 PVC_NAMESPACE_KEY => options.pvc_namespace = non_empty(value),
                 PV_NAME_KEY => options.pv_name = non_empty(value),
@@ -256,6 +279,9 @@ impl TryFrom<&HashMap<String, String>> for NodeVolumeOptions {
                     )
                 }
                 "shareAccessID" => legacy_access_id = non_empty(value),
+                // Written into the context by CreateVolume (as upstream does); they only
+                // mattered when the share was created.
+                GROUP_ID_PARAMETER | AFFINITY_PARAMETER | ANTI_AFFINITY_PARAMETER => {}
                 _ if cephfs.take(key, value)? => {}
                 // Added by the CO (pod info, provisioner identity): not ours.
                 _ if key.starts_with("csi.storage.k8s.io/")
@@ -344,6 +370,45 @@ fn check_share_client(client: &str) -> Result<()> {
         )),
         Err(_) => invalid("is not an IP address or a network in CIDR notation".into()),
     }
+}
+
+/// `groupID`: a Manila share group id (a UUID); empty means none.
+fn parse_group_id(value: &str) -> Result<Option<String>> {
+    match non_empty(value) {
+        None => Ok(None),
+        Some(id) if crate::openstack::manila::is_manila_id(&id) => Ok(Some(id)),
+        Some(id) => Err(Error::InvalidArgument(format!(
+            "parameter {GROUP_ID_PARAMETER}: {id:?} is not a Manila share group id (a UUID)"
+        ))),
+    }
+}
+
+/// `affinity`/`antiAffinity`: a comma list of Manila share ids (UUIDs; spaces around
+/// entries allowed, repeats dropped). An empty value means none; an empty entry (`a,,b`,
+/// a trailing comma) or anything that is not a share id is refused, before anything is
+/// created. Share names are not taken here (a class serves every claim: names are for the
+/// claim's annotations, which are looked up).
+pub fn parse_share_ids(parameter: &str, value: &str) -> Result<Vec<String>> {
+    if value.trim().is_empty() {
+        return Ok(Vec::new());
+    }
+    let mut ids: Vec<String> = Vec::new();
+    for entry in value.split(',').map(str::trim) {
+        if entry.is_empty() {
+            return Err(Error::InvalidArgument(format!(
+                "parameter {parameter}: {value:?} has an empty entry"
+            )));
+        }
+        if !crate::openstack::manila::is_manila_id(entry) {
+            return Err(Error::InvalidArgument(format!(
+                "parameter {parameter}: {entry:?} is not a Manila share id (a UUID)"
+            )));
+        }
+        if !ids.iter().any(|id| id == entry) {
+            ids.push(entry.to_string());
+        }
+    }
+    Ok(ids)
 }
 
 /// Whether an `nfs-shareClient` entry is IPv6 (Manila accepts those from microversion 2.38).
@@ -486,6 +551,93 @@ mod tests {
         .unwrap();
         let error = clash.share_metadata(None).unwrap_err();
         assert!(error.to_string().contains("appendShareMetadata"), "{error}");
+    }
+
+    const SHARE_A: &str = "0a1b2c3d-4e5f-4a6b-8c7d-8e9fa0b1c2d3";
+    const SHARE_B: &str = "1a1b2c3d-4e5f-4a6b-8c7d-8e9fa0b1c2d3";
+
+    #[test]
+    fn group_and_affinity_parameters_are_parsed() {
+        let options = VolumeOptions::try_from(&map(&[
+            (GROUP_ID_PARAMETER, &format!(" {SHARE_B} ")),
+            (
+                AFFINITY_PARAMETER,
+                &format!("{SHARE_A}, {SHARE_B},{SHARE_A}"),
+            ),
+            (ANTI_AFFINITY_PARAMETER, SHARE_B),
+        ]))
+        .unwrap();
+        assert_eq!(options.group_id.as_deref(), Some(SHARE_B));
+        assert_eq!(options.affinity, [SHARE_A, SHARE_B]);
+        assert_eq!(options.anti_affinity, [SHARE_B]);
+        // Empty values mean none.
+        let options = VolumeOptions::try_from(&map(&[
+            (GROUP_ID_PARAMETER, " "),
+            (AFFINITY_PARAMETER, ""),
+            (ANTI_AFFINITY_PARAMETER, "  "),
+        ]))
+        .unwrap();
+        assert_eq!(options.group_id, None);
+        assert!(options.affinity.is_empty() && options.anti_affinity.is_empty());
+    }
+
+    #[rstest::rstest]
+    #[case(
+        GROUP_ID_PARAMETER,
+        "my-group",
+        "\"my-group\" is not a Manila share group id"
+    )]
+    #[case(GROUP_ID_PARAMETER, "0a1b2c3d-4e5f", "is not a Manila share group id")]
+    #[case(
+        AFFINITY_PARAMETER,
+        "0a1b2c3d-4e5f-4a6b-8c7d-8e9fa0b1c2d3,,x",
+        "has an empty entry"
+    )]
+    #[case(
+        AFFINITY_PARAMETER,
+        "0a1b2c3d-4e5f-4a6b-8c7d-8e9fa0b1c2d3,",
+        "has an empty entry"
+    )]
+    #[case(AFFINITY_PARAMETER, "share-a", "\"share-a\" is not a Manila share id")]
+    #[case(ANTI_AFFINITY_PARAMETER, ",", "has an empty entry")]
+    #[case(
+        ANTI_AFFINITY_PARAMETER,
+        "0a1b2c3d-4e5f-4a6b-8c7d-8e9fa0b1c2d3,../x",
+        "\"../x\" is not a Manila share id"
+    )]
+    fn bad_group_and_affinity_values_name_the_parameter_and_value(
+        #[case] parameter: &str,
+        #[case] value: &str,
+        #[case] why: &str,
+    ) {
+        let error = VolumeOptions::try_from(&map(&[(parameter, value)])).unwrap_err();
+        assert!(matches!(error, Error::InvalidArgument(_)), "{error:?}");
+        let text = error.to_string();
+        assert!(
+            text.starts_with(&format!("parameter {parameter}:")) && text.contains(why),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn node_attributes_accept_the_creation_only_keys() {
+        let options = NodeVolumeOptions::try_from(&map(&[
+            ("shareID", SHARE_A),
+            ("shareAccessIDs", "x"),
+            (GROUP_ID_PARAMETER, SHARE_B),
+            (AFFINITY_PARAMETER, SHARE_B),
+            (ANTI_AFFINITY_PARAMETER, SHARE_B),
+        ]))
+        .unwrap();
+        assert_eq!(options.share, ShareRef::Id(SHARE_A.into()));
+        // Other unknown keys are still refused.
+        let error = NodeVolumeOptions::try_from(&map(&[
+            ("shareID", SHARE_A),
+            ("shareAccessIDs", "x"),
+            ("groupId", SHARE_B),
+        ]))
+        .unwrap_err();
+        assert!(error.to_string().contains("groupId"), "{error}");
     }
 
     #[test]

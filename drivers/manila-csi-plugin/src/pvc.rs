@@ -8,8 +8,8 @@
 //! - `manila.csi.openstack.org/affinity`: shares (names or ids, comma list) the new share
 //!   goes next to (scheduler hint `same_host`, microversion 2.65);
 //! - `manila.csi.openstack.org/anti-affinity`: shares it keeps away from (`different_host`);
-//! - `manila.csi.openstack.org/group-id`: the share group (not supported by this driver
-//!   yet: refused with InvalidArgument rather than ignored).
+//! - `manila.csi.openstack.org/group-id`: the share group the share is created in (a share
+//!   group id; it overrides the StorageClass's `groupID`, as upstream).
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -37,16 +37,23 @@ pub struct ClaimHints {
     pub affinity: Vec<String>,
     /// Share names or ids for `different_host`.
     pub anti_affinity: Vec<String>,
+    /// The share group id.
+    pub group_id: Option<String>,
 }
 
 impl ClaimHints {
-    /// The hints in `annotations`; a group id is refused.
+    /// The hints in `annotations`; a group id that is not a share group id (a UUID) is
+    /// InvalidArgument naming the annotation.
     pub fn from_annotations(claim: &str, annotations: &BTreeMap<String, String>) -> Result<Self> {
-        if let Some(group) = annotations.get(GROUP_ID).filter(|g| !g.trim().is_empty()) {
-            return Err(Error::InvalidArgument(format!(
-                "claim {claim}: annotation {GROUP_ID}={group:?}: share groups are not supported by this driver"
-            )));
-        }
+        let group_id = match annotations.get(GROUP_ID).map(|g| g.trim()) {
+            None | Some("") => None,
+            Some(group) if crate::openstack::manila::is_manila_id(group) => Some(group.to_string()),
+            Some(group) => {
+                return Err(Error::InvalidArgument(format!(
+                    "claim {claim}: annotation {GROUP_ID}={group:?}: not a Manila share group id (a UUID)"
+                )));
+            }
+        };
         let list = |key: &str| -> Vec<String> {
             annotations
                 .get(key)
@@ -62,12 +69,13 @@ impl ClaimHints {
         Ok(ClaimHints {
             affinity: list(AFFINITY),
             anti_affinity: list(ANTI_AFFINITY),
+            group_id,
         })
     }
 
-    /// Whether there is nothing to ask of the scheduler.
+    /// Whether the claim asks for nothing.
     pub fn is_empty(&self) -> bool {
-        self.affinity.is_empty() && self.anti_affinity.is_empty()
+        self.affinity.is_empty() && self.anti_affinity.is_empty() && self.group_id.is_none()
     }
 }
 
@@ -181,6 +189,14 @@ mod tests {
         );
         let group = BTreeMap::from([(GROUP_ID.to_string(), "g".to_string())]);
         let error = ClaimHints::from_annotations("ns/pvc", &group).unwrap_err();
-        assert!(error.to_string().contains(GROUP_ID), "{error}");
+        assert!(
+            error.to_string().contains(GROUP_ID) && error.to_string().contains("\"g\""),
+            "{error}"
+        );
+        let id = "0a1b2c3d-4e5f-4a6b-8c7d-8e9fa0b1c2d3";
+        let group = BTreeMap::from([(GROUP_ID.to_string(), format!(" {id} "))]);
+        let hints = ClaimHints::from_annotations("ns/pvc", &group).unwrap();
+        assert_eq!(hints.group_id.as_deref(), Some(id));
+        assert!(!hints.is_empty());
     }
 }

@@ -157,8 +157,9 @@ async fn claim_annotations_become_scheduler_hints() {
     let metadata = share_metadata(&env, &plain.volume_id).await;
     assert!(metadata.get("__affinity_same_host").is_none(), "{metadata}");
 
-    // A group is refused rather than ignored; an unknown share name is named; a claim the
-    // API server does not know is NotFound. Nothing is created for any of them.
+    // A group Manila does not know is InvalidArgument naming the annotation; an unknown
+    // share name is named; a claim the API server does not know is NotFound. Nothing is
+    // created for any of them.
     let before = env.cloud.leftovers().shares.len();
     for (claim, code, text) in [
         ("grouped", Code::InvalidArgument, "group-id"),

@@ -9,54 +9,102 @@ use crate::openstack::ManilaClient;
 use crate::openstack::manila::SCHEDULER_HINTS_MICROVERSION;
 use crate::openstack::manila::{NewShare, Share, is_manila_id};
 use crate::openstack::model::{Microversion, SchedulerHints};
-use crate::options::VolumeOptions;
-use crate::pvc::{AFFINITY, ANTI_AFFINITY, ClaimHints, PVC_NAME, PVC_NAMESPACE};
+use crate::options::{
+    AFFINITY_PARAMETER, ANTI_AFFINITY_PARAMETER, GROUP_ID_PARAMETER, VolumeOptions,
+};
+use crate::pvc::{AFFINITY, ANTI_AFFINITY, ClaimHints, GROUP_ID, PVC_NAME, PVC_NAMESPACE};
 
-/// The claim's hints as Manila takes them: share names resolved to ids (ids kept), each
-/// list comma-joined. Needs a cloud at microversion 2.65.
+/// The scheduler hints of a new share: the StorageClass's `affinity`/`antiAffinity` (share
+/// ids, checked when parsed) joined by the claim's annotations (names resolved to ids, ids
+/// kept), in that order, repeats dropped; each list comma-joined. None when neither asks for
+/// anything; otherwise the cloud must support microversion 2.65.
 async fn resolve_hints(
     client: &ManilaClient,
-    hints: &ClaimHints,
+    options: &VolumeOptions,
+    claim: Option<&ClaimHints>,
     max_version: Microversion,
-) -> Result<SchedulerHints> {
+) -> Result<Option<SchedulerHints>> {
+    let no_claim = ClaimHints::default();
+    let claim = claim.unwrap_or(&no_claim);
+    let wanted = [
+        (
+            AFFINITY_PARAMETER,
+            AFFINITY,
+            &options.affinity,
+            &claim.affinity,
+        ),
+        (
+            ANTI_AFFINITY_PARAMETER,
+            ANTI_AFFINITY,
+            &options.anti_affinity,
+            &claim.anti_affinity,
+        ),
+    ];
+    if wanted
+        .iter()
+        .all(|(_, _, class, annotated)| class.is_empty() && annotated.is_empty())
+    {
+        return Ok(None);
+    }
     if max_version < SCHEDULER_HINTS_MICROVERSION {
         return Err(Error::FailedPrecondition(format!(
-            "annotations {AFFINITY}/{ANTI_AFFINITY} need Manila microversion {SCHEDULER_HINTS_MICROVERSION} (scheduler hints); this cloud supports up to {max_version}"
+            "parameters {AFFINITY_PARAMETER}/{ANTI_AFFINITY_PARAMETER} and annotations {AFFINITY}/{ANTI_AFFINITY} need Manila microversion {SCHEDULER_HINTS_MICROVERSION} (scheduler hints); this cloud supports up to {max_version}"
         )));
     }
     let mut resolved = Vec::with_capacity(2);
-    for (annotation, entries) in [
-        (AFFINITY, &hints.affinity),
-        (ANTI_AFFINITY, &hints.anti_affinity),
-    ] {
-        let mut ids = Vec::with_capacity(entries.len());
-        for entry in entries {
-            if is_manila_id(entry) {
-                ids.push(entry.clone());
-                continue;
-            }
-            match client.shares_named(entry).await?.as_slice() {
-                [share] => ids.push(share.id.clone()),
-                [] => {
-                    return Err(Error::InvalidArgument(format!(
-                        "annotation {annotation}: no share named {entry:?}"
-                    )));
+    for (_, annotation, class, annotated) in wanted {
+        let mut ids: Vec<String> = class.clone();
+        for entry in annotated {
+            let id = if is_manila_id(entry) {
+                entry.clone()
+            } else {
+                match client.shares_named(entry).await?.as_slice() {
+                    [share] => share.id.clone(),
+                    [] => {
+                        return Err(Error::InvalidArgument(format!(
+                            "annotation {annotation}: no share named {entry:?}"
+                        )));
+                    }
+                    _ => {
+                        return Err(Error::InvalidArgument(format!(
+                            "annotation {annotation}: several shares are named {entry:?}; give its id"
+                        )));
+                    }
                 }
-                _ => {
-                    return Err(Error::InvalidArgument(format!(
-                        "annotation {annotation}: several shares are named {entry:?}; give its id"
-                    )));
-                }
+            };
+            if !ids.contains(&id) {
+                ids.push(id);
             }
         }
         resolved.push((!ids.is_empty()).then(|| ids.join(",")));
     }
     let different_host = resolved.pop().flatten();
     let same_host = resolved.pop().flatten();
-    Ok(SchedulerHints {
+    Ok(Some(SchedulerHints {
         same_host,
         different_host,
-    })
+    }))
+}
+
+/// Manila's refusal of a share because of its group (no such group, a group that is not
+/// `available`, a share type the group does not hold) as InvalidArgument naming `groupID`;
+/// any other error unchanged.
+fn group_refused(error: Error, group_id: Option<&str>) -> Error {
+    match (error, group_id) {
+        (
+            Error::Api {
+                status: 400 | 404,
+                message,
+                ..
+            },
+            Some(group),
+        ) if message.to_ascii_lowercase().contains("share group") => {
+            Error::InvalidArgument(format!(
+                "parameter {GROUP_ID_PARAMETER} (or annotation {GROUP_ID}): share group {group}: Manila refused the share: {message}"
+            ))
+        }
+        (error, _) => error,
+    }
 }
 
 /// One topology segment map (`key → value`).
@@ -131,14 +179,17 @@ impl Controller {
         let max_version = client.check_version().await?;
         self.adapter
             .check_access(&options, &request.name, max_version)?;
-        let scheduler_hints = match claim_hints {
-            Some(hints) => Some(resolve_hints(&client, &hints, max_version).await?),
-            None => None,
-        };
+        let scheduler_hints =
+            resolve_hints(&client, &options, claim_hints.as_ref(), max_version).await?;
+        // The claim's group overrides the class's, as upstream.
+        let group_id = claim_hints
+            .as_ref()
+            .and_then(|c| c.group_id.clone())
+            .or_else(|| options.group_id.clone());
 
         let share = match client.shares_named(&request.name).await?.into_iter().next() {
             Some(existing) => {
-                self.check_existing(&existing, &request, size)?;
+                self.check_existing(&existing, &request, size, group_id.as_deref())?;
                 tracing::debug!(share_id = %existing.id, status = %existing.status, "share exists");
                 existing
             }
@@ -157,8 +208,12 @@ impl Controller {
                     snapshot_id: request.source_snapshot_id.clone(),
                     description: format!("provisioned-by={}", self.settings.driver_name),
                     scheduler_hints: scheduler_hints.clone(),
+                    share_group_id: group_id.clone(),
                 };
-                let share = client.create_share(&new).await?;
+                let share = client
+                    .create_share(&new)
+                    .await
+                    .map_err(|e| group_refused(e, group_id.as_deref()))?;
                 tracing::info!(share_id = %share.id, size, "share created");
                 share
             }
@@ -210,6 +265,21 @@ impl Controller {
         let mut context: HashMap<String, String> =
             options.cephfs.node_context().into_iter().collect();
         context.insert("shareID".into(), share.id.clone());
+        // As upstream, the share group and the hints go into the volume context (the node
+        // side accepts and ignores them).
+        if let Some(group) = &group_id {
+            context.insert(GROUP_ID_PARAMETER.into(), group.clone());
+        }
+        if let Some(hints) = &scheduler_hints {
+            for (key, ids) in [
+                (AFFINITY_PARAMETER, &hints.same_host),
+                (ANTI_AFFINITY_PARAMETER, &hints.different_host),
+            ] {
+                if let Some(ids) = ids {
+                    context.insert(key.into(), ids.clone());
+                }
+            }
+        }
         context.insert(
             "shareAccessIDs".into(),
             rules
@@ -307,7 +377,13 @@ impl Controller {
         Ok((availability, preferred))
     }
 
-    fn check_existing(&self, share: &Share, request: &CreateVolume, size: u64) -> Result<()> {
+    fn check_existing(
+        &self,
+        share: &Share,
+        request: &CreateVolume,
+        size: u64,
+        group_id: Option<&str>,
+    ) -> Result<()> {
         let protocol = self.adapter.protocol().manila_name();
         let mut mismatches = Vec::new();
         if share.size != size {
@@ -329,6 +405,14 @@ impl Controller {
             mismatches.push(format!(
                 "source snapshot {:?}, requested {snapshot}",
                 share.snapshot_id
+            ));
+        }
+        if let Some(group) = group_id
+            && share.share_group_id.as_deref() != Some(group)
+        {
+            mismatches.push(format!(
+                "share group {}, requested {group}",
+                share.share_group_id.as_deref().unwrap_or("none")
             ));
         }
         if mismatches.is_empty() {

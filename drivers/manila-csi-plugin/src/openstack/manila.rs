@@ -241,6 +241,9 @@ impl ManilaClient {
         if let Some(snapshot) = &new.snapshot_id {
             share["snapshot_id"] = json!(snapshot);
         }
+        if let Some(group) = &new.share_group_id {
+            share["share_group_id"] = json!(group);
+        }
         let mut version = MIN_MICROVERSION;
         if let Some(hints) = &new.scheduler_hints {
             let mut object = serde_json::Map::new();

@@ -44,6 +44,9 @@ pub struct Share {
     pub availability_zone: Option<String>,
     /// Share network id.
     pub share_network_id: Option<String>,
+    /// The share group it is in (microversion 2.31).
+    #[serde(default)]
+    pub share_group_id: Option<String>,
     /// Metadata.
     #[serde(default)]
     pub metadata: BTreeMap<String, String>,
@@ -175,6 +178,8 @@ pub struct NewShare {
     pub availability_zone: Option<String>,
     /// Share network.
     pub share_network_id: Option<String>,
+    /// Share group (microversion 2.31).
+    pub share_group_id: Option<String>,
     /// Metadata.
     pub metadata: BTreeMap<String, String>,
     /// Source snapshot.
