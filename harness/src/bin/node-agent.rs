@@ -41,6 +41,11 @@ struct Args {
     /// An image mapped to a host binary, `image=binary` (repeatable).
     #[arg(long = "image", value_parser = parse_pair)]
     images: Vec<(String, String)>,
+    /// An environment variable every container of this node's pods gets, `NAME=value`
+    /// (repeatable; the container's own `env` wins): e.g. `OS_METADATA_URL`, the stand-in
+    /// for the per-instance OpenStack metadata service.
+    #[arg(long = "pod-env", value_parser = parse_pair)]
+    pod_env: Vec<(String, String)>,
     /// The cluster CA certificate.
     #[arg(long)]
     cluster_ca: PathBuf,
@@ -122,6 +127,7 @@ async fn main() -> anyhow::Result<()> {
     config.region = args.region;
     config.labels = args.labels.into_iter().collect::<BTreeMap<_, _>>();
     config.images = images;
+    config.pod_env = args.pod_env;
     config.node_ip = args.node_ip;
     config.api_server_service_host = args.api_server_host;
     config.capacity = Capacity {

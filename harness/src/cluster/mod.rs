@@ -58,7 +58,7 @@ pub mod wait;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-pub use embedded::{ClusterDescription, EmbeddedCluster, EmbeddedOptions};
+pub use embedded::{ClusterDescription, EmbeddedCluster, EmbeddedOptions, NODE_PLACEHOLDER};
 pub use error::{Error, Result};
 pub use namespace::{TEST_NAMESPACE_LABEL, TestNamespace};
 pub use shared::CLUSTER_DIR_ENV;

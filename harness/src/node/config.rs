@@ -54,6 +54,12 @@ pub struct NodeAgentConfig {
     /// The kubelet API (see [`kubelet`](super::kubelet)); `None`: not served (the Node
     /// advertises kubelet's port 10250, where nothing answers).
     pub kubelet_api: Option<KubeletApiConfig>,
+    /// Environment variables every container of this node's pods gets before its own
+    /// (`env`/`envFrom` of the container override them): the stand-in for what a real node
+    /// provides per machine, such as the OpenStack metadata service's address
+    /// (`OS_METADATA_URL`), which on a real cloud each VM reaches at its own link-local
+    /// address while all simulated nodes share one host.
+    pub pod_env: Vec<(String, String)>,
 }
 
 /// Node capacity, reported as both `capacity` and `allocatable`.
@@ -138,6 +144,7 @@ impl NodeAgentConfig {
             sandbox_helper: None,
             lifeline: None,
             kubelet_api: None,
+            pod_env: Vec::new(),
         }
     }
 

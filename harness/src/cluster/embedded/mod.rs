@@ -71,7 +71,16 @@ pub struct EmbeddedOptions {
     pub ready_timeout: Duration,
     /// Keep the run directory (logs) after [`EmbeddedCluster::stop`].
     pub keep_run_dir: bool,
+    /// Environment variables every container of every node's pods gets before its own (see
+    /// [`NodeAgentConfig::pod_env`](crate::node::NodeAgentConfig::pod_env)); each value's
+    /// [`NODE_PLACEHOLDER`] becomes the node's name. The stand-in for per-machine services
+    /// all nodes here share a host for, e.g. `OS_METADATA_URL` pointing each node at its own
+    /// document of the fake cloud's metadata service. Default none.
+    pub pod_env: Vec<(String, String)>,
 }
+
+/// In a value of [`EmbeddedOptions::pod_env`], the node's name.
+pub const NODE_PLACEHOLDER: &str = "{node}";
 
 impl Default for EmbeddedOptions {
     fn default() -> Self {
@@ -86,6 +95,7 @@ impl Default for EmbeddedOptions {
             binaries: None,
             ready_timeout: Duration::from_secs(60),
             keep_run_dir: false,
+            pod_env: Vec::new(),
         }
     }
 }
@@ -228,7 +238,13 @@ impl EmbeddedCluster {
                     &[std::net::Ipv4Addr::LOCALHOST.to_string(), name.clone()],
                 )?,
             )?;
+            let pod_env = options
+                .pod_env
+                .iter()
+                .map(|(k, v)| (k.clone(), v.replace(NODE_PLACEHOLDER, &name)))
+                .collect();
             let launch = NodeAgentLaunch {
+                pod_env,
                 binary: node_agent.clone(),
                 node: NodeDescription {
                     log: nodes_dir.join(format!("{name}.log")),

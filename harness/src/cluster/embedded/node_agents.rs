@@ -36,6 +36,8 @@ pub(crate) struct NodeAgentLaunch {
     pub(crate) serving: crate::control_plane::CertFiles,
     /// The kubelet API's port, the same across restarts.
     pub(crate) kubelet_port: u16,
+    /// The node's `--pod-env` variables (placeholders already replaced).
+    pub(crate) pod_env: Vec<(String, String)>,
 }
 
 impl NodeAgentLaunch {
@@ -69,6 +71,10 @@ impl NodeAgentLaunch {
             let mut mapping = OsString::from(format!("{image}="));
             mapping.push(binary);
             args.push(mapping);
+        }
+        for (name, value) in &self.pod_env {
+            args.push("--pod-env".into());
+            args.push(format!("{name}={value}").into());
         }
         args
     }

@@ -1,4 +1,5 @@
-//! A container's environment as kubelet builds it: the `kubernetes` service variables, then
+//! A container's environment as kubelet builds it: the node's own variables
+//! ([`NodeAgentConfig::pod_env`], a stand-in for per-machine services), the `kubernetes` service variables, then
 //! `envFrom`, then `env` (values with `$(VAR)` expansion, ConfigMap/Secret keys, downward API
 //! fields and resources); and `$(VAR)` expansion of command and args.
 
@@ -23,6 +24,11 @@ pub async fn build(
     };
     let fail = |reason: String| Error::container(&container.name, reason);
     let mut env = Env::default();
+    // The node's own variables first (see `NodeAgentConfig::pod_env`): the container's
+    // definitions replace them.
+    for (k, v) in &config.pod_env {
+        env.set(k.clone(), v.clone());
+    }
     // Of the service variables, only the `kubernetes` service's: no other service has an
     // address pods can reach.
     for (k, v) in service_env(
