@@ -19,8 +19,8 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use fakes::{CloudConfig, FakeCloud};
-use harness::cluster::{Cluster, EmbeddedCluster, EmbeddedOptions};
+use fakes::{CloudConfig, FakeCloud, NodeMetadata};
+use harness::cluster::{Cluster, EmbeddedCluster, EmbeddedOptions, NODE_PLACEHOLDER};
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::{Api, ListParams};
 
@@ -106,6 +106,9 @@ pub struct EnvironmentOptions {
     /// exports) after teardown or drop; stderr says where and how to remove it (default: set
     /// when `E2E_KEEP_RUN_DIR` is).
     pub keep_run_dir: bool,
+    /// More images for the cluster's image map, `(image, host binary)`, besides the
+    /// workspace's (e.g. a stand-in for an example's application image). Default none.
+    pub extra_images: Vec<(String, PathBuf)>,
 }
 
 impl Default for EnvironmentOptions {
@@ -125,6 +128,7 @@ impl Default for EnvironmentOptions {
             teardown_timeout: Duration::from_secs(120),
             bin_dir: None,
             keep_run_dir: std::env::var_os("E2E_KEEP_RUN_DIR").is_some(),
+            extra_images: Vec::new(),
         }
     }
 }
@@ -183,13 +187,29 @@ impl ManilaCsiEnvironment {
         let binaries = Binaries::locate_or_build(options.bin_dir.as_deref()).await?;
         let binaries_time = started.elapsed();
 
+        // The run's own fake cloud listens on a port chosen now, so that every node agent can
+        // be started with its node's metadata document as `OS_METADATA_URL`, the stand-in for
+        // the per-instance metadata service (see `metadata_pod_env`).
+        let fake_listen = match &options.cloud_source {
+            CloudSource::Fake => Some(free_loopback_address()?),
+            CloudSource::External(_) => None,
+        };
+        let pod_env = fake_listen
+            .map(|addr| metadata_pod_env(addr, options.cloud_tls))
+            .unwrap_or_default();
+        let extra_images = options.extra_images.clone();
         let cluster_started = Instant::now();
         let embedded = EmbeddedCluster::start(EmbeddedOptions {
             nodes: options.nodes,
             zones: options.zones.clone(),
-            images: binaries.image_map(),
+            images: binaries
+                .image_map()
+                .into_iter()
+                .chain(extra_images)
+                .collect(),
             node_agent: Some(binaries.node_agent()),
             keep_run_dir: options.keep_run_dir,
+            pod_env,
             ..Default::default()
         })
         .await?;
@@ -203,12 +223,36 @@ impl ManilaCsiEnvironment {
             CloudSource::Fake => {
                 let mut cloud_config = options.cloud.clone();
                 cloud_config.manila.availability_zones = options.zones.clone();
-                let cloud = FakeCloud::builder(cloud_config)
+                let mut builder = FakeCloud::builder(cloud_config)
                     .backend_root(&export_root)
-                    .tls(options.cloud_tls)
-                    .start()
-                    .await?;
+                    .tls(options.cloud_tls);
+                if let Some(addr) = fake_listen {
+                    builder = builder.listen(addr);
+                }
+                let cloud = builder.start().await?;
                 tracing::info!(cloud = cloud.base_url(), exports = %export_root.display(), "fake cloud started");
+                // Every node has its instance document, as every VM of a cloud has, where its
+                // pods' OS_METADATA_URL says.
+                for node in &cluster.description().nodes {
+                    let given = metadata_pod_env(cloud.address(), options.cloud_tls)
+                        .into_iter()
+                        .map(|(_, url)| url.replace(NODE_PLACEHOLDER, &node.name))
+                        .next();
+                    if given.as_deref() != Some(cloud.metadata_url(&node.name).as_str()) {
+                        return Err(super::error::Error::Unexpected(format!(
+                            "the nodes were given the metadata URL {given:?}, the fake cloud serves {}",
+                            cloud.metadata_url(&node.name)
+                        )));
+                    }
+                    cloud.set_node_metadata(
+                        &node.name,
+                        NodeMetadata {
+                            uuid: uuid::Uuid::new_v4().to_string(),
+                            availability_zone: node.zone.clone(),
+                            name: None,
+                        },
+                    )?;
+                }
                 let inspector = CloudInspector::new(&cloud)?;
                 EnvironmentCloud::Fake(Box::new(cloud), Box::new(inspector))
             }
@@ -378,4 +422,28 @@ pub async fn pod_diagnostics(cluster: &Cluster, namespace: &str, lines: usize) -
         }
     }
     out
+}
+
+/// The environment variable the Manila driver reads its metadata service's URL from.
+pub const METADATA_URL_ENV: &str = "OS_METADATA_URL";
+
+/// The node agents' pod environment pointing each node at its own document of the fake
+/// cloud's metadata service on `addr` (as [`FakeCloud::metadata_url`] names it).
+fn metadata_pod_env(addr: std::net::SocketAddr, tls: bool) -> Vec<(String, String)> {
+    let scheme = if tls { "https" } else { "http" };
+    let url = format!(
+        "{scheme}://{addr}{}/{NODE_PLACEHOLDER}{}",
+        fakes::metadata::NODES_PREFIX,
+        fakes::metadata::DOCUMENT
+    );
+    vec![(METADATA_URL_ENV.to_string(), url)]
+}
+
+/// A loopback address with a port free right now (the fake cloud binds it moments later).
+fn free_loopback_address() -> Result<std::net::SocketAddr> {
+    let listener = std::net::TcpListener::bind((std::net::Ipv4Addr::LOCALHOST, 0))
+        .map_err(super::error::Error::io("binding", Path::new("127.0.0.1:0")))?;
+    listener
+        .local_addr()
+        .map_err(super::error::Error::io("binding", Path::new("127.0.0.1:0")))
 }
