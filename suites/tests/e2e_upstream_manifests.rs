@@ -1,0 +1,768 @@
+//! Upstream's deployment, proved on the embedded cluster: the Manila CSI driver deployed with
+//! the argument lists of cloud-provider-openstack's Helm chart (`fixtures/manila-csi-upstream/`:
+//! default values, and topology enabled), node ID and zone taken from the OpenStack metadata
+//! service (each node agent gives its pods `OS_METADATA_URL`, its own document of the fake
+//! cloud), and upstream's NFS examples applied as written: dynamic provisioning, a static
+//! (pre-created) share, a snapshot restored, automatic topology.
+//!
+//! Containers that refuse one of the chart's arguments are listed in [`KNOWN_REFUSALS`]; the
+//! tests assert exactly that list, so a new refusal or a fixed one fails them.
+//!
+//! Everything a test creates is deleted at the end, and the environment's teardown proves no
+//! PV, VolumeSnapshotContent, share or snapshot is left.
+#![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
+
+use std::collections::{BTreeMap, HashMap};
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use fakes::NodeMetadata;
+use harness::cluster::wait;
+use k8s_openapi::api::core::v1::{Namespace, Node, PersistentVolumeClaim, Pod, Secret};
+use k8s_openapi::api::storage::v1::{CSINode, StorageClass};
+use kube::api::{Api, DeleteParams, DynamicObject, ListParams, Patch, PatchParams, PostParams};
+use manila_csi_plugin::openstack::Connector;
+use manila_csi_plugin::openstack::model::NewShare;
+use suites::e2e::binaries::workspace_root;
+use suites::e2e::manifests::{AppliedObject, Applier, load};
+use suites::e2e::{DEFAULT_STORAGE_CLASS, EnvironmentOptions, ManilaCsiEnvironment, TOPOLOGY_KEY};
+
+/// The chart's driver name: the share protocol joined to its `driverName` value.
+const DRIVER: &str = "nfs.manila.csi.openstack.org";
+/// The namespace the chart is installed in (`helm install -n`).
+const RELEASE_NAMESPACE: &str = "manila-csi-upstream";
+/// The Secret upstream's examples name, in namespace `default`.
+const USER_SECRET: &str = "csi-manila-secrets";
+/// The examples' application image (a web server) and its container.
+const APP_IMAGE: &str = "nginx";
+const APP_CONTAINER: &str = "web-server";
+/// Where the examples mount their volume.
+const MOUNT: &str = "/var/lib/www";
+/// The zones of upstream's topology example (compute and Manila zones alike).
+const ZONES: [&str; 2] = ["zone-1", "zone-2"];
+const TIMEOUT: Duration = Duration::from_secs(120);
+
+/// Containers of the chart that this project's binaries do not start with the chart's
+/// arguments: `(variant, container, argument)`, where the variant is `default` or `topology`.
+const KNOWN_REFUSALS: &[(&str, &str, &str)] = &[
+    // The chart's resizer runs with `--handle-volume-inuse-error=false`;
+    // sidecars/csi-resizer does not know the flag.
+    ("default", "nfs-resizer", "--handle-volume-inuse-error"),
+    ("topology", "nfs-resizer", "--handle-volume-inuse-error"),
+    // With topology the chart gives the provisioner `--feature-gates=Topology=true`;
+    // sidecars/csi-provisioner has no `--feature-gates`.
+    ("topology", "nfs-provisioner", "--feature-gates"),
+];
+
+fn upstream_dir() -> PathBuf {
+    workspace_root().join("fixtures/manila-csi-upstream")
+}
+
+/// The stand-in for the examples' web server image: a program that waits until stopped
+/// (the examples only need a container holding the volume; the test reads and writes
+/// through `exec`).
+fn app_stand_in(dir: &Path) -> PathBuf {
+    let path = dir.join("web-server");
+    std::fs::write(&path, "#!/bin/sh\nexec sleep infinity\n").unwrap();
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
+    path
+}
+
+async fn start(app: &Path) -> ManilaCsiEnvironment {
+    ManilaCsiEnvironment::start(EnvironmentOptions {
+        nodes: 3,
+        zones: ZONES.iter().map(|z| z.to_string()).collect(),
+        extra_images: vec![(APP_IMAGE.to_string(), app.to_path_buf())],
+        ..Default::default()
+    })
+    .await
+    .expect("the environment starts")
+}
+
+/// Gives every node a metadata document of its own (a fresh instance id, its zone) and
+/// returns the ids by node.
+fn instance_ids(env: &ManilaCsiEnvironment) -> BTreeMap<String, String> {
+    let cloud = env.fake_cloud().expect("the run's own fake cloud");
+    let mut ids = BTreeMap::new();
+    for node in &env.cluster().description().nodes {
+        let id = uuid::Uuid::new_v4().to_string();
+        cloud
+            .set_node_metadata(
+                &node.name,
+                NodeMetadata {
+                    uuid: id.clone(),
+                    availability_zone: node.zone.clone(),
+                    name: None,
+                },
+            )
+            .unwrap();
+        ids.insert(node.name.clone(), id);
+    }
+    ids
+}
+
+/// The user's part of the examples: the credentials Secret in `default`.
+async fn create_user_secret(env: &ManilaCsiEnvironment) {
+    let secrets: Api<Secret> = Api::namespaced(env.client(), "default");
+    let secret = Secret {
+        metadata: kube::api::ObjectMeta {
+            name: Some(USER_SECRET.into()),
+            ..Default::default()
+        },
+        string_data: Some(env.driver_secret()),
+        ..Default::default()
+    };
+    secrets
+        .create(&PostParams::default(), &secret)
+        .await
+        .expect("creating the examples' Secret");
+}
+
+async fn delete_user_secret(env: &ManilaCsiEnvironment) {
+    let secrets: Api<Secret> = Api::namespaced(env.client(), "default");
+    secrets
+        .delete(USER_SECRET, &DeleteParams::default())
+        .await
+        .expect("deleting the examples' Secret");
+}
+
+/// Installs the chart's manifests of `variant` (`default`: the top directory, `topology`:
+/// `topology/`) with the NFS node plugin they forward to.
+async fn install(env: &ManilaCsiEnvironment, variant: &str) -> Applier {
+    let namespaces: Api<Namespace> = Api::all(env.client());
+    let namespace = Namespace {
+        metadata: kube::api::ObjectMeta {
+            name: Some(RELEASE_NAMESPACE.into()),
+            ..Default::default()
+        },
+        ..Default::default()
+    };
+    namespaces
+        .create(&PostParams::default(), &namespace)
+        .await
+        .expect("creating the release namespace");
+    let vars = BTreeMap::from([
+        ("NAMESPACE".to_string(), RELEASE_NAMESPACE.to_string()),
+        (
+            "EXPORT_ROOT".to_string(),
+            env.export_root().display().to_string(),
+        ),
+    ]);
+    let dir = upstream_dir();
+    let plugins = match variant {
+        "default" => dir.clone(),
+        other => dir.join(other),
+    };
+    let mut applier = Applier::new(env.client());
+    for path in [
+        dir.join("rbac.yaml"),
+        dir.join("csidriver.yaml"),
+        dir.join("nfs-nodeplugin.yaml"),
+        plugins.join("controllerplugin.yaml"),
+        plugins.join("nodeplugin.yaml"),
+    ] {
+        applier
+            .apply_file(&path, &vars)
+            .await
+            .unwrap_or_else(|e| panic!("applying {}: {e}", path.display()));
+    }
+    applier
+}
+
+/// Deletes the release and its namespace.
+async fn uninstall(env: &ManilaCsiEnvironment, mut applier: Applier) {
+    applier.delete_all(TIMEOUT).await.expect("uninstalling");
+    let namespaces: Api<Namespace> = Api::all(env.client());
+    namespaces
+        .delete(RELEASE_NAMESPACE, &DeleteParams::default())
+        .await
+        .expect("deleting the release namespace");
+    wait::wait_deleted(&namespaces, RELEASE_NAMESPACE, TIMEOUT)
+        .await
+        .expect("the release namespace goes");
+}
+
+/// Waits until every node's CSINode lists the chart's driver, and returns
+/// `(node ID, topology keys)` by node.
+async fn registrations(env: &ManilaCsiEnvironment) -> BTreeMap<String, (String, Vec<String>)> {
+    let csinodes: Api<CSINode> = Api::all(env.client());
+    let nodes = env.cluster().node_names();
+    wait::wait_until(
+        format!("every node's CSINode to list {DRIVER}"),
+        TIMEOUT,
+        || {
+            let csinodes = csinodes.clone();
+            let nodes = nodes.clone();
+            async move {
+                let mut found = BTreeMap::new();
+                let mut missing = Vec::new();
+                for node in &nodes {
+                    let entry = csinodes
+                        .get_opt(node)
+                        .await
+                        .map_err(|e| e.to_string())?
+                        .and_then(|c| c.spec.drivers.into_iter().find(|d| d.name == DRIVER));
+                    match entry {
+                        Some(d) => {
+                            found.insert(
+                                node.clone(),
+                                (d.node_id, d.topology_keys.unwrap_or_default()),
+                            );
+                        }
+                        None => missing.push(node.clone()),
+                    }
+                }
+                if missing.is_empty() {
+                    Ok(Some(found))
+                } else {
+                    Err(format!("registered: {found:?}; not yet: {missing:?}"))
+                }
+            }
+        },
+    )
+    .await
+    .expect("the node plugins register")
+}
+
+/// The state of every container of the release's pods, once each has started or failed
+/// to: `(pod, container) → (running, log of its last attempt)`.
+async fn settled_containers(
+    env: &ManilaCsiEnvironment,
+) -> BTreeMap<(String, String), (bool, String)> {
+    let pods: Api<Pod> = Api::namespaced(env.client(), RELEASE_NAMESPACE);
+    let states = wait::wait_until(
+        "every container of the release to run or to have ended",
+        TIMEOUT,
+        || {
+            let pods = pods.clone();
+            async move {
+                let list = pods
+                    .list(&ListParams::default())
+                    .await
+                    .map_err(|e| e.to_string())?;
+                let mut states = BTreeMap::new();
+                let mut pending = Vec::new();
+                for pod in &list.items {
+                    let name = pod.metadata.name.clone().unwrap_or_default();
+                    let wanted = pod.spec.as_ref().map_or(0, |s| s.containers.len());
+                    let statuses = pod
+                        .status
+                        .as_ref()
+                        .and_then(|s| s.container_statuses.clone())
+                        .unwrap_or_default();
+                    if statuses.len() < wanted {
+                        pending.push(format!("{name}: {} of {wanted} containers", statuses.len()));
+                        continue;
+                    }
+                    for status in statuses {
+                        let state = status.state.clone().unwrap_or_default();
+                        let ended = state.terminated.is_some()
+                            || status.restart_count > 0
+                            || status
+                                .last_state
+                                .as_ref()
+                                .is_some_and(|s| s.terminated.is_some());
+                        if state.running.is_some() && status.restart_count == 0 {
+                            states.insert((name.clone(), status.name.clone()), true);
+                        } else if ended {
+                            states.insert((name.clone(), status.name.clone()), false);
+                        } else {
+                            pending.push(format!("{name}/{}: {state:?}", status.name));
+                        }
+                    }
+                }
+                if list.items.is_empty() {
+                    pending.push("no pods yet".into());
+                }
+                if pending.is_empty() {
+                    Ok(Some(states))
+                } else {
+                    Err(pending.join("; "))
+                }
+            }
+        },
+    )
+    .await
+    .expect("the release's containers start");
+    let mut out = BTreeMap::new();
+    for ((pod, container), running) in states {
+        let log = match env
+            .cluster()
+            .logs(RELEASE_NAMESPACE, &pod, &container, false)
+            .await
+        {
+            Ok(log) if !log.trim().is_empty() => log,
+            _ => env
+                .cluster()
+                .logs(RELEASE_NAMESPACE, &pod, &container, true)
+                .await
+                .unwrap_or_default(),
+        };
+        out.insert((pod, container), (running, log));
+    }
+    out
+}
+
+/// Asserts that every container of the release runs, except the [`KNOWN_REFUSALS`] of
+/// `variant`, which must have refused exactly their argument. Returns the containers that
+/// refused.
+async fn check_arguments(env: &ManilaCsiEnvironment, variant: &str) -> Vec<String> {
+    let known: BTreeMap<&str, &str> = KNOWN_REFUSALS
+        .iter()
+        .filter(|(v, _, _)| *v == variant)
+        .map(|(_, c, a)| (*c, *a))
+        .collect();
+    let mut problems = Vec::new();
+    let mut refused = Vec::new();
+    for ((pod, container), (running, log)) in settled_containers(env).await {
+        match (known.get(container.as_str()), running) {
+            (None, true) => {}
+            (None, false) => problems.push(format!(
+                "{pod}/{container} does not run; its log:\n{}",
+                tail(&log)
+            )),
+            (Some(argument), _) => {
+                if running || !log.contains(&format!("unexpected argument '{argument}")) {
+                    problems.push(format!(
+                        "{pod}/{container} was listed in KNOWN_REFUSALS as refusing {argument}, \
+                         but it runs: {running}; its log:\n{}",
+                        tail(&log)
+                    ));
+                } else {
+                    eprintln!(
+                        "KNOWN GAP ({variant}): {pod}/{container} refuses the chart's {argument}"
+                    );
+                    refused.push(container.clone());
+                }
+            }
+        }
+    }
+    assert!(
+        problems.is_empty(),
+        "the chart's argument lists ({variant}):\n{}",
+        problems.join("\n")
+    );
+    refused
+}
+
+fn tail(log: &str) -> String {
+    let lines: Vec<&str> = log.lines().collect();
+    lines[lines.len().saturating_sub(15)..].join("\n")
+}
+
+/// Applies an example file into `namespace` (its namespaced objects name none, as
+/// `kubectl apply -n` takes them).
+async fn apply_example(
+    env: &ManilaCsiEnvironment,
+    applier: &mut Applier,
+    file: &str,
+    namespace: &str,
+    vars: &BTreeMap<String, String>,
+) {
+    let path = upstream_dir().join("examples").join(file);
+    for mut object in load(&path, vars).unwrap() {
+        let kind = object.types.as_ref().map(|t| t.kind.clone()).unwrap();
+        if matches!(
+            kind.as_str(),
+            "Pod" | "PersistentVolumeClaim" | "VolumeSnapshot"
+        ) {
+            object.metadata.namespace = Some(namespace.into());
+        }
+        applier
+            .apply(object)
+            .await
+            .unwrap_or_else(|e| panic!("applying {kind} of {file}: {e}"));
+    }
+    let _ = env;
+}
+
+/// Deletes what `applier` applied, newest first, each gone before the next (a snapshot
+/// before its class, a claim's pod before the claim).
+async fn delete_in_order(env: &ManilaCsiEnvironment, applier: &Applier) {
+    for object in applier.applied().iter().rev() {
+        delete_and_wait(env, object).await;
+    }
+}
+
+async fn delete_and_wait(env: &ManilaCsiEnvironment, object: &AppliedObject) {
+    let api: Api<DynamicObject> = match &object.namespace {
+        Some(ns) => Api::namespaced_with(env.client(), ns, &object.resource),
+        None => Api::all_with(env.client(), &object.resource),
+    };
+    match api.delete(&object.name, &DeleteParams::foreground()).await {
+        Ok(_) => {}
+        Err(kube::Error::Api(status)) if status.code == 404 => {}
+        Err(e) => panic!("deleting {}: {e}", object.describe()),
+    }
+    wait::wait_for_described(
+        &api,
+        &object.name,
+        &format!("{} to be deleted", object.describe()),
+        |found: Option<&DynamicObject>| found.is_none(),
+        TIMEOUT,
+    )
+    .await
+    .unwrap_or_else(|e| panic!("{} is not deleted: {e}", object.describe()));
+}
+
+/// Waits until pod `name` runs and returns it.
+async fn running_pod(env: &ManilaCsiEnvironment, namespace: &str, name: &str) -> Pod {
+    let pods: Api<Pod> = Api::namespaced(env.client(), namespace);
+    let found = wait::wait_for(
+        &pods,
+        name,
+        |pod: Option<&Pod>| {
+            pod.and_then(|p| p.status.as_ref())
+                .and_then(|s| s.phase.as_deref())
+                == Some("Running")
+        },
+        TIMEOUT,
+    )
+    .await;
+    match found {
+        Ok(pod) => pod.unwrap(),
+        Err(e) => panic!(
+            "pod {namespace}/{name} does not run: {e}\n{}",
+            env.diagnostics().await
+        ),
+    }
+}
+
+/// Runs `script` with `sh -c` in the example pod's container; its standard output.
+async fn sh(env: &ManilaCsiEnvironment, namespace: &str, pod: &str, script: &str) -> String {
+    let out = env
+        .cluster()
+        .exec(namespace, pod, APP_CONTAINER, &["sh", "-c", script])
+        .await
+        .unwrap_or_else(|e| panic!("exec in {namespace}/{pod}: {e}"));
+    assert!(
+        out.status.success(),
+        "`{script}` in {namespace}/{pod}: {:?}, stderr {}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// The share behind the claim `claim` (its PV's volume handle).
+async fn share_of(env: &ManilaCsiEnvironment, namespace: &str, claim: &str) -> String {
+    let claims: Api<PersistentVolumeClaim> = Api::namespaced(env.client(), namespace);
+    let bound = wait::wait_for(
+        &claims,
+        claim,
+        |c: Option<&PersistentVolumeClaim>| {
+            c.and_then(|c| c.status.as_ref())
+                .and_then(|s| s.phase.as_deref())
+                == Some("Bound")
+        },
+        TIMEOUT,
+    )
+    .await
+    .expect("the claim binds")
+    .unwrap();
+    let pv_name = bound.spec.unwrap().volume_name.unwrap();
+    let pvs: Api<k8s_openapi::api::core::v1::PersistentVolume> = Api::all(env.client());
+    let pv = pvs.get(&pv_name).await.unwrap();
+    pv.spec.unwrap().csi.unwrap().volume_handle
+}
+
+/// A share made as a user makes one before writing a static PV: 1 GiB of NFS, an `ip` rule
+/// for everyone, active. Returns its id and the rule's id.
+async fn pre_create_share(env: &ManilaCsiEnvironment) -> (String, String) {
+    let secrets: HashMap<String, String> = env.driver_secret().into_iter().collect();
+    let manila = Connector::new("e2e-upstream-manifests".into())
+        .connect(&secrets)
+        .await
+        .expect("connecting to the fake cloud");
+    let share = manila
+        .create_share(&NewShare {
+            name: "preprovisioned-nfs-share".into(),
+            size: 1,
+            protocol: "NFS".into(),
+            share_type: "default".into(),
+            ..Default::default()
+        })
+        .await
+        .expect("creating the share");
+    let id = share.id.clone();
+    wait::wait_until(format!("share {id} to be available"), TIMEOUT, || {
+        let manila = manila.clone();
+        let id = id.clone();
+        async move {
+            let status = manila.share(&id).await.map_err(|e| e.to_string())?.status;
+            match status.as_str() {
+                "available" => Ok(Some(())),
+                other => Err(format!("status {other}")),
+            }
+        }
+    })
+    .await
+    .expect("the pre-created share becomes available");
+    let rule = manila
+        .grant_access(&id, "ip", "0.0.0.0/0", "rw")
+        .await
+        .expect("granting access");
+    wait::wait_until(
+        format!("access rule {} to be active", rule.id),
+        TIMEOUT,
+        || {
+            let manila = manila.clone();
+            let id = id.clone();
+            let rule_id = rule.id.clone();
+            async move {
+                let rules = manila.access_rules(&id).await.map_err(|e| e.to_string())?;
+                let state = rules
+                    .iter()
+                    .find(|r| r.id == rule_id)
+                    .map(|r| r.state.clone());
+                match state {
+                    Some(Some(s)) if s == "active" => Ok(Some(())),
+                    other => Err(format!("state {other:?}")),
+                }
+            }
+        },
+    )
+    .await
+    .expect("the access rule becomes active");
+    (id, rule.id)
+}
+
+async fn delete_share(env: &ManilaCsiEnvironment, id: &str) {
+    let secrets: HashMap<String, String> = env.driver_secret().into_iter().collect();
+    let manila = Connector::new("e2e-upstream-manifests".into())
+        .connect(&secrets)
+        .await
+        .unwrap();
+    manila.delete_share(id).await.expect("deleting the share");
+}
+
+/// The chart with default values: node plugins registered with their instance ids from the
+/// metadata service (no zone: topology is off), then upstream's dynamic, snapshot and static
+/// NFS examples.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn chart_default_values_run_upstreams_dynamic_snapshot_and_static_examples() {
+    testkit::init_tracing("suites=info,harness=info");
+    let started = Instant::now();
+    let bin = tempfile::tempdir().unwrap();
+    let env = start(&app_stand_in(bin.path())).await;
+    let ids = instance_ids(&env);
+    create_user_secret(&env).await;
+    // Upstream's static example's claim names no class, so it binds the example's PV only on
+    // a cluster without a default StorageClass: the environment's default stops being one
+    // while the examples run.
+    set_default_class(&env, false).await;
+    let release = install(&env, "default").await;
+
+    let registered = registrations(&env).await;
+    for (node, id) in &ids {
+        assert_eq!(
+            registered[node],
+            (id.clone(), Vec::<String>::new()),
+            "node {node}: the chart's node plugin registers the metadata service's instance id \
+             and, without topology, no topology key"
+        );
+    }
+    check_arguments(&env, "default").await;
+
+    let ns = env.cluster().namespace("upstream-examples").await.unwrap();
+    let namespace = ns.name().to_string();
+    let no_vars = BTreeMap::new();
+
+    // Dynamic provisioning: the web server's volume is a new share; what it writes it reads.
+    let mut dynamic = Applier::new(env.client());
+    apply_example(&env, &mut dynamic, "dynamic.yaml", &namespace, &no_vars).await;
+    running_pod(&env, &namespace, "new-nfs-share-pod").await;
+    let share = share_of(&env, &namespace, "new-nfs-share-pvc").await;
+    let shares = env.inspector().unwrap().shares().await.unwrap();
+    assert!(
+        shares.iter().any(|s| s.id == share),
+        "the claim's share {share} is in the cloud: {shares:?}"
+    );
+    sh(
+        &env,
+        &namespace,
+        "new-nfs-share-pod",
+        &format!("echo dynamic > {MOUNT}/index.html"),
+    )
+    .await;
+    assert_eq!(
+        sh(
+            &env,
+            &namespace,
+            "new-nfs-share-pod",
+            &format!("cat {MOUNT}/index.html")
+        )
+        .await,
+        "dynamic\n"
+    );
+
+    // Snapshot: the restored claim holds what the source held when snapshotted.
+    let mut snapshot = Applier::new(env.client());
+    apply_example(&env, &mut snapshot, "snapshot.yaml", &namespace, &no_vars).await;
+    running_pod(&env, &namespace, "new-nfs-share-snap-restore-pod").await;
+    let restored = share_of(&env, &namespace, "new-nfs-share-snap-restore").await;
+    assert_ne!(restored, share, "the restored claim has a share of its own");
+    assert_eq!(
+        sh(
+            &env,
+            &namespace,
+            "new-nfs-share-snap-restore-pod",
+            &format!("cat {MOUNT}/index.html")
+        )
+        .await,
+        "dynamic\n",
+        "the snapshot's data is restored"
+    );
+
+    // Static provisioning: a share created beforehand, with a file in it, mounted through
+    // the PV the user writes with its id and access rule id.
+    let (share_id, rule_id) = pre_create_share(&env).await;
+    let share_dir = env.fake_cloud().unwrap().share_dir(&share_id);
+    std::fs::write(share_dir.join("hello.txt"), "pre-created\n").unwrap();
+    let vars = BTreeMap::from([
+        ("SHARE_ID".to_string(), share_id.clone()),
+        ("SHARE_ACCESS_IDS".to_string(), rule_id),
+    ]);
+    let mut fixed = Applier::new(env.client());
+    apply_example(&env, &mut fixed, "static.yaml", &namespace, &vars).await;
+    running_pod(&env, &namespace, "existing-nfs-share-pod").await;
+    assert_eq!(
+        share_of(&env, &namespace, "existing-nfs-share-pvc").await,
+        "preprovisioned-nfs-share",
+        "the claim binds the example's PV"
+    );
+    assert_eq!(
+        sh(
+            &env,
+            &namespace,
+            "existing-nfs-share-pod",
+            &format!("cat {MOUNT}/hello.txt")
+        )
+        .await,
+        "pre-created\n",
+        "the pod sees the pre-created share"
+    );
+
+    // Everything goes: examples newest first, the pre-created share, the release.
+    delete_in_order(&env, &fixed).await;
+    delete_share(&env, &share_id).await;
+    delete_in_order(&env, &snapshot).await;
+    delete_in_order(&env, &dynamic).await;
+    ns.cleanup().await.expect("the examples' namespace goes");
+    testkit::cloud::wait_no_leftovers(env.fake_cloud().unwrap(), TIMEOUT).await;
+    uninstall(&env, release).await;
+    delete_user_secret(&env).await;
+    set_default_class(&env, true).await;
+    env.teardown().await.expect("nothing is left");
+    eprintln!("took {:?}", started.elapsed());
+}
+
+/// Marks the environment's default StorageClass as the cluster's default, or not.
+async fn set_default_class(env: &ManilaCsiEnvironment, default: bool) {
+    let classes: Api<StorageClass> = Api::all(env.client());
+    let patch = serde_json::json!({"metadata": {"annotations": {
+        "storageclass.kubernetes.io/is-default-class": default.to_string(),
+    }}});
+    classes
+        .patch(
+            DEFAULT_STORAGE_CLASS,
+            &PatchParams::default(),
+            &Patch::Merge(&patch),
+        )
+        .await
+        .expect("patching the default StorageClass");
+}
+
+/// The chart with topology enabled: node plugins registered with their instance ids and the
+/// topology key, each Node labelled with the zone the metadata service gives; then upstream's
+/// automatic topology example, whose share must be in the zone of the pod's node — when the
+/// provisioner accepts the chart's arguments (see [`KNOWN_REFUSALS`]).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn chart_with_topology_registers_zones_from_the_metadata_service() {
+    testkit::init_tracing("suites=info,harness=info");
+    let started = Instant::now();
+    let bin = tempfile::tempdir().unwrap();
+    let env = start(&app_stand_in(bin.path())).await;
+    let ids = instance_ids(&env);
+    create_user_secret(&env).await;
+    let release = install(&env, "topology").await;
+
+    let registered = registrations(&env).await;
+    let nodes: Api<Node> = Api::all(env.client());
+    for (node, id) in &ids {
+        assert_eq!(
+            registered[node],
+            (id.clone(), vec![TOPOLOGY_KEY.to_string()]),
+            "node {node}: instance id from the metadata service, the driver's topology key"
+        );
+        let zone = env.zone_of(node).unwrap();
+        let labels = nodes.get(node).await.unwrap().metadata.labels.unwrap();
+        assert_eq!(
+            labels.get(TOPOLOGY_KEY),
+            Some(&zone),
+            "node {node}: the driver's zone is the metadata service's availability_zone"
+        );
+    }
+    let refused = check_arguments(&env, "topology").await;
+
+    let ns = env.cluster().namespace("upstream-topology").await.unwrap();
+    let namespace = ns.name().to_string();
+    if refused.iter().any(|c| c == "nfs-provisioner") {
+        eprintln!(
+            "NOT RUN: upstream's automatic topology example needs the chart's provisioner, \
+             which refuses --feature-gates=Topology=true (see KNOWN_REFUSALS)"
+        );
+    } else {
+        let mut example = Applier::new(env.client());
+        apply_example(
+            &env,
+            &mut example,
+            "topology.yaml",
+            &namespace,
+            &BTreeMap::new(),
+        )
+        .await;
+        let pod = running_pod(&env, &namespace, "new-nfs-share-pod").await;
+        let node = pod.spec.unwrap().node_name.unwrap();
+        let zone = env.zone_of(&node).unwrap();
+        assert_eq!(zone, "zone-1", "the example's pod selects zone-1");
+        let share_id = share_of(&env, &namespace, "new-nfs-share-pvc").await;
+        let share = env
+            .inspector()
+            .unwrap()
+            .share(&share_id)
+            .await
+            .unwrap()
+            .expect("the claim's share exists");
+        assert_eq!(
+            share.availability_zone.as_deref(),
+            Some(zone.as_str()),
+            "the share is in the zone of the pod's node"
+        );
+        sh(
+            &env,
+            &namespace,
+            "new-nfs-share-pod",
+            &format!("echo zoned > {MOUNT}/f"),
+        )
+        .await;
+        assert_eq!(
+            sh(
+                &env,
+                &namespace,
+                "new-nfs-share-pod",
+                &format!("cat {MOUNT}/f")
+            )
+            .await,
+            "zoned\n"
+        );
+        delete_in_order(&env, &example).await;
+    }
+    ns.cleanup().await.expect("the example's namespace goes");
+    testkit::cloud::wait_no_leftovers(env.fake_cloud().unwrap(), TIMEOUT).await;
+    uninstall(&env, release).await;
+    delete_user_secret(&env).await;
+    env.teardown().await.expect("nothing is left");
+    eprintln!("took {:?}", started.elapsed());
+}
