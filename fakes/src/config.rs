@@ -495,7 +495,7 @@ pub struct ExportAddress {
 
 /// Durations of the asynchronous transitions, in milliseconds. Zero means the creating call
 /// answers the transitional state and the next read sees the final one.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct Delays {
     /// `creating`/`creating_from_snapshot` → `available`.
@@ -512,6 +512,21 @@ pub struct Delays {
     pub access_ms: u64,
 }
 
+/// Small but not zero, as on a real cloud, where nothing is `available` the moment it is
+/// asked for: a client that does not wait for the status it needs fails here too.
+impl Default for Delays {
+    fn default() -> Self {
+        Self {
+            share_create_ms: 150,
+            share_delete_ms: 100,
+            share_resize_ms: 150,
+            snapshot_create_ms: 150,
+            snapshot_delete_ms: 100,
+            access_ms: 100,
+        }
+    }
+}
+
 impl Delays {
     /// Checks every delay is at most [`MAX_DELAY_MS`]; the error names the field.
     pub fn validate(&self) -> std::result::Result<(), String> {
@@ -526,6 +541,12 @@ impl Delays {
             check_delay(field, ms)?;
         }
         Ok(())
+    }
+
+    /// No delay: every transition is done by the next read (for tests that want the
+    /// final state at once).
+    pub fn none() -> Self {
+        Self::uniform(0)
     }
 
     /// Every delay set to `ms`.

@@ -509,7 +509,7 @@ async fn stuck_shares_can_be_force_deleted_or_reset_by_an_admin() {
         let r = c.post(&format!("/shares/{a}/action"), action).await;
         assert_eq!(r.status, 403, "{:?}", r.body);
     }
-    let c = c.as_admin().await;
+    let c = c.admin().await;
     assert_eq!(
         c.post(
             &format!("/shares/{a}/action"),

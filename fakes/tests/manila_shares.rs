@@ -125,7 +125,9 @@ async fn urls_with_the_project_id_work_too() {
 #[tokio::test]
 async fn share_lifecycle_with_zero_delay() {
     // As the administrator, who sees the admin-only fields and locations too.
-    let c = Client::start(CloudConfig::default()).await.as_admin().await;
+    let mut config = CloudConfig::default();
+    config.manila.delays = Delays::none();
+    let c = Client::start(config).await.admin().await;
     let r = c
         .post("/shares", json!({"share": {"name": "pvc-1", "size": 2, "share_proto": "nfs", "metadata": {"k": "v"}}}))
         .await;
@@ -230,7 +232,9 @@ async fn detail_filters_by_name_and_names_are_not_unique() {
 
 #[tokio::test]
 async fn extend_and_shrink() {
-    let c = Client::start(CloudConfig::default()).await;
+    let mut config = CloudConfig::default();
+    config.manila.delays = Delays::none();
+    let c = Client::start(config).await;
     let id = c.available_share("grow", 1).await;
     let action = format!("/shares/{id}/action");
     assert_eq!(
@@ -511,7 +515,7 @@ async fn admins_create_and_delete_types_through_the_api() {
     let c = Client::start(CloudConfig::default()).await;
     let silver = json!({"share_type": {"name": "silver", "extra_specs": {"driver_handles_share_servers": "false", "snapshot_support": "True", "thin": "yes"}}});
     assert_eq!(c.post("/types", silver.clone()).await.status, 403, "a member may not");
-    let c = c.as_admin().await;
+    let c = c.admin().await;
     let r = c.post("/types", silver).await;
     assert_eq!(r.status, 200, "{:?}", r.body);
     let id = r.body["share_type"]["id"].as_str().unwrap().to_owned();
@@ -545,6 +549,8 @@ async fn admins_create_and_delete_types_through_the_api() {
         400,
         "in use"
     );
+    c.wait_for(&format!("/shares/{share}"), "share", "status", "available")
+        .await;
     c.delete(&format!("/shares/{share}")).await;
     c.wait_gone(&format!("/shares/{share}")).await;
     assert_eq!(c.delete(&format!("/types/{id}")).await.status, 202);

@@ -89,7 +89,7 @@ async fn allow_access_is_refused_while_the_share_is_busy() {
     c.cloud.set_delays(Delays {
         share_create_ms: 600_000,
         share_resize_ms: 600_000,
-        ..Delays::default()
+        ..Delays::none()
     });
     let r = c
         .post(
@@ -355,7 +355,7 @@ async fn share_types_are_looked_up_by_id() {
         .unwrap();
     assert_eq!(c.get("/types/gold").await.status, 404);
     assert_eq!(c.get("/types/gold/extra_specs").await.status, 403, "admin only");
-    let c = c.as_admin().await;
+    let c = c.admin().await;
     assert_eq!(c.get("/types/gold/extra_specs").await.status, 404);
     assert_eq!(c.get(&format!("/types/{gold}")).await.status, 200);
 }

@@ -7,7 +7,7 @@ mod support;
 use csi_proto::v1::volume_capability::access_mode::Mode;
 use csi_proto::v1::{self, volume_content_source};
 use fakes::{CloudConfig, Delays, ShareTypeSeed};
-use support::{ControllerEnv, GIB, create_request, mount_capability};
+use support::{ControllerEnv, GIB, create_request, mount_capability, snapshot_until_ready};
 use tonic::Code;
 
 #[tokio::test]
@@ -80,7 +80,7 @@ async fn a_concurrent_request_for_the_same_name_is_aborted() {
     let mut env = ControllerEnv::start(&[]).await;
     env.cloud.set_delays(Delays {
         share_create_ms: 400,
-        ..Delays::default()
+        ..Delays::none()
     });
     let mut other = env.client.clone();
     let request = create_request("pvc-race", GIB, &env.secrets, &[]);
@@ -222,24 +222,14 @@ async fn snapshots_are_created_restored_and_deleted() {
         secrets: env.secrets.clone(),
         parameters: Default::default(),
     };
-    let snapshot = env
-        .client
-        .create_snapshot(request.clone())
+    let snapshot = snapshot_until_ready(&mut env.client, request.clone())
         .await
-        .unwrap()
-        .into_inner()
-        .snapshot
         .unwrap();
     assert!(snapshot.ready_to_use);
     assert_eq!(snapshot.source_volume_id, volume.volume_id);
     assert_eq!(snapshot.size_bytes, GIB);
-    let again = env
-        .client
-        .create_snapshot(request)
+    let again = snapshot_until_ready(&mut env.client, request)
         .await
-        .unwrap()
-        .into_inner()
-        .snapshot
         .unwrap();
     assert_eq!(again.snapshot_id, snapshot.snapshot_id);
 
@@ -281,19 +271,17 @@ async fn restoring_needs_create_share_from_snapshot_support() {
     }];
     let mut env = ControllerEnv::with_cloud(config, &[]).await;
     let volume = env.create("pvc-src", GIB).await.unwrap();
-    let snapshot = env
-        .client
-        .create_snapshot(v1::CreateSnapshotRequest {
+    let snapshot = snapshot_until_ready(
+        &mut env.client,
+        v1::CreateSnapshotRequest {
             source_volume_id: volume.volume_id.clone(),
             name: "snap-x".into(),
             secrets: env.secrets.clone(),
             parameters: Default::default(),
-        })
-        .await
-        .unwrap()
-        .into_inner()
-        .snapshot
-        .unwrap();
+        },
+    )
+    .await
+    .unwrap();
     let mut restore = create_request("pvc-restored", GIB, &env.secrets, &[]);
     restore.volume_content_source = Some(v1::VolumeContentSource {
         r#type: Some(volume_content_source::Type::Snapshot(
@@ -357,7 +345,7 @@ async fn restoring_from_a_snapshot_still_creating_is_unavailable() {
     let volume = env.create("pvc-src", GIB).await.unwrap();
     env.cloud.set_delays(Delays {
         snapshot_create_ms: 1500,
-        ..Delays::default()
+        ..Delays::none()
     });
     let snapshot_request = v1::CreateSnapshotRequest {
         source_volume_id: volume.volume_id.clone(),
@@ -749,18 +737,12 @@ async fn snapshot_support_is_read_from_the_share_not_its_type() {
     let mut env = ControllerEnv::start(&[]).await;
     let volume = env.create("pvc-src", GIB).await.unwrap();
     env.cloud.set_types_forbidden(true);
-    let snapshot = env
-        .client
-        .create_snapshot(snapshot_request(
-            "snap-own",
-            &volume.volume_id,
-            &env.secrets,
-        ))
-        .await
-        .unwrap()
-        .into_inner()
-        .snapshot
-        .unwrap();
+    let snapshot = snapshot_until_ready(
+        &mut env.client,
+        snapshot_request("snap-own", &volume.volume_id, &env.secrets),
+    )
+    .await
+    .unwrap();
     assert!(snapshot.ready_to_use, "{snapshot:?}");
     let restored = env
         .client
@@ -829,17 +811,12 @@ async fn snapshots_of_shares_of_another_protocol_are_refused() {
     );
     assert!(env.cloud.leftovers().snapshots.is_empty());
 
-    let snapshot = ceph
-        .create_snapshot(snapshot_request(
-            "snap-ceph",
-            &volume.volume_id,
-            &env.secrets,
-        ))
-        .await
-        .unwrap()
-        .into_inner()
-        .snapshot
-        .unwrap();
+    let snapshot = snapshot_until_ready(
+        &mut ceph,
+        snapshot_request("snap-ceph", &volume.volume_id, &env.secrets),
+    )
+    .await
+    .unwrap();
     let error = env
         .client
         .create_volume(restore_request(
@@ -885,6 +862,9 @@ async fn validate_volume_capabilities_checks_the_shares_status_and_protocol() {
     use manila_csi_plugin::openstack::manila::NewShare;
 
     let mut env = ControllerEnv::start(&[]).await;
+    // Shares made straight through the Manila client: available at once, so the checks
+    // below see the protocol and the error, not a share still being created.
+    env.cloud.set_delays(fakes::Delays::none());
     let client = Connector::new("validate-test".into())
         .connect(&env.secrets)
         .await

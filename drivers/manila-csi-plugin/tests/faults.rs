@@ -85,7 +85,7 @@ async fn a_share_stuck_in_creating_is_deadline_exceeded_and_cleanable() {
     let mut env = ControllerEnv::start(&["--share-wait-timeout=300ms"]).await;
     env.cloud.set_delays(Delays {
         share_create_ms: 1500,
-        ..Delays::default()
+        ..Delays::none()
     });
     let error = env.create("pvc-stuck", GIB).await.unwrap_err();
     assert_eq!(error.code(), Code::DeadlineExceeded, "{error:?}");

@@ -8,25 +8,23 @@
 mod support;
 
 use csi_proto::v1::{self, volume_content_source};
-use support::{ControllerEnv, GIB, create_request, mount_capability};
+use support::{ControllerEnv, GIB, create_request, mount_capability, snapshot_until_ready};
 use tonic::Code;
 
 /// A volume and a snapshot of it, and the journal cleared.
 async fn volume_and_snapshot(env: &mut ControllerEnv) -> (v1::Volume, v1::Snapshot) {
     let volume = env.create("pvc-ids", GIB).await.unwrap();
-    let snapshot = env
-        .client
-        .create_snapshot(v1::CreateSnapshotRequest {
+    let snapshot = snapshot_until_ready(
+        &mut env.client,
+        v1::CreateSnapshotRequest {
             source_volume_id: volume.volume_id.clone(),
             name: "snap-ids".into(),
             secrets: env.secrets.clone(),
             parameters: Default::default(),
-        })
-        .await
-        .unwrap()
-        .into_inner()
-        .snapshot
-        .unwrap();
+        },
+    )
+    .await
+    .unwrap();
     env.cloud.clear_journal();
     (volume, snapshot)
 }

@@ -77,7 +77,7 @@ impl Client {
     }
 
     /// From now on, calls as the seed's administrator.
-    pub async fn as_admin(mut self) -> Self {
+    pub async fn admin(mut self) -> Self {
         self.sign_in_as_admin().await;
         self
     }

@@ -158,7 +158,7 @@ async fn dynamic_snapshot_turns_ready_and_is_deleted(
 ) {
     cloud.set_delays(Delays {
         snapshot_create_ms: 1500,
-        ..Delays::default()
+        ..Delays::none()
     });
     let snapshots: Api<VolumeSnapshot> = Api::namespaced(client.clone(), NS);
     let contents: Api<VolumeSnapshotContent> = Api::all(client.clone());
@@ -174,7 +174,7 @@ async fn dynamic_snapshot_turns_ready_and_is_deleted(
     .await;
     let handle = pending.status.unwrap().snapshot_handle.unwrap();
     let ready = content_ready(&contents, &content_name).await;
-    cloud.set_delays(Delays::default());
+    cloud.set_delays(Delays::none());
 
     let status = ready.status.unwrap();
     assert_eq!(status.snapshot_handle.as_deref(), Some(handle.as_str()));

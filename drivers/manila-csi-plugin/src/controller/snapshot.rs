@@ -311,7 +311,8 @@ mod rollback_tests {
                 .times(Times::Count(2)),
             )
             .unwrap();
-        // Without delays (the default seed) the first look after the create sees `error`.
+        // Without delays the first look after the create sees `error`.
+        cloud.set_delays(fakes::Delays::none());
         let error = controller
             .create_snapshot("snap-1", &volume.volume_id, &secrets)
             .await

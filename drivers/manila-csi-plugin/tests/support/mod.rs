@@ -226,3 +226,30 @@ pub async fn wait_until<T: std::fmt::Debug>(
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
 }
+
+/// CreateSnapshot until the snapshot is ready to use, as the external-snapshotter calls it
+/// again while the snapshot is still being cut (the fake's transitions take time, as
+/// Manila's do); a failure is returned at once.
+pub async fn snapshot_until_ready(
+    client: &mut ControllerClient<Channel>,
+    request: v1::CreateSnapshotRequest,
+) -> Result<v1::Snapshot, tonic::Status> {
+    let end = tokio::time::Instant::now() + Duration::from_secs(30);
+    loop {
+        let snapshot = client
+            .create_snapshot(request.clone())
+            .await?
+            .into_inner()
+            .snapshot
+            .expect("snapshot");
+        if snapshot.ready_to_use {
+            return Ok(snapshot);
+        }
+        assert!(
+            tokio::time::Instant::now() < end,
+            "snapshot {:?} not ready within 30 s: {snapshot:?}",
+            request.name
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
