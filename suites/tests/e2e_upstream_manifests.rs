@@ -354,7 +354,6 @@ fn tail(log: &str) -> String {
 /// Applies an example file into `namespace` (its namespaced objects name none, as
 /// `kubectl apply -n` takes them).
 async fn apply_example(
-    env: &ManilaCsiEnvironment,
     applier: &mut Applier,
     file: &str,
     namespace: &str,
@@ -374,7 +373,6 @@ async fn apply_example(
             .await
             .unwrap_or_else(|e| panic!("applying {kind} of {file}: {e}"));
     }
-    let _ = env;
 }
 
 /// Deletes what `applier` applied, newest first, each gone before the next (a snapshot
@@ -571,7 +569,7 @@ async fn chart_default_values_run_upstreams_dynamic_snapshot_and_static_examples
 
     // Dynamic provisioning: the web server's volume is a new share; what it writes it reads.
     let mut dynamic = Applier::new(env.client());
-    apply_example(&env, &mut dynamic, "dynamic.yaml", &namespace, &no_vars).await;
+    apply_example(&mut dynamic, "dynamic.yaml", &namespace, &no_vars).await;
     running_pod(&env, &namespace, "new-nfs-share-pod").await;
     let share = share_of(&env, &namespace, "new-nfs-share-pvc").await;
     let shares = env.inspector().unwrap().shares().await.unwrap();
@@ -599,7 +597,7 @@ async fn chart_default_values_run_upstreams_dynamic_snapshot_and_static_examples
 
     // Snapshot: the restored claim holds what the source held when snapshotted.
     let mut snapshot = Applier::new(env.client());
-    apply_example(&env, &mut snapshot, "snapshot.yaml", &namespace, &no_vars).await;
+    apply_example(&mut snapshot, "snapshot.yaml", &namespace, &no_vars).await;
     running_pod(&env, &namespace, "new-nfs-share-snap-restore-pod").await;
     let restored = share_of(&env, &namespace, "new-nfs-share-snap-restore").await;
     assert_ne!(restored, share, "the restored claim has a share of its own");
@@ -625,7 +623,7 @@ async fn chart_default_values_run_upstreams_dynamic_snapshot_and_static_examples
         ("SHARE_ACCESS_IDS".to_string(), rule_id),
     ]);
     let mut fixed = Applier::new(env.client());
-    apply_example(&env, &mut fixed, "static.yaml", &namespace, &vars).await;
+    apply_example(&mut fixed, "static.yaml", &namespace, &vars).await;
     running_pod(&env, &namespace, "existing-nfs-share-pod").await;
     assert_eq!(
         share_of(&env, &namespace, "existing-nfs-share-pvc").await,
@@ -715,14 +713,7 @@ async fn chart_with_topology_registers_zones_from_the_metadata_service() {
         );
     } else {
         let mut example = Applier::new(env.client());
-        apply_example(
-            &env,
-            &mut example,
-            "topology.yaml",
-            &namespace,
-            &BTreeMap::new(),
-        )
-        .await;
+        apply_example(&mut example, "topology.yaml", &namespace, &BTreeMap::new()).await;
         let pod = running_pod(&env, &namespace, "new-nfs-share-pod").await;
         let node = pod.spec.unwrap().node_name.unwrap();
         let zone = env.zone_of(&node).unwrap();
