@@ -7,6 +7,7 @@ mod kubelet;
 
 use std::process::Stdio;
 
+use harness::cluster::TestNamespace;
 use harness::cluster::wait::{wait_for, wait_until};
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::{Api, PostParams};
@@ -364,6 +365,23 @@ fn pod_with_input(name: &str, script: &str) -> serde_json::Value {
     pod
 }
 
+/// Waits until pod `name` has `Succeeded`.
+async fn wait_succeeded(ns: &TestNamespace, name: &str) {
+    let pods: Api<Pod> = ns.api();
+    let phase = wait_for(
+        &pods,
+        name,
+        |pod: Option<&Pod>| {
+            pod.and_then(|p| p.status.as_ref())
+                .and_then(|s| s.phase.as_deref())
+                == Some("Succeeded")
+        },
+        WAIT,
+    )
+    .await;
+    assert!(phase.is_ok(), "{name}: {phase:?}");
+}
+
 /// Reads the terminal `stdout` into `screen` until it shows `want`.
 async fn read_until(
     screen: &mut String,
@@ -407,19 +425,7 @@ async fn kubectl_attach_i_writes_to_the_container_s_input() {
         out.stdout.ends_with("got-one\ngot-two\ninput-closed\n"),
         "{out:?}"
     );
-    let pods: Api<Pod> = ns.api();
-    let phase = wait_for(
-        &pods,
-        "reader",
-        |pod: Option<&Pod>| {
-            pod.and_then(|p| p.status.as_ref())
-                .and_then(|s| s.phase.as_deref())
-                == Some("Succeeded")
-        },
-        WAIT,
-    )
-    .await;
-    assert!(phase.is_ok(), "{phase:?}");
+    wait_succeeded(&ns, "reader").await;
     ns.cleanup().await.unwrap();
 }
 
@@ -478,18 +484,7 @@ async fn attach_with_a_tty_drives_an_interactive_shell() {
         .await
         .expect("the attach ends with the shell")
         .unwrap();
-    let phase = wait_for(
-        &pods,
-        "shell",
-        |pod: Option<&Pod>| {
-            pod.and_then(|p| p.status.as_ref())
-                .and_then(|s| s.phase.as_deref())
-                == Some("Succeeded")
-        },
-        WAIT,
-    )
-    .await;
-    assert!(phase.is_ok(), "{phase:?}");
+    wait_succeeded(&ns, "shell").await;
     ns.cleanup().await.unwrap();
 }
 

@@ -9,10 +9,20 @@ use std::process::Stdio;
 use harness::cluster::wait::wait_until;
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::Api;
-use serde_json::json;
 use tokio::io::{AsyncBufReadExt, BufReader};
 
 use kubelet::*;
+
+/// Pod `web`: an HTTP server on `port` whose `/index.html` says `text`.
+fn web_pod(port: u16, text: &str) -> serde_json::Value {
+    shell_pod(
+        "web",
+        &format!(
+            "mkdir -p /tmp/www && echo {text} > /tmp/www/index.html && \
+             exec /usr/bin/python3 -m http.server {port} --bind 0.0.0.0 --directory /tmp/www"
+        ),
+    )
+}
 
 /// `kubectl port-forward` to an HTTP server in a pod, two connections over one forward:
 /// with the control plane's kubectl (SPDY), and with a kubectl 1.30+ on PATH when there is
@@ -33,23 +43,7 @@ async fn kubectl_port_forward_reaches_an_http_server_in_a_pod(#[case] recent: bo
     };
     let (cluster, ns) = setup("port-forward").await;
     let port = free_port();
-    run_pod(
-        &ns,
-        json!({
-            "apiVersion": "v1", "kind": "Pod",
-            "metadata": { "name": "web" },
-            "spec": {
-                "terminationGracePeriodSeconds": 2,
-                "containers": [{
-                    "name": "app", "image": "busybox",
-                    "command": ["sh", "-c", format!(
-                        "mkdir -p /tmp/www && echo served-by-web > /tmp/www/index.html && \
-                         exec /usr/bin/python3 -m http.server {port} --bind 0.0.0.0 --directory /tmp/www")],
-                }]
-            }
-        }),
-    )
-    .await;
+    run_pod(&ns, web_pod(port, "served-by-web")).await;
     let mut forwarder = kubectl_command_of(
         &kubectl,
         &cluster,
@@ -113,23 +107,7 @@ async fn websocket_port_forward_reaches_an_http_server_in_a_pod() {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
     let (_cluster, ns) = setup("ws-forward").await;
     let port = free_port();
-    run_pod(
-        &ns,
-        json!({
-            "apiVersion": "v1", "kind": "Pod",
-            "metadata": { "name": "web" },
-            "spec": {
-                "terminationGracePeriodSeconds": 2,
-                "containers": [{
-                    "name": "app", "image": "busybox",
-                    "command": ["sh", "-c", format!(
-                        "mkdir -p /tmp/www && echo served-over-ws > /tmp/www/index.html && \
-                         exec /usr/bin/python3 -m http.server {port} --bind 0.0.0.0 --directory /tmp/www")],
-                }]
-            }
-        }),
-    )
-    .await;
+    run_pod(&ns, web_pod(port, "served-over-ws")).await;
     let pods: Api<Pod> = ns.api();
     let answer = wait_until(
         "the pod's server through a WebSocket forward",
