@@ -1,0 +1,494 @@
+//! The CSI Controller service: Cinder volumes and snapshots, attached to Nova servers.
+//!
+//! The logic works on plain inputs and the [`Cloud`] client; [`service`] only maps the CSI
+//! messages. Operations are idempotent by name (volumes, snapshots) or by id, and wait for
+//! the status the caller needs (`available`, `in-use`) with backoff ([`WaitPolicy`]).
+
+pub mod params;
+mod service;
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
+
+use csi_proto::v1;
+
+use crate::error::{Error, Result};
+use crate::openstack::Cloud;
+use crate::openstack::cinder::{NewVolume, Snapshot, Volume};
+use crate::openstack::nova::no_such_server;
+use crate::wait::{Progress, WaitPolicy};
+use params::{GIB, VolumeParameters};
+
+/// The topology key of a volume's and a node's availability zone.
+pub const TOPOLOGY_ZONE_KEY: &str = "topology.cinder.csi.openstack.org/zone";
+
+/// Volume metadata naming the cluster (`--cluster`).
+pub const CLUSTER_METADATA_KEY: &str = "cinder.csi.openstack.org/cluster";
+
+/// Controller settings from flags and `[BlockStorage]`.
+#[derive(Clone, Debug, Default)]
+pub struct ControllerSettings {
+    /// `--cluster`.
+    pub cluster: String,
+    /// `--with-topology`.
+    pub with_topology: bool,
+    /// `[BlockStorage] ignore-volume-az`.
+    pub ignore_volume_az: bool,
+    /// How long to wait for a status.
+    pub wait: WaitPolicy,
+}
+
+/// The Controller service.
+#[derive(Clone, Debug)]
+pub struct Controller {
+    cloud: Arc<Cloud>,
+    settings: Arc<ControllerSettings>,
+}
+
+/// What CreateVolume asks for, out of its CSI message.
+#[derive(Clone, Debug, Default)]
+pub struct CreateRequest {
+    /// The CSI name (the Cinder volume name).
+    pub name: String,
+    /// Size in GiB.
+    pub size_gib: i64,
+    /// StorageClass parameters.
+    pub parameters: VolumeParameters,
+    /// Provisioner metadata (`csi.storage.k8s.io/pvc/name` …), stored on the volume.
+    pub metadata: BTreeMap<String, String>,
+    /// The zone topology prefers, if any.
+    pub topology_zone: Option<String>,
+    /// Source snapshot.
+    pub snapshot_id: Option<String>,
+    /// Source volume.
+    pub source_volume_id: Option<String>,
+}
+
+fn bytes(gib: i64) -> i64 {
+    gib.saturating_mul(GIB)
+}
+
+impl Controller {
+    /// A controller on `cloud`.
+    pub fn new(cloud: Arc<Cloud>, settings: ControllerSettings) -> Self {
+        Controller {
+            cloud,
+            settings: Arc::new(settings),
+        }
+    }
+
+    /// The CSI volume for a Cinder volume.
+    pub fn csi_volume(&self, volume: &Volume, fs_type: Option<&str>) -> v1::Volume {
+        let mut context = HashMap::new();
+        if let Some(fs) = fs_type {
+            context.insert("fsType".to_string(), fs.to_string());
+        }
+        let content_source = match (&volume.snapshot_id, &volume.source_volid) {
+            (Some(id), _) if !id.is_empty() => Some(v1::VolumeContentSource {
+                r#type: Some(v1::volume_content_source::Type::Snapshot(
+                    v1::volume_content_source::SnapshotSource {
+                        snapshot_id: id.clone(),
+                    },
+                )),
+            }),
+            (_, Some(id)) if !id.is_empty() => Some(v1::VolumeContentSource {
+                r#type: Some(v1::volume_content_source::Type::Volume(
+                    v1::volume_content_source::VolumeSource {
+                        volume_id: id.clone(),
+                    },
+                )),
+            }),
+            _ => None,
+        };
+        let accessible_topology = match &volume.availability_zone {
+            Some(zone)
+                if self.settings.with_topology
+                    && !self.settings.ignore_volume_az
+                    && !zone.is_empty() =>
+            {
+                vec![v1::Topology {
+                    segments: HashMap::from([(TOPOLOGY_ZONE_KEY.to_string(), zone.clone())]),
+                }]
+            }
+            _ => Vec::new(),
+        };
+        v1::Volume {
+            capacity_bytes: bytes(volume.size),
+            volume_id: volume.id.clone(),
+            volume_context: context,
+            content_source,
+            accessible_topology,
+        }
+    }
+
+    async fn wait_volume(&self, id: &str, wanted: &[&str]) -> Result<Volume> {
+        self.settings
+            .wait
+            .wait(&format!("volume {id}"), || async {
+                let volume = self.cloud.volume(id).await?;
+                if wanted.contains(&volume.status.as_str()) {
+                    Ok(Progress::Done(volume))
+                } else if volume.status.starts_with("error") {
+                    Err(Error::ResourceFailed(format!(
+                        "volume {id} is in status {} (Cinder could not complete the operation; \
+                         see the volume's messages: openstack volume message list)",
+                        volume.status
+                    )))
+                } else {
+                    Ok(Progress::Pending(format!("in status {}", volume.status)))
+                }
+            })
+            .await
+    }
+
+    /// Creates the volume, or finds the one made by an earlier call with the same name, and
+    /// waits for it to be `available`.
+    pub async fn create_volume(&self, request: CreateRequest) -> Result<Volume> {
+        let existing = self.cloud.volumes(Some(&request.name)).await?;
+        if existing.len() > 1 {
+            return Err(Error::AlreadyExists(format!(
+                "{} Cinder volumes are named {:?}; delete the extra ones",
+                existing.len(),
+                request.name
+            )));
+        }
+        if let Some(volume) = existing.into_iter().next() {
+            if volume.size != request.size_gib {
+                return Err(Error::AlreadyExists(format!(
+                    "volume {:?} exists ({}) with {} GiB, not the {} GiB asked",
+                    request.name, volume.id, volume.size, request.size_gib
+                )));
+            }
+            let source_matches = request
+                .snapshot_id
+                .as_deref()
+                .is_none_or(|s| volume.snapshot_id.as_deref() == Some(s))
+                && request
+                    .source_volume_id
+                    .as_deref()
+                    .is_none_or(|s| volume.source_volid.as_deref() == Some(s));
+            if !source_matches {
+                return Err(Error::AlreadyExists(format!(
+                    "volume {:?} exists ({}) from another source",
+                    request.name, volume.id
+                )));
+            }
+            return self.wait_volume(&volume.id, &["available", "in-use"]).await;
+        }
+        if let Some(snapshot_id) = &request.snapshot_id {
+            let snapshot = self.cloud.snapshot(snapshot_id).await.map_err(|e| {
+                if e.is_not_found() {
+                    Error::NotFound(format!("source snapshot {snapshot_id} does not exist"))
+                } else {
+                    e
+                }
+            })?;
+            if snapshot.status != "available" {
+                return Err(Error::Unavailable(format!(
+                    "source snapshot {snapshot_id} is {}, not available yet",
+                    snapshot.status
+                )));
+            }
+        }
+        if let Some(source) = &request.source_volume_id {
+            self.cloud.volume(source).await.map_err(|e| {
+                if e.is_not_found() {
+                    Error::NotFound(format!("source volume {source} does not exist"))
+                } else {
+                    e
+                }
+            })?;
+        }
+        let mut metadata = request.metadata.clone();
+        if !self.settings.cluster.is_empty() {
+            metadata.insert(CLUSTER_METADATA_KEY.into(), self.settings.cluster.clone());
+        }
+        let availability_zone = request
+            .parameters
+            .availability
+            .clone()
+            .or(request.topology_zone.clone());
+        let created = self
+            .cloud
+            .create_volume(&NewVolume {
+                name: request.name.clone(),
+                size: request.size_gib,
+                volume_type: request.parameters.volume_type.clone(),
+                availability_zone,
+                snapshot_id: request.snapshot_id.clone(),
+                source_volid: request.source_volume_id.clone(),
+                metadata,
+            })
+            .await?;
+        tracing::info!(name = %request.name, volume_id = %created.id, "volume created");
+        self.wait_volume(&created.id, &["available"]).await
+    }
+
+    /// Deletes the volume; a missing volume is no error, an attached one FailedPrecondition.
+    pub async fn delete_volume(&self, id: &str) -> Result<()> {
+        let volume = match self.cloud.volume(id).await {
+            Ok(volume) => volume,
+            Err(e) if e.is_not_found() => return Ok(()),
+            Err(e) => return Err(e),
+        };
+        if !volume.attachments.is_empty() || volume.status == "in-use" {
+            let servers: Vec<&str> = volume
+                .attachments
+                .iter()
+                .map(|a| a.server_id.as_str())
+                .collect();
+            return Err(Error::FailedPrecondition(format!(
+                "volume {id} is still attached to {}; unpublish it first",
+                servers.join(", ")
+            )));
+        }
+        if volume.status == "deleting" {
+            return Ok(());
+        }
+        match self.cloud.delete_volume(id).await {
+            Err(e) if !e.is_not_found() => Err(e),
+            _ => Ok(()),
+        }
+    }
+
+    /// Attaches the volume to the node's server and waits until Cinder shows it `in-use`
+    /// there; answers the device path Nova named.
+    pub async fn publish(&self, volume_id: &str, node_id: &str) -> Result<String> {
+        let volume = self.cloud.volume(volume_id).await.map_err(|e| {
+            if e.is_not_found() {
+                Error::NotFound(format!("volume {volume_id} does not exist"))
+            } else {
+                e
+            }
+        })?;
+        if !self.cloud.server_exists(node_id).await? {
+            return Err(no_such_server(node_id));
+        }
+        let device = if volume.attached_to(node_id) {
+            let known = volume
+                .attachments
+                .iter()
+                .find(|a| a.server_id == node_id)
+                .and_then(|a| a.device.clone());
+            match known {
+                Some(device) => Some(device),
+                None => self.cloud.attachment_device(node_id, volume_id).await?,
+            }
+        } else {
+            if !volume.attachments.is_empty() && !volume.multiattach {
+                let others: Vec<&str> = volume
+                    .attachments
+                    .iter()
+                    .map(|a| a.server_id.as_str())
+                    .collect();
+                return Err(Error::FailedPrecondition(format!(
+                    "volume {volume_id} is attached to {} and is not multiattach",
+                    others.join(", ")
+                )));
+            }
+            self.cloud.attach(node_id, volume_id).await?
+        };
+        let attached = self
+            .settings
+            .wait
+            .wait(
+                &format!("attaching volume {volume_id} to {node_id}"),
+                || async {
+                    let volume = self.cloud.volume(volume_id).await?;
+                    if volume.status == "in-use" && volume.attached_to(node_id) {
+                        Ok(Progress::Done(volume))
+                    } else if volume.status.starts_with("error") {
+                        Err(Error::ResourceFailed(format!(
+                            "volume {volume_id} went to {} while attaching to {node_id}",
+                            volume.status
+                        )))
+                    } else {
+                        Ok(Progress::Pending(format!("in status {}", volume.status)))
+                    }
+                },
+            )
+            .await?;
+        Ok(device
+            .or_else(|| {
+                attached
+                    .attachments
+                    .iter()
+                    .find(|a| a.server_id == node_id)
+                    .and_then(|a| a.device.clone())
+            })
+            .unwrap_or_default())
+    }
+
+    /// Detaches the volume from the node's server and waits until Cinder no longer lists
+    /// the attachment. Missing volumes, servers and attachments are no error.
+    pub async fn unpublish(&self, volume_id: &str, node_id: &str) -> Result<()> {
+        let volume = match self.cloud.volume(volume_id).await {
+            Ok(volume) => volume,
+            Err(e) if e.is_not_found() => return Ok(()),
+            Err(e) => return Err(e),
+        };
+        if !volume.attached_to(node_id) {
+            return Ok(());
+        }
+        self.cloud.detach(node_id, volume_id).await?;
+        self.settings
+            .wait
+            .wait(
+                &format!("detaching volume {volume_id} from {node_id}"),
+                || async {
+                    match self.cloud.volume(volume_id).await {
+                        Ok(v) if v.attached_to(node_id) => {
+                            Ok(Progress::Pending(format!("in status {}", v.status)))
+                        }
+                        Ok(_) => Ok(Progress::Done(())),
+                        Err(e) if e.is_not_found() => Ok(Progress::Done(())),
+                        Err(e) => Err(e),
+                    }
+                },
+            )
+            .await
+    }
+
+    /// Snapshots the volume (or finds the snapshot of that name) and waits for it.
+    pub async fn create_snapshot(
+        &self,
+        name: &str,
+        volume_id: &str,
+        metadata: &BTreeMap<String, String>,
+    ) -> Result<Snapshot> {
+        let existing = self.cloud.snapshots(Some(name), None).await?;
+        let snapshot = match existing.into_iter().next() {
+            Some(s) if s.volume_id != volume_id => {
+                return Err(Error::AlreadyExists(format!(
+                    "snapshot {name:?} exists ({}) of volume {}, not of {volume_id}",
+                    s.id, s.volume_id
+                )));
+            }
+            Some(s) => s,
+            None => {
+                self.cloud.volume(volume_id).await.map_err(|e| {
+                    if e.is_not_found() {
+                        Error::NotFound(format!("source volume {volume_id} does not exist"))
+                    } else {
+                        e
+                    }
+                })?;
+                self.cloud
+                    .create_snapshot(name, volume_id, metadata)
+                    .await?
+            }
+        };
+        let id = snapshot.id.clone();
+        self.settings
+            .wait
+            .wait(&format!("snapshot {id}"), || async {
+                let s = self.cloud.snapshot(&id).await?;
+                match s.status.as_str() {
+                    "available" => Ok(Progress::Done(s)),
+                    status if status.starts_with("error") => Err(Error::ResourceFailed(format!(
+                        "snapshot {id} of volume {volume_id} is in status {status}"
+                    ))),
+                    status => Ok(Progress::Pending(format!("in status {status}"))),
+                }
+            })
+            .await
+    }
+
+    /// Deletes the snapshot; a missing one is no error.
+    pub async fn delete_snapshot(&self, id: &str) -> Result<()> {
+        match self.cloud.delete_snapshot(id).await {
+            Err(e) if !e.is_not_found() => Err(e),
+            _ => Ok(()),
+        }
+    }
+
+    /// Grows the volume to at least `size_gib` and waits for the new size; answers it.
+    pub async fn expand(&self, volume_id: &str, size_gib: i64) -> Result<i64> {
+        let volume = self.cloud.volume(volume_id).await.map_err(|e| {
+            if e.is_not_found() {
+                Error::NotFound(format!("volume {volume_id} does not exist"))
+            } else {
+                e
+            }
+        })?;
+        if volume.size >= size_gib {
+            return Ok(volume.size);
+        }
+        self.cloud.extend_volume(volume_id, size_gib).await?;
+        let grown = self
+            .settings
+            .wait
+            .wait(&format!("extending volume {volume_id}"), || async {
+                let v = self.cloud.volume(volume_id).await?;
+                if v.size >= size_gib && (v.status == "available" || v.status == "in-use") {
+                    Ok(Progress::Done(v))
+                } else if v.status.starts_with("error") {
+                    Err(Error::ResourceFailed(format!(
+                        "volume {volume_id} is in status {} after extending",
+                        v.status
+                    )))
+                } else {
+                    Ok(Progress::Pending(format!(
+                        "{} GiB in status {}",
+                        v.size, v.status
+                    )))
+                }
+            })
+            .await?;
+        Ok(grown.size)
+    }
+
+    /// The cloud client.
+    pub fn cloud(&self) -> &Cloud {
+        &self.cloud
+    }
+}
+
+/// One page of `items` from `starting_token` (an index) with at most `max_entries`.
+pub fn page<T>(items: Vec<T>, starting_token: &str, max_entries: i32) -> Result<(Vec<T>, String)> {
+    let start: usize = if starting_token.is_empty() {
+        0
+    } else {
+        starting_token.parse().map_err(|_| {
+            Error::Aborted(format!(
+                "starting_token {starting_token:?} is not one this driver gave"
+            ))
+        })?
+    };
+    if start > items.len() {
+        return Err(Error::Aborted(format!(
+            "starting_token {starting_token:?} is past the end of the list"
+        )));
+    }
+    let count = if max_entries > 0 {
+        max_entries as usize
+    } else {
+        usize::MAX
+    };
+    let end = start.saturating_add(count).min(items.len());
+    let next = if end < items.len() {
+        end.to_string()
+    } else {
+        String::new()
+    };
+    Ok((
+        items.into_iter().skip(start).take(end - start).collect(),
+        next,
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn pages_follow_the_token() -> Result<()> {
+        let (first, next) = page(vec![1, 2, 3], "", 2)?;
+        assert_eq!((first, next.as_str()), (vec![1, 2], "2"));
+        let (rest, next) = page(vec![1, 2, 3], "2", 2)?;
+        assert_eq!((rest, next.as_str()), (vec![3], ""));
+        assert!(matches!(page(vec![1], "x", 0), Err(Error::Aborted(_))));
+        assert!(matches!(page(vec![1], "5", 0), Err(Error::Aborted(_))));
+        Ok(())
+    }
+}

@@ -1,0 +1,134 @@
+//! Assembling the services from a [`Config`] and the cloud config, and serving them on the
+//! CSI endpoint.
+
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
+
+use csi_proto::v1::controller_server::ControllerServer;
+use csi_proto::v1::identity_server::IdentityServer;
+use csi_proto::v1::node_server::NodeServer;
+use csi_proto::{Endpoint, Listener};
+use tonic::transport::Server;
+
+use crate::cloud_config::CloudConfig;
+use crate::config::Config;
+use crate::controller::{Controller, ControllerSettings, TOPOLOGY_ZONE_KEY};
+use crate::error::{Error, Result};
+use crate::identity::IdentityService;
+use crate::node::{NodeService, NodeSettings, device};
+use crate::openstack::Cloud;
+use crate::panic_guard::PanicGuard;
+use crate::wait::WaitPolicy;
+
+/// How long reading the instance metadata may take at start-up.
+const METADATA_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// The driver's services, ready to serve.
+#[derive(Debug)]
+pub struct Driver {
+    identity: IdentityService,
+    controller: Option<Controller>,
+    node: Option<NodeService>,
+}
+
+impl Driver {
+    /// Builds the services: reads the cloud config, and for the node service the node id
+    /// and zone (`--nodeid`, else the instance metadata).
+    pub async fn new(config: &Config) -> Result<Self> {
+        config.validate()?;
+        let cloud_config = CloudConfig::load(&config.cloud_config)?;
+        let controller = if config.provide_controller_service {
+            let cloud = Arc::new(Cloud::new(cloud_config.global.clone())?);
+            Some(Controller::new(
+                cloud,
+                ControllerSettings {
+                    cluster: config.cluster.clone(),
+                    with_topology: config.with_topology,
+                    ignore_volume_az: cloud_config.block_storage.ignore_volume_az,
+                    wait: WaitPolicy::default(),
+                },
+            ))
+        } else {
+            None
+        };
+        let node = if config.provide_node_service {
+            let nodeid = config.nodeid.clone().filter(|n| !n.is_empty());
+            let (node_id, zone) = match (nodeid, config.with_topology) {
+                (Some(id), false) => (id, None),
+                (nodeid, with_topology) => {
+                    let metadata = crate::metadata::fetch(
+                        &cloud_config.search_order,
+                        &config.metadata_url,
+                        METADATA_TIMEOUT,
+                    )
+                    .await?;
+                    let id = nodeid.unwrap_or(metadata.uuid);
+                    if id.is_empty() {
+                        return Err(Error::NotFound(
+                            "the instance metadata has no uuid and --nodeid is not given".into(),
+                        ));
+                    }
+                    let zone = (with_topology && !metadata.availability_zone.is_empty())
+                        .then_some(metadata.availability_zone);
+                    (id, zone)
+                }
+            };
+            tracing::info!(node_id, zone = ?zone, key = TOPOLOGY_ZONE_KEY, "node identity");
+            Some(NodeService::new(NodeSettings {
+                node_id,
+                zone,
+                additional_topology: config.additional_topology(),
+                max_volumes_per_node: cloud_config.block_storage.node_volume_attach_limit,
+                disk_dir: device::disk_by_id_dir_from_env(),
+                rescan_on_resize: cloud_config.block_storage.rescan_on_resize,
+            }))
+        } else {
+            None
+        };
+        Ok(Driver {
+            identity: IdentityService::new(controller.is_some(), config.with_topology),
+            controller,
+            node,
+        })
+    }
+
+    /// Services from parts (tests and embedders).
+    pub fn from_parts(
+        identity: IdentityService,
+        controller: Option<Controller>,
+        node: Option<NodeService>,
+    ) -> Self {
+        Driver {
+            identity,
+            controller,
+            node,
+        }
+    }
+
+    /// Binds `endpoint` (replacing a stale unix socket).
+    pub async fn bind(endpoint: &str) -> Result<Listener> {
+        let endpoint: Endpoint = endpoint.parse().map_err(|e: csi_proto::Error| {
+            Error::InvalidArgument(format!("--endpoint {endpoint:?}: {e}"))
+        })?;
+        Listener::bind(&endpoint)
+            .await
+            .map_err(|e| Error::FailedPrecondition(format!("--endpoint {endpoint}: {e}")))
+    }
+
+    /// Serves until `shutdown` resolves.
+    pub async fn serve(self, listener: Listener, shutdown: impl Future<Output = ()>) -> Result<()> {
+        let endpoint = listener.local_endpoint();
+        tracing::info!(%endpoint, controller = self.controller.is_some(), node = self.node.is_some(), "serving CSI");
+        let router = Server::builder()
+            .add_service(PanicGuard::new(IdentityServer::new(self.identity)))
+            .add_optional_service(
+                self.controller
+                    .map(|c| PanicGuard::new(ControllerServer::new(c))),
+            )
+            .add_optional_service(self.node.map(|n| PanicGuard::new(NodeServer::new(n))));
+        csi_proto::serve(router, listener, shutdown)
+            .await
+            .map_err(|e| Error::Internal(format!("serving {endpoint}: {e}")))
+    }
+}

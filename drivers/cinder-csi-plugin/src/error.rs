@@ -1,0 +1,193 @@
+//! The driver's error type and its one mapping to gRPC status codes.
+
+use tonic::{Code, Status};
+
+/// Everything that can go wrong while serving a CSI call or starting the driver. Each
+/// variant says when it happens; [`From<Error> for Status`] gives each its gRPC code.
+#[derive(Clone, Debug, thiserror::Error)]
+pub enum Error {
+    /// The request or the configuration is malformed; the message names the culprit.
+    #[error("{0}")]
+    InvalidArgument(String),
+    /// A configuration file (`--cloud-config`) is unreadable or has a bad value.
+    #[error("cloud config {file}: {reason}")]
+    Config {
+        /// The file.
+        file: String,
+        /// What is wrong, naming the section and key.
+        reason: String,
+    },
+    /// Keystone, Cinder, Nova or the metadata service could not be reached.
+    #[error("cannot reach {service} at {url}: {reason}")]
+    Unreachable {
+        /// `Keystone`, `Cinder`, `Nova` or `metadata service`.
+        service: &'static str,
+        /// The URL tried.
+        url: String,
+        /// The transport error as text.
+        reason: String,
+    },
+    /// Keystone refused the credentials.
+    #[error("authentication failed: {0}")]
+    Unauthenticated(String),
+    /// An OpenStack API answered an error status; `message` is the cloud's own reason.
+    #[error("{service} {method} {path} failed with HTTP {status}: {message}")]
+    Api {
+        /// `Keystone`, `Cinder` or `Nova`.
+        service: &'static str,
+        /// HTTP method.
+        method: String,
+        /// Request path.
+        path: String,
+        /// HTTP status.
+        status: u16,
+        /// The fault message of the body.
+        message: String,
+    },
+    /// An OpenStack answer could not be decoded.
+    #[error("unexpected answer from {service} {path}: {reason}")]
+    Decode {
+        /// The service.
+        service: &'static str,
+        /// Request path.
+        path: String,
+        /// What was wrong.
+        reason: String,
+    },
+    /// The catalog has no usable endpoint for a service.
+    #[error("{0}")]
+    NotInCatalog(String),
+    /// A volume, snapshot, server or device does not exist.
+    #[error("{0}")]
+    NotFound(String),
+    /// A volume or snapshot of that name exists but does not match the request.
+    #[error("{0}")]
+    AlreadyExists(String),
+    /// Another operation on the same volume or name is still in progress.
+    #[error("{0}")]
+    Aborted(String),
+    /// A resource is in a transient state (a source snapshot still creating).
+    #[error("{0}")]
+    Unavailable(String),
+    /// The resource is not in a state that allows the operation.
+    #[error("{0}")]
+    FailedPrecondition(String),
+    /// A volume or snapshot ended in an error state.
+    #[error("{0}")]
+    ResourceFailed(String),
+    /// Waiting for a status ran past its deadline.
+    #[error("{0}")]
+    DeadlineExceeded(String),
+    /// A size outside the allowed range.
+    #[error("{0}")]
+    OutOfRange(String),
+    /// A quota would be exceeded.
+    #[error("{0}")]
+    ResourceExhausted(String),
+    /// The RPC or feature is not supported.
+    #[error("{0}")]
+    Unimplemented(String),
+    /// A host command (mount, mkfs, blkid, resize2fs …) failed.
+    #[error("{command} failed: {reason}")]
+    Command {
+        /// The command line (no secrets are ever on it).
+        command: String,
+        /// Exit status and stderr.
+        reason: String,
+    },
+    /// A bug or an unexpected local condition.
+    #[error("{0}")]
+    Internal(String),
+}
+
+/// Result alias for the driver.
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+impl Error {
+    /// The gRPC code a CSI caller gets for this error.
+    pub fn code(&self) -> Code {
+        match self {
+            Error::InvalidArgument(_) | Error::Config { .. } => Code::InvalidArgument,
+            Error::Unreachable { .. } => Code::Unavailable,
+            Error::Unauthenticated(_) => Code::Unauthenticated,
+            Error::Api { status, .. } => match status {
+                400 => Code::InvalidArgument,
+                401 => Code::Unauthenticated,
+                403 => Code::PermissionDenied,
+                404 => Code::NotFound,
+                409 => Code::FailedPrecondition,
+                413 => Code::ResourceExhausted,
+                429 | 503 => Code::Unavailable,
+                _ => Code::Internal,
+            },
+            Error::Decode { .. } | Error::Internal(_) | Error::Command { .. } => Code::Internal,
+            Error::NotInCatalog(_) | Error::FailedPrecondition(_) => Code::FailedPrecondition,
+            Error::NotFound(_) => Code::NotFound,
+            Error::Aborted(_) => Code::Aborted,
+            Error::Unavailable(_) => Code::Unavailable,
+            Error::AlreadyExists(_) => Code::AlreadyExists,
+            Error::ResourceFailed(_) => Code::Internal,
+            Error::DeadlineExceeded(_) => Code::DeadlineExceeded,
+            Error::OutOfRange(_) => Code::OutOfRange,
+            Error::ResourceExhausted(_) => Code::ResourceExhausted,
+            Error::Unimplemented(_) => Code::Unimplemented,
+        }
+    }
+
+    /// Whether the cloud answered 404 for the request.
+    pub fn is_not_found(&self) -> bool {
+        matches!(self, Error::NotFound(_) | Error::Api { status: 404, .. })
+    }
+}
+
+impl From<Error> for Status {
+    fn from(error: Error) -> Self {
+        Status::new(error.code(), error.to_string())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn api(status: u16) -> Error {
+        Error::Api {
+            service: "Cinder",
+            method: "POST".into(),
+            path: "/volumes".into(),
+            status,
+            message: "VolumeLimitExceeded: Maximum number of volumes allowed (10) exceeded".into(),
+        }
+    }
+
+    #[test]
+    fn api_errors_map_to_csi_codes_by_http_status() {
+        assert_eq!(api(400).code(), Code::InvalidArgument);
+        assert_eq!(api(404).code(), Code::NotFound);
+        assert_eq!(api(409).code(), Code::FailedPrecondition);
+        assert_eq!(api(413).code(), Code::ResourceExhausted);
+        assert_eq!(api(503).code(), Code::Unavailable);
+        assert_eq!(api(500).code(), Code::Internal);
+    }
+
+    #[test]
+    fn status_message_names_the_clouds_reason() {
+        let status = Status::from(api(413));
+        assert!(
+            status
+                .message()
+                .contains("Maximum number of volumes allowed (10) exceeded")
+        );
+        assert!(status.message().contains("HTTP 413"));
+    }
+
+    #[test]
+    fn config_errors_are_invalid_argument_naming_the_file() {
+        let error = Error::Config {
+            file: "/etc/cloud.conf".into(),
+            reason: "[Global] auth-url is missing".into(),
+        };
+        assert_eq!(error.code(), Code::InvalidArgument);
+        assert!(error.to_string().contains("/etc/cloud.conf"));
+    }
+}

@@ -1,0 +1,42 @@
+//! The `cinder-csi-plugin` binary: parses flags, sets up logging, serves the CSI services
+//! until SIGINT/SIGTERM.
+
+use anyhow::Context;
+use cinder_csi_plugin::config::Config;
+use cinder_csi_plugin::driver::Driver;
+use clap::Parser;
+use tracing_subscriber::EnvFilter;
+
+#[tokio::main]
+async fn main() -> anyhow::Result<()> {
+    let config = Config::parse();
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| EnvFilter::new(config.logging.default_filter())),
+        )
+        .with_writer(std::io::stderr)
+        .init();
+    let listener = Driver::bind(&config.endpoint).await?;
+    let driver = Driver::new(&config)
+        .await
+        .context("cinder-csi-plugin cannot start")?;
+    driver.serve(listener, shutdown_signal()).await?;
+    Ok(())
+}
+
+async fn shutdown_signal() {
+    use tokio::signal::unix::{SignalKind, signal};
+    match signal(SignalKind::terminate()) {
+        Ok(mut term) => {
+            tokio::select! {
+                _ = tokio::signal::ctrl_c() => {}
+                _ = term.recv() => {}
+            }
+        }
+        Err(_) => {
+            let _ = tokio::signal::ctrl_c().await;
+        }
+    }
+    tracing::info!("shutting down");
+}
