@@ -107,7 +107,13 @@ impl Copy {
         if let Some(p) = pause {
             p.enter();
         }
-        let result = copy_tree(&self.from, &self.to);
+        // A volume's file (block storage) is copied as a sparse file; a share's directory
+        // as a tree.
+        let result = if self.from.is_file() {
+            crate::cinder::disk::copy_sparse(&self.from, &self.to)
+        } else {
+            copy_tree(&self.from, &self.to)
+        };
         if let Some(p) = pause {
             p.leave();
         }

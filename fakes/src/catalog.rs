@@ -55,6 +55,23 @@ pub(crate) fn catalog(state: &CloudState) -> Value {
             }));
         }
     }
+    if state.config.cinder.present {
+        let url = crate::cinder::cinder_url(base, &state.config.account.project_id);
+        for (kind, id) in [
+            ("block-storage", "3c4d5e6f7a8b4c9d0e1f2a3b4c5d6e7f"),
+            ("volumev3", "4d5e6f7a8b9c4d0e1f2a3b4c5d6e7f80"),
+        ] {
+            services.push(json!({
+                "type": kind, "name": "cinderv3", "id": id,
+                "endpoints": endpoints(state, kind, &|_, _| url.clone()),
+            }));
+        }
+        let nova = crate::nova::nova_url(base);
+        services.push(json!({
+            "type": "compute", "name": "nova", "id": "5e6f7a8b9c0d4e1f2a3b4c5d6e7f8091",
+            "endpoints": endpoints(state, "compute", &|_, _| nova.clone()),
+        }));
+    }
     Value::Array(services)
 }
 

@@ -52,6 +52,10 @@ pub(crate) fn check_delay(field: &str, ms: u64) -> std::result::Result<(), Strin
     }
 }
 
+pub use crate::cinder::seed::{
+    CinderConfig, CinderDelays, CinderQuotas, NovaConfig, ServerSeed, VolumeTypeSeed,
+};
+
 /// A string that never prints: passwords and application-credential secrets.
 #[derive(Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
 #[serde(transparent)]
@@ -89,6 +93,10 @@ pub struct CloudConfig {
     /// Further regions and endpoint URLs of the catalog (default: one region, every
     /// endpoint on the fake's own URLs).
     pub catalog: CatalogSeed,
+    /// The Cinder service.
+    pub cinder: CinderConfig,
+    /// The Nova servers volumes attach to.
+    pub nova: NovaConfig,
 }
 
 /// The catalog beyond [`CloudConfig::region`]: more regions, and Manila endpoints that point
@@ -166,6 +174,8 @@ impl Default for CloudConfig {
             token_lifetime_secs: 3600,
             manila: ManilaConfig::default(),
             catalog: CatalogSeed::default(),
+            cinder: CinderConfig::default(),
+            nova: NovaConfig::default(),
         }
     }
 }
@@ -678,6 +688,7 @@ impl CloudConfig {
         m.delays
             .validate()
             .map_err(|e| Error::InvalidSeed(format!("manila.delays.{e}")))?;
+        crate::cinder::validate_seed(&self.cinder, &self.nova).map_err(Error::InvalidSeed)?;
         Ok(())
     }
 }

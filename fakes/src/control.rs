@@ -150,7 +150,44 @@ fn handle_checked(
             state.journal.clear();
             Reply::empty(204)
         }
-        ("GET", ["leftovers"]) => ok(json!(state.leftovers())),
+        ("GET", ["leftovers"]) => {
+            let mut all = json!(state.leftovers());
+            // Block storage is listed beside Manila's resources on a cloud that has it.
+            if state.config.cinder.present
+                && let (Some(map), Value::Object(block)) =
+                    (all.as_object_mut(), json!(state.block.leftovers()))
+            {
+                map.extend(block);
+            }
+            ok(all)
+        }
+        ("GET", ["block-leftovers"]) => ok(json!(state.block.leftovers())),
+        ("GET", ["cinder-delays"]) => ok(json!(state.config.cinder.delays)),
+        ("PUT", ["cinder-delays"]) => {
+            let delays = parse::<crate::config::CinderDelays>(req)?;
+            delays.validate().map_err(bad)?;
+            state.config.cinder.delays = delays;
+            Reply::empty(204)
+        }
+        ("GET", ["servers"]) => ok(Value::Array(
+            state
+                .block
+                .servers
+                .values()
+                .map(|s| {
+                    json!({"id": s.id, "name": s.name, "availability_zone": s.availability_zone,
+                           "disk_dir": s.disk_dir})
+                })
+                .collect(),
+        )),
+        ("POST", ["servers"]) => {
+            let seed: crate::config::ServerSeed = parse(req)?;
+            let state = &mut *state;
+            match state.block.add_server(&seed, &mut state.node_metadata) {
+                Ok(id) => Reply::json(201, json!({"id": id})),
+                Err(e) => bad(e.to_string()),
+            }
+        }
         ("GET", ["faults"]) => ok(json!(state.faults.list())),
         ("POST", ["faults"]) => {
             let rule: FaultRule = parse(req)?;

@@ -54,6 +54,39 @@ pub enum Operation {
     Quotas,
     /// User messages.
     Messages,
+    /// Cinder version documents.
+    CinderVersions,
+    /// `POST /volumes`.
+    VolumeCreate,
+    /// `GET /volumes/{id}`.
+    VolumeGet,
+    /// `GET /volumes[/detail]`.
+    VolumeList,
+    /// `DELETE /volumes/{id}`.
+    VolumeDelete,
+    /// The `os-extend` action.
+    VolumeExtend,
+    /// `GET /types...` (Cinder).
+    VolumeTypes,
+    /// `POST /snapshots` (Cinder).
+    VolumeSnapshotCreate,
+    /// `GET /snapshots/{id}` (Cinder).
+    VolumeSnapshotGet,
+    /// `GET /snapshots[/detail]` (Cinder).
+    VolumeSnapshotList,
+    /// `DELETE /snapshots/{id}` (Cinder).
+    VolumeSnapshotDelete,
+    /// Cinder's availability zones.
+    VolumeAvailabilityZones,
+    /// Cinder's quota sets and limits.
+    VolumeQuotas,
+    /// Cinder's user messages.
+    VolumeMessages,
+    /// Nova `POST /servers/{id}/os-volume_attachments` (resource: volume id, server id or
+    /// name; `error` answers 500).
+    VolumeAttach,
+    /// Nova `DELETE /servers/{id}/os-volume_attachments/{volume_id}`.
+    VolumeDetach,
 }
 
 /// What a fault does.

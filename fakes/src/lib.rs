@@ -23,6 +23,7 @@
 
 mod backend;
 mod catalog;
+pub mod cinder;
 pub mod config;
 mod control;
 mod credentials;
@@ -32,6 +33,7 @@ mod journal;
 mod keystone;
 mod manila;
 pub mod metadata;
+mod nova;
 mod outage;
 mod reply;
 mod router;
@@ -44,7 +46,11 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
 pub use backend::CopyPause;
-pub use config::{CloudConfig, Delays, Secret, ShareTypeSeed};
+pub use cinder::{BlockLeftover, BlockLeftovers, LoopLeftover};
+pub use config::{
+    CinderConfig, CinderDelays, CloudConfig, Delays, NovaConfig, Secret, ServerSeed, ShareTypeSeed,
+    VolumeTypeSeed,
+};
 pub use credentials::SecretKind;
 pub use error::{Error, Result};
 pub use faults::{ActiveFault, FaultAction, FaultRule, Operation, Times};
@@ -60,7 +66,9 @@ use state::CloudState;
 pub mod paths {
     pub use crate::catalog::KEYSTONE_PREFIX as KEYSTONE;
     pub use crate::catalog::MANILA_PREFIX as MANILA;
+    pub use crate::cinder::PREFIX as CINDER;
     pub use crate::control::PREFIX as CONTROL;
+    pub use crate::nova::PREFIX as NOVA;
 }
 
 /// How to start a [`FakeCloud`]: where to listen and where the share directories live.
@@ -123,10 +131,12 @@ impl FakeCloudBuilder {
         };
         let scheme = if self.tls { "https" } else { "http" };
         let base_url = format!("{scheme}://{host}:{}", addr.port());
+        let loops = cinder::disk::LoopRegistry::default();
         let state = Arc::new(Mutex::new(CloudState::new(
             self.config,
             base_url.clone(),
             backend,
+            loops.clone(),
         )));
         // With TLS, wiremock serves plain HTTP on a private loopback port behind the front.
         let (server_listener, tls) = if self.tls {
@@ -168,6 +178,7 @@ impl FakeCloudBuilder {
         };
         let server = outage::Server::start(server_listener, Arc::clone(&state)).await?;
         Ok(FakeCloud {
+            _loops: cinder::disk::LoopGuard(loops),
             tls,
             server,
             _temporary_root: temporary_root,
@@ -194,6 +205,9 @@ pub struct FakeCloud {
     tls: Option<Tls>,
     // Then: asks the server to shut down.
     server: outage::Server,
+    // Then: every loop device the cloud made is detached and its link removed, before the
+    // volume files go with the backend.
+    _loops: cinder::disk::LoopGuard,
     // Dropped next, here rather than with the state, which the server's thread may hold
     // until after this process has exited.
     _temporary_root: Option<TemporaryRoot>,
@@ -414,6 +428,47 @@ impl FakeCloud {
     /// Whether the cloud is listening (see [`FakeCloud::set_reachable`]).
     pub fn is_reachable(&self) -> bool {
         self.server.is_reachable()
+    }
+    /// Cinder's catalog URL (`…/volume/v3/<project_id>`).
+    pub fn cinder_url(&self) -> String {
+        cinder::cinder_url(&self.base_url, &self.state().config.account.project_id)
+    }
+    /// Nova's catalog URL (`…/compute/v2.1`).
+    pub fn nova_url(&self) -> String {
+        nova::nova_url(&self.base_url)
+    }
+    /// Adds a Nova server (a node): its disk directory (default
+    /// `<backend>/servers/<name>/by-id`) receives the `virtio-…` links of the volumes
+    /// attached to it, and its node gets the metadata document naming it (`uuid` = the
+    /// server id). Returns the server id.
+    pub fn add_server(&self, seed: &ServerSeed) -> Result<String> {
+        let mut state = self.state();
+        let state = &mut *state;
+        state.block.add_server(seed, &mut state.node_metadata)
+    }
+    /// The disk directory of a server (by id or name).
+    pub fn server_disk_dir(&self, id_or_name: &str) -> Option<PathBuf> {
+        self.state()
+            .block
+            .server(id_or_name)
+            .map(|s| s.disk_dir.clone())
+    }
+    /// The sparse file backing volume `id` (whether or not the volume exists).
+    pub fn volume_file(&self, id: &str) -> PathBuf {
+        cinder::disk::volume_file(self.state().block.root(), id)
+    }
+    /// Changes Cinder's transition delays (operations started afterwards).
+    pub fn set_cinder_delays(&self, delays: CinderDelays) {
+        self.state().config.cinder.delays = delays;
+    }
+    /// Puts Cinder (and Nova) in or out of the catalog.
+    pub fn set_cinder_present(&self, present: bool) {
+        self.state().config.cinder.present = present;
+    }
+    /// Block-storage resources still present: volumes, volume snapshots, attachments and
+    /// the loop devices on the host.
+    pub fn block_leftovers(&self) -> BlockLeftovers {
+        self.state().block.leftovers()
     }
     /// Back to the seed: no resources, tokens, messages, faults or journal.
     pub fn reset(&self) -> Result<()> {

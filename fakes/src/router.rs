@@ -13,7 +13,7 @@ use crate::journal::{JournalEntry, Service};
 use crate::manila::microversion;
 use crate::reply::Reply;
 use crate::state::{CloudState, PendingCopy};
-use crate::{control, keystone, manila, metadata};
+use crate::{cinder, control, keystone, manila, metadata, nova};
 
 /// Locks the state; a panic while holding the lock cannot leave it half-updated in a way
 /// that matters more than stopping the fake, so poisoning is ignored.
@@ -146,6 +146,10 @@ impl Router {
             (Service::Keystone, keystone::handle(state, req, rest))
         } else if let Some(rest) = below(path, MANILA_PREFIX) {
             (Service::Manila, manila::handle(state, req, rest))
+        } else if let Some(rest) = below(path, cinder::PREFIX) {
+            (Service::Other, cinder::handle(state, req, rest))
+        } else if let Some(rest) = below(path, nova::PREFIX) {
+            (Service::Other, nova::handle(state, req, rest))
         } else if let Some(node) = metadata::node_of(path) {
             (
                 Service::Other,

@@ -64,6 +64,8 @@ pub(crate) struct CloudState {
     pub copies: Vec<PendingCopy>,
     /// The test hook every copy passes ([`crate::FakeCloud::pause_backend_copies`]).
     pub copy_pause: Option<CopyPause>,
+    /// Cinder and Nova: volumes, volume snapshots, types, servers, loop devices.
+    pub block: crate::cinder::BlockState,
     seq: u64,
 }
 
@@ -88,6 +90,8 @@ pub(crate) enum CopyTarget {
         pending: Option<Pending<SnapshotOutcome>>,
         stuck: Option<String>,
     },
+    /// A Cinder volume or snapshot (a sparse file).
+    Block(crate::cinder::model::BlockCopyTarget),
 }
 
 /// A fresh id in Manila's form (UUID with dashes).
@@ -114,8 +118,15 @@ pub(crate) fn share_type_from_seed(seed: &ShareTypeSeed) -> ShareType {
 }
 
 impl CloudState {
-    pub(crate) fn new(config: CloudConfig, base_url: String, backend: Backend) -> Self {
+    pub(crate) fn new(
+        config: CloudConfig,
+        base_url: String,
+        backend: Backend,
+        loops: crate::cinder::disk::LoopRegistry,
+    ) -> Self {
+        let block = crate::cinder::BlockState::new(backend.root(), loops);
         let mut state = Self {
+            block,
             seed: config.clone(),
             config,
             base_url,
@@ -137,7 +148,16 @@ impl CloudState {
             seq: 0,
         };
         state.seed_resources();
+        state.seed_block();
         state
+    }
+
+    /// Cinder's types and Nova's servers (with their metadata documents) from the seed.
+    fn seed_block(&mut self) {
+        let (cinder, nova) = (self.config.cinder.clone(), self.config.nova.clone());
+        if let Err(e) = self.block.seed(&cinder, &nova, &mut self.node_metadata) {
+            tracing::warn!(error = %e, "cannot seed the Nova servers");
+        }
     }
 
     fn seed_resources(&mut self) {
@@ -175,6 +195,8 @@ impl CloudState {
         self.journal_seq = 0;
         self.node_metadata.clear();
         self.seed_resources();
+        self.block.clear()?;
+        self.seed_block();
         self.backend.clear()
     }
 
@@ -207,6 +229,7 @@ impl CloudState {
         };
         let stamp = Utc::now();
         match target {
+            CopyTarget::Block(target) => self.block.finish_copy(target, result),
             CopyTarget::Share { id, pending, stuck } => {
                 let Some(share) = self.shares.get_mut(&id) else {
                     if let Err(e) = self.backend.delete_share(&id) {
@@ -279,6 +302,7 @@ impl CloudState {
 
     /// Applies every pending outcome that is due at `now`.
     pub(crate) fn advance(&mut self, now: Instant) {
+        self.block.advance(now);
         let mut failures: Vec<(&'static str, String, Failure)> = Vec::new();
         let mut gone_shares = Vec::new();
         let stamp = Utc::now();

@@ -1,6 +1,8 @@
 //! Shared helpers of the integration tests: a small Manila client over reqwest.
 #![allow(clippy::unwrap_used, clippy::expect_used, dead_code)]
 
+pub mod block;
+
 use std::time::{Duration, Instant};
 
 use fakes::{CloudConfig, FakeCloud};

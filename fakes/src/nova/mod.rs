@@ -1,0 +1,378 @@
+//! Nova v2.1 under `/compute`: the servers (one per node), and volume attachments
+//! (`/servers/{id}/os-volume_attachments`), which make the volume's loop device and its
+//! `virtio-…` link in the server's disk directory and move the volume in Cinder through
+//! `attaching` → `in-use` and `detaching` → `available`.
+
+use chrono::Utc;
+use serde_json::{Value, json};
+use wiremock::Request;
+use wiremock::http::Method;
+
+use crate::cinder::model::{Attachment, Server, VolumeOutcome};
+use crate::cinder::{Ctx, disk, parse_version, requested_version};
+use crate::config::due_after;
+use crate::faults::Operation;
+use crate::keystone;
+use crate::manila::model::Pending;
+use crate::manila::{AsyncFault, fault};
+use crate::reply::Reply;
+use crate::state::{CloudState, new_id};
+
+/// Where Nova is mounted.
+pub const PREFIX: &str = "/compute";
+/// The highest compute microversion announced (Zed's).
+pub const MAX_VERSION: (u32, u32) = (2, 93);
+/// Nova's legacy microversion header.
+const LEGACY_HEADER: &str = "X-OpenStack-Nova-API-Version";
+
+/// Nova's catalog URL (`…/compute/v2.1`).
+pub(crate) fn nova_url(base_url: &str) -> String {
+    format!("{base_url}{PREFIX}/v2.1")
+}
+
+fn versions(state: &CloudState) -> Value {
+    json!([{
+        "id": "v2.1", "status": "CURRENT",
+        "version": format!("{}.{}", MAX_VERSION.0, MAX_VERSION.1), "min_version": "2.1",
+        "updated": "2013-07-23T11:33:21Z",
+        "links": [{"rel": "self", "href": format!("{}/", nova_url(&state.base_url))}],
+    }])
+}
+
+/// Handles a request under [`PREFIX`]; `rest` is the path after it.
+pub(crate) fn handle(state: &mut CloudState, req: &Request, rest: &str) -> Reply {
+    if !state.config.cinder.present {
+        return Reply::text(404, "404 Not Found".into(), "text/plain");
+    }
+    let trimmed = rest.trim_end_matches('/');
+    if req.method == Method::GET && trimmed.is_empty() {
+        return Reply::json(200, json!({"versions": versions(state)}));
+    }
+    if req.method == Method::GET && trimmed == "/v2.1" {
+        return Reply::json(200, json!({"version": versions(state)[0]}));
+    }
+    let Some(path) = trimmed.strip_prefix("/v2.1/") else {
+        return fault(404, "The resource could not be found.");
+    };
+    let token = match keystone::authenticate(state, &req.headers) {
+        Ok(token) => token,
+        Err(reply) => return reply,
+    };
+    let raw = requested_version(req, "compute")
+        .or_else(|| req.headers.get(LEGACY_HEADER).and_then(|v| v.to_str().ok()));
+    let version = match raw {
+        None => (2, 1),
+        Some(v) if v.eq_ignore_ascii_case("latest") => MAX_VERSION,
+        Some(v) => match parse_version(v) {
+            Some(v) if v >= (2, 1) && v <= MAX_VERSION => v,
+            _ => {
+                return fault(
+                    406,
+                    format!(
+                        "Version {v} is not supported by the API. Minimum is 2.1 and maximum is 2.93."
+                    ),
+                );
+            }
+        },
+    };
+    let mut segments: Vec<&str> = path.split('/').collect();
+    if segments.first() == Some(&state.config.account.project_id.as_str()) {
+        segments.remove(0);
+    }
+    let mut ctx = Ctx::new(req, version, token.admin);
+    state.advance(ctx.now);
+    let m = req.method.as_str();
+    let mut reply = match segments.as_slice() {
+        ["servers"] if m == "GET" => list(state, &ctx, false),
+        ["servers", "detail"] if m == "GET" => list(state, &ctx, true),
+        ["servers", id] if m == "GET" => match state.block.server(id) {
+            Some(s) => Reply::json(200, json!({"server": server_view(state, s)})),
+            None => server_missing(id),
+        },
+        ["servers", id, "os-volume_attachments"] if m == "GET" => attachments(state, id, None),
+        ["servers", id, "os-volume_attachments"] if m == "POST" => attach(state, &mut ctx, id),
+        ["servers", id, "os-volume_attachments", vol] if m == "GET" => {
+            attachments(state, id, Some(vol))
+        }
+        ["servers", id, "os-volume_attachments", vol] if m == "DELETE" => {
+            detach(state, &mut ctx, id, vol)
+        }
+        _ => fault(404, "The resource could not be found."),
+    };
+    reply.delay = ctx.latency;
+    reply
+        .header(
+            "OpenStack-API-Version",
+            format!("compute {}.{}", version.0, version.1),
+        )
+        .header(LEGACY_HEADER, format!("{}.{}", version.0, version.1))
+        .header(
+            "Vary",
+            "OpenStack-API-Version, X-OpenStack-Nova-API-Version",
+        )
+}
+
+fn server_missing(id: &str) -> Reply {
+    fault(404, format!("Instance {id} could not be found."))
+}
+
+fn server_view(state: &CloudState, s: &Server) -> Value {
+    let attached: Vec<Value> = state
+        .block
+        .volumes
+        .values()
+        .filter(|v| v.attachments.iter().any(|a| a.server_id == s.id))
+        .map(|v| json!({"id": v.id, "delete_on_termination": false}))
+        .collect();
+    json!({
+        "id": s.id, "name": s.name, "status": "ACTIVE",
+        "OS-EXT-AZ:availability_zone": s.availability_zone,
+        "tenant_id": state.config.account.project_id,
+        "user_id": state.config.account.user_id,
+        "created": s.created_at.to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
+        "os-extended-volumes:volumes_attached": attached,
+        "links": [{"rel": "self", "href": format!("{}/servers/{}", nova_url(&state.base_url), s.id)}],
+    })
+}
+
+fn list(state: &CloudState, ctx: &Ctx<'_>, detail: bool) -> Reply {
+    let servers: Vec<Value> = state
+        .block
+        .servers
+        .values()
+        .filter(|s| ctx.query("name").is_none_or(|n| s.name == n))
+        .map(|s| {
+            let full = server_view(state, s);
+            if detail {
+                full
+            } else {
+                json!({"id": s.id, "name": s.name, "links": full["links"]})
+            }
+        })
+        .collect();
+    Reply::json(200, json!({"servers": servers}))
+}
+
+fn attachment_view(
+    ctx_version: (u32, u32),
+    volume_id: &str,
+    server_id: &str,
+    a: &Attachment,
+) -> Value {
+    let mut body = json!({
+        "id": volume_id, "volumeId": volume_id, "serverId": server_id, "device": a.device,
+    });
+    if let Some(map) = body.as_object_mut() {
+        if ctx_version >= (2, 70) {
+            map.insert("tag".into(), Value::Null);
+        }
+        if ctx_version >= (2, 79) {
+            map.insert("delete_on_termination".into(), json!(false));
+        }
+        if ctx_version >= (2, 89) {
+            map.remove("id");
+            map.insert("attachment_id".into(), json!(a.id));
+            map.insert("bdm_uuid".into(), json!(a.id));
+        }
+    }
+    body
+}
+
+fn attachments(state: &CloudState, server: &str, volume: Option<&str>) -> Reply {
+    let Some(s) = state.block.server(server) else {
+        return server_missing(server);
+    };
+    let mut found: Vec<Value> = Vec::new();
+    let mut volumes: Vec<_> = state.block.volumes.values().collect();
+    volumes.sort_by_key(|v| v.seq);
+    for v in volumes {
+        if volume.is_some_and(|want| want != v.id) {
+            continue;
+        }
+        for a in v.attachments.iter().filter(|a| a.server_id == s.id) {
+            found.push(attachment_view((2, 1), &v.id, &s.id, a));
+        }
+    }
+    match volume {
+        None => Reply::json(200, json!({"volumeAttachments": found})),
+        Some(vol) => match found.into_iter().next() {
+            Some(a) => Reply::json(200, json!({"volumeAttachment": a})),
+            None => fault(
+                404,
+                format!("Volume {vol} is not attached to instance {}.", s.id),
+            ),
+        },
+    }
+}
+
+/// The first `/dev/vdX` (from `vdb`) not used on `server_id`.
+fn next_device(state: &CloudState, server_id: &str) -> Option<String> {
+    let used: Vec<&str> = state
+        .block
+        .volumes
+        .values()
+        .flat_map(|v| v.attachments.iter())
+        .filter(|a| a.server_id == server_id)
+        .map(|a| a.device.as_str())
+        .collect();
+    (b'b'..=b'z')
+        .map(|c| format!("/dev/vd{}", c as char))
+        .find(|d| !used.contains(&d.as_str()))
+}
+
+fn injected(
+    state: &mut CloudState,
+    ctx: &mut Ctx<'_>,
+    op: Operation,
+    keys: &[String],
+) -> Result<AsyncFault, Reply> {
+    match ctx.fault(state, op, keys) {
+        // An attachment that fails is Nova's error, not a volume state: answer it.
+        Ok(AsyncFault::Error { message, .. }) => Err(fault(
+            500,
+            message.unwrap_or_else(|| format!("Injected fault on {op:?}.")),
+        )),
+        other => other,
+    }
+}
+
+fn attach(state: &mut CloudState, ctx: &mut Ctx<'_>, server: &str) -> Reply {
+    let Some(s) = state.block.server(server).cloned() else {
+        return server_missing(server);
+    };
+    let body = match ctx.body_object("volumeAttachment") {
+        Ok(b) => b,
+        Err(r) => return r,
+    };
+    let Some(volume_id) = body
+        .get("volumeId")
+        .and_then(Value::as_str)
+        .map(str::to_owned)
+    else {
+        return fault(
+            400,
+            "Invalid input for field/attribute volumeAttachment. 'volumeId' is a required property",
+        );
+    };
+    let keys = vec![volume_id.clone(), s.id.clone(), s.name.clone()];
+    let outcome = match injected(state, ctx, Operation::VolumeAttach, &keys) {
+        Ok(f) => f,
+        Err(r) => return r,
+    };
+    let Some(v) = state.block.volumes.get(&volume_id) else {
+        return fault(404, format!("Volume {volume_id} could not be found."));
+    };
+    if v.attachments.iter().any(|a| a.server_id == s.id) {
+        return fault(
+            400,
+            format!(
+                "Invalid volume: volume {volume_id} is already attached to instance {}.",
+                s.id
+            ),
+        );
+    }
+    let shareable = v.multiattach && (v.status == "in-use" || v.status == "attaching");
+    if v.status != "available" && !shareable {
+        return fault(
+            400,
+            format!(
+                "Invalid volume: volume {volume_id} status must be 'available' (or in-use and multiattach), but it is '{}' and multiattach is {}.",
+                v.status, v.multiattach
+            ),
+        );
+    }
+    if v.multiattach && ctx.version < (2, 60) {
+        return fault(
+            400,
+            "Multiattach volumes are only supported starting with compute API version 2.60.",
+        );
+    }
+    let Some(device) = next_device(state, &s.id) else {
+        return fault(400, "No free disk device names for prefix 'vd'");
+    };
+    let file = disk::volume_file(state.block.root(), &volume_id);
+    if let Err(e) = state
+        .block
+        .loops
+        .attach(&volume_id, &s.id, &file, &s.disk_dir)
+    {
+        return fault(500, format!("The host could not attach the volume: {e}"));
+    }
+    let due = due_after(ctx.now, state.config.cinder.delays.attach_ms);
+    let attachment = Attachment {
+        id: new_id(),
+        server_id: s.id.clone(),
+        host_name: s.name.clone(),
+        device: device.clone(),
+        attached_at: Utc::now(),
+    };
+    let view = attachment_view(ctx.version, &volume_id, &s.id, &attachment);
+    let Some(v) = state.block.volumes.get_mut(&volume_id) else {
+        return fault(404, format!("Volume {volume_id} could not be found."));
+    };
+    v.attachments.push(attachment);
+    v.status = "attaching".into();
+    v.updated_at = Some(Utc::now());
+    v.pending = match outcome {
+        AsyncFault::Stuck(status) => {
+            if let Some(st) = status {
+                v.status = st;
+            }
+            None
+        }
+        _ => due.map(|due| Pending {
+            due,
+            outcome: VolumeOutcome::Settle {
+                status: "in-use".into(),
+                size: v.size,
+            },
+        }),
+    };
+    Reply::json(200, json!({"volumeAttachment": view}))
+}
+
+fn detach(state: &mut CloudState, ctx: &mut Ctx<'_>, server: &str, volume_id: &str) -> Reply {
+    let Some(s) = state.block.server(server).cloned() else {
+        return server_missing(server);
+    };
+    let keys = vec![volume_id.to_owned(), s.id.clone(), s.name.clone()];
+    let outcome = match injected(state, ctx, Operation::VolumeDetach, &keys) {
+        Ok(f) => f,
+        Err(r) => return r,
+    };
+    let due = due_after(ctx.now, state.config.cinder.delays.attach_ms);
+    let Some(v) = state.block.volumes.get_mut(volume_id) else {
+        return fault(404, format!("Volume {volume_id} could not be found."));
+    };
+    let Some(index) = v.attachments.iter().position(|a| a.server_id == s.id) else {
+        return fault(
+            404,
+            format!("Volume {volume_id} is not attached to instance {}.", s.id),
+        );
+    };
+    v.attachments.remove(index);
+    let settled = if v.attachments.is_empty() {
+        "available"
+    } else {
+        "in-use"
+    };
+    v.status = "detaching".into();
+    v.updated_at = Some(Utc::now());
+    v.pending = match outcome {
+        AsyncFault::Stuck(status) => {
+            if let Some(st) = status {
+                v.status = st;
+            }
+            None
+        }
+        _ => due.map(|due| Pending {
+            due,
+            outcome: VolumeOutcome::Settle {
+                status: settled.into(),
+                size: v.size,
+            },
+        }),
+    };
+    state.block.loops.detach(volume_id, &s.id);
+    Reply::empty(202)
+}
