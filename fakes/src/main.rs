@@ -41,6 +41,14 @@ struct Args {
     /// Manila present but `GET /types` answers 403.
     #[arg(long)]
     types_forbidden: bool,
+    /// Serve Cinder v3 and Nova v2.1 too (block storage; attaching needs root and loop
+    /// devices).
+    #[arg(long)]
+    cinder: bool,
+    /// A Nova server `NAME=ZONE` (repeatable; implies --cinder): its node's metadata
+    /// document names it, and attached volumes appear in `<backend>/servers/NAME/by-id`.
+    #[arg(long = "server", value_name = "NAME=ZONE")]
+    servers: Vec<String>,
     /// Delay of every asynchronous transition, in milliseconds.
     #[arg(long, value_name = "MS")]
     delay_ms: Option<u64>,
@@ -103,6 +111,21 @@ fn seed(args: &Args) -> anyhow::Result<CloudConfig> {
     }
     if let Some(ms) = args.delay_ms {
         m.delays = Delays::uniform(ms);
+        config.cinder.delays = fakes::CinderDelays::uniform(ms);
+    }
+    if args.cinder || !args.servers.is_empty() {
+        config.cinder.present = true;
+    }
+    for server in &args.servers {
+        let Some((name, zone)) = server.split_once('=') else {
+            anyhow::bail!("--server {server:?} is not NAME=ZONE");
+        };
+        config.nova.servers.push(fakes::ServerSeed {
+            name: name.into(),
+            availability_zone: zone.into(),
+            id: None,
+            disk_dir: None,
+        });
     }
     if let Some(secs) = args.token_lifetime {
         config.token_lifetime_secs = secs;
@@ -159,6 +182,7 @@ async fn main() -> anyhow::Result<()> {
         .init();
     let args = Args::parse();
     let config = seed(&args)?;
+    let cinder = config.cinder.present;
     let (manila, types, zones) = (
         config.manila.present,
         config
@@ -220,6 +244,9 @@ async fn main() -> anyhow::Result<()> {
         availability_zones = ?zones,
         "fake OpenStack cloud serving"
     );
+    if cinder {
+        tracing::info!(cinder = %cloud.cinder_url(), nova = %cloud.nova_url(), "block storage serving");
+    }
     if types.is_empty() && manila {
         tracing::warn!("Manila has no share types");
     }
