@@ -22,6 +22,24 @@ use params::{GIB, VolumeParameters};
 /// The topology key of a volume's and a node's availability zone.
 pub const TOPOLOGY_ZONE_KEY: &str = "topology.cinder.csi.openstack.org/zone";
 
+/// Volume statuses in which Cinder accepts new operations (after a detach: no longer
+/// `detaching`).
+const SETTLED: &[&str] = &["available", "in-use", "error", "error_extending"];
+
+/// Volume statuses that end by themselves; operations meanwhile are retried.
+const TRANSIENT: &[&str] = &[
+    "creating",
+    "attaching",
+    "detaching",
+    "extending",
+    "reserved",
+    "downloading",
+    "uploading",
+    "backing-up",
+    "restoring-backup",
+    "maintenance",
+];
+
 /// Volume metadata naming the cluster (`--cluster`).
 pub const CLUSTER_METADATA_KEY: &str = "cinder.csi.openstack.org/cluster";
 
@@ -245,6 +263,12 @@ impl Controller {
         if volume.status == "deleting" {
             return Ok(());
         }
+        if TRANSIENT.contains(&volume.status.as_str()) {
+            return Err(Error::Unavailable(format!(
+                "volume {id} is {}; it can be deleted once that is over",
+                volume.status
+            )));
+        }
         match self.cloud.delete_volume(id).await {
             Err(e) if !e.is_not_found() => Err(e),
             _ => Ok(()),
@@ -327,17 +351,20 @@ impl Controller {
             Err(e) if e.is_not_found() => return Ok(()),
             Err(e) => return Err(e),
         };
-        if !volume.attached_to(node_id) {
-            return Ok(());
+        if volume.attached_to(node_id) {
+            self.cloud.detach(node_id, volume_id).await?;
         }
-        self.cloud.detach(node_id, volume_id).await?;
         self.settings
             .wait
             .wait(
                 &format!("detaching volume {volume_id} from {node_id}"),
                 || async {
                     match self.cloud.volume(volume_id).await {
-                        Ok(v) if v.attached_to(node_id) => {
+                        // Done once Cinder no longer lists the attachment and has
+                        // settled (`detaching` refuses deletes and new attachments).
+                        Ok(v)
+                            if v.attached_to(node_id) || !SETTLED.contains(&v.status.as_str()) =>
+                        {
                             Ok(Progress::Pending(format!("in status {}", v.status)))
                         }
                         Ok(_) => Ok(Progress::Done(())),

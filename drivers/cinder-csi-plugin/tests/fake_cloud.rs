@@ -1,0 +1,205 @@
+//! A smoke test against the project's fake cloud (`fakes/`: Keystone, Cinder, Nova whose
+//! attachments are real loop devices linked as `virtio-<id[..20]>` in the server's disk
+//! directory): CreateVolume → ControllerPublish → NodeStage/NodePublish (the file system is
+//! made on the attached device) → a file written → everything undone, volume deleted.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use cinder_csi_plugin::cloud_config::{Global, Secret};
+use cinder_csi_plugin::controller::{Controller, ControllerSettings};
+use cinder_csi_plugin::driver::Driver;
+use cinder_csi_plugin::identity::IdentityService;
+use cinder_csi_plugin::node::{NodeService, NodeSettings, mount};
+use cinder_csi_plugin::openstack::Cloud;
+use cinder_csi_plugin::wait::{Progress, WaitPolicy};
+use csi_proto::v1::controller_client::ControllerClient;
+use csi_proto::v1::node_client::NodeClient;
+use csi_proto::v1::volume_capability::{AccessMode, AccessType, MountVolume, access_mode::Mode};
+use csi_proto::v1::{self, VolumeCapability};
+use fakes::{CloudConfig, FakeCloud, ServerSeed};
+
+type TestResult = Result<(), Box<dyn std::error::Error>>;
+
+/// Unmounts what a failed test left.
+struct Unmount(Vec<std::path::PathBuf>);
+
+impl Drop for Unmount {
+    fn drop(&mut self) {
+        for path in self.0.iter().rev() {
+            if mount::is_mount_point(path).unwrap_or(false) {
+                let _ = std::process::Command::new("umount")
+                    .arg("-l")
+                    .arg(path)
+                    .status();
+            }
+        }
+    }
+}
+
+fn capability() -> VolumeCapability {
+    VolumeCapability {
+        access_type: Some(AccessType::Mount(MountVolume::default())),
+        access_mode: Some(AccessMode {
+            mode: Mode::SingleNodeWriter as i32,
+        }),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn create_publish_stage_write_and_clean_up_on_the_fake_cloud() -> TestResult {
+    let mut config = CloudConfig::default();
+    config.cinder.present = true;
+    let fake = FakeCloud::start(config).await?;
+    let dir = tempfile::tempdir()?;
+    let disk_dir = dir.path().join("node-1-by-id");
+    let server_id = fake.add_server(&ServerSeed {
+        name: "node-1".into(),
+        availability_zone: "nova".into(),
+        id: None,
+        disk_dir: Some(disk_dir.clone()),
+    })?;
+    let account = fake.account();
+    let global = Global {
+        auth_url: fake.auth_url(),
+        username: Some(account.user_name.clone()),
+        password: Some(Secret::new(account.password.expose())),
+        project_name: Some(account.project_name.clone()),
+        domain_name: Some(account.domain_name.clone()),
+        interface: "public".into(),
+        ..Global::default()
+    };
+    let wait = WaitPolicy {
+        first: Duration::from_millis(20),
+        max: Duration::from_millis(200),
+        deadline: Duration::from_secs(30),
+    };
+    let cloud = Arc::new(Cloud::new(global)?);
+    let controller = Controller::new(
+        cloud.clone(),
+        ControllerSettings {
+            cluster: "smoke".into(),
+            with_topology: true,
+            ignore_volume_az: false,
+            wait,
+        },
+    );
+    let node = NodeService::new(NodeSettings {
+        node_id: server_id.clone(),
+        zone: Some("nova".into()),
+        additional_topology: Vec::new(),
+        max_volumes_per_node: 256,
+        disk_dir,
+        rescan_on_resize: false,
+    });
+    let socket = format!("unix://{}", dir.path().join("csi.sock").display());
+    let listener = Driver::bind(&socket).await?;
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let driver = Driver::from_parts(
+        IdentityService::new(true, true),
+        Some(controller),
+        Some(node),
+    );
+    let served = tokio::spawn(async move {
+        let _ = driver
+            .serve(listener, async {
+                let _ = stopped.await;
+            })
+            .await;
+    });
+    let channel = csi_proto::connect(&socket.parse()?).await?;
+    let mut controller = ControllerClient::new(channel.clone());
+    let mut node = NodeClient::new(channel);
+    let staging = dir.path().join("staging");
+    let target = dir.path().join("target");
+    let _unmount = Unmount(vec![staging.clone(), target.clone()]);
+
+    let volume = controller
+        .create_volume(v1::CreateVolumeRequest {
+            name: "pvc-smoke".into(),
+            capacity_range: Some(v1::CapacityRange {
+                required_bytes: 1 << 30,
+                limit_bytes: 0,
+            }),
+            volume_capabilities: vec![capability()],
+            ..Default::default()
+        })
+        .await?
+        .into_inner()
+        .volume
+        .ok_or("no volume")?;
+    let published = controller
+        .controller_publish_volume(v1::ControllerPublishVolumeRequest {
+            volume_id: volume.volume_id.clone(),
+            node_id: server_id.clone(),
+            volume_capability: Some(capability()),
+            ..Default::default()
+        })
+        .await?
+        .into_inner();
+    let device_path = published
+        .publish_context
+        .get("DevicePath")
+        .cloned()
+        .unwrap_or_default();
+    assert!(device_path.starts_with("/dev/vd"), "{device_path:?}");
+
+    node.node_stage_volume(v1::NodeStageVolumeRequest {
+        volume_id: volume.volume_id.clone(),
+        publish_context: published.publish_context.clone(),
+        staging_target_path: staging.display().to_string(),
+        volume_capability: Some(capability()),
+        ..Default::default()
+    })
+    .await?;
+    node.node_publish_volume(v1::NodePublishVolumeRequest {
+        volume_id: volume.volume_id.clone(),
+        publish_context: published.publish_context,
+        staging_target_path: staging.display().to_string(),
+        target_path: target.display().to_string(),
+        volume_capability: Some(capability()),
+        ..Default::default()
+    })
+    .await?;
+    std::fs::write(target.join("hello.txt"), b"on a cinder volume")?;
+    assert_eq!(
+        std::fs::read(staging.join("hello.txt"))?,
+        b"on a cinder volume"
+    );
+
+    node.node_unpublish_volume(v1::NodeUnpublishVolumeRequest {
+        volume_id: volume.volume_id.clone(),
+        target_path: target.display().to_string(),
+    })
+    .await?;
+    node.node_unstage_volume(v1::NodeUnstageVolumeRequest {
+        volume_id: volume.volume_id.clone(),
+        staging_target_path: staging.display().to_string(),
+    })
+    .await?;
+    controller
+        .controller_unpublish_volume(v1::ControllerUnpublishVolumeRequest {
+            volume_id: volume.volume_id.clone(),
+            node_id: server_id,
+            secrets: HashMap::new(),
+        })
+        .await?;
+    controller
+        .delete_volume(v1::DeleteVolumeRequest {
+            volume_id: volume.volume_id.clone(),
+            secrets: HashMap::new(),
+        })
+        .await?;
+    wait.wait("the volume to go", || async {
+        Ok(match cloud.volume(&volume.volume_id).await {
+            Err(e) if e.is_not_found() => Progress::Done(()),
+            Ok(v) => Progress::Pending(v.status),
+            Err(e) => return Err(e),
+        })
+    })
+    .await?;
+    let _ = stop.send(());
+    let _ = served.await;
+    Ok(())
+}
