@@ -228,6 +228,15 @@ async fn extend_of_an_available_volume_grows_its_file() {
     );
 }
 
+fn read_at(file: &std::path::Path, offset: u64, len: usize) -> Vec<u8> {
+    use std::io::{Read, Seek, SeekFrom};
+    let mut f = std::fs::File::open(file).unwrap();
+    f.seek(SeekFrom::Start(offset)).unwrap();
+    let mut buf = vec![0; len];
+    f.read_exact(&mut buf).unwrap();
+    buf
+}
+
 #[tokio::test]
 async fn snapshot_then_volume_from_snapshot_holds_the_data() {
     use std::io::{Seek, SeekFrom, Write};
@@ -273,16 +282,18 @@ async fn snapshot_then_volume_from_snapshot_holds_the_data() {
     assert_eq!(r.status, 400);
 
     let restored = b.volume(json!({"size": 2, "snapshot_id": snap})).await;
-    let data = std::fs::read(b.cloud.volume_file(&restored)).unwrap();
+    let file = b.cloud.volume_file(&restored);
     assert_eq!(
-        data.len() as u64,
+        std::fs::metadata(&file).unwrap().len(),
         2 << 30,
         "the restored volume has its own size"
     );
-    assert_eq!(&data[3 << 20..(3 << 20) + 12], b"cinder bytes");
+    assert_eq!(read_at(&file, 3 << 20, 12), b"cinder bytes");
     let clone = b.volume(json!({"source_volid": id})).await;
-    let data = std::fs::read(b.cloud.volume_file(&clone)).unwrap();
-    assert_eq!(&data[3 << 20..(3 << 20) + 12], b"CHANGED!!!!!");
+    assert_eq!(
+        read_at(&b.cloud.volume_file(&clone), 3 << 20, 12),
+        b"CHANGED!!!!!"
+    );
 
     let r = b
         .cinder(
@@ -463,4 +474,45 @@ async fn zones_quotas_and_limits_come_from_the_seed() {
         .cinder(Method::GET, &format!("/volumes/{id}"), Some("3.70"), None)
         .await;
     assert_eq!(v.body["volume"]["availability_zone"], "zone-b");
+}
+
+/// Snapshot copies run outside the state lock: while one is held, the API answers and the
+/// snapshot stays `creating`; released, it becomes `available`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_api_answers_while_a_volume_snapshot_is_copied() {
+    let b = Block::start().await;
+    let id = b.volume(json!({"size": 1})).await;
+    let pause = b.cloud.pause_backend_copies();
+    let snap = {
+        let cinder_url = b.cloud.cinder_url();
+        let (http, token) = (b.http.clone(), b.token.clone());
+        let id = id.clone();
+        tokio::spawn(async move {
+            http.post(format!("{cinder_url}/snapshots"))
+                .header("X-Auth-Token", token)
+                .header("OpenStack-API-Version", "volume 3.70")
+                .json(&json!({"snapshot": {"volume_id": id}}))
+                .send()
+                .await
+                .unwrap()
+                .json::<serde_json::Value>()
+                .await
+                .unwrap()
+        })
+    };
+    assert!(
+        pause.wait_started(1, std::time::Duration::from_secs(10)),
+        "the copy never started"
+    );
+    let list = b
+        .cinder(Method::GET, "/snapshots/detail", Some("3.70"), None)
+        .await;
+    assert_eq!(list.status, 200);
+    assert_eq!(list.body["snapshots"][0]["status"], "creating");
+    pause.release();
+    let created = snap.await.unwrap();
+    let snap_id = created["snapshot"]["id"].as_str().unwrap().to_owned();
+    b.wait(&format!("/snapshots/{snap_id}"), "snapshot", "available")
+        .await;
+    assert_eq!(pause.finished(), 1);
 }
