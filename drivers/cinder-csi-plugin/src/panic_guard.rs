@@ -79,3 +79,56 @@ fn internal(method: &str, payload: &(dyn Any + Send)) -> http::Response<Body> {
     ))
     .into_http()
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A service whose handler panics when polled.
+    #[derive(Clone)]
+    struct Panics;
+
+    impl NamedService for Panics {
+        const NAME: &'static str = "csi.v1.Node";
+    }
+
+    impl Service<http::Request<Body>> for Panics {
+        type Response = http::Response<Body>;
+        type Error = Infallible;
+        type Future = Pin<Box<dyn Future<Output = Reply> + Send>>;
+
+        fn poll_ready(&mut self, _: &mut Context<'_>) -> Poll<Result<(), Infallible>> {
+            Poll::Ready(Ok(()))
+        }
+
+        fn call(&mut self, _: http::Request<Body>) -> Self::Future {
+            Box::pin(async { panic!("index out of bounds") })
+        }
+    }
+
+    #[tokio::test]
+    async fn a_panicking_handler_answers_internal_naming_the_method() -> Result<(), String> {
+        let mut guard = PanicGuard::new(Panics);
+        let request = http::Request::builder()
+            .uri("/csi.v1.Node/NodeStageVolume")
+            .body(Body::empty())
+            .map_err(|e| e.to_string())?;
+        let response = match guard.call(request).await {
+            Ok(response) => response,
+            Err(never) => match never {},
+        };
+        let status = Status::from_header_map(response.headers()).ok_or("no grpc-status")?;
+        assert_eq!(status.code(), tonic::Code::Internal);
+        assert!(
+            status.message().contains("NodeStageVolume"),
+            "{}",
+            status.message()
+        );
+        assert!(
+            status.message().contains("index out of bounds"),
+            "{}",
+            status.message()
+        );
+        Ok(())
+    }
+}

@@ -129,6 +129,13 @@ async fn create_publish_stage_write_and_clean_up_on_the_fake_cloud() -> TestResu
         .into_inner()
         .volume
         .ok_or("no volume")?;
+    // Tokens expire: the next call re-authenticates once and goes on.
+    fake.expire_tokens();
+    let listed = controller
+        .list_volumes(v1::ListVolumesRequest::default())
+        .await?
+        .into_inner();
+    assert_eq!(listed.entries.len(), 1);
     let published = controller
         .controller_publish_volume(v1::ControllerPublishVolumeRequest {
             volume_id: volume.volume_id.clone(),
