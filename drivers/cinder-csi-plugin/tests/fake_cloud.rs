@@ -18,7 +18,7 @@ use csi_proto::v1::controller_client::ControllerClient;
 use csi_proto::v1::node_client::NodeClient;
 use csi_proto::v1::volume_capability::{AccessMode, AccessType, MountVolume, access_mode::Mode};
 use csi_proto::v1::{self, VolumeCapability};
-use fakes::{CloudConfig, FakeCloud, ServerSeed};
+use fakes::{CloudConfig, FakeCloud, FaultAction, FaultRule, Operation, ServerSeed};
 
 type TestResult = Result<(), Box<dyn std::error::Error>>;
 
@@ -208,5 +208,76 @@ async fn create_publish_stage_write_and_clean_up_on_the_fake_cloud() -> TestResu
     .await?;
     let _ = stop.send(());
     let _ = served.await;
+    Ok(())
+}
+
+#[tokio::test]
+async fn a_volume_ending_in_error_is_reported_with_cinders_message_and_removed() -> TestResult {
+    let mut config = CloudConfig::default();
+    config.cinder.present = true;
+    let fake = FakeCloud::start(config).await?;
+    fake.add_fault(
+        FaultRule::new(
+            Operation::VolumeCreate,
+            FaultAction::Error {
+                detail_id: "002".into(),
+                message: Some(
+                    "schedule allocate volume: Could not find any available weighted backend."
+                        .into(),
+                ),
+            },
+        )
+        .for_resource("pvc-broken"),
+    )?;
+    let account = fake.account();
+    let cloud = Arc::new(Cloud::new(Global {
+        auth_url: fake.auth_url(),
+        username: Some(account.user_name.clone()),
+        password: Some(Secret::new(account.password.expose())),
+        project_name: Some(account.project_name.clone()),
+        domain_name: Some(account.domain_name.clone()),
+        interface: "public".into(),
+        ..Global::default()
+    })?);
+    let controller = Controller::new(
+        cloud.clone(),
+        ControllerSettings {
+            wait: WaitPolicy {
+                first: Duration::from_millis(20),
+                max: Duration::from_millis(200),
+                deadline: Duration::from_secs(30),
+            },
+            ..ControllerSettings::default()
+        },
+    );
+    let error = controller
+        .create_volume(cinder_csi_plugin::controller::CreateRequest {
+            name: "pvc-broken".into(),
+            size_gib: 1,
+            ..Default::default()
+        })
+        .await
+        .err()
+        .ok_or("a volume in error was reported created")?;
+    let status = tonic::Status::from(error);
+    assert_eq!(status.code(), tonic::Code::Internal);
+    assert!(
+        status
+            .message()
+            .contains("Could not find any available weighted backend")
+            && status.message().contains("it was deleted"),
+        "{}",
+        status.message()
+    );
+    WaitPolicy::default()
+        .wait("the broken volume to go", || async {
+            let left = cloud.volumes(Some("pvc-broken")).await?;
+            Ok(if left.is_empty() {
+                Progress::Done(())
+            } else {
+                Progress::Pending(format!("{} left", left.len()))
+            })
+        })
+        .await?;
     Ok(())
 }

@@ -148,15 +148,24 @@ impl Controller {
                     Ok(Progress::Done(volume))
                 } else if volume.status.starts_with("error") {
                     Err(Error::ResourceFailed(format!(
-                        "volume {id} is in status {} (Cinder could not complete the operation; \
-                         see the volume's messages: openstack volume message list)",
-                        volume.status
+                        "volume {id} is in status {}: {}",
+                        volume.status,
+                        self.reason(id).await
                     )))
                 } else {
                     Ok(Progress::Pending(format!("in status {}", volume.status)))
                 }
             })
             .await
+    }
+
+    /// Cinder's newest user message about `id`, or a pointer to where to look.
+    async fn reason(&self, id: &str) -> String {
+        match self.cloud.user_messages(id).await {
+            Ok(messages) if !messages.is_empty() => messages[0].clone(),
+            Ok(_) => "Cinder left no user message about it".into(),
+            Err(e) => format!("(Cinder's user messages could not be read: {e})"),
+        }
     }
 
     /// Creates the volume, or finds the one made by an earlier call with the same name, and
@@ -239,7 +248,17 @@ impl Controller {
             })
             .await?;
         tracing::info!(name = %request.name, volume_id = %created.id, "volume created");
-        self.wait_volume(&created.id, &["available"]).await
+        match self.wait_volume(&created.id, &["available"]).await {
+            Err(Error::ResourceFailed(message)) => {
+                // A volume in error is of no use: delete it so that the retry starts afresh.
+                let outcome = match self.cloud.delete_volume(&created.id).await {
+                    Ok(()) => "it was deleted".to_string(),
+                    Err(e) => format!("deleting it failed too: {e}"),
+                };
+                Err(Error::ResourceFailed(format!("{message}; {outcome}")))
+            }
+            other => other,
+        }
     }
 
     /// Deletes the volume; a missing volume is no error, an attached one FailedPrecondition.

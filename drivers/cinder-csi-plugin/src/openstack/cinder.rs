@@ -182,6 +182,28 @@ impl Cloud {
         .map(|_| ())
     }
 
+    /// The user messages Cinder keeps about `resource_id` (why a volume went to `error`),
+    /// newest first (`GET /messages?resource_uuid=`).
+    pub async fn user_messages(&self, resource_id: &str) -> Result<Vec<String>> {
+        let path = format!("/messages?resource_uuid={}", query(resource_id));
+        let body = self
+            .request(Service::Cinder, Method::GET, &path, None)
+            .await?;
+        let mut messages: Vec<(String, String)> = body["messages"]
+            .as_array()
+            .map(Vec::as_slice)
+            .unwrap_or_default()
+            .iter()
+            .filter(|m| m["resource_uuid"].as_str().is_none_or(|r| r == resource_id))
+            .filter_map(|m| {
+                let text = m["user_message"].as_str()?.to_string();
+                Some((m["created_at"].as_str().unwrap_or("").to_string(), text))
+            })
+            .collect();
+        messages.sort_by(|a, b| b.0.cmp(&a.0));
+        Ok(messages.into_iter().map(|(_, text)| text).collect())
+    }
+
     /// `GET /snapshots/{id}`.
     pub async fn snapshot(&self, id: &str) -> Result<Snapshot> {
         let path = format!("/snapshots/{id}");
