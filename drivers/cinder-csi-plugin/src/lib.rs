@@ -16,6 +16,7 @@ pub mod controller;
 pub mod driver;
 pub mod error;
 pub mod identity;
+pub mod inflight;
 pub mod metadata;
 pub mod node;
 pub mod openstack;

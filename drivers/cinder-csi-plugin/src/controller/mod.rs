@@ -13,6 +13,7 @@ use std::sync::Arc;
 use csi_proto::v1;
 
 use crate::error::{Error, Result};
+use crate::inflight::Operations;
 use crate::openstack::Cloud;
 use crate::openstack::cinder::{NewVolume, Snapshot, Volume};
 use crate::openstack::nova::no_such_server;
@@ -61,6 +62,7 @@ pub struct ControllerSettings {
 pub struct Controller {
     cloud: Arc<Cloud>,
     settings: Arc<ControllerSettings>,
+    operations: Operations,
 }
 
 /// What CreateVolume asks for, out of its CSI message.
@@ -92,6 +94,7 @@ impl Controller {
         Controller {
             cloud,
             settings: Arc::new(settings),
+            operations: Operations::default(),
         }
     }
 
@@ -171,6 +174,10 @@ impl Controller {
     /// Creates the volume, or finds the one made by an earlier call with the same name, and
     /// waits for it to be `available`.
     pub async fn create_volume(&self, request: CreateRequest) -> Result<Volume> {
+        let _in_flight = self.operations.start(
+            &format!("volume-name/{}", request.name),
+            &format!("volume {:?}", request.name),
+        )?;
         let existing = self.cloud.volumes(Some(&request.name)).await?;
         if existing.len() > 1 {
             return Err(Error::AlreadyExists(format!(
@@ -263,6 +270,7 @@ impl Controller {
 
     /// Deletes the volume; a missing volume is no error, an attached one FailedPrecondition.
     pub async fn delete_volume(&self, id: &str) -> Result<()> {
+        let _in_flight = self.operations.start(id, &format!("volume {id}"))?;
         let volume = match self.cloud.volume(id).await {
             Ok(volume) => volume,
             Err(e) if e.is_not_found() => return Ok(()),
@@ -402,6 +410,10 @@ impl Controller {
         volume_id: &str,
         metadata: &BTreeMap<String, String>,
     ) -> Result<Snapshot> {
+        let _in_flight = self.operations.start(
+            &format!("snapshot-name/{name}"),
+            &format!("snapshot {name:?}"),
+        )?;
         let existing = self.cloud.snapshots(Some(name), None).await?;
         let snapshot = match existing.into_iter().next() {
             Some(s) if s.volume_id != volume_id => {

@@ -8,9 +8,9 @@
 pub mod device;
 pub mod mount;
 
-use std::collections::{BTreeMap, HashSet};
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use csi_proto::v1::node_server::Node;
 use csi_proto::v1::node_service_capability::{self, rpc};
@@ -20,6 +20,7 @@ use tonic::{Request, Response, Status};
 
 use crate::controller::TOPOLOGY_ZONE_KEY;
 use crate::error::{Error, Result};
+use crate::inflight::{InFlight, Operations};
 use crate::rpc_log::handle;
 
 /// What the node service needs to know about its node.
@@ -43,22 +44,7 @@ pub struct NodeSettings {
 #[derive(Clone, Debug)]
 pub struct NodeService {
     settings: Arc<NodeSettings>,
-    busy: Arc<Mutex<HashSet<String>>>,
-}
-
-/// Marks a volume busy while an operation on it runs; a second operation on the same volume
-/// meanwhile gets `Aborted` (the CO retries), as the CSI spec recommends.
-struct Busy {
-    set: Arc<Mutex<HashSet<String>>>,
-    volume: String,
-}
-
-impl Drop for Busy {
-    fn drop(&mut self) {
-        if let Ok(mut set) = self.set.lock() {
-            set.remove(&self.volume);
-        }
-    }
+    operations: Operations,
 }
 
 impl NodeService {
@@ -66,24 +52,13 @@ impl NodeService {
     pub fn new(settings: NodeSettings) -> Self {
         NodeService {
             settings: Arc::new(settings),
-            busy: Arc::default(),
+            operations: Operations::default(),
         }
     }
 
-    fn claim(&self, volume_id: &str) -> Result<Busy> {
-        let mut set = self
-            .busy
-            .lock()
-            .map_err(|_| Error::Internal("the busy-volume set is poisoned".into()))?;
-        if !set.insert(volume_id.to_string()) {
-            return Err(Error::Aborted(format!(
-                "an operation on volume {volume_id} is already in progress"
-            )));
-        }
-        Ok(Busy {
-            set: self.busy.clone(),
-            volume: volume_id.to_string(),
-        })
+    fn claim(&self, volume_id: &str) -> Result<InFlight> {
+        self.operations
+            .start(volume_id, &format!("volume {volume_id}"))
     }
 
     async fn stage(
