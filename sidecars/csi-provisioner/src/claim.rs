@@ -169,22 +169,23 @@ async fn provision(
     let mount_options = class.mount_options.clone().unwrap_or_default();
     let range = capacity(claim)?;
     let info = &ctx.driver.info;
-    let accessibility_requirements = if info
-        .has_plugin_service(service::Type::VolumeAccessibilityConstraints)
-        && (selected_node.is_some() || ctx.config.immediate_topology)
-    {
-        topology::requirement(
-            &ctx.client,
-            driver,
-            selected_node,
-            class.allowed_topologies.as_deref().unwrap_or_default(),
-            ctx.config.strict_topology,
-            &claim_name,
-        )
-        .await?
-    } else {
-        None
-    };
+    // Topology as upstream: the driver's capability and the `Topology` feature gate.
+    let topology = ctx.config.feature_gates.topology
+        && info.has_plugin_service(service::Type::VolumeAccessibilityConstraints);
+    let accessibility_requirements =
+        if topology && (selected_node.is_some() || ctx.config.immediate_topology) {
+            topology::requirement(
+                &ctx.client,
+                driver,
+                selected_node,
+                class.allowed_topologies.as_deref().unwrap_or_default(),
+                ctx.config.strict_topology,
+                &claim_name,
+            )
+            .await?
+        } else {
+            None
+        };
     let volume_content_source = content_source(
         &ctx.client,
         claim,
@@ -232,6 +233,7 @@ async fn provision(
             secrets: &secrets,
             provisioner_secret: provisioner_secret.as_ref(),
             identity: &identity,
+            topology,
         },
     );
     let pvs: Api<PersistentVolume> = Api::all(ctx.client.clone());

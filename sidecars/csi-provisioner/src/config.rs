@@ -39,6 +39,13 @@ pub struct Config {
           default_value_t = true, action = ArgAction::Set)]
     pub immediate_topology: bool,
 
+    /// `--feature-gates=Topology=true,...`: upstream's gates. Topology (GA, still off by
+    /// default upstream) passes accessibility requirements to CreateVolume and gives the PV
+    /// node affinity, for a driver with VOLUME_ACCESSIBILITY_CONSTRAINTS; an unknown gate is
+    /// refused as upstream refuses it.
+    #[arg(long = "feature-gates", default_value = "", value_parser = parse_feature_gates)]
+    pub feature_gates: FeatureGates,
+
     /// How many claims (and volumes) are worked on at once.
     #[arg(long = "worker-threads", default_value_t = 100)]
     pub worker_threads: u16,
@@ -46,6 +53,53 @@ pub struct Config {
     /// `--retry-interval-start` (1s) and `--retry-interval-max` (5m).
     #[command(flatten)]
     pub retry: RetryFlags,
+}
+
+/// The provisioner's feature gates (see [`Config::feature_gates`]).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct FeatureGates {
+    /// `Topology`.
+    pub topology: bool,
+}
+
+/// The gates upstream's provisioner knows; only `Topology` changes anything here (the
+/// others name features this provisioner does not have, so turning one on is refused).
+const KNOWN_GATES: [&str; 3] = [
+    "Topology",
+    "CrossNamespaceVolumeDataSource",
+    "HonorPVReclaimPolicy",
+];
+
+/// Parses `Key=bool,Key=bool` as upstream's `--feature-gates` does.
+fn parse_feature_gates(text: &str) -> Result<FeatureGates, String> {
+    let mut gates = FeatureGates::default();
+    for item in text.split(',').map(str::trim).filter(|i| !i.is_empty()) {
+        let Some((key, value)) = item.split_once('=') else {
+            return Err(format!("missing bool value for {item}"));
+        };
+        let key = key.trim();
+        let on: bool = value
+            .trim()
+            .to_ascii_lowercase()
+            .parse()
+            .map_err(|_| format!("invalid value of {key}={value}, err: not a boolean"))?;
+        if !KNOWN_GATES.contains(&key) {
+            return Err(format!(
+                "unrecognized feature gate: {key} (known: {})",
+                KNOWN_GATES.join(", ")
+            ));
+        }
+        match key {
+            "Topology" => gates.topology = on,
+            _ if on => {
+                return Err(format!(
+                    "feature gate {key} is not supported by this provisioner"
+                ));
+            }
+            _ => {}
+        }
+    }
+    Ok(gates)
 }
 
 impl Config {
@@ -90,8 +144,36 @@ mod tests {
         let config = parse(&["--csi-address=/csi/csi.sock", "--extra-create-metadata"]);
         assert!(config.extra_create_metadata);
         assert!(!config.strict_topology);
+        assert!(
+            !config.feature_gates.topology,
+            "off by default, as upstream"
+        );
         assert_eq!(config.worker_threads, 100);
         assert_eq!(config.retry.retry_interval_start, Duration::from_secs(1));
         assert_eq!(config.retry.retry_interval_max, Duration::from_secs(300));
+    }
+
+    #[test]
+    fn feature_gates_parse_as_upstream() {
+        let on = parse(&["--feature-gates=Topology=true"]);
+        assert!(on.feature_gates.topology);
+        let off = parse(&[
+            "--feature-gates",
+            "Topology=false,HonorPVReclaimPolicy=false",
+        ]);
+        assert!(!off.feature_gates.topology);
+        let parse_err = |args: &[&str]| {
+            Config::try_parse_from(std::iter::once("csi-provisioner").chain(args.iter().copied()))
+                .unwrap_err()
+                .to_string()
+        };
+        assert!(
+            parse_err(&["--feature-gates=Bogus=true"]).contains("unrecognized feature gate: Bogus")
+        );
+        assert!(parse_err(&["--feature-gates=Topology=yes"]).contains("Topology=yes"));
+        assert!(parse_err(&["--feature-gates=Topology"]).contains("missing bool value"));
+        assert!(
+            parse_err(&["--feature-gates=HonorPVReclaimPolicy=true"]).contains("not supported")
+        );
     }
 }

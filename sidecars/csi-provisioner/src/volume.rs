@@ -46,6 +46,8 @@ pub struct Provisioned<'a> {
     pub provisioner_secret: Option<&'a SecretRef>,
     /// This provisioner's identity.
     pub identity: &'a str,
+    /// Topology is on (feature gate and driver): the PV gets node affinity.
+    pub topology: bool,
 }
 
 fn secret_ref(
@@ -132,7 +134,10 @@ pub fn persistent_volume(
                 read_only: None,
             }),
             mount_options: class.mount_options.clone(),
-            node_affinity: node_affinity(&p.volume.accessible_topology),
+            node_affinity: p
+                .topology
+                .then(|| node_affinity(&p.volume.accessible_topology))
+                .flatten(),
             persistent_volume_reclaim_policy: Some(
                 class
                     .reclaim_policy

@@ -34,7 +34,7 @@ async fn provisioner_on_a_real_control_plane() {
     let provisioner = provisioner(
         client.clone(),
         &bed.driver.socket,
-        &["--extra-create-metadata"],
+        &["--extra-create-metadata", "--feature-gates=Topology=true"],
     )
     .await;
     assert_eq!(provisioner.driver_name(), DRIVER);
