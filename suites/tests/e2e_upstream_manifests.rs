@@ -46,13 +46,8 @@ const TIMEOUT: Duration = Duration::from_secs(120);
 /// Containers of the chart that this project's binaries do not start with the chart's
 /// arguments: `(variant, container, argument)`, where the variant is `default` or `topology`.
 const KNOWN_REFUSALS: &[(&str, &str, &str)] = &[
-    // The chart's resizer runs with `--handle-volume-inuse-error=false`;
-    // sidecars/csi-resizer does not know the flag.
-    ("default", "nfs-resizer", "--handle-volume-inuse-error"),
-    ("topology", "nfs-resizer", "--handle-volume-inuse-error"),
-    // With topology the chart gives the provisioner `--feature-gates=Topology=true`;
-    // sidecars/csi-provisioner has no `--feature-gates`.
-    ("topology", "nfs-provisioner", "--feature-gates"),
+    // None today: the resizer accepts `--handle-volume-inuse-error` and the provisioner
+    // `--feature-gates=Topology=true`, which it refused until they were added.
 ];
 
 fn upstream_dir() -> PathBuf {
@@ -674,8 +669,7 @@ async fn set_default_class(env: &ManilaCsiEnvironment, default: bool) {
 
 /// The chart with topology enabled: node plugins registered with their instance ids and the
 /// topology key, each Node labelled with the zone the metadata service gives; then upstream's
-/// automatic topology example, whose share must be in the zone of the pod's node — when the
-/// provisioner accepts the chart's arguments (see [`KNOWN_REFUSALS`]).
+/// automatic topology example, whose share must be in the zone of the pod's node.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn chart_with_topology_registers_zones_from_the_metadata_service() {
     testkit::init_tracing("suites=info,harness=info");
@@ -706,50 +700,47 @@ async fn chart_with_topology_registers_zones_from_the_metadata_service() {
 
     let ns = env.cluster().namespace("upstream-topology").await.unwrap();
     let namespace = ns.name().to_string();
-    if refused.iter().any(|c| c == "nfs-provisioner") {
-        eprintln!(
-            "NOT RUN: upstream's automatic topology example needs the chart's provisioner, \
-             which refuses --feature-gates=Topology=true (see KNOWN_REFUSALS)"
-        );
-    } else {
-        let mut example = Applier::new(env.client());
-        apply_example(&mut example, "topology.yaml", &namespace, &BTreeMap::new()).await;
-        let pod = running_pod(&env, &namespace, "new-nfs-share-pod").await;
-        let node = pod.spec.unwrap().node_name.unwrap();
-        let zone = env.zone_of(&node).unwrap();
-        assert_eq!(zone, "zone-1", "the example's pod selects zone-1");
-        let share_id = share_of(&env, &namespace, "new-nfs-share-pvc").await;
-        let share = env
-            .inspector()
-            .unwrap()
-            .share(&share_id)
-            .await
-            .unwrap()
-            .expect("the claim's share exists");
-        assert_eq!(
-            share.availability_zone.as_deref(),
-            Some(zone.as_str()),
-            "the share is in the zone of the pod's node"
-        );
+    assert!(
+        refused.is_empty(),
+        "the chart's containers refused arguments: {refused:?}"
+    );
+    let mut example = Applier::new(env.client());
+    apply_example(&mut example, "topology.yaml", &namespace, &BTreeMap::new()).await;
+    let pod = running_pod(&env, &namespace, "new-nfs-share-pod").await;
+    let node = pod.spec.unwrap().node_name.unwrap();
+    let zone = env.zone_of(&node).unwrap();
+    assert_eq!(zone, "zone-1", "the example's pod selects zone-1");
+    let share_id = share_of(&env, &namespace, "new-nfs-share-pvc").await;
+    let share = env
+        .inspector()
+        .unwrap()
+        .share(&share_id)
+        .await
+        .unwrap()
+        .expect("the claim's share exists");
+    assert_eq!(
+        share.availability_zone.as_deref(),
+        Some(zone.as_str()),
+        "the share is in the zone of the pod's node"
+    );
+    sh(
+        &env,
+        &namespace,
+        "new-nfs-share-pod",
+        &format!("echo zoned > {MOUNT}/f"),
+    )
+    .await;
+    assert_eq!(
         sh(
             &env,
             &namespace,
             "new-nfs-share-pod",
-            &format!("echo zoned > {MOUNT}/f"),
+            &format!("cat {MOUNT}/f")
         )
-        .await;
-        assert_eq!(
-            sh(
-                &env,
-                &namespace,
-                "new-nfs-share-pod",
-                &format!("cat {MOUNT}/f")
-            )
-            .await,
-            "zoned\n"
-        );
-        delete_in_order(&env, &example).await;
-    }
+        .await,
+        "zoned\n"
+    );
+    delete_in_order(&env, &example).await;
     ns.cleanup().await.expect("the example's namespace goes");
     testkit::cloud::wait_no_leftovers(env.fake_cloud().unwrap(), TIMEOUT).await;
     uninstall(&env, release).await;
