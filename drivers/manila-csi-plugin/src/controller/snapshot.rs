@@ -195,11 +195,47 @@ impl Controller {
         }
         let _guard = self.inflight.begin(snapshot_id, "snapshot id")?;
         let client = self.connect(secrets).await?;
+        // Manila refuses to delete a snapshot still being cut: wait until it is done
+        // (available or failed), as a delete right after CreateSnapshot must succeed.
+        match self.wait_for_snapshot_settled(&client, snapshot_id).await? {
+            Settled::Gone => return Ok(()),
+            Settled::Deletable => {}
+        }
         if !client.delete_snapshot(snapshot_id).await? {
             return Ok(());
         }
         self.wait_for_snapshot_gone(&client, snapshot_id).await
     }
+
+    /// Waits while the snapshot is `creating`; `Gone` when there is no such snapshot.
+    async fn wait_for_snapshot_settled(
+        &self,
+        client: &crate::openstack::ManilaClient,
+        snapshot_id: &str,
+    ) -> Result<Settled> {
+        let what = format!("snapshot {snapshot_id} to finish creating before its deletion");
+        self.settings
+            .wait
+            .wait(&what, || async {
+                match client.snapshot(snapshot_id).await {
+                    Err(e) if e.is_not_found() => Ok(Progress::Done(Settled::Gone)),
+                    Err(e) => Err(e),
+                    Ok(s) if s.status == "creating" => {
+                        Ok(Progress::Pending(format!("status {}", s.status)))
+                    }
+                    Ok(_) => Ok(Progress::Done(Settled::Deletable)),
+                }
+            })
+            .await
+    }
+}
+
+/// What a snapshot about to be deleted turned out to be.
+enum Settled {
+    /// There is no such snapshot: nothing to delete.
+    Gone,
+    /// Not creating any more: Manila takes the delete (or says why not).
+    Deletable,
 }
 
 /// Reads a snapshot once: `available` and `creating` are fine (ready or not yet), an error
