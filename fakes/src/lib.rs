@@ -1,7 +1,9 @@
 //! Stateful fakes of the OpenStack APIs the Manila CSI driver and operator talk to:
 //! **Keystone v3** (password and application-credential tokens, catalog) and **Manila v2**
 //! (microversions, shares backed by real directories, export locations, access rules,
-//! share types, snapshots, zones, share networks, quotas, user messages), served over real
+//! share types, snapshots, zones, share networks, quotas, user messages), and — when the
+//! seed asks for block storage — **Cinder v3** (volumes backed by sparse files, types,
+//! snapshots) and **Nova v2.1** (servers, volume attachments as real loop devices), served over real
 //! HTTP by [`wiremock`], with fault injection, a request journal, a leftover report and a
 //! control API under `/_fake/` for processes that cannot hold the in-process handle.
 //!

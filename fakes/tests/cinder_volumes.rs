@@ -516,3 +516,48 @@ async fn the_api_answers_while_a_volume_snapshot_is_copied() {
         .await;
     assert_eq!(pause.finished(), 1);
 }
+
+/// A volume stuck in a fault is reset or force-deleted by the administrator only.
+#[tokio::test]
+async fn stuck_volumes_are_reset_or_force_deleted_by_an_admin() {
+    let b = Block::start().await;
+    b.cloud
+        .add_fault(FaultRule::new(
+            Operation::VolumeCreate,
+            FaultAction::Stuck { status: None },
+        ))
+        .unwrap();
+    let r = b
+        .cinder(
+            Method::POST,
+            "/volumes",
+            Some("3.70"),
+            Some(json!({"volume": {"size": 1}})),
+        )
+        .await;
+    let id = r.body["volume"]["id"].as_str().unwrap().to_owned();
+    let reset = json!({"os-reset_status": {"status": "available"}});
+    let path = format!("/volumes/{id}/action");
+    let r = b
+        .cinder(Method::POST, &path, Some("3.70"), Some(reset.clone()))
+        .await;
+    assert_eq!(r.status, 403, "a member may not reset");
+    let mut admin = b;
+    admin.token = common::token_for(&admin.http, &admin.cloud, common::admin_auth()).await;
+    let r = admin
+        .cinder(Method::POST, &path, Some("3.70"), Some(reset))
+        .await;
+    assert_eq!(r.status, 202, "{:?}", r.body);
+    admin.wait_volume(&id, "available").await;
+    let r = admin
+        .cinder(
+            Method::POST,
+            &path,
+            Some("3.70"),
+            Some(json!({"os-force_delete": {}})),
+        )
+        .await;
+    assert_eq!(r.status, 202, "{:?}", r.body);
+    admin.wait_gone(&format!("/volumes/{id}")).await;
+    assert!(!admin.cloud.volume_file(&id).exists());
+}

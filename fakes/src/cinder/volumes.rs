@@ -435,10 +435,76 @@ pub(crate) fn action(state: &mut CloudState, ctx: &mut Ctx<'_>, id: &str) -> Rep
         Ok(b) => b,
         Err(_) => return fault(400, "Malformed request body"),
     };
-    match body.get("os-extend") {
-        Some(args) => extend(state, ctx, id, args),
-        None => fault(400, "There is no such action"),
+    if let Some(args) = body.get("os-extend") {
+        return extend(state, ctx, id, args);
     }
+    if let Some(args) = body.get("os-reset_status") {
+        return reset_status(state, ctx, id, args);
+    }
+    if body.get("os-force_delete").is_some() {
+        return force_delete(state, ctx, id);
+    }
+    fault(400, "There is no such action")
+}
+
+/// `os-reset_status` (administrators): sets the status, ends any pending transition.
+fn reset_status(state: &mut CloudState, ctx: &mut Ctx<'_>, id: &str, args: &Value) -> Reply {
+    if !ctx.admin {
+        return fault(
+            403,
+            "Policy doesn't allow volume_extension:volume_admin_actions:reset_status to be performed.",
+        );
+    }
+    const STATUSES: [&str; 10] = [
+        "available",
+        "in-use",
+        "error",
+        "error_deleting",
+        "error_extending",
+        "creating",
+        "deleting",
+        "attaching",
+        "detaching",
+        "extending",
+    ];
+    let Some(status) = args["status"].as_str().filter(|s| STATUSES.contains(s)) else {
+        return fault(
+            400,
+            format!("Invalid input received: invalid status {}", args["status"]),
+        );
+    };
+    let Some(v) = state.block.volumes.get_mut(id) else {
+        return not_found(id);
+    };
+    v.status = status.to_owned();
+    v.pending = None;
+    v.updated_at = Some(Utc::now());
+    Reply::empty(202)
+}
+
+/// `os-force_delete` (administrators): deletes whatever the status, detaching it first.
+fn force_delete(state: &mut CloudState, ctx: &mut Ctx<'_>, id: &str) -> Reply {
+    if !ctx.admin {
+        return fault(
+            403,
+            "Policy doesn't allow volume_extension:volume_admin_actions:force_delete to be performed.",
+        );
+    }
+    let due = due_after(ctx.now, state.config.cinder.delays.volume_delete_ms);
+    let Some(v) = state.block.volumes.get_mut(id) else {
+        return not_found(id);
+    };
+    let servers: Vec<String> = v.attachments.drain(..).map(|a| a.server_id).collect();
+    v.status = "deleting".into();
+    v.updated_at = Some(Utc::now());
+    v.pending = due.map(|due| Pending {
+        due,
+        outcome: VolumeOutcome::Gone,
+    });
+    for server in servers {
+        state.block.loops.detach(id, &server);
+    }
+    Reply::empty(202)
 }
 
 fn extend(state: &mut CloudState, ctx: &mut Ctx<'_>, id: &str, args: &Value) -> Reply {
