@@ -561,3 +561,44 @@ async fn stuck_volumes_are_reset_or_force_deleted_by_an_admin() {
     admin.wait_gone(&format!("/volumes/{id}")).await;
     assert!(!admin.cloud.volume_file(&id).exists());
 }
+
+/// Lists page with `limit` and `marker`, a full page linking to the next, as the Cinder CSI
+/// driver's ListVolumes reads them.
+#[tokio::test]
+async fn volume_lists_page_with_limit_and_marker() {
+    let mut config = CloudConfig::default();
+    config.cinder.present = true;
+    config.cinder.delays = fakes::CinderDelays::none();
+    let b = Block::with(config).await;
+    let mut ids = Vec::new();
+    for n in 0..3 {
+        ids.push(b.volume(json!({"size": 1, "name": format!("v{n}")})).await);
+    }
+    let page = b
+        .cinder(Method::GET, "/volumes/detail?limit=2", Some("3.70"), None)
+        .await;
+    let got: Vec<&str> = page.body["volumes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v["id"].as_str().unwrap())
+        .collect();
+    assert_eq!(got, [ids[0].as_str(), ids[1].as_str()]);
+    let next = page.body["volumes_links"][0]["href"].as_str().unwrap();
+    assert!(next.ends_with(&format!("marker={}", ids[1])), "{next}");
+    let r = b
+        .http
+        .get(next)
+        .header("X-Auth-Token", &b.token)
+        .send()
+        .await
+        .unwrap();
+    let rest: serde_json::Value = r.json().await.unwrap();
+    assert_eq!(rest["volumes"].as_array().unwrap().len(), 1);
+    assert_eq!(rest["volumes"][0]["id"], ids[2].as_str());
+    assert!(rest.get("volumes_links").is_none());
+    let bad = b
+        .cinder(Method::GET, "/volumes?marker=nope", Some("3.70"), None)
+        .await;
+    assert_eq!(bad.status, 400);
+}

@@ -88,6 +88,25 @@ pub(crate) fn list(state: &mut CloudState, ctx: &mut Ctx<'_>, detail: bool) -> R
         .filter(|v| ctx.query("status").is_none_or(|s| v.status == s))
         .collect();
     volumes.sort_by_key(|v| v.seq);
+    // Pages: `marker` (the last id seen) and `limit`; a full page links to the next.
+    if let Some(marker) = ctx.query("marker") {
+        let Some(at) = volumes.iter().position(|v| v.id == marker) else {
+            return fault(
+                400,
+                format!("Invalid input received: marker [{marker}] not found"),
+            );
+        };
+        volumes.drain(..=at);
+    }
+    let limit = match ctx.query("limit").map(str::parse::<usize>) {
+        None => None,
+        Some(Ok(n)) => Some(n),
+        Some(Err(_)) => return fault(400, "Invalid input received: limit must be an integer"),
+    };
+    let more = limit.is_some_and(|n| volumes.len() > n);
+    if let Some(n) = limit {
+        volumes.truncate(n);
+    }
     let items: Vec<Value> = volumes
         .iter()
         .map(|v| {
@@ -98,7 +117,16 @@ pub(crate) fn list(state: &mut CloudState, ctx: &mut Ctx<'_>, detail: bool) -> R
             }
         })
         .collect();
-    Reply::json(200, json!({"volumes": items}))
+    let mut body = json!({"volumes": items});
+    if more && let (Some(last), Some(n)) = (volumes.last(), limit) {
+        let collection = if detail { "volumes/detail" } else { "volumes" };
+        let url = super::cinder_url(&state.base_url, &state.config.account.project_id);
+        body["volumes_links"] = json!([{
+            "rel": "next",
+            "href": format!("{url}/{collection}?limit={n}&marker={}", last.id),
+        }]);
+    }
+    Reply::json(200, body)
 }
 
 pub(crate) fn show(state: &mut CloudState, ctx: &mut Ctx<'_>, id: &str) -> Reply {
