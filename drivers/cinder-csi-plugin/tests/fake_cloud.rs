@@ -281,3 +281,59 @@ async fn a_volume_ending_in_error_is_reported_with_cinders_message_and_removed()
         .await?;
     Ok(())
 }
+
+#[tokio::test]
+async fn deletes_answer_once_the_resource_is_gone() -> TestResult {
+    let mut config = CloudConfig::default();
+    config.cinder.present = true;
+    let fake = FakeCloud::start(config).await?;
+    let account = fake.account();
+    let cloud = Arc::new(Cloud::new(Global {
+        auth_url: fake.auth_url(),
+        username: Some(account.user_name.clone()),
+        password: Some(Secret::new(account.password.expose())),
+        project_name: Some(account.project_name.clone()),
+        domain_name: Some(account.domain_name.clone()),
+        interface: "public".into(),
+        ..Global::default()
+    })?);
+    let controller = Controller::new(
+        cloud.clone(),
+        ControllerSettings {
+            wait: WaitPolicy {
+                first: Duration::from_millis(20),
+                max: Duration::from_millis(200),
+                deadline: Duration::from_secs(30),
+            },
+            ..ControllerSettings::default()
+        },
+    );
+    let volume = controller
+        .create_volume(cinder_csi_plugin::controller::CreateRequest {
+            name: "with-snapshot".into(),
+            size_gib: 1,
+            ..Default::default()
+        })
+        .await?;
+    let snapshot = controller
+        .create_snapshot("snap", &volume.id, &Default::default())
+        .await?;
+    // While the snapshot exists Cinder refuses: FailedPrecondition with its reason.
+    let refused = controller
+        .delete_volume(&volume.id)
+        .await
+        .err()
+        .ok_or("a volume with a snapshot was deleted")?;
+    assert_eq!(
+        tonic::Status::from(refused.clone()).code(),
+        tonic::Code::FailedPrecondition
+    );
+    assert!(refused.to_string().contains("snapshot"), "{refused}");
+    // Snapshot delete answers once it is gone, so the volume can go right after, and a
+    // listing right after no longer shows it (CSI sanity's order).
+    controller.delete_snapshot(&snapshot.id).await?;
+    controller.delete_volume(&volume.id).await?;
+    assert!(cloud.volumes(None).await?.is_empty());
+    assert!(cloud.snapshots(None, None).await?.is_empty());
+    Ok(())
+}

@@ -287,19 +287,54 @@ impl Controller {
                 servers.join(", ")
             )));
         }
-        if volume.status == "deleting" {
-            return Ok(());
-        }
         if TRANSIENT.contains(&volume.status.as_str()) {
             return Err(Error::Unavailable(format!(
                 "volume {id} is {}; it can be deleted once that is over",
                 volume.status
             )));
         }
-        match self.cloud.delete_volume(id).await {
-            Err(e) if !e.is_not_found() => Err(e),
-            _ => Ok(()),
+        if volume.status != "deleting" {
+            match self.cloud.delete_volume(id).await {
+                Err(e) if e.is_not_found() => return Ok(()),
+                // Cinder refuses with 400 what the volume's state forbids (snapshots left).
+                Err(Error::Api {
+                    status: 400,
+                    message,
+                    ..
+                }) => {
+                    return Err(Error::FailedPrecondition(format!(
+                        "Cinder refuses to delete volume {id}: {message}"
+                    )));
+                }
+                Err(e) => return Err(e),
+                Ok(()) => {}
+            }
         }
+        // Gone before answering, so that a listing right after no longer shows it.
+        self.wait_gone(&format!("deleting volume {id}"), || self.cloud.volume(id))
+            .await
+    }
+
+    /// Waits until `get` answers NotFound; an `error_deleting` status ends the wait.
+    async fn wait_gone<T, F, Fut>(&self, what: &str, get: F) -> Result<()>
+    where
+        T: HasStatus,
+        F: Fn() -> Fut,
+        Fut: std::future::Future<Output = Result<T>>,
+    {
+        self.settings
+            .wait
+            .wait(what, || async {
+                match get().await {
+                    Err(e) if e.is_not_found() => Ok(Progress::Done(())),
+                    Err(e) => Err(e),
+                    Ok(item) if item.status() == "error_deleting" => Err(Error::ResourceFailed(
+                        format!("{what}: Cinder failed (error_deleting)"),
+                    )),
+                    Ok(item) => Ok(Progress::Pending(format!("in status {}", item.status()))),
+                }
+            })
+            .await
     }
 
     /// Attaches the volume to the node's server and waits until Cinder shows it `in-use`
@@ -454,10 +489,17 @@ impl Controller {
 
     /// Deletes the snapshot; a missing one is no error.
     pub async fn delete_snapshot(&self, id: &str) -> Result<()> {
+        let _in_flight = self.operations.start(id, &format!("snapshot {id}"))?;
         match self.cloud.delete_snapshot(id).await {
-            Err(e) if !e.is_not_found() => Err(e),
-            _ => Ok(()),
+            Err(e) if e.is_not_found() => return Ok(()),
+            Err(e) => return Err(e),
+            Ok(()) => {}
         }
+        // Gone before answering: the source volume can be deleted right after.
+        self.wait_gone(&format!("deleting snapshot {id}"), || {
+            self.cloud.snapshot(id)
+        })
+        .await
     }
 
     /// Grows the volume to at least `size_gib` and waits for the new size; answers it.
@@ -499,6 +541,23 @@ impl Controller {
     /// The cloud client.
     pub fn cloud(&self) -> &Cloud {
         &self.cloud
+    }
+}
+
+/// A Cinder resource with a status.
+trait HasStatus {
+    fn status(&self) -> &str;
+}
+
+impl HasStatus for Volume {
+    fn status(&self) -> &str {
+        &self.status
+    }
+}
+
+impl HasStatus for Snapshot {
+    fn status(&self) -> &str {
+        &self.status
     }
 }
 
