@@ -72,3 +72,50 @@ async fn fetch_service(url: &str, timeout: Duration) -> Result<InstanceMetadata>
     let body = response.bytes().await.map_err(|e| failed(e.to_string()))?;
     serde_json::from_slice(&body).map_err(|e| failed(format!("not a metadata document: {e}")))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use wiremock::matchers::method;
+    use wiremock::{Mock, MockServer, ResponseTemplate};
+
+    #[tokio::test]
+    async fn the_default_order_falls_back_from_the_config_drive_to_the_service() -> Result<()> {
+        let server = MockServer::start().await;
+        Mock::given(method("GET"))
+            .respond_with(ResponseTemplate::new(200).set_body_json(serde_json::json!({
+                "uuid": "i-1", "availability_zone": "az-1"
+            })))
+            .mount(&server)
+            .await;
+        let metadata = fetch(
+            &[MetadataSource::ConfigDrive, MetadataSource::MetadataService],
+            &server.uri(),
+            Duration::from_secs(5),
+        )
+        .await?;
+        assert_eq!(metadata.uuid, "i-1");
+        assert_eq!(metadata.availability_zone, "az-1");
+        Ok(())
+    }
+
+    #[tokio::test]
+    async fn every_failure_is_named_when_no_source_answers() {
+        let server = MockServer::start().await;
+        Mock::given(method("GET"))
+            .respond_with(ResponseTemplate::new(503))
+            .mount(&server)
+            .await;
+        let error = fetch(
+            &[MetadataSource::ConfigDrive, MetadataSource::MetadataService],
+            &server.uri(),
+            Duration::from_secs(5),
+        )
+        .await
+        .err()
+        .map(|e| e.to_string())
+        .unwrap_or_default();
+        assert!(error.contains("config drive is not supported"), "{error}");
+        assert!(error.contains("HTTP 503"), "{error}");
+    }
+}
