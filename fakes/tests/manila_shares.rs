@@ -514,7 +514,11 @@ async fn zones_from_the_seed() {
 async fn admins_create_and_delete_types_through_the_api() {
     let c = Client::start(CloudConfig::default()).await;
     let silver = json!({"share_type": {"name": "silver", "extra_specs": {"driver_handles_share_servers": "false", "snapshot_support": "True", "thin": "yes"}}});
-    assert_eq!(c.post("/types", silver.clone()).await.status, 403, "a member may not");
+    assert_eq!(
+        c.post("/types", silver.clone()).await.status,
+        403,
+        "a member may not"
+    );
     let c = c.admin().await;
     let r = c.post("/types", silver).await;
     assert_eq!(r.status, 200, "{:?}", r.body);

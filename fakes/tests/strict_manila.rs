@@ -354,7 +354,11 @@ async fn share_types_are_looked_up_by_id() {
         .add_share_type(&ShareTypeSeed::named("gold"))
         .unwrap();
     assert_eq!(c.get("/types/gold").await.status, 404);
-    assert_eq!(c.get("/types/gold/extra_specs").await.status, 403, "admin only");
+    assert_eq!(
+        c.get("/types/gold/extra_specs").await.status,
+        403,
+        "admin only"
+    );
     let c = c.admin().await;
     assert_eq!(c.get("/types/gold/extra_specs").await.status, 404);
     assert_eq!(c.get(&format!("/types/{gold}")).await.status, 200);
