@@ -18,8 +18,8 @@ use crate::error::{Error, Result};
 use crate::identity::IdentityService;
 use crate::node::{NodeService, NodeSettings, device};
 use crate::openstack::Cloud;
-use crate::panic_guard::PanicGuard;
 use crate::wait::WaitPolicy;
+use csi_proto::panic_guard::PanicGuard;
 
 /// How long reading the instance metadata may take at start-up.
 const METADATA_TIMEOUT: Duration = Duration::from_secs(10);

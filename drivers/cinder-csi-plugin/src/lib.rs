@@ -8,7 +8,8 @@
 //!
 //! Modules: [`config`] (flags), [`cloud_config`] (the INI file), [`openstack`] (Keystone,
 //! Cinder and Nova clients), [`controller`], [`node`], [`identity`], [`metadata`] (node id
-//! and zone), [`driver`] (wiring), [`error`], [`panic_guard`], [`wait`].
+//! and zone), [`driver`] (wiring), [`error`], [`wait`]; a
+//! panic in a handler answers Internal (`csi_proto::panic_guard`).
 
 pub mod cloud_config;
 pub mod config;
@@ -20,7 +21,6 @@ pub mod inflight;
 pub mod metadata;
 pub mod node;
 pub mod openstack;
-pub mod panic_guard;
 mod rpc_log;
 pub mod wait;
 

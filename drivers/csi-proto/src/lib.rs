@@ -13,6 +13,8 @@
 //!   endpoint, over a unix socket or TCP.
 //! - [`Listener`] and [`serve`]: bind an endpoint (replacing a stale unix socket) and run a
 //!   tonic router on it until a shutdown future resolves.
+//! - [`panic_guard::PanicGuard`]: wraps a generated service so a panic in a handler answers
+//!   `Internal` naming the method.
 //!
 //! ```no_run
 //! use csi_proto::v1::{identity_client::IdentityClient, ProbeRequest};
@@ -29,6 +31,7 @@
 mod client;
 mod endpoint;
 mod error;
+pub mod panic_guard;
 mod server;
 
 pub use client::{connect, connect_lazy};

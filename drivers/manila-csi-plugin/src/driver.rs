@@ -17,10 +17,10 @@ use crate::metadata::node_identity;
 use crate::node::partner::Partner;
 use crate::node::{NodeService, NodeSettings};
 use crate::openstack::Connector;
-use crate::panic_guard::PanicGuard;
 use crate::protocol::adapter_for;
 use crate::pvc::ClaimReader;
 use crate::wait::WaitPolicy;
+use csi_proto::panic_guard::PanicGuard;
 
 /// The driver's services, ready to serve.
 #[derive(Debug)]

@@ -8,9 +8,8 @@
 //!
 //! Modules: [`config`] (flags), [`options`] (StorageClass parameters), [`openstack`] (Keystone
 //! and Manila clients), [`protocol`] (NFS/CephFS adapters), [`export_location`], [`wait`],
-//! [`error`], [`panic_guard`] (a panic answers Internal), [`metadata`] (node id and zone from
-//! the OpenStack metadata service), [`pvc`] (`--pvc-annotations`: claim annotations as
-//! scheduler hints).
+//! [`error`], [`metadata`] (node id and zone from the OpenStack metadata service), [`pvc`] (`--pvc-annotations`: claim annotations as
+//! scheduler hints). A panic in a handler answers Internal (`csi_proto::panic_guard`).
 
 pub mod config;
 pub mod controller;
@@ -22,7 +21,6 @@ pub mod metadata;
 pub mod node;
 pub mod openstack;
 pub mod options;
-pub mod panic_guard;
 pub mod protocol;
 pub mod pvc;
 mod rpc_log;

@@ -3,11 +3,11 @@
 //! handler resets the stream and the caller learns nothing.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+use csi_proto::panic_guard::PanicGuard;
 use csi_proto::v1::identity_client::IdentityClient;
 use csi_proto::v1::identity_server::{Identity, IdentityServer};
 use csi_proto::v1::{self};
 use csi_proto::{Endpoint, Listener};
-use manila_csi_plugin::panic_guard::PanicGuard;
 use tokio::sync::oneshot;
 use tonic::transport::{Channel, Server};
 use tonic::{Code, Request, Response, Status};

@@ -1,6 +1,12 @@
-//! A guard around each gRPC service: a panic while serving a call (a bug) answers
-//! `Internal` naming the method, instead of resetting the caller's stream. The same idea as
-//! the Manila driver's guard, kept as a small own copy so the two drivers stay independent.
+//! A guard around each gRPC service of a CSI driver: a panic while serving a call (a bug) is
+//! answered with `Internal` naming the method, instead of resetting the caller's stream (which
+//! callers see as `Cancelled` or `Unknown`, with nothing in the message pointing at the
+//! driver). Both drivers of the workspace wrap their services in it.
+//!
+//! The guard wraps a generated `*Server` (a tower `Service` with a gRPC name), so every RPC
+//! of the service is covered, including those the driver answers without a handler. It
+//! catches panics while the call starts and while its future is polled; the process, its
+//! other calls and the connection carry on.
 
 use std::any::Any;
 use std::convert::Infallible;
@@ -31,7 +37,7 @@ impl<S: NamedService> NamedService for PanicGuard<S> {
     const NAME: &'static str = S::NAME;
 }
 
-type Reply = Result<http::Response<Body>, Infallible>;
+type Answer = Result<http::Response<Body>, Infallible>;
 
 impl<S> Service<http::Request<Body>> for PanicGuard<S>
 where
@@ -40,7 +46,7 @@ where
 {
     type Response = http::Response<Body>;
     type Error = Infallible;
-    type Future = Pin<Box<dyn Future<Output = Reply> + Send>>;
+    type Future = Pin<Box<dyn Future<Output = Answer> + Send>>;
 
     fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Infallible>> {
         self.inner.poll_ready(cx)
@@ -49,20 +55,39 @@ where
     fn call(&mut self, request: http::Request<Body>) -> Self::Future {
         let method = request.uri().path().to_owned();
         match catch_unwind(AssertUnwindSafe(|| self.inner.call(request))) {
-            Ok(future) => {
-                let mut future = Box::pin(future);
-                Box::pin(std::future::poll_fn(move |cx| {
-                    match catch_unwind(AssertUnwindSafe(|| future.as_mut().poll(cx))) {
-                        Ok(poll) => poll,
-                        Err(payload) => Poll::Ready(Ok(internal(&method, payload.as_ref()))),
-                    }
-                }))
-            }
+            Ok(future) => Box::pin(Guarded {
+                future: Box::pin(future),
+                method,
+            }),
             Err(payload) => Box::pin(std::future::ready(Ok(internal(&method, payload.as_ref())))),
         }
     }
 }
 
+/// A call's future, polled under `catch_unwind`.
+struct Guarded<F> {
+    future: Pin<Box<F>>,
+    method: String,
+}
+
+impl<F> Future for Guarded<F>
+where
+    F: Future<Output = Answer>,
+{
+    type Output = Answer;
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Answer> {
+        // `Guarded` is Unpin (a boxed future and a string): plain field access is fine.
+        let this = &mut *self;
+        match catch_unwind(AssertUnwindSafe(|| this.future.as_mut().poll(cx))) {
+            Ok(poll) => poll,
+            // Ready: the panicked future is never polled again.
+            Err(payload) => Poll::Ready(Ok(internal(&this.method, payload.as_ref()))),
+        }
+    }
+}
+
+/// The `Internal` answer for a panic in `method` (`/csi.v1.Controller/CreateVolume`).
 fn internal(method: &str, payload: &(dyn Any + Send)) -> http::Response<Body> {
     let what = payload
         .downcast_ref::<&str>()
@@ -95,7 +120,7 @@ mod tests {
     impl Service<http::Request<Body>> for Panics {
         type Response = http::Response<Body>;
         type Error = Infallible;
-        type Future = Pin<Box<dyn Future<Output = Reply> + Send>>;
+        type Future = Pin<Box<dyn Future<Output = Answer> + Send>>;
 
         fn poll_ready(&mut self, _: &mut Context<'_>) -> Poll<Result<(), Infallible>> {
             Poll::Ready(Ok(()))
