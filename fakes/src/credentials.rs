@@ -1,5 +1,5 @@
-//! What a client needs to reach the fake: a `clouds.yaml` and the flat `os-*` secret map
-//! the Manila CSI driver reads.
+//! What a client needs to reach the fake: a `clouds.yaml`, the flat `os-*` secret map
+//! the Manila CSI driver reads, and the cloud config INI of the Cinder CSI driver.
 
 use std::collections::BTreeMap;
 
@@ -55,6 +55,39 @@ pub(crate) fn clouds_yaml(
     }
     // Serialising a JSON value to YAML cannot fail.
     serde_yaml::to_string(&doc).unwrap_or_default()
+}
+
+/// The Cinder CSI driver's cloud config (`cloud.conf`, INI) for the password: `[Global]`
+/// credentials (with `ca-file` when given), `[Metadata] search-order = metadataService` (the
+/// fake serves no config drive) and the `[BlockStorage]` lines of `block_storage` verbatim.
+pub(crate) fn cinder_cloud_conf(
+    account: &Account,
+    region: &str,
+    base_url: &str,
+    ca_file: Option<&std::path::Path>,
+    block_storage: &[(&str, String)],
+) -> String {
+    // Values are quoted (the driver unquotes them), so a `;` or `#` in a password is not
+    // read as a comment.
+    let mut conf = format!(
+        "[Global]\nauth-url = \"{}\"\nusername = \"{}\"\npassword = \"{}\"\n\
+         tenant-name = \"{}\"\ndomain-name = \"{}\"\nregion = \"{}\"\n",
+        auth_url(base_url),
+        account.user_name,
+        account.password.expose(),
+        account.project_name,
+        account.domain_name,
+        region,
+    );
+    if let Some(ca_file) = ca_file {
+        conf.push_str(&format!("ca-file = \"{}\"\n", ca_file.display()));
+    }
+    conf.push_str("\n[BlockStorage]\n");
+    for (key, value) in block_storage {
+        conf.push_str(&format!("{key} = {value}\n"));
+    }
+    conf.push_str("\n[Metadata]\nsearch-order = metadataService\n");
+    conf
 }
 
 /// The flat `os-*` keys of the CSI driver's secret.

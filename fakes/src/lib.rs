@@ -48,7 +48,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
 pub use backend::CopyPause;
-pub use cinder::{BlockLeftover, BlockLeftovers, LoopLeftover};
+pub use cinder::{BlockLeftover, BlockLeftovers, LoopLeftover, VolumeView};
 pub use config::{
     CinderConfig, CinderDelays, CloudConfig, Delays, NovaConfig, Secret, ServerSeed, ShareTypeSeed,
     VolumeTypeSeed,
@@ -331,6 +331,22 @@ impl FakeCloud {
             ca_file,
         )
     }
+    /// The Cinder CSI driver's `cloud.conf` (INI, password auth, metadata service for the
+    /// node's id and zone, the fake's CA file with TLS), with `block_storage` as the
+    /// `[BlockStorage]` keys (e.g. `("node-volume-attach-limit", "2".into())`). Holds the
+    /// password: never log it.
+    pub fn cinder_cloud_conf(&self, block_storage: &[(&str, String)]) -> String {
+        let s = self.state();
+        let ca_file = self.tls.as_ref().map(|t| t.ca_file.as_path());
+        credentials::cinder_cloud_conf(
+            &s.config.account,
+            &s.config.region,
+            &self.base_url,
+            ca_file,
+            block_storage,
+        )
+    }
+
     /// The flat `os-*` secret of the Manila CSI driver.
     pub fn secret(&self, kind: SecretKind) -> BTreeMap<String, String> {
         let s = self.state();
@@ -466,6 +482,10 @@ impl FakeCloud {
     /// Puts Cinder (and Nova) in or out of the catalog.
     pub fn set_cinder_present(&self, present: bool) {
         self.state().config.cinder.present = present;
+    }
+    /// Volume `id` as the cloud sees it (size, zone, status, servers it is attached to).
+    pub fn block_volume(&self, id: &str) -> Option<VolumeView> {
+        self.state().block.volume_view(id)
     }
     /// Block-storage resources still present: volumes, volume snapshots, attachments and
     /// the loop devices on the host.

@@ -12,6 +12,7 @@ mod resources;
 pub mod seed;
 mod volumes;
 
+use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
@@ -153,6 +154,34 @@ pub struct BlockLeftover {
     pub server_id: Option<String>,
 }
 
+/// What a test may want to know of a volume: where it is, how big, to which servers it is
+/// attached (the cloud's view, as an administrator sees it).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct VolumeView {
+    /// Its id.
+    pub id: String,
+    /// Its name.
+    pub name: Option<String>,
+    /// Size in GiB.
+    pub size: u64,
+    /// Status (`available`, `in-use`, …).
+    pub status: String,
+    /// Availability zone.
+    pub availability_zone: String,
+    /// Volume type name.
+    pub volume_type: String,
+    /// Whether it may be attached to several servers.
+    pub multiattach: bool,
+    /// The snapshot it was made from.
+    pub snapshot_id: Option<String>,
+    /// The volume it was cloned from.
+    pub source_volid: Option<String>,
+    /// The ids of the servers it is attached to, in attachment order.
+    pub attached_to: Vec<String>,
+    /// Its metadata.
+    pub metadata: BTreeMap<String, String>,
+}
+
 /// A loop device still set up.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct LoopLeftover {
@@ -165,6 +194,24 @@ pub struct LoopLeftover {
 }
 
 impl BlockState {
+    /// The view of volume `id`, transitions due by now applied.
+    pub(crate) fn volume_view(&mut self, id: &str) -> Option<VolumeView> {
+        self.advance(Instant::now());
+        self.volumes.get(id).map(|v| VolumeView {
+            id: v.id.clone(),
+            name: v.name.clone(),
+            size: v.size,
+            status: v.status.clone(),
+            availability_zone: v.availability_zone.clone(),
+            volume_type: v.type_name.clone(),
+            multiattach: v.multiattach,
+            snapshot_id: v.snapshot_id.clone(),
+            source_volid: v.source_volid.clone(),
+            attached_to: v.attachments.iter().map(|a| a.server_id.clone()).collect(),
+            metadata: v.metadata.clone(),
+        })
+    }
+
     /// What is still present, in creation order.
     pub(crate) fn leftovers(&mut self) -> BlockLeftovers {
         self.advance(Instant::now());
