@@ -16,7 +16,8 @@ pub struct ImageBinary {
     pub package: &'static str,
 }
 
-/// Every image the fixtures of `fixtures/manila-csi/` and `fixtures/manila-operator/` use.
+/// Every image the fixtures of `fixtures/manila-csi/`, `fixtures/manila-operator/` and
+/// `fixtures/cinder-csi/` use.
 pub const IMAGES: &[ImageBinary] = &[
     ImageBinary {
         image: "quay.io/openstack-csi-conformance/manila-csi-driver-operator",
@@ -27,6 +28,11 @@ pub const IMAGES: &[ImageBinary] = &[
         image: "registry.k8s.io/provider-os/manila-csi-plugin",
         binary: "manila-csi-plugin",
         package: "manila-csi-plugin",
+    },
+    ImageBinary {
+        image: "registry.k8s.io/provider-os/cinder-csi-plugin",
+        binary: "cinder-csi-plugin",
+        package: "cinder-csi-plugin",
     },
     ImageBinary {
         image: "registry.k8s.io/sig-storage/nfsplugin",

@@ -20,6 +20,7 @@
 //! ```
 
 pub mod binaries;
+pub mod cinder;
 pub mod cloud;
 mod environment;
 mod error;

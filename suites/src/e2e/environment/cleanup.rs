@@ -37,7 +37,7 @@ const POLL: Duration = Duration::from_millis(50);
 
 /// The environment's embedded cluster; ends it, its processes, mounts and run directory when
 /// dropped without [`ClusterGuard::stop`] (see the module docs).
-pub(super) struct ClusterGuard {
+pub(crate) struct ClusterGuard {
     embedded: Option<EmbeddedCluster>,
     run_dir: PathBuf,
     keep_run_dir: bool,
@@ -46,7 +46,7 @@ pub(super) struct ClusterGuard {
 
 impl ClusterGuard {
     /// Guards `embedded`; `keep_run_dir` keeps its run directory (and its mounts) at the end.
-    pub(super) fn new(embedded: EmbeddedCluster, keep_run_dir: bool) -> Self {
+    pub(crate) fn new(embedded: EmbeddedCluster, keep_run_dir: bool) -> Self {
         ClusterGuard {
             run_dir: embedded.run_dir().to_path_buf(),
             embedded: Some(embedded),
@@ -56,7 +56,7 @@ impl ClusterGuard {
     }
 
     /// A handle on the cluster for the workloads (kube client, exec, logs).
-    pub(super) async fn cluster(&self) -> Result<Cluster> {
+    pub(crate) async fn cluster(&self) -> Result<Cluster> {
         match &self.embedded {
             Some(embedded) => Ok(embedded.cluster().await?),
             None => Err(Error::Unexpected(format!(
@@ -67,13 +67,13 @@ impl ClusterGuard {
     }
 
     /// The cluster's run directory (its canonical path).
-    pub(super) fn run_dir(&self) -> &Path {
+    pub(crate) fn run_dir(&self) -> &Path {
         &self.run_dir
     }
 
     /// Stops the cluster gracefully (node agents, pods, control plane) and removes the run
     /// directory, or says where it is kept.
-    pub(super) async fn stop(&mut self) -> Result<()> {
+    pub(crate) async fn stop(&mut self) -> Result<()> {
         let result = match self.embedded.take() {
             Some(embedded) => embedded.stop().await.map_err(Error::from),
             None => Ok(()),

@@ -58,27 +58,7 @@ impl ManilaCsiEnvironment {
             .await
             .map_err(Error::kube(format!("creating namespace {namespace}")))?;
 
-        // The snapshot CRDs, Established before anything uses them.
-        let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
-        let crd_dir = manifests::crds_dir();
-        let mut crd_files = list_yaml(&crd_dir)?;
-        crd_files.sort();
-        for path in crd_files {
-            let text = std::fs::read_to_string(&path).map_err(|e| Error::Fixture {
-                path: path.clone(),
-                reason: e.to_string(),
-            })?;
-            for object in manifests::parse(&path, &text)? {
-                let applied = self.applier.apply(object).await?;
-                wait::wait_for(
-                    &crds,
-                    &applied.name,
-                    conditions::is_crd_established(),
-                    self.options.ready_timeout,
-                )
-                .await?;
-            }
-        }
+        apply_snapshot_crds(&mut self.applier, &client, self.options.ready_timeout).await?;
 
         let vars = self.vars()?;
         let dir = manifests::fixtures_dir();
@@ -210,33 +190,7 @@ impl ManilaCsiEnvironment {
         selector: &str,
         timeout: Duration,
     ) -> Result<Pod> {
-        let pods: Api<Pod> = Api::namespaced(self.client(), namespace);
-        let params = ListParams::default().labels(selector);
-        let pod = wait::wait_until(
-            format!("a Ready pod {selector} in {namespace}"),
-            timeout,
-            || {
-                let pods = pods.clone();
-                let params = params.clone();
-                async move {
-                    let list = pods.list(&params).await.map_err(|e| e.to_string())?;
-                    if let Some(pod) = list.items.iter().find(|p| pod_is_ready(p)) {
-                        return Ok(Some(pod.clone()));
-                    }
-                    Err(if list.items.is_empty() {
-                        "no pod yet".to_string()
-                    } else {
-                        list.items
-                            .iter()
-                            .map(describe_pod)
-                            .collect::<Vec<_>>()
-                            .join("; ")
-                    })
-                }
-            },
-        )
-        .await?;
-        Ok(pod)
+        wait_pod_ready_in(&self.client(), namespace, selector, timeout).await
     }
 
     /// Waits until every node's CSINode lists the default instance's driver.
@@ -246,39 +200,116 @@ impl ManilaCsiEnvironment {
 
     /// Waits until every node's CSINode lists the driver `driver`.
     pub(super) async fn wait_registered_as(&self, driver: &str, timeout: Duration) -> Result<()> {
-        let csinodes: Api<CSINode> = Api::all(self.client());
-        let nodes = self.cluster.node_names();
-        wait::wait_until(
-            format!("every node's CSINode to list {driver}"),
-            timeout,
-            || {
-                let csinodes = csinodes.clone();
-                let nodes = nodes.clone();
-                async move {
-                    let mut missing = Vec::new();
-                    for node in &nodes {
-                        let found = csinodes.get_opt(node).await.map_err(|e| e.to_string())?;
-                        let drivers: Vec<String> = found
-                            .map(|c| c.spec.drivers.into_iter().map(|d| d.name).collect())
-                            .unwrap_or_default();
-                        if !drivers.iter().any(|d| d == driver) {
-                            missing.push(format!("{node}: drivers {drivers:?}"));
-                        }
-                    }
-                    if missing.is_empty() {
-                        Ok(Some(()))
-                    } else {
-                        Err(missing.join(", "))
-                    }
-                }
-            },
-        )
-        .await?;
-        Ok(())
+        wait_registered_as(&self.client(), &self.cluster.node_names(), driver, timeout).await
     }
 }
 
-fn list_yaml(dir: &Path) -> Result<Vec<PathBuf>> {
+/// Applies the snapshot CRDs of `fixtures/crds/` and waits (at most `timeout` each) until
+/// they are Established.
+pub(crate) async fn apply_snapshot_crds(
+    applier: &mut manifests::Applier,
+    client: &kube::Client,
+    timeout: Duration,
+) -> Result<()> {
+    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
+    let crd_dir = manifests::crds_dir();
+    let mut crd_files = list_yaml(&crd_dir)?;
+    crd_files.sort();
+    for path in crd_files {
+        let text = std::fs::read_to_string(&path).map_err(|e| Error::Fixture {
+            path: path.clone(),
+            reason: e.to_string(),
+        })?;
+        for object in manifests::parse(&path, &text)? {
+            let applied = applier.apply(object).await?;
+            wait::wait_for(
+                &crds,
+                &applied.name,
+                conditions::is_crd_established(),
+                timeout,
+            )
+            .await?;
+        }
+    }
+    Ok(())
+}
+
+/// Waits until a pod of `namespace` matching `selector` is Ready; a timeout names what the
+/// pods were doing.
+pub(crate) async fn wait_pod_ready_in(
+    client: &kube::Client,
+    namespace: &str,
+    selector: &str,
+    timeout: Duration,
+) -> Result<Pod> {
+    let pods: Api<Pod> = Api::namespaced(client.clone(), namespace);
+    let params = ListParams::default().labels(selector);
+    let pod = wait::wait_until(
+        format!("a Ready pod {selector} in {namespace}"),
+        timeout,
+        || {
+            let pods = pods.clone();
+            let params = params.clone();
+            async move {
+                let list = pods.list(&params).await.map_err(|e| e.to_string())?;
+                if let Some(pod) = list.items.iter().find(|p| pod_is_ready(p)) {
+                    return Ok(Some(pod.clone()));
+                }
+                Err(if list.items.is_empty() {
+                    "no pod yet".to_string()
+                } else {
+                    list.items
+                        .iter()
+                        .map(describe_pod)
+                        .collect::<Vec<_>>()
+                        .join("; ")
+                })
+            }
+        },
+    )
+    .await?;
+    Ok(pod)
+}
+
+/// Waits until the CSINode of every one of `nodes` lists the driver `driver`.
+pub(crate) async fn wait_registered_as(
+    client: &kube::Client,
+    nodes: &[String],
+    driver: &str,
+    timeout: Duration,
+) -> Result<()> {
+    let csinodes: Api<CSINode> = Api::all(client.clone());
+    let nodes = nodes.to_vec();
+    wait::wait_until(
+        format!("every node's CSINode to list {driver}"),
+        timeout,
+        || {
+            let csinodes = csinodes.clone();
+            let nodes = nodes.clone();
+            async move {
+                let mut missing = Vec::new();
+                for node in &nodes {
+                    let found = csinodes.get_opt(node).await.map_err(|e| e.to_string())?;
+                    let drivers: Vec<String> = found
+                        .map(|c| c.spec.drivers.into_iter().map(|d| d.name).collect())
+                        .unwrap_or_default();
+                    if !drivers.iter().any(|d| d == driver) {
+                        missing.push(format!("{node}: drivers {drivers:?}"));
+                    }
+                }
+                if missing.is_empty() {
+                    Ok(Some(()))
+                } else {
+                    Err(missing.join(", "))
+                }
+            }
+        },
+    )
+    .await?;
+    Ok(())
+}
+
+pub(crate) fn list_yaml(dir: &Path) -> Result<Vec<PathBuf>> {
     let entries = std::fs::read_dir(dir).map_err(Error::io("listing", dir))?;
     let mut files = Vec::new();
     for entry in entries {
@@ -291,7 +322,7 @@ fn list_yaml(dir: &Path) -> Result<Vec<PathBuf>> {
 }
 
 /// A free TCP port on the loopback address (pods share the host network).
-fn free_port() -> Result<u16> {
+pub(crate) fn free_port() -> Result<u16> {
     let listener = std::net::TcpListener::bind(("127.0.0.1", 0))
         .map_err(Error::io("binding", "127.0.0.1:0"))?;
     let port = listener

@@ -8,12 +8,12 @@
 //! - `cleanup`: what an environment dropped without teardown (a failed test) removes from the
 //!   host: processes, mounts and the run directory.
 
-mod cleanup;
+pub(crate) mod cleanup;
 mod cloud_source;
-mod deploy;
+pub(crate) mod deploy;
 mod instance;
 mod operator;
-mod teardown;
+pub(crate) mod teardown;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -429,7 +429,7 @@ pub const METADATA_URL_ENV: &str = "OS_METADATA_URL";
 
 /// The node agents' pod environment pointing each node at its own document of the fake
 /// cloud's metadata service on `addr` (as [`FakeCloud::metadata_url`] names it).
-fn metadata_pod_env(addr: std::net::SocketAddr, tls: bool) -> Vec<(String, String)> {
+pub(crate) fn metadata_pod_env(addr: std::net::SocketAddr, tls: bool) -> Vec<(String, String)> {
     let scheme = if tls { "https" } else { "http" };
     let url = format!(
         "{scheme}://{addr}{}/{NODE_PLACEHOLDER}{}",
@@ -440,7 +440,7 @@ fn metadata_pod_env(addr: std::net::SocketAddr, tls: bool) -> Vec<(String, Strin
 }
 
 /// A loopback address with a port free right now (the fake cloud binds it moments later).
-fn free_loopback_address() -> Result<std::net::SocketAddr> {
+pub(crate) fn free_loopback_address() -> Result<std::net::SocketAddr> {
     let listener = std::net::TcpListener::bind((std::net::Ipv4Addr::LOCALHOST, 0))
         .map_err(super::error::Error::io("binding", Path::new("127.0.0.1:0")))?;
     listener

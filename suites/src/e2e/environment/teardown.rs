@@ -68,97 +68,9 @@ impl ManilaCsiEnvironment {
         self.cluster_guard.stop().await
     }
 
-    /// Deletes the VolumeSnapshots, the pods using claims and the claims, and waits until no
-    /// PV and no VolumeSnapshotContent is left.
     async fn drain_volumes(&self) -> Result<()> {
-        let client = self.client();
-        let timeout = self.options.teardown_timeout;
-        let snapshots_api = snapshots::volume_snapshots_all(&client);
-        for snapshot in snapshots_api
-            .list(&ListParams::default())
-            .await
-            .map_err(Error::kube("listing VolumeSnapshots"))?
-        {
-            let ns = snapshot.metadata.namespace.clone().unwrap_or_default();
-            let name = snapshot.metadata.name.clone().unwrap_or_default();
-            let api = snapshots::volume_snapshots(&client, &ns);
-            ignore_not_found(api.delete(&name, &DeleteParams::default()).await)
-                .map_err(Error::kube(format!("deleting VolumeSnapshot {ns}/{name}")))?;
-        }
-        let claims: Api<PersistentVolumeClaim> = Api::all(client.clone());
-        let claim_list = claims
-            .list(&ListParams::default())
-            .await
-            .map_err(Error::kube("listing PVCs"))?;
-        let pods: Api<Pod> = Api::all(client.clone());
-        for pod in pods
-            .list(&ListParams::default())
-            .await
-            .map_err(Error::kube("listing pods"))?
-        {
-            let uses_claim = pod
-                .spec
-                .as_ref()
-                .and_then(|s| s.volumes.as_ref())
-                .is_some_and(|v| v.iter().any(|v| v.persistent_volume_claim.is_some()));
-            if uses_claim {
-                let ns = pod.metadata.namespace.clone().unwrap_or_default();
-                let name = pod.metadata.name.clone().unwrap_or_default();
-                let api: Api<Pod> = Api::namespaced(client.clone(), &ns);
-                ignore_not_found(api.delete(&name, &DeleteParams::default()).await)
-                    .map_err(Error::kube(format!("deleting pod {ns}/{name}")))?;
-            }
-        }
-        for claim in claim_list {
-            let ns = claim.metadata.namespace.clone().unwrap_or_default();
-            let name = claim.metadata.name.clone().unwrap_or_default();
-            let api: Api<PersistentVolumeClaim> = Api::namespaced(client.clone(), &ns);
-            ignore_not_found(api.delete(&name, &DeleteParams::default()).await)
-                .map_err(Error::kube(format!("deleting PVC {ns}/{name}")))?;
-        }
-        let volumes: Api<PersistentVolume> = Api::all(client.clone());
-        let contents = snapshots::volume_snapshot_contents(&client);
-        wait::wait_until(
-            "no PersistentVolume and no VolumeSnapshotContent left",
-            timeout,
-            || {
-                let volumes = volumes.clone();
-                let contents = contents.clone();
-                async move {
-                    let pvs = volumes
-                        .list(&ListParams::default())
-                        .await
-                        .map_err(|e| e.to_string())?;
-                    let vscs = contents
-                        .list(&ListParams::default())
-                        .await
-                        .map_err(|e| e.to_string())?;
-                    if pvs.items.is_empty() && vscs.items.is_empty() {
-                        return Ok(Some(()));
-                    }
-                    let mut left: Vec<String> = pvs
-                        .items
-                        .iter()
-                        .map(|pv| format!("PV {}", wait::summarize(pv)))
-                        .collect();
-                    left.extend(vscs.items.iter().map(|c: &DynamicObject| {
-                        format!(
-                            "VolumeSnapshotContent {}: {}",
-                            c.metadata.name.as_deref().unwrap_or("?"),
-                            c.data
-                                .get("status")
-                                .map(|s| s.to_string())
-                                .unwrap_or_default()
-                        )
-                    }));
-                    Err(left.join("; "))
-                }
-            },
-        )
-        .await?;
-        Ok(())
+        drain_volumes(&self.client(), self.options.teardown_timeout).await
     }
-
     /// Fails unless the fake cloud is free of shares and snapshots (a cloud the environment
     /// did not start is the caller's to check).
     fn check_leftovers(&self) -> Result<()> {
@@ -176,7 +88,100 @@ impl ManilaCsiEnvironment {
     }
 }
 
-pub(super) fn ignore_not_found<T>(result: kube::Result<T>) -> kube::Result<()> {
+/// Deletes the VolumeSnapshots, the pods using claims and the claims of the whole cluster,
+/// and waits (at most `timeout`) until no PV and no VolumeSnapshotContent is left.
+pub(crate) async fn drain_volumes(
+    client: &kube::Client,
+    timeout: std::time::Duration,
+) -> Result<()> {
+    let client = client.clone();
+    let snapshots_api = snapshots::volume_snapshots_all(&client);
+    for snapshot in snapshots_api
+        .list(&ListParams::default())
+        .await
+        .map_err(Error::kube("listing VolumeSnapshots"))?
+    {
+        let ns = snapshot.metadata.namespace.clone().unwrap_or_default();
+        let name = snapshot.metadata.name.clone().unwrap_or_default();
+        let api = snapshots::volume_snapshots(&client, &ns);
+        ignore_not_found(api.delete(&name, &DeleteParams::default()).await)
+            .map_err(Error::kube(format!("deleting VolumeSnapshot {ns}/{name}")))?;
+    }
+    let claims: Api<PersistentVolumeClaim> = Api::all(client.clone());
+    let claim_list = claims
+        .list(&ListParams::default())
+        .await
+        .map_err(Error::kube("listing PVCs"))?;
+    let pods: Api<Pod> = Api::all(client.clone());
+    for pod in pods
+        .list(&ListParams::default())
+        .await
+        .map_err(Error::kube("listing pods"))?
+    {
+        let uses_claim = pod
+            .spec
+            .as_ref()
+            .and_then(|s| s.volumes.as_ref())
+            .is_some_and(|v| v.iter().any(|v| v.persistent_volume_claim.is_some()));
+        if uses_claim {
+            let ns = pod.metadata.namespace.clone().unwrap_or_default();
+            let name = pod.metadata.name.clone().unwrap_or_default();
+            let api: Api<Pod> = Api::namespaced(client.clone(), &ns);
+            ignore_not_found(api.delete(&name, &DeleteParams::default()).await)
+                .map_err(Error::kube(format!("deleting pod {ns}/{name}")))?;
+        }
+    }
+    for claim in claim_list {
+        let ns = claim.metadata.namespace.clone().unwrap_or_default();
+        let name = claim.metadata.name.clone().unwrap_or_default();
+        let api: Api<PersistentVolumeClaim> = Api::namespaced(client.clone(), &ns);
+        ignore_not_found(api.delete(&name, &DeleteParams::default()).await)
+            .map_err(Error::kube(format!("deleting PVC {ns}/{name}")))?;
+    }
+    let volumes: Api<PersistentVolume> = Api::all(client.clone());
+    let contents = snapshots::volume_snapshot_contents(&client);
+    wait::wait_until(
+        "no PersistentVolume and no VolumeSnapshotContent left",
+        timeout,
+        || {
+            let volumes = volumes.clone();
+            let contents = contents.clone();
+            async move {
+                let pvs = volumes
+                    .list(&ListParams::default())
+                    .await
+                    .map_err(|e| e.to_string())?;
+                let vscs = contents
+                    .list(&ListParams::default())
+                    .await
+                    .map_err(|e| e.to_string())?;
+                if pvs.items.is_empty() && vscs.items.is_empty() {
+                    return Ok(Some(()));
+                }
+                let mut left: Vec<String> = pvs
+                    .items
+                    .iter()
+                    .map(|pv| format!("PV {}", wait::summarize(pv)))
+                    .collect();
+                left.extend(vscs.items.iter().map(|c: &DynamicObject| {
+                    format!(
+                        "VolumeSnapshotContent {}: {}",
+                        c.metadata.name.as_deref().unwrap_or("?"),
+                        c.data
+                            .get("status")
+                            .map(|s| s.to_string())
+                            .unwrap_or_default()
+                    )
+                }));
+                Err(left.join("; "))
+            }
+        },
+    )
+    .await?;
+    Ok(())
+}
+
+pub(crate) fn ignore_not_found<T>(result: kube::Result<T>) -> kube::Result<()> {
     match result {
         Ok(_) => Ok(()),
         Err(kube::Error::Api(status)) if status.code == 404 => Ok(()),

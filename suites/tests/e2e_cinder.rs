@@ -1,0 +1,433 @@
+//! The Cinder CSI driver on the embedded cluster, deployed from `fixtures/cinder-csi/`
+//! (`attachRequired: true`), against the fake Cinder + Nova whose attachments are real loop
+//! devices: block volumes formatted, mounted, moved between nodes by detach and attach,
+//! refused on a second node while in use, created in the zone of the pod's node, restored
+//! from snapshots and cloned, and kept within the per-node attach limit by the scheduler.
+//!
+//! One environment (3 nodes: node-1 and node-3 in zone-a, node-2 in zone-b; attach limit 2)
+//! runs the scenarios one after the other, each in its own namespace; the teardown proves
+//! that no PV, VolumeAttachment, volume, snapshot, attachment or loop device is left.
+#![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
+
+use std::collections::BTreeMap;
+
+use harness::cluster::wait;
+use k8s_openapi::api::core::v1::{
+    PersistentVolume, PersistentVolumeClaim, TypedLocalObjectReference,
+};
+use k8s_openapi::api::storage::v1::{CSINode, VolumeAttachment};
+use kube::api::{Api, ListParams};
+use suites::e2e::cinder::{
+    CINDER_DEFAULT_CLASS, CINDER_DRIVER_NAME, CINDER_SNAPSHOT_CLASS, CINDER_TOPOLOGY_KEY,
+    CinderCsiEnvironment, CinderEnvironmentOptions,
+};
+use suites::e2e::workload::{PodBuilder, Workload, claim, claim_from_snapshot, describe_pod};
+
+const ATTACH_LIMIT: u32 = 2;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn block_volumes_on_the_embedded_cluster() {
+    testkit::init_tracing("suites=info,harness=info,fakes=warn");
+    let env = CinderCsiEnvironment::start(CinderEnvironmentOptions {
+        attach_limit: Some(ATTACH_LIMIT),
+        ..Default::default()
+    })
+    .await
+    .expect("the Cinder driver deploys");
+    tracing::info!(timings = ?env.timings(), "environment started");
+
+    every_node_reports_its_server_zone_and_limit(&env).await;
+    a_volume_moves_with_its_data_from_one_node_to_another(&env).await;
+    a_read_write_once_volume_is_refused_on_a_second_node_while_in_use(&env).await;
+    a_wait_for_first_consumer_volume_is_made_in_the_pod_s_zone(&env).await;
+    snapshots_and_clones_hold_the_data(&env).await;
+    the_attach_limit_keeps_the_scheduler_from_over_placing(&env).await;
+
+    env.teardown().await.expect("nothing is left");
+}
+
+/// The CSINode of each node: the driver's node ID is the node's Nova server, its topology
+/// the node's zone, its allocatable count the configured attach limit.
+async fn every_node_reports_its_server_zone_and_limit(env: &CinderCsiEnvironment) {
+    let csinodes: Api<CSINode> = Api::all(env.client());
+    for node in env.cluster().node_names() {
+        let csinode = csinodes.get(&node).await.unwrap();
+        let driver = csinode
+            .spec
+            .drivers
+            .iter()
+            .find(|d| d.name == CINDER_DRIVER_NAME)
+            .unwrap_or_else(|| panic!("{node}'s CSINode lacks the driver: {csinode:?}"));
+        assert_eq!(
+            Some(driver.node_id.as_str()),
+            env.server_of(&node),
+            "{node}"
+        );
+        assert_eq!(
+            driver.topology_keys.as_deref(),
+            Some(&[CINDER_TOPOLOGY_KEY.to_string()][..]),
+            "{node}"
+        );
+        assert_eq!(
+            driver.allocatable.as_ref().and_then(|a| a.count),
+            Some(ATTACH_LIMIT as i32),
+            "{node}"
+        );
+    }
+}
+
+/// A pod on node-1 writes to a ReadWriteOnce ext4 volume; once it is deleted, a pod on
+/// node-3 (same zone) reads the data: Nova detached the volume from node-1's server and
+/// attached it to node-3's, and the device followed.
+async fn a_volume_moves_with_its_data_from_one_node_to_another(env: &CinderCsiEnvironment) {
+    let w = Workload::create(env, "cinder-move").await.unwrap();
+    w.create_claim(&claim("data", None, "1Gi", "ReadWriteOnce"))
+        .await
+        .unwrap();
+    w.ready_pod(
+        &PodBuilder::new("writer", "echo written-on-node-1 > /data/f && sync")
+            .claim("data", "/data")
+            .node("node-1")
+            .build(),
+    )
+    .await
+    .unwrap();
+    let bound = w.wait_bound("data").await.unwrap();
+    let volume_id = bound.share_id.clone();
+
+    // The pod sees an ext4 file system on a loop device (the Nova attachment).
+    let mounts = w
+        .exec("writer", "grep ' /data ' /proc/mounts")
+        .await
+        .unwrap();
+    assert!(
+        mounts.starts_with("/dev/loop") && mounts.contains(" ext4 "),
+        "{mounts}"
+    );
+    assert_attached_only_to(env, &volume_id, "node-1");
+
+    w.delete_pods(&["writer"]).await.unwrap();
+    w.ready_pod(
+        &PodBuilder::new("reader", "true")
+            .claim("data", "/data")
+            .node("node-3")
+            .build(),
+    )
+    .await
+    .unwrap();
+    assert_eq!(
+        w.exec("reader", "cat /data/f").await.unwrap(),
+        "written-on-node-1\n"
+    );
+    assert_attached_only_to(env, &volume_id, "node-3");
+    let attachment = attachment_of(env, bound.volume_name()).await;
+    assert_eq!(attachment.spec.node_name, "node-3");
+
+    w.delete_pods(&["reader"]).await.unwrap();
+    w.cleanup().await.unwrap();
+}
+
+/// While a pod on node-1 uses a ReadWriteOnce volume, a pod on node-3 gets the attach/detach
+/// controller's Multi-Attach error and waits; when the first pod goes, it starts and sees the
+/// first pod's data.
+async fn a_read_write_once_volume_is_refused_on_a_second_node_while_in_use(
+    env: &CinderCsiEnvironment,
+) {
+    let w = Workload::create(env, "cinder-rwo").await.unwrap();
+    w.create_claim(&claim("single", None, "1Gi", "ReadWriteOnce"))
+        .await
+        .unwrap();
+    w.ready_pod(
+        &PodBuilder::new("first", "echo first > /data/owner && sync")
+            .claim("single", "/data")
+            .node("node-1")
+            .build(),
+    )
+    .await
+    .unwrap();
+    w.create_pod(
+        &PodBuilder::new("second", "true")
+            .claim("single", "/data")
+            .node("node-3")
+            .build(),
+    )
+    .await
+    .unwrap();
+    let event = w
+        .wait_event("second", "FailedAttachVolume", "Multi-Attach error")
+        .await
+        .unwrap();
+    assert_eq!(event.type_.as_deref(), Some("Warning"));
+    let second = w.pods.get("second").await.unwrap();
+    assert_eq!(
+        second.status.as_ref().and_then(|s| s.phase.as_deref()),
+        Some("Pending"),
+        "{}",
+        describe_pod(&second)
+    );
+    let volume_id = w.wait_bound("single").await.unwrap().share_id;
+    assert_attached_only_to(env, &volume_id, "node-1");
+
+    w.delete_pods(&["first"]).await.unwrap();
+    w.wait_ready("second").await.unwrap();
+    assert_eq!(
+        w.exec("second", "cat /data/owner").await.unwrap(),
+        "first\n"
+    );
+    assert_attached_only_to(env, &volume_id, "node-3");
+    w.delete_pods(&["second"]).await.unwrap();
+    w.cleanup().await.unwrap();
+}
+
+/// With WaitForFirstConsumer, the volume of a pod bound for node-2 is created in zone-b,
+/// and its PV requires that zone.
+async fn a_wait_for_first_consumer_volume_is_made_in_the_pod_s_zone(env: &CinderCsiEnvironment) {
+    let w = Workload::create(env, "cinder-wffc").await.unwrap();
+    w.create_claim(&claim(
+        "zonal",
+        Some(CINDER_DEFAULT_CLASS),
+        "1Gi",
+        "ReadWriteOnce",
+    ))
+    .await
+    .unwrap();
+    // Not bound before a pod uses it.
+    let pending = w.claims.get("zonal").await.unwrap();
+    assert_eq!(
+        pending.status.as_ref().and_then(|s| s.phase.as_deref()),
+        Some("Pending")
+    );
+    w.ready_pod(
+        &PodBuilder::new("user", "echo zonal > /data/f")
+            .claim("zonal", "/data")
+            .node("node-2")
+            .build(),
+    )
+    .await
+    .unwrap();
+    let bound = w.wait_bound("zonal").await.unwrap();
+    let zone = env.zone_of("node-2").unwrap();
+    assert_eq!(zone, "zone-b");
+    let volume = env.cloud().block_volume(&bound.share_id).unwrap();
+    assert_eq!(volume.availability_zone, zone, "{volume:?}");
+    assert_eq!(required_zones(&bound.volume), vec![zone]);
+    w.delete_pods(&["user"]).await.unwrap();
+    w.cleanup().await.unwrap();
+}
+
+/// A VolumeSnapshot of a volume in use (a Cinder snapshot), a claim restored from it and a
+/// clone of the volume, each read on the other node of the zone, hold the data written
+/// before.
+async fn snapshots_and_clones_hold_the_data(env: &CinderCsiEnvironment) {
+    let w = Workload::create(env, "cinder-snap").await.unwrap();
+    w.create_claim(&claim("origin", None, "1Gi", "ReadWriteOnce"))
+        .await
+        .unwrap();
+    w.ready_pod(
+        &PodBuilder::new("writer", "echo before-snapshot > /data/f && sync")
+            .claim("origin", "/data")
+            .node("node-1")
+            .build(),
+    )
+    .await
+    .unwrap();
+    let origin = w.wait_bound("origin").await.unwrap();
+    w.ready_snapshot("snap", "origin", CINDER_SNAPSHOT_CLASS)
+        .await
+        .unwrap();
+    // Written after the snapshot: not in the restored volume, but in the clone made next.
+    w.exec("writer", "echo after-snapshot > /data/g && sync")
+        .await
+        .unwrap();
+    // A clone of a volume in use: its data is what the writer synced.
+    w.create_claim(&clone_claim("clone", "1Gi", "origin"))
+        .await
+        .unwrap();
+    w.create_claim(&claim_from_snapshot(
+        "restored",
+        None,
+        "1Gi",
+        "ReadWriteOnce",
+        "snap",
+    ))
+    .await
+    .unwrap();
+    w.ready_pod(
+        &PodBuilder::new("reader", "true")
+            .claim("restored", "/restored")
+            .claim("clone", "/clone")
+            .node("node-3")
+            .build(),
+    )
+    .await
+    .unwrap();
+    assert_eq!(
+        w.exec(
+            "reader",
+            "cat /restored/f; ls /restored; cat /clone/f /clone/g"
+        )
+        .await
+        .unwrap(),
+        "before-snapshot\nf\nlost+found\nbefore-snapshot\nafter-snapshot\n"
+    );
+    let restored = w.wait_bound("restored").await.unwrap();
+    let clone = w.wait_bound("clone").await.unwrap();
+    let restored_volume = env.cloud().block_volume(&restored.share_id).unwrap();
+    assert!(restored_volume.snapshot_id.is_some(), "{restored_volume:?}");
+    let clone_volume = env.cloud().block_volume(&clone.share_id).unwrap();
+    assert_eq!(
+        clone_volume.source_volid.as_deref(),
+        Some(origin.share_id.as_str())
+    );
+    w.delete_pods(&["writer", "reader"]).await.unwrap();
+    w.cleanup().await.unwrap();
+}
+
+/// Each node takes at most [`ATTACH_LIMIT`] volumes: of seven pods with a volume each, six
+/// run, at most two per node, and the seventh stays Pending with the scheduler saying the
+/// nodes exceed their volume count.
+async fn the_attach_limit_keeps_the_scheduler_from_over_placing(env: &CinderCsiEnvironment) {
+    let w = Workload::create(env, "cinder-limit").await.unwrap();
+    let names: Vec<String> = (1..=7).map(|i| format!("user-{i}")).collect();
+    for name in &names {
+        w.create_claim(&claim(name, None, "1Gi", "ReadWriteOnce"))
+            .await
+            .unwrap();
+        w.create_pod(&PodBuilder::new(name, "true").claim(name, "/data").build())
+            .await
+            .unwrap();
+    }
+    // Six Ready, whichever they are.
+    let pods = w.pods.clone();
+    let running = wait::wait_until(
+        "six of the seven pods Ready",
+        suites::e2e::workload::WAIT,
+        || {
+            let pods = pods.clone();
+            async move {
+                let list = pods
+                    .list(&ListParams::default())
+                    .await
+                    .map_err(|e| e.to_string())?;
+                let ready: Vec<_> = list
+                    .items
+                    .iter()
+                    .filter(|p| suites::e2e::workload::pod_is_ready(p))
+                    .cloned()
+                    .collect();
+                if ready.len() >= 6 {
+                    Ok(Some(ready))
+                } else {
+                    Err(list
+                        .items
+                        .iter()
+                        .map(describe_pod)
+                        .collect::<Vec<_>>()
+                        .join("; "))
+                }
+            }
+        },
+    )
+    .await
+    .unwrap();
+    assert_eq!(running.len(), 6);
+    let mut per_node: BTreeMap<String, usize> = BTreeMap::new();
+    for pod in &running {
+        let node = pod.spec.as_ref().and_then(|s| s.node_name.clone()).unwrap();
+        *per_node.entry(node).or_default() += 1;
+    }
+    assert_eq!(
+        per_node,
+        BTreeMap::from([
+            ("node-1".to_string(), 2),
+            ("node-2".to_string(), 2),
+            ("node-3".to_string(), 2)
+        ])
+    );
+    let waiting = names
+        .iter()
+        .find(|n| {
+            !running
+                .iter()
+                .any(|p| p.metadata.name.as_deref() == Some(n.as_str()))
+        })
+        .unwrap();
+    w.wait_event(waiting, "FailedScheduling", "max volume count")
+        .await
+        .unwrap();
+    let pod = w.pods.get(waiting).await.unwrap();
+    assert_eq!(
+        pod.spec.as_ref().and_then(|s| s.node_name.clone()),
+        None,
+        "{}",
+        describe_pod(&pod)
+    );
+    let names: Vec<&str> = names.iter().map(String::as_str).collect();
+    w.delete_pods(&names).await.unwrap();
+    w.cleanup().await.unwrap();
+}
+
+/// Asserts that the cloud has `volume_id` attached to `node`'s server alone, and that its
+/// device link is in that node's disk directory only.
+fn assert_attached_only_to(env: &CinderCsiEnvironment, volume_id: &str, node: &str) {
+    let volume = env.cloud().block_volume(volume_id).unwrap();
+    assert_eq!(
+        volume.attached_to,
+        vec![env.server_of(node).unwrap().to_string()],
+        "{volume:?}"
+    );
+    let link = format!("virtio-{}", &volume_id[..20]);
+    for other in env.cluster().node_names() {
+        let present = env.disk_dir(&other).join(&link).exists();
+        assert_eq!(present, other == node, "{link} in {other}'s disk directory");
+    }
+}
+
+/// The VolumeAttachment of the PV `pv`.
+async fn attachment_of(env: &CinderCsiEnvironment, pv: &str) -> VolumeAttachment {
+    let attachments: Api<VolumeAttachment> = Api::all(env.client());
+    let list = attachments.list(&ListParams::default()).await.unwrap();
+    let found: Vec<VolumeAttachment> = list
+        .items
+        .into_iter()
+        .filter(|a| a.spec.source.persistent_volume_name.as_deref() == Some(pv))
+        .collect();
+    assert_eq!(found.len(), 1, "{found:?}");
+    let attachment = found.into_iter().next().unwrap();
+    assert_eq!(
+        attachment.status.as_ref().map(|s| s.attached),
+        Some(true),
+        "{attachment:?}"
+    );
+    attachment
+}
+
+/// The zones a PV's node affinity requires.
+fn required_zones(pv: &PersistentVolume) -> Vec<String> {
+    pv.spec
+        .as_ref()
+        .and_then(|s| s.node_affinity.as_ref())
+        .and_then(|a| a.required.as_ref())
+        .map(|r| {
+            r.node_selector_terms
+                .iter()
+                .flat_map(|t| t.match_expressions.iter().flatten())
+                .filter(|e| e.key == CINDER_TOPOLOGY_KEY)
+                .flat_map(|e| e.values.iter().flatten().cloned())
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// A claim cloned from the claim `source`.
+fn clone_claim(name: &str, size: &str, source: &str) -> PersistentVolumeClaim {
+    let mut clone = claim(name, None, size, "ReadWriteOnce");
+    if let Some(spec) = clone.spec.as_mut() {
+        spec.data_source = Some(TypedLocalObjectReference {
+            api_group: None,
+            kind: "PersistentVolumeClaim".into(),
+            name: source.into(),
+        });
+    }
+    clone
+}
