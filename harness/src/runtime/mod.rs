@@ -19,7 +19,10 @@
 //!   supplementary groups; its stdout and stderr go through one pipe (order kept) that its
 //!   monitor copies to the log file, noting when each line began (`output.times`); its exit
 //!   status (code or signal) is awaited from tokio. Containers may add mounts of their own (a mount namespace
-//!   per container), with Kubernetes' mount propagation ([`Propagation`]).
+//!   per container), with Kubernetes' mount propagation ([`Propagation`]), and devices
+//!   ([`Device`], Kubernetes' `volumeDevices`): a host device node bind-mounted at the
+//!   container's path; for a path under `/dev` the container gets a `/dev` of its own (a tmpfs
+//!   with the sandbox's entries bind-mounted in it) so the node is never created in the host's.
 //!   [`Container::exec`] runs a command the same way and returns its output and exit code.
 //!   A container with `stdin` has an input its monitor serves for attaching
 //!   ([`Container::attach_input`], see [`input`]); with `tty`, a terminal for all three
@@ -146,7 +149,7 @@ pub use image::ImageMap;
 pub use lifeline::{LIFELINE_FD_ENV, Lifeline, LifelineHolder};
 pub use process::{ExitStatus, ProcessId};
 pub use sandbox::Sandbox;
-pub use spec::{ContainerSpec, DEFAULT_PATH, Mount, Propagation, SandboxSpec, User};
+pub use spec::{ContainerSpec, DEFAULT_PATH, Device, Mount, Propagation, SandboxSpec, User};
 
 use layout::{SandboxDir, sandboxes_dir};
 

@@ -87,6 +87,10 @@ pub struct ContainerSpec {
     pub supplementary_groups: Vec<u32>,
     /// Bind mounts only this container sees (in a mount namespace of its own).
     pub mounts: Vec<Mount>,
+    /// Block (or character) devices the container sees at their paths (Kubernetes'
+    /// `volumeDevices`), attached after [`mounts`](Self::mounts).
+    #[serde(default)]
+    pub devices: Vec<Device>,
     /// Standard input is open for [attaching](super::Container::attach_input) (Kubernetes'
     /// `stdin`); otherwise it is `/dev/null`.
     #[serde(default)]
@@ -113,6 +117,7 @@ impl ContainerSpec {
             user: None,
             supplementary_groups: Vec::new(),
             mounts: Vec::new(),
+            devices: Vec::new(),
             stdin: false,
             stdin_once: false,
             tty: false,
@@ -156,7 +161,61 @@ impl ContainerSpec {
         for mount in &self.mounts {
             mount.validate(&what)?;
         }
+        for device in &self.devices {
+            device.validate(&what)?;
+        }
         Ok(())
+    }
+}
+
+/// A device node of the host a container sees at a path of its own: the node (or a file
+/// a device node is bind-mounted on, such as a CSI driver's published block volume) is
+/// bind-mounted there, in the container's mount namespace.
+///
+/// A device under `/dev` gives the container a `/dev` of its own (a tmpfs with the
+/// sandbox's `/dev` entries bind-mounted in it, as they were when the container started),
+/// so the device's node is never created in the host's `/dev`. Unlike runc, the runtime has
+/// no device cgroup: the container may open the device read-write whatever the pod asked.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Device {
+    /// The host path: a block or character device once symbolic links are followed.
+    pub source: PathBuf,
+    /// The absolute path inside the container (e.g. `/dev/xvda`).
+    pub target: PathBuf,
+}
+
+impl Device {
+    /// The device at `source` seen at `target`.
+    pub fn new(source: impl Into<PathBuf>, target: impl Into<PathBuf>) -> Self {
+        Device {
+            source: source.into(),
+            target: target.into(),
+        }
+    }
+
+    fn validate(&self, owner: &str) -> Result<()> {
+        use std::os::unix::fs::FileTypeExt;
+        check_inner_path(
+            &format!("device path {:?} of {owner}", self.target),
+            &self.target,
+        )?;
+        if self.target == Path::new("/") {
+            return Err(Error::invalid(
+                format!("device path \"/\" of {owner}"),
+                "the root cannot be replaced",
+            ));
+        }
+        let what = || format!("device {:?} (at {:?}) of {owner}", self.source, self.target);
+        if !self.source.is_absolute() {
+            return Err(Error::invalid(what(), "must be an absolute host path"));
+        }
+        match std::fs::metadata(&self.source) {
+            Ok(meta) if meta.file_type().is_block_device() || meta.file_type().is_char_device() => {
+                Ok(())
+            }
+            Ok(_) => Err(Error::invalid(what(), "is not a device node")),
+            Err(e) => Err(Error::invalid(what(), format!("cannot be read: {e}"))),
+        }
     }
 }
 
@@ -290,6 +349,31 @@ fn check_inner_path(what: &str, path: &Path) -> Result<()> {
 mod tests {
     #![allow(clippy::unwrap_used, clippy::expect_used)]
     use super::*;
+
+    #[test]
+    fn devices_must_be_device_nodes_at_absolute_paths() {
+        let mut spec = ContainerSpec::new("app", ["true"]);
+        spec.devices.push(Device::new("/dev/null", "/dev/xvda"));
+        spec.validate().unwrap();
+        for (source, target, expected) in [
+            ("/etc/hostname", "/dev/xvda", "is not a device node"),
+            ("/does/not/exist", "/dev/xvda", "cannot be read"),
+            ("dev/null", "/dev/xvda", "absolute host path"),
+            ("/dev/null", "xvda", "absolute path"),
+            ("/dev/null", "/", "the root cannot be replaced"),
+        ] {
+            spec.devices = vec![Device::new(source, target)];
+            let err = spec.validate().unwrap_err().to_string();
+            assert!(err.contains(expected), "{source} at {target}: {err}");
+        }
+        // Specs written before devices existed still read.
+        let old: ContainerSpec = serde_json::from_str(
+            r#"{"name":"a","attempt":0,"argv":["true"],"env":[],"working_dir":null,
+            "user":null,"mounts":[]}"#,
+        )
+        .unwrap();
+        assert!(old.devices.is_empty());
+    }
 
     #[test]
     fn relative_mount_target_is_rejected_naming_it() {

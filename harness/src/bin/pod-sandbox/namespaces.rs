@@ -315,7 +315,8 @@ fn start(dir: &ContainerDir) -> Outcome<(ContainerState, Started)> {
             .map_err(failed)?;
     }
     let mount_ns = join_namespaces(sandbox.pause).map_err(|_| HelperOutcome::NotRunning)?;
-    let mounts_of = (!target.spec.mounts.is_empty()).then_some(dir);
+    let own_namespace = !target.spec.mounts.is_empty() || !target.spec.devices.is_empty();
+    let mounts_of = own_namespace.then_some(dir);
     let program = target.spec.argv.first().cloned().unwrap_or_default();
     let session = if target.spec.tty {
         Session::Terminal
@@ -557,21 +558,29 @@ fn enter_session(entry: &Entry) -> anyhow::Result<()> {
 }
 
 /// Joins the inherited mount namespace; with `mounts_of`, first clones the container's mount
-/// sources here (the host's namespace, where their paths are), then makes a namespace of the
-/// container's own (a private copy of the sandbox's) and attaches them in it.
+/// and device sources here (the host's namespace, where their paths are), then makes a
+/// namespace of the container's own (a private copy of the sandbox's) and attaches them in
+/// it, devices last.
 fn enter_mount_namespace(entry: &Entry) -> anyhow::Result<()> {
     let namespace = inherited_fd(entry.mount_ns_fd)?;
-    let mounts = match &entry.mounts_of {
+    let (mounts, devices) = match &entry.mounts_of {
         Some(dir) => {
             let spec: ContainerSpec = read_required_json(&ContainerDir(dir.clone()).spec())?;
             let clones = rootfs::clone_sources(&spec.mounts)?;
-            spec.mounts.into_iter().zip(clones).collect()
+            let device_clones = rootfs::clone_devices(&spec.devices)?;
+            (
+                spec.mounts.into_iter().zip(clones).collect::<Vec<_>>(),
+                spec.devices
+                    .into_iter()
+                    .zip(device_clones)
+                    .collect::<Vec<_>>(),
+            )
         }
-        None => Vec::new(),
+        None => (Vec::new(), Vec::new()),
     };
     // Closes the descriptor, so the command does not inherit it.
     setns(namespace, CloneFlags::CLONE_NEWNS).context("joining the sandbox's mount namespace")?;
-    if mounts.is_empty() {
+    if mounts.is_empty() && devices.is_empty() {
         return Ok(());
     }
     unshare(CloneFlags::CLONE_NEWNS).context("creating the container's mount namespace")?;
@@ -586,6 +595,7 @@ fn enter_mount_namespace(entry: &Entry) -> anyhow::Result<()> {
     for (m, clone) in mounts {
         rootfs::attach_into_root(Path::new("/"), &m, clone)?;
     }
+    rootfs::attach_devices(Path::new("/"), devices)?;
     Ok(())
 }
 

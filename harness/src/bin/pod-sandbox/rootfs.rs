@@ -10,7 +10,7 @@ use std::path::{Component, Path, PathBuf};
 use anyhow::{Context, bail};
 use harness::runtime::host_mounts;
 use harness::runtime::layout::SandboxDir;
-use harness::runtime::{Mount, Propagation, SandboxSpec};
+use harness::runtime::{Device, Mount, Propagation, SandboxSpec};
 use nix::mount::{MntFlags, MsFlags, mount};
 use rustix::fs::CWD;
 use rustix::mount::{MoveMountFlags, OpenTreeFlags, move_mount, open_tree};
@@ -187,6 +187,112 @@ pub fn attach_into_root(root: &Path, m: &Mount, clone: SourceClone) -> anyhow::R
         remount_read_only(&target)?;
     }
     Ok(())
+}
+
+/// For each device, a detached clone of its source (a device node, or a file one is
+/// bind-mounted on; links followed), made in the host's mount namespace like
+/// [`clone_sources`].
+pub fn clone_devices(devices: &[Device]) -> anyhow::Result<Vec<OwnedFd>> {
+    devices
+        .iter()
+        .map(|d| {
+            open_tree(
+                CWD,
+                &d.source,
+                OpenTreeFlags::OPEN_TREE_CLONE | OpenTreeFlags::OPEN_TREE_CLOEXEC,
+            )
+            .with_context(|| format!("cloning device {:?} (for {:?})", d.source, d.target))
+        })
+        .collect()
+}
+
+/// Attaches each device clone (from [`clone_devices`]) at its path inside `root`, in the
+/// container's own (private) mount namespace. When one goes under `/dev`, the container
+/// first gets a `/dev` of its own ([`private_dev`]): the sandbox's is the host's, where the
+/// device's mount point would otherwise be created.
+pub fn attach_devices(root: &Path, devices: Vec<(Device, OwnedFd)>) -> anyhow::Result<()> {
+    let dev = root.join("dev");
+    let mut under_dev = false;
+    for (d, _) in &devices {
+        under_dev |= resolve_in_root(root, &d.target)?.starts_with(&dev);
+    }
+    if under_dev {
+        private_dev(&dev)?;
+    }
+    for (d, tree) in devices {
+        let target = mount_point_in_root(root, &d.target, false)?;
+        move_mount(
+            &tree,
+            "",
+            CWD,
+            &target,
+            MoveMountFlags::MOVE_MOUNT_F_EMPTY_PATH,
+        )
+        .with_context(|| format!("attaching device {:?} at {:?}", d.source, d.target))?;
+        mount(
+            None::<&str>,
+            &target,
+            None::<&str>,
+            MsFlags::MS_PRIVATE,
+            None::<&str>,
+        )
+        .with_context(|| format!("making the device at {:?} private", d.target))?;
+    }
+    Ok(())
+}
+
+/// Replaces `dev` (the sandbox's `/dev`, a recursive bind of the host's) in the container's
+/// mount namespace with a tmpfs holding the same entries: links copied, every other entry
+/// bind-mounted from the old `/dev` (directories recursively, so `/dev/pts` and `/dev/shm`
+/// stay what they were). Files created in it then stay in the container.
+fn private_dev(dev: &Path) -> anyhow::Result<()> {
+    let old = open_tree(
+        CWD,
+        dev,
+        OpenTreeFlags::OPEN_TREE_CLONE
+            | OpenTreeFlags::OPEN_TREE_CLOEXEC
+            | OpenTreeFlags::AT_RECURSIVE,
+    )
+    .context("cloning the sandbox's /dev")?;
+    tmpfs(dev, "mode=0755")?;
+    // Where the old /dev is reachable while its entries are bound; gone afterwards.
+    let scratch = dev.join(".sandbox-dev");
+    mkdir(&scratch)?;
+    move_mount(
+        &old,
+        "",
+        CWD,
+        &scratch,
+        MoveMountFlags::MOVE_MOUNT_F_EMPTY_PATH,
+    )
+    .context("attaching the sandbox's /dev")?;
+    let entries = std::fs::read_dir(&scratch).context("listing the sandbox's /dev")?;
+    for entry in entries {
+        let entry = entry.context("listing the sandbox's /dev")?;
+        let target = dev.join(entry.file_name());
+        let file_type = entry
+            .file_type()
+            .with_context(|| format!("inspecting {:?}", entry.path()))?;
+        if file_type.is_symlink() {
+            let link = std::fs::read_link(entry.path())
+                .with_context(|| format!("reading the link {:?}", entry.path()))?;
+            std::os::unix::fs::symlink(&link, &target)
+                .with_context(|| format!("creating the link {target:?}"))?;
+            continue;
+        }
+        if file_type.is_dir() {
+            mkdir(&target)?;
+        } else {
+            OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(&target)
+                .with_context(|| format!("creating {target:?}"))?;
+        }
+        bind(&entry.path(), &target, false)?;
+    }
+    nix::mount::umount2(&scratch, MntFlags::MNT_DETACH).context("detaching the sandbox's /dev")?;
+    std::fs::remove_dir(&scratch).with_context(|| format!("removing {scratch:?}"))
 }
 
 /// Makes `root` (a mount point) the root of the calling process's mount namespace, which must
