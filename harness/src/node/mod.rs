@@ -45,7 +45,13 @@
 //!   them; pod info in the volume context with `podInfoOnMount`; secrets from the PV's
 //!   secret refs), then the pod's `fsGroup` as the CSIDriver's `fsGroupPolicy` says
 //!   (`ReadWriteOnceWithFSType` by default: RWO volumes with an `fsType` only; `File`;
-//!   `None`); containers bind-mount the target. Errors are `FailedMount` events with
+//!   `None`); containers bind-mount the target. Block volumes (`volumeMode: Block`, in
+//!   containers' `volumeDevices`) likewise, at kubelet 1.20's `volumeDevices` paths: a block
+//!   capability, NodeStageVolume at the directory `…/csi/volumeDevices/staging/<pv>`,
+//!   NodePublishVolume at the file `…/csi/volumeDevices/publish/<pv>/<pod uid>`, which the
+//!   container gets at its `devicePath`; a claim's PV whose `volumeMode` does not match
+//!   its use (`volumeMounts`/`volumeDevices`) fails with kubelet's message. Errors are
+//!   `FailedMount` events with
 //!   kubelet's messages, retried with back-off. On pod deletion, after the sandbox is gone:
 //!   the pod's subPath bind mounts, NodeUnpublishVolume, NodeUnstageVolume when no pod uses
 //!   the volume any more, then out of `volumesInUse`; a directory still holding a mount

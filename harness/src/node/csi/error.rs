@@ -196,6 +196,72 @@ pub enum Error {
         /// Why.
         cause: Box<Error>,
     },
+    /// Staging a block volume on the node failed (kubelet's `SetUpDevice`).
+    #[error(
+        "MapVolume.SetUpDevice failed for volume {volume:?} : {}",
+        error_chain(cause.as_ref())
+    )]
+    SetUpDevice {
+        /// The PV.
+        volume: String,
+        /// Why.
+        cause: Box<Error>,
+    },
+    /// Publishing a block volume for a pod failed (kubelet's `MapPodDevice`).
+    #[error(
+        "MapVolume.MapPodDevice failed for volume {volume:?} : {}",
+        error_chain(cause.as_ref())
+    )]
+    MapPodDevice {
+        /// The PV.
+        volume: String,
+        /// Why.
+        cause: Box<Error>,
+    },
+    /// Unpublishing a pod's block volume failed.
+    #[error(
+        "UnmapVolume.UnmapPodDevice failed for volume {volume:?}{} pod {pod:?} : {}",
+        unique.as_ref().map(|u| format!(" (UniqueName: {u:?})")).unwrap_or_default(),
+        error_chain(cause.as_ref())
+    )]
+    UnmapPodDevice {
+        /// The PV.
+        volume: String,
+        /// The unique volume name, when its `vol_data.json` could be read.
+        unique: Option<String>,
+        /// The pod UID.
+        pod: String,
+        /// Why.
+        cause: Box<Error>,
+    },
+    /// Unstaging a block volume (or removing its directories) failed.
+    #[error(
+        "UnmapDevice.TearDownDevice failed for volume {volume:?} (UniqueName: {unique:?}) on node {node:?} : {}",
+        error_chain(cause.as_ref())
+    )]
+    TearDownDevice {
+        /// The PV.
+        volume: String,
+        /// The unique volume name.
+        unique: String,
+        /// The node.
+        node: String,
+        /// Why.
+        cause: Box<Error>,
+    },
+    /// A container names a block volume in `volumeMounts` or a filesystem volume in
+    /// `volumeDevices`.
+    #[error(
+        "Unable to attach or mount volumes: unmounted volumes=[{volume}]: volume {volume} has volumeMode {mode}, but is specified in {field}"
+    )]
+    VolumeModeMismatch {
+        /// The pod's volume name.
+        volume: String,
+        /// The PV's `volumeMode` (`Filesystem` when unset).
+        mode: String,
+        /// `volumeMounts` or `volumeDevices`.
+        field: &'static str,
+    },
     /// Growing the volume's file system failed.
     #[error(
         "MountVolume.NodeExpandVolume failed for volume {volume:?} : {}",
@@ -290,6 +356,12 @@ pub enum Error {
         path: PathBuf,
         /// The RPC that should have unmounted it.
         call: &'static str,
+    },
+    /// NodePublishVolume of a block volume succeeded but left nothing at the publish path.
+    #[error("NodePublishVolume left no device at {}", path.display())]
+    NoPublishedDevice {
+        /// The publish path on this machine.
+        path: PathBuf,
     },
     /// The pod's `fsGroup` could not be applied to the published volume.
     #[error("applyFSGroup failed for vol {handle}: {}", error_chain(cause.as_ref()))]

@@ -52,8 +52,9 @@ pub use csinode::{DriverNodeInfo, NODE_ID_ANNOTATION, csinode_driver};
 pub use drivers::{CsiDrivers, NodeCapabilities, RegisteredDriver};
 pub use error::{Error, Result};
 pub use volumes::{
-    CSI_PLUGIN_NAME, FS_RESIZE_PENDING, VOL_DATA_FILE, VolumeManager, VolumeStats, attachment_name,
-    kubelet_volume_capability, publish_path, staging_path, unique_volume_name,
+    CSI_PLUGIN_NAME, FS_RESIZE_PENDING, PodVolume, VOL_DATA_FILE, VolumeManager, VolumeStats,
+    attachment_name, block_publish_path, block_staging_path, kubelet_volume_capability,
+    publish_path, staging_path, unique_volume_name,
 };
 pub use watcher::{RETRY_INTERVAL, SCAN_INTERVAL, watch};
 

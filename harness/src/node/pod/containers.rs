@@ -17,7 +17,7 @@ use super::worker::{Worker, WorkerEvent};
 use crate::node::error::{Error, Result};
 use crate::node::error_chain;
 use crate::node::events::EventType;
-use crate::runtime::{Container, ContainerSpec, ExitStatus, Mount, Propagation, User};
+use crate::runtime::{Container, ContainerSpec, Device, ExitStatus, Mount, Propagation, User};
 
 /// Which list a container is in.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -399,7 +399,7 @@ impl Worker {
     }
 
     /// What the runtime runs for this attempt: argv (image map, `$(VAR)` expansion), env,
-    /// working directory, user and volume mounts.
+    /// working directory, user, volume mounts and devices.
     async fn container_spec(&self, spec: &PodContainer, attempt: u32) -> Result<ContainerSpec> {
         let mut sources = Sources::new(&self.ctx.client, &self.namespace());
         let env = env::build(&self.ctx.config, &mut sources, &self.pod, spec).await?;
@@ -470,6 +470,19 @@ impl Worker {
                 read_only: forced_read_only || mount.read_only == Some(true),
                 propagation,
             });
+        }
+        for device in spec.volume_devices.iter().flatten() {
+            let Some(source) = volumes.and_then(|v| v.device(&device.name)) else {
+                return Err(Error::container(
+                    &spec.name,
+                    format!(
+                        "volume device {:?} names no block volume of the pod",
+                        device.name
+                    ),
+                ));
+            };
+            run.devices
+                .push(Device::new(source, PathBuf::from(&device.device_path)));
         }
         // Last, so no volume hides it.
         run.mounts

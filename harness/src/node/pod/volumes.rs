@@ -1,8 +1,9 @@
 //! A pod's volumes as host directories, set up before its containers start: emptyDir,
 //! hostPath, configMap, secret, downwardAPI and projected (service-account token via
-//! TokenRequest, ConfigMaps, Secrets, downward API), with the pod's `fsGroup`. Only the
-//! volumes its containers use are set up. Containers bind-mount them at their
-//! `volumeMounts`.
+//! TokenRequest, ConfigMaps, Secrets, downward API), with the pod's `fsGroup`, and CSI
+//! volumes of claims (filesystem or block). Only the volumes its containers use are set up.
+//! Containers bind-mount them at their `volumeMounts`, and get block volumes at their
+//! `volumeDevices`' `devicePath`.
 
 use crate::errors::IoContext;
 use std::collections::{BTreeMap, BTreeSet};
@@ -32,15 +33,28 @@ const EMPTY_DIR_MODE: u32 = 0o777;
 /// The default lifetime of a projected service-account token.
 const DEFAULT_TOKEN_SECONDS: i64 = 3600;
 
-/// The host directory (or file) of each volume, by name, and whether it is always mounted
-/// read-only (configMap, secret, downwardAPI and projected volumes are).
+/// The host directory (or file) of each volume, by name, whether it is always mounted
+/// read-only (configMap, secret, downwardAPI and projected volumes are) and whether it is a
+/// block device (a CSI block volume, for `volumeDevices`).
 #[derive(Debug, Clone, Default)]
-pub struct Volumes(BTreeMap<String, (PathBuf, bool)>);
+pub struct Volumes(BTreeMap<String, (PathBuf, bool, bool)>);
 
 impl Volumes {
-    /// The host path of volume `name` and whether it must be mounted read-only.
+    /// The host path of volume `name` and whether it must be mounted read-only; none for a
+    /// block volume.
     pub fn get(&self, name: &str) -> Option<(&Path, bool)> {
-        self.0.get(name).map(|(p, ro)| (p.as_path(), *ro))
+        self.0
+            .get(name)
+            .filter(|(_, _, block)| !block)
+            .map(|(p, ro, _)| (p.as_path(), *ro))
+    }
+
+    /// The host path of block volume `name` (a link to the device); none for other volumes.
+    pub fn device(&self, name: &str) -> Option<&Path> {
+        self.0
+            .get(name)
+            .filter(|(_, _, block)| *block)
+            .map(|(p, _, _)| p.as_path())
     }
 }
 
@@ -77,8 +91,11 @@ pub async fn prepare(
             continue;
         }
         if volume.persistent_volume_claim.is_some() || volume.csi.is_some() {
-            let (path, read_only) = csi.mount(pod, volume).await?;
-            volumes.0.insert(volume.name.clone(), (path, read_only));
+            let mounted = csi.mount(pod, volume).await?;
+            volumes.0.insert(
+                volume.name.clone(),
+                (mounted.path, mounted.read_only, mounted.block),
+            );
             continue;
         }
         let dir = pod_dir.join("volumes").join(&volume.name);
@@ -108,7 +125,9 @@ pub async fn prepare(
                 )
             })?;
         }
-        volumes.0.insert(volume.name.clone(), (path, read_only));
+        volumes
+            .0
+            .insert(volume.name.clone(), (path, read_only, false));
     }
     Ok(volumes)
 }

@@ -14,7 +14,7 @@ use serde_json::json;
 
 use super::VolumeManager;
 use super::capability::kubelet_volume_capability;
-use super::paths::staging_path;
+use super::paths::{block_staging_path, staging_path};
 use super::state::MountedVolume;
 use crate::node::csi::drivers::node_call;
 use crate::node::csi::error::{Error, Result};
@@ -111,10 +111,10 @@ impl VolumeManager {
                 required_bytes: bytes,
                 limit_bytes: 0,
             }),
-            staging_target_path: if mounted.staged {
-                staging_path(pv_name).display().to_string()
-            } else {
-                String::new()
+            staging_target_path: match (mounted.staged, mounted.volume.block) {
+                (true, false) => staging_path(pv_name).display().to_string(),
+                (true, true) => block_staging_path(pv_name).display().to_string(),
+                (false, _) => String::new(),
             },
             volume_capability: Some(kubelet_volume_capability(&spec)),
             secrets: HashMap::new(),

@@ -20,11 +20,19 @@
 //! 5. [`publish`]: then it is published for the pod, and gets the pod's `fsGroup` when the
 //!    CSIDriver's `fsGroupPolicy` says so ([`fs_group`]).
 //!
+//! Block volumes (`volumeMode: Block`, used in containers' `volumeDevices`) take the same
+//! steps with kubelet's block paths and messages ([`block`]): their `vol_data.json` first,
+//! staging at a directory, publishing at a file the driver creates, then a link in the
+//! pod's `volumeDevices` directory that the container runtime shows at the `devicePath`; no
+//! `fsGroup`, no pod info in the volume context (as kubelet 1.20), no statistics. A PV whose
+//! `volumeMode` does not match the pod's use of the claim is refused first.
+//!
 //! Then [`teardown`] when the pod goes, [`expand`] for `FileSystemResizePending` claims,
 //! [`reconstruct`] after a restart. Errors are kubelet's event messages
 //! ([`Error`](super::Error)).
 
 mod attach;
+mod block;
 mod capability;
 mod expand;
 mod fs_group;
@@ -51,14 +59,64 @@ use tokio::sync::OwnedMutexGuard;
 
 use super::error::{Error, Result};
 use super::{CsiDrivers, PluginPaths};
+use paths::pod_block_dir;
 use publish::PublishInput;
+use resolve::ResolvedVolume;
 use state::VolumeState;
 
 pub use capability::kubelet_volume_capability;
 pub use expand::FS_RESIZE_PENDING;
-pub use paths::{CSI_PLUGIN_NAME, attachment_name, publish_path, staging_path, unique_volume_name};
+pub use paths::{
+    CSI_PLUGIN_NAME, attachment_name, block_publish_path, block_staging_path, publish_path,
+    staging_path, unique_volume_name,
+};
 pub use stats::VolumeStats;
 pub use vol_data::VOL_DATA_FILE;
+
+/// Where a pod's CSI volume is on this machine, for its containers.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PodVolume {
+    /// A filesystem volume's publish directory (containers bind-mount it at their
+    /// `volumeMounts`), or a block volume's device: kubelet's link in the pod's
+    /// `volumeDevices` directory to the publish path (containers get it at their
+    /// `volumeDevices`' `devicePath`).
+    pub path: PathBuf,
+    /// Whether the claim or the PV asks for read-only.
+    pub read_only: bool,
+    /// Whether it is a block volume (`volumeMode: Block`).
+    pub block: bool,
+}
+
+/// kubelet's check of a pod's use of a claim against the PV's `volumeMode`: a block volume
+/// can only be in `volumeDevices`, a filesystem one only in `volumeMounts`.
+fn check_volume_mode(pod: &Pod, resolved: &ResolvedVolume) -> Result<()> {
+    let containers = pod.spec.iter().flat_map(|s| {
+        s.containers
+            .iter()
+            .chain(s.init_containers.iter().flatten())
+    });
+    let (mut mounted, mut mapped) = (false, false);
+    for c in containers {
+        let name = &resolved.volume_name;
+        mounted |= c.volume_mounts.iter().flatten().any(|m| &m.name == name);
+        mapped |= c.volume_devices.iter().flatten().any(|d| &d.name == name);
+    }
+    let mode = resolved
+        .spec
+        .volume_mode
+        .clone()
+        .unwrap_or_else(|| "Filesystem".into());
+    let field = match (resolved.is_block(), mounted, mapped) {
+        (true, true, _) => "volumeMounts",
+        (false, _, true) => "volumeDevices",
+        _ => return Ok(()),
+    };
+    Err(Error::VolumeModeMismatch {
+        volume: resolved.volume_name.clone(),
+        mode,
+        field,
+    })
+}
 
 /// The node's CSI volume manager (see the module docs); shared by the pod workers.
 pub struct VolumeManager {
@@ -106,18 +164,29 @@ impl VolumeManager {
     }
 
     /// Mounts `volume` (a `persistentVolumeClaim` volume; inline `csi` volumes are refused)
-    /// of `pod` (the pod worker asks only for volumes a container uses): returns the host
-    /// directory containers bind-mount and whether it is read-only. An error is kubelet's `FailedMount` message; [`Error::is_not_attached`]
-    /// says whether it is only waiting for attachment.
-    pub async fn mount(&self, pod: &Pod, volume: &Volume) -> Result<(PathBuf, bool)> {
+    /// of `pod` (the pod worker asks only for volumes a container uses): returns where
+    /// containers find it on this machine (see [`PodVolume`]). An error is kubelet's
+    /// `FailedMount` message; [`Error::is_not_attached`] says whether it is only waiting for
+    /// attachment.
+    pub async fn mount(&self, pod: &Pod, volume: &Volume) -> Result<PodVolume> {
         let resolved = self.resolve(pod, volume).await?;
+        check_volume_mode(pod, &resolved)?;
+        let block = resolved.is_block();
         let identity = resolved.identity();
         let unique = identity.unique_name();
         let uid = pod.metadata.uid.clone().unwrap_or_default();
         let _guard = self.lock(&unique).await;
         if self.state.is_published(&unique, &uid) {
-            let target = publish_path(&uid, &resolved.pv_name);
-            return Ok((self.host(&target), resolved.read_only));
+            let path = if block {
+                self.host(&pod_block_dir(&uid).join(&resolved.pv_name))
+            } else {
+                self.host(&publish_path(&uid, &resolved.pv_name))
+            };
+            return Ok(PodVolume {
+                path,
+                read_only: resolved.read_only,
+                block,
+            });
         }
         self.state.want(&unique, &uid);
         let setup_failed = |cause: Error| Error::SetUp {
@@ -145,7 +214,17 @@ impl VolumeManager {
         let capability = kubelet_volume_capability(&resolved.spec);
         let staging = capabilities
             .has(CapabilityType::StageUnstageVolume)
-            .then(|| staging_path(&resolved.pv_name));
+            .then(|| {
+                if block {
+                    block_staging_path(&resolved.pv_name)
+                } else {
+                    staging_path(&resolved.pv_name)
+                }
+            });
+        if block {
+            // kubelet writes it when it creates the block mapper, before staging.
+            self.write_block_vol_data(&resolved)?;
+        }
         if let Some(staging) = &staging
             && !self.state.is_staged(&unique)
         {
@@ -162,8 +241,16 @@ impl VolumeManager {
             pod_info_on_mount: policy.pod_info_on_mount,
             fs_group_policy: policy.fs_group_policy,
         };
-        let host_target = self.publish(&resolved, input).await?;
-        Ok((host_target, resolved.read_only))
+        let path = if block {
+            self.map_pod_device(&resolved, input).await?
+        } else {
+            self.publish(&resolved, input).await?
+        };
+        Ok(PodVolume {
+            path,
+            read_only: resolved.read_only,
+            block,
+        })
     }
 
     /// The lock of volume `unique`, held around its node calls and their transitions.

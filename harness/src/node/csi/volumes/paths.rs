@@ -1,5 +1,6 @@
 //! kubelet's names for a CSI volume on a node: its unique name (in `volumesInUse` and
-//! `volumesAttached`), its VolumeAttachment's name, and its staging and publish paths (as
+//! `volumesAttached`), its VolumeAttachment's name, and its staging and publish paths
+//! (filesystem and block volumes have different ones; as
 //! kubelet and a node plugin see them; [`PluginPaths::host_path`](super::super::PluginPaths::host_path)
 //! maps them into the run directory).
 
@@ -48,6 +49,40 @@ pub(super) fn pod_csi_dir(pod_uid: &str) -> PathBuf {
     kubelet_pod_dir(pod_uid).join("volumes/kubernetes.io~csi")
 }
 
+/// kubelet's directory of block volumes (`volumeMode: Block`):
+/// `…/plugins/kubernetes.io/csi/volumeDevices`, with `staging/<pv>`, `publish/<pv>/<pod uid>`
+/// and `<pv>/data/vol_data.json` (kubelet 1.20's `csi_block.go`).
+pub(super) fn block_root() -> PathBuf {
+    Path::new(KUBELET_ROOT).join("plugins/kubernetes.io/csi/volumeDevices")
+}
+
+/// kubelet's staging path of a block PV: a directory.
+pub fn block_staging_path(pv: &str) -> PathBuf {
+    block_root().join("staging").join(pv)
+}
+
+/// kubelet's directory of a block PV's publish paths, one per pod.
+pub(super) fn block_publish_dir(pv: &str) -> PathBuf {
+    block_root().join("publish").join(pv)
+}
+
+/// kubelet's publish path of a block PV for a pod: a file the driver creates (kubelet only
+/// creates its directory), e.g. by bind-mounting the device on it.
+pub fn block_publish_path(pod_uid: &str, pv: &str) -> PathBuf {
+    block_publish_dir(pv).join(pod_uid)
+}
+
+/// The directory of a block PV's `vol_data.json`.
+pub(super) fn block_data_dir(pv: &str) -> PathBuf {
+    block_root().join(pv).join("data")
+}
+
+/// kubelet's directory of a pod's block CSI volumes: one entry per PV, a symbolic link to the
+/// publish path (kubelet's pod device map path), which containers get as the device.
+pub(super) fn pod_block_dir(pod_uid: &str) -> PathBuf {
+    kubelet_pod_dir(pod_uid).join("volumeDevices/kubernetes.io~csi")
+}
+
 #[cfg(test)]
 mod tests {
     #![allow(clippy::unwrap_used, clippy::expect_used)]
@@ -84,6 +119,27 @@ mod tests {
         assert_eq!(
             publish_path("u-1", "pv-1"),
             Path::new("/var/lib/kubelet/pods/u-1/volumes/kubernetes.io~csi/pv-1/mount")
+        );
+    }
+
+    #[test]
+    fn block_paths_are_kubelets() {
+        let root = "/var/lib/kubelet/plugins/kubernetes.io/csi/volumeDevices";
+        assert_eq!(
+            block_staging_path("pv-1"),
+            Path::new(&format!("{root}/staging/pv-1"))
+        );
+        assert_eq!(
+            block_publish_path("u-1", "pv-1"),
+            Path::new(&format!("{root}/publish/pv-1/u-1"))
+        );
+        assert_eq!(
+            block_data_dir("pv-1"),
+            Path::new(&format!("{root}/pv-1/data"))
+        );
+        assert_eq!(
+            pod_block_dir("u-1"),
+            Path::new("/var/lib/kubelet/pods/u-1/volumeDevices/kubernetes.io~csi")
         );
     }
 }

@@ -1,6 +1,8 @@
 //! After an agent restart: what is mounted, rebuilt from the run directory rather than
 //! mounted again. Staging directories with a `vol_data.json` count as staged; publish
 //! directories with a `vol_data.json` whose `mount` is a mount point count as published.
+//! Block volumes likewise from their own directories (see [`block`](super::block)): a
+//! staging directory, a pod's link whose publish path exists.
 //! (Orphaned pods, whose Pod objects are gone, are unmounted by the pod loop through
 //! [`VolumeManager::unmount_pod`], which reads the same files.)
 
@@ -18,7 +20,7 @@ impl VolumeManager {
         for (pv, pv_dir) in subdirs(&self.host(&staging_root())) {
             match VolData::read(&pv_dir.join(VOL_DATA_FILE)) {
                 Ok(data) => {
-                    self.state.mark_staged(&data.identity(&pv));
+                    self.state.mark_staged(&data.identity(&pv, false));
                     found.insert(data.unique_name());
                 }
                 Err(e) => {
@@ -38,13 +40,14 @@ impl VolumeManager {
                     continue;
                 }
                 self.state.mark_published(
-                    &data.identity(&pv),
+                    &data.identity(&pv, false),
                     &pod.uid,
                     publish_path(&pod.uid, &pv),
                 );
                 found.insert(data.unique_name());
             }
         }
+        found.extend(self.reconstruct_block());
         if !found.is_empty() {
             tracing::info!(node = %self.node_name, volumes = ?found, "reconstructed mounted CSI volumes");
         }

@@ -34,7 +34,13 @@ impl ResolvedVolume {
             driver: self.csi.driver.clone(),
             handle: self.csi.volume_handle.clone(),
             pv: self.pv_name.clone(),
+            block: self.is_block(),
         }
+    }
+
+    /// Whether the PV is a block volume (`volumeMode: Block`).
+    pub fn is_block(&self) -> bool {
+        self.spec.volume_mode.as_deref() == Some("Block")
     }
 }
 

@@ -1,7 +1,8 @@
 //! Phase 3 of a mount, for drivers with the node `STAGE_UNSTAGE_VOLUME` capability: staging
 //! the volume once per node (kubelet's MountDevice) at its global mount,
 //! `/var/lib/kubelet/plugins/kubernetes.io/csi/pv/<pv>/globalmount`, with `vol_data.json`
-//! (driver and handle) next to it. Every pod on the node then shares the staged volume; it
+//! (driver and handle) next to it; a block volume (kubelet's SetUpDevice) at the directory
+//! `…/csi/volumeDevices/staging/<pv>` (see [`block`](super::block)). Every pod on the node then shares the staged volume; it
 //! is unstaged when no pod uses or wants it any more (see `teardown`).
 
 use crate::errors::IoContext;
@@ -30,22 +31,30 @@ impl VolumeManager {
         capability: &VolumeCapability,
     ) -> Result<()> {
         let csi = &resolved.csi;
-        let device_failed = |cause: Error| Error::MountDevice {
-            volume: resolved.pv_name.clone(),
-            cause: Box::new(cause),
+        let block = resolved.is_block();
+        let device_failed = |cause: Error| {
+            let (volume, cause) = (resolved.pv_name.clone(), Box::new(cause));
+            if block {
+                Error::SetUpDevice { volume, cause }
+            } else {
+                Error::MountDevice { volume, cause }
+            }
         };
         let host_staging = self.host(staging);
         std::fs::create_dir_all(&host_staging)
             .map_err(Error::io("creating", &host_staging))
             .map_err(device_failed)?;
-        let data = VolData {
-            driver_name: csi.driver.clone(),
-            volume_handle: csi.volume_handle.clone(),
-            ..VolData::default()
-        };
-        if let Some(pv_dir) = host_staging.parent() {
-            data.write(&pv_dir.join(VOL_DATA_FILE))
-                .map_err(device_failed)?;
+        // A block volume's vol_data.json is elsewhere, written before (see `block`).
+        if !block {
+            let data = VolData {
+                driver_name: csi.driver.clone(),
+                volume_handle: csi.volume_handle.clone(),
+                ..VolData::default()
+            };
+            if let Some(pv_dir) = host_staging.parent() {
+                data.write(&pv_dir.join(VOL_DATA_FILE))
+                    .map_err(device_failed)?;
+            }
         }
         let secrets = self
             .secrets(csi.node_stage_secret_ref.as_ref(), "NodeStageSecretRef")

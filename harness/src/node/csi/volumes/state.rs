@@ -38,6 +38,8 @@ pub(super) struct VolumeIdentity {
     pub handle: String,
     /// The PV name (kubelet's spec name in paths).
     pub pv: String,
+    /// Whether it is a block volume (`volumeMode: Block`, kubelet's `volumeDevices` paths).
+    pub block: bool,
 }
 
 impl VolumeIdentity {
@@ -172,6 +174,11 @@ impl VolumeState {
             .is_some_and(|m| m.pods.contains_key(pod))
     }
 
+    /// Whether volume `unique` has a record: staged or published for a pod.
+    pub fn is_mounted(&self, unique: &str) -> bool {
+        self.records().mounted.contains_key(unique)
+    }
+
     /// Whether volume `unique` is staged.
     pub fn is_staged(&self, unique: &str) -> bool {
         self.records().mounted.get(unique).is_some_and(|m| m.staged)
@@ -252,6 +259,7 @@ mod tests {
             driver: "d".into(),
             handle: handle.into(),
             pv: format!("pv-{handle}"),
+            block: false,
         }
     }
 

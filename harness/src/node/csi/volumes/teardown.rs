@@ -1,6 +1,7 @@
 //! Unmounting a pod's CSI volumes, after its sandbox is gone (or for an orphaned pod found
 //! at start): NodeUnpublishVolume of each volume found on disk (through its
-//! `vol_data.json`, so it works without the API and after a restart), then
+//! `vol_data.json`, so it works without the API and after a restart; block volumes through
+//! [`block`](super::block)'s files), then
 //! NodeUnstageVolume of the staged volumes no pod uses or wants any more. A directory is
 //! removed only once no mount point is left in it: removing it would delete a share's data.
 
@@ -10,7 +11,7 @@ use std::path::Path;
 use csi_proto::v1::{NodeUnpublishVolumeRequest, NodeUnstageVolumeRequest};
 
 use super::VolumeManager;
-use super::paths::{pod_csi_dir, publish_path, staging_path};
+use super::paths::{block_staging_path, pod_csi_dir, publish_path, staging_path};
 use super::state::MountedVolume;
 use super::vol_data::{VOL_DATA_FILE, VolData, remove_volume_dirs, subdirs};
 use crate::node::csi::drivers::node_call;
@@ -27,6 +28,11 @@ impl VolumeManager {
         let mut errors = Vec::new();
         for (pv, pv_dir) in subdirs(&self.host(&pod_csi_dir(uid))) {
             if let Err(e) = self.unpublish(uid, &pv, &pv_dir).await {
+                errors.push(e);
+            }
+        }
+        for pv in self.block_volumes_of_pod(uid) {
+            if let Err(e) = self.unmap_pod_device(uid, &pv).await {
                 errors.push(e);
             }
         }
@@ -118,14 +124,29 @@ impl VolumeManager {
         Error::all(errors)
     }
 
-    /// NodeUnstageVolume of `mounted`, then its staging directory goes.
+    /// NodeUnstageVolume of `mounted`, then its staging directory goes (a block volume's
+    /// other directories too).
     async fn unstage(&self, unique: &str, mounted: &MountedVolume) -> Result<()> {
         let pv = &mounted.volume.pv;
-        let failed = |cause: Error| Error::UnmountDevice {
-            volume: pv.clone(),
-            unique: unique.to_string(),
-            node: self.node_name.clone(),
-            cause: Box::new(cause),
+        let block = mounted.volume.block;
+        let failed = |cause: Error| {
+            let (volume, unique, node) = (pv.clone(), unique.to_string(), self.node_name.clone());
+            let cause = Box::new(cause);
+            if block {
+                Error::TearDownDevice {
+                    volume,
+                    unique,
+                    node,
+                    cause,
+                }
+            } else {
+                Error::UnmountDevice {
+                    volume,
+                    unique,
+                    node,
+                    cause,
+                }
+            }
         };
         let Some(driver) = self.drivers.get(&mounted.volume.driver) else {
             return Err(failed(Error::DriverNotRegistered {
@@ -133,7 +154,11 @@ impl VolumeManager {
                 driver: mounted.volume.driver.clone(),
             }));
         };
-        let staging = staging_path(pv);
+        let staging = if block {
+            block_staging_path(pv)
+        } else {
+            staging_path(pv)
+        };
         let request = NodeUnstageVolumeRequest {
             volume_id: mounted.volume.handle.clone(),
             staging_target_path: staging.display().to_string(),
@@ -148,7 +173,11 @@ impl VolumeManager {
                 call: "NodeUnstageVolume",
             }));
         }
-        remove_volume_dirs(&host_staging).map_err(failed)?;
+        if block {
+            self.remove_block_dirs(pv).map_err(failed)?;
+        } else {
+            remove_volume_dirs(&host_staging).map_err(failed)?;
+        }
         tracing::info!(volume = %unique, "volume unstaged");
         Ok(())
     }

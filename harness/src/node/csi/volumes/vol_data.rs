@@ -68,12 +68,14 @@ impl VolData {
         unique_volume_name(&self.driver_name, &self.volume_handle)
     }
 
-    /// The volume, whose PV is `pv` (the directory name the file was found in).
-    pub fn identity(&self, pv: &str) -> VolumeIdentity {
+    /// The volume, whose PV is `pv` (the directory name the file was found in), a block
+    /// volume when `block`.
+    pub fn identity(&self, pv: &str, block: bool) -> VolumeIdentity {
         VolumeIdentity {
             driver: self.driver_name.clone(),
             handle: self.volume_handle.clone(),
             pv: pv.to_string(),
+            block,
         }
     }
 }
@@ -108,7 +110,7 @@ pub(super) fn remove_volume_dirs(mount_dir: &Path) -> Result<()> {
 }
 
 /// Removes the empty directory `dir`; a missing one is fine.
-fn remove_dir_if_present(dir: &Path) -> Result<()> {
+pub(super) fn remove_dir_if_present(dir: &Path) -> Result<()> {
     match std::fs::remove_dir(dir) {
         Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(Error::io("removing", dir)(e)),
         _ => Ok(()),
@@ -116,7 +118,7 @@ fn remove_dir_if_present(dir: &Path) -> Result<()> {
 }
 
 /// Removes `file`; a missing one is fine.
-fn remove_file_if_present(file: &Path) -> Result<()> {
+pub(super) fn remove_file_if_present(file: &Path) -> Result<()> {
     match std::fs::remove_file(file) {
         Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(Error::io("removing", file)(e)),
         _ => Ok(()),
