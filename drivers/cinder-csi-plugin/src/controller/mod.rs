@@ -340,6 +340,10 @@ impl Controller {
     /// Attaches the volume to the node's server and waits until Cinder shows it `in-use`
     /// there; answers the device path Nova named.
     pub async fn publish(&self, volume_id: &str, node_id: &str) -> Result<String> {
+        // Two attaches racing would both POST to Nova, and the second gets a 400.
+        let _in_flight = self
+            .operations
+            .start(volume_id, &format!("volume {volume_id}"))?;
         let volume = self.cloud.volume(volume_id).await.map_err(|e| {
             if e.is_not_found() {
                 Error::NotFound(format!("volume {volume_id} does not exist"))
@@ -408,6 +412,9 @@ impl Controller {
     /// Detaches the volume from the node's server and waits until Cinder no longer lists
     /// the attachment. Missing volumes, servers and attachments are no error.
     pub async fn unpublish(&self, volume_id: &str, node_id: &str) -> Result<()> {
+        let _in_flight = self
+            .operations
+            .start(volume_id, &format!("volume {volume_id}"))?;
         let volume = match self.cloud.volume(volume_id).await {
             Ok(volume) => volume,
             Err(e) if e.is_not_found() => return Ok(()),
