@@ -164,3 +164,76 @@ pub async fn node_capabilities(channel: &Channel) -> NodeGetCapabilitiesResponse
         .unwrap()
         .into_inner()
 }
+
+/// The Cinder driver (controller + node) as a process in its own private mount namespace
+/// (its loop-device mounts never reach the host; whatever it leaves goes with it), talking
+/// to `cloud` (Cinder must be present) as node `node` (a Nova server of the cloud, whose
+/// metadata document gives the node id and zone) and finding disks in `disk_dir`.
+pub async fn start_cinder_plugin(
+    dir: &Path,
+    cloud: &fakes::FakeCloud,
+    node: &str,
+    disk_dir: &Path,
+) -> Plugin {
+    let account = cloud.account();
+    let cloud_conf = dir.join("cloud.conf");
+    std::fs::write(
+        &cloud_conf,
+        format!(
+            "[Global]\nauth-url = {}\nusername = {}\npassword = \"{}\"\ntenant-name = {}\n\
+             domain-name = {}\n[Metadata]\nsearch-order = metadataService\n",
+            cloud.auth_url(),
+            account.user_name,
+            account.password.expose(),
+            account.project_name,
+            account.domain_name,
+        ),
+    )
+    .unwrap();
+    let socket = dir.join("cinder.sock");
+    let mut command = Command::new("unshare");
+    command
+        .args(["--mount", "--propagation", "private", "--"])
+        .arg(binary("cinder-csi-plugin", "cinder-csi-plugin"))
+        .arg(format!("--endpoint=unix://{}", socket.display()))
+        .arg(format!("--cloud-config={}", cloud_conf.display()))
+        .arg("--cluster=sanity")
+        .env("OS_METADATA_URL", cloud.metadata_url(node))
+        .env("CINDER_CSI_DISK_BY_ID_DIR", disk_dir);
+    Plugin::spawn("cinder-csi-plugin", command, dir, socket).await
+}
+
+/// The loop devices whose backing file lies under `root` (from
+/// `/sys/block/loop*/loop/backing_file`), as `device → file`.
+pub fn loop_devices_backed_under(root: &Path) -> BTreeMap<String, String> {
+    let mut found = BTreeMap::new();
+    let Ok(entries) = std::fs::read_dir("/sys/block") else {
+        return found;
+    };
+    for entry in entries.flatten() {
+        let name = entry.file_name().to_string_lossy().into_owned();
+        if !name.starts_with("loop") {
+            continue;
+        }
+        let Ok(file) = std::fs::read_to_string(entry.path().join("loop/backing_file")) else {
+            continue;
+        };
+        // The kernel appends " (deleted)" when the file is gone.
+        let file = file.trim_end().trim_end_matches(" (deleted)").to_string();
+        if Path::new(&file).starts_with(root) {
+            found.insert(format!("/dev/{name}"), file);
+        }
+    }
+    found
+}
+
+/// The mount points under `root` in the mount namespace of process `pid`.
+pub fn mounts_under(pid: u32, root: &Path) -> Vec<String> {
+    let table = std::fs::read_to_string(format!("/proc/{pid}/mountinfo")).unwrap();
+    table
+        .lines()
+        .filter_map(|line| line.split(' ').nth(4))
+        .filter(|point| Path::new(point).starts_with(root))
+        .map(str::to_string)
+        .collect()
+}
