@@ -112,11 +112,11 @@ impl VolumeManager {
         if std::fs::symlink_metadata(&host_target).is_err() {
             return Err(failed(Error::NoPublishedDevice { path: host_target }));
         }
-        // From here on the volume is published: a failure below is retried, and the pod's
-        // teardown unpublishes it.
-        self.state.mark_published(&identity, &uid, target);
+        // Recorded published only with its link, which a later mount returns; the pod's
+        // teardown finds the publish path on disk either way.
         let link = self.host(&pod_block_dir(&uid).join(pv));
         link_to(&host_target, &link).map_err(failed)?;
+        self.state.mark_published(&identity, &uid, target);
         tracing::info!(volume = %identity.unique_name(), pod = %uid, device = %host_target.display(), "block volume published");
         Ok(link)
     }
