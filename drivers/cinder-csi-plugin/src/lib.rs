@@ -4,7 +4,8 @@
 //! attaches them to Nova servers (ControllerPublish), with the credentials of the cloud
 //! configuration file(s) (`--cloud-config`, upstream's INI format). The node side finds the
 //! attached disk by its serial, makes a file system when the disk has none, mounts it, and
-//! grows it on expansion.
+//! grows it on expansion; an ext file system smaller than its disk (expanded while detached)
+//! is grown before it is mounted, which needs no `CAP_SYS_RESOURCE` (see the README).
 //!
 //! Modules: [`config`] (flags), [`cloud_config`] (the INI file), [`openstack`] (Keystone,
 //! Cinder and Nova clients), [`controller`], [`node`], [`identity`], [`metadata`] (node id

@@ -376,6 +376,104 @@ async fn stage_formats_once_and_expand_grows_the_file_system() -> TestResult {
     Ok(())
 }
 
+/// `df`'s view of the file system mounted at `path`: its size in bytes (statvfs).
+fn statfs_bytes(path: &Path) -> Result<u64, Box<dyn std::error::Error>> {
+    let stat = nix::sys::statvfs::statvfs(path)?;
+    Ok(stat.blocks() as u64 * stat.fragment_size() as u64)
+}
+
+fn expand_request(volume_id: &str, path: &Path, bytes: u64) -> v1::NodeExpandVolumeRequest {
+    v1::NodeExpandVolumeRequest {
+        volume_id: volume_id.into(),
+        volume_path: path.display().to_string(),
+        capacity_range: Some(v1::CapacityRange {
+            required_bytes: bytes as i64,
+            limit_bytes: 0,
+        }),
+        volume_capability: Some(mount_capability("ext4")),
+        ..Default::default()
+    }
+}
+
+/// A volume expanded while detached: NodeStageVolume grows its ext4 before mounting it
+/// (offline, so without CAP_SYS_RESOURCE), and NodeExpandVolume then has nothing to do and
+/// succeeds, on machines that could not grow it mounted too.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn stage_grows_a_file_system_smaller_than_its_device_before_mounting() -> TestResult {
+    let node = Node::start().await?;
+    let volume_id = "0ff11e00-6a0e-4b1d-9c3e-5f7a8b9c0d1e";
+    let disk = LoopDevice::new(node.path("grown.img"), 64 * MIB)?;
+    node.attach(volume_id, &disk.device)?;
+    let staging = node.path("staging");
+    let target = node.path("pods/uid/volumes/pv/mount");
+    let _unmount = Unmount(vec![staging.clone(), target.clone()]);
+    let mut client = node.client.clone();
+    let unstage = v1::NodeUnstageVolumeRequest {
+        volume_id: volume_id.into(),
+        staging_target_path: staging.display().to_string(),
+    };
+
+    client
+        .node_stage_volume(stage(volume_id, &staging, mount_capability("ext4")))
+        .await?;
+    let small = statfs_bytes(&staging)?;
+    assert!(small <= 64 * MIB, "{small}");
+    // NodeExpandVolume on a file system that fills its device does nothing, and succeeds.
+    let unchanged = client
+        .node_expand_volume(expand_request(volume_id, &staging, 64 * MIB))
+        .await?
+        .into_inner();
+    assert_eq!(unchanged.capacity_bytes, (64 * MIB) as i64);
+    std::fs::write(staging.join("data.txt"), b"kept across growth")?;
+    client.node_unstage_volume(unstage.clone()).await?;
+
+    // Expanded while detached: the device is bigger than its file system.
+    disk.grow(128 * MIB)?;
+    client
+        .node_stage_volume(stage(volume_id, &staging, mount_capability("ext4")))
+        .await?;
+    let grown = statfs_bytes(&staging)?;
+    assert!(
+        grown > small + 48 * MIB && grown <= 128 * MIB,
+        "the file system grew on NodeStageVolume: {small} -> {grown}"
+    );
+    assert_eq!(
+        std::fs::read(staging.join("data.txt"))?,
+        b"kept across growth"
+    );
+
+    client
+        .node_publish_volume(publish(
+            volume_id,
+            &staging,
+            &target,
+            mount_capability("ext4"),
+        ))
+        .await?;
+    // What kubelet calls next: nothing left to do, so it succeeds even where growing a
+    // mounted ext4 is refused.
+    let expanded = client
+        .node_expand_volume(expand_request(volume_id, &target, 128 * MIB))
+        .await?
+        .into_inner();
+    assert_eq!(expanded.capacity_bytes, (128 * MIB) as i64);
+    assert_eq!(
+        bytes_total(&mut client, volume_id, &target).await?,
+        grown as i64
+    );
+
+    client
+        .node_unpublish_volume(v1::NodeUnpublishVolumeRequest {
+            volume_id: volume_id.into(),
+            target_path: target.display().to_string(),
+        })
+        .await?;
+    client.node_unstage_volume(unstage).await?;
+    assert!(!mount::is_mount_point(&staging)? && !mount::is_mount_point(&target)?);
+    node.stop().await;
+    Ok(())
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn block_volume_binds_the_device_file_onto_the_target() -> TestResult {
     let node = Node::start().await?;

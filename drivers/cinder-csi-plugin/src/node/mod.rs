@@ -1,6 +1,7 @@
 //! The CSI Node service: stages a Cinder volume's device (making a file system only when it
 //! has none), publishes it by bind mount (the staging directory, or the device file itself
-//! for raw block volumes), grows file systems and reports usage.
+//! for raw block volumes), grows file systems (ext ones before mounting them when they are
+//! smaller than their device) and reports usage.
 //!
 //! The device is found by its serial under the disk directory (see [`device`]); nothing on
 //! this side talks to the cloud.
@@ -103,7 +104,9 @@ impl NodeService {
                 tracing::info!(volume_id, device = %device.display(), fs = %wanted, "formatting");
                 mount::format(&device, &wanted).await?;
             }
-            Some(found) if found == wanted => {}
+            Some(found) if found == wanted => {
+                self.grow_before_mount(volume_id, &device, &found).await?
+            }
             Some(found) => {
                 return Err(Error::FailedPrecondition(format!(
                     "volume {volume_id} ({}) already has a {found} file system, not {wanted}; \
@@ -114,6 +117,29 @@ impl NodeService {
         }
         mount::mount(&device, staging, &wanted, &mount_cap.mount_flags).await?;
         Ok(v1::NodeStageVolumeResponse {})
+    }
+
+    /// Grows an ext2/3/4 file system smaller than its device (a volume expanded while
+    /// detached) before it is mounted: offline growth needs no `CAP_SYS_RESOURCE`, and
+    /// kubelet's NodeExpandVolume afterwards finds nothing left to do. xfs grows only
+    /// mounted: NodeExpandVolume does that.
+    async fn grow_before_mount(&self, volume_id: &str, device: &Path, fs: &str) -> Result<()> {
+        if !mount::is_ext(fs) || mount::device_is_mounted(device)? {
+            return Ok(());
+        }
+        let geometry = mount::ext_geometry(device).await?;
+        let device_bytes = device::size_bytes(device)?;
+        if !geometry.can_grow_to(device_bytes) {
+            return Ok(());
+        }
+        tracing::info!(
+            volume_id,
+            device = %device.display(),
+            fs_bytes = geometry.size_bytes(),
+            device_bytes,
+            "growing the file system before mounting it"
+        );
+        mount::grow_offline(device).await
     }
 
     async fn unstage(
@@ -233,7 +259,18 @@ impl NodeService {
                     device.display()
                 ))
             })?;
-            mount::grow(&device, &fs, volume_path).await?;
+            if mount::is_ext(&fs)
+                && !mount::ext_geometry(&device)
+                    .await?
+                    .can_grow_to(device::size_bytes(&device)?)
+            {
+                // Already grown (NodeStageVolume grows offline). resize2fs is not run: on a
+                // mounted file system it may go to the kernel's online resize, which needs
+                // CAP_SYS_RESOURCE, and whether it first sees nothing to do is its business.
+                tracing::info!(volume_id, device = %device.display(), "the file system already fills the device");
+            } else {
+                mount::grow(&device, &fs, volume_path).await?;
+            }
         }
         let capacity_bytes = device::size_bytes(&device)?;
         Ok(v1::NodeExpandVolumeResponse {
