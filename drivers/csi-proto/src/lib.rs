@@ -15,6 +15,8 @@
 //!   tonic router on it until a shutdown future resolves.
 //! - [`panic_guard::PanicGuard`]: wraps a generated service so a panic in a handler answers
 //!   `Internal` naming the method.
+//! - [`rpc_log::handle`]: runs a plugin's RPC handler, logging the call with its secrets
+//!   redacted ([`rpc_log::Redact`]) and its outcome, and mapping its error to a status.
 //!
 //! ```no_run
 //! use csi_proto::v1::{identity_client::IdentityClient, ProbeRequest};
@@ -32,6 +34,7 @@ mod client;
 mod endpoint;
 mod error;
 pub mod panic_guard;
+pub mod rpc_log;
 mod server;
 
 pub use client::{connect, connect_lazy};
