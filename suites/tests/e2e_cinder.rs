@@ -2,7 +2,9 @@
 //! (`attachRequired: true`), against the fake Cinder + Nova whose attachments are real loop
 //! devices: block volumes formatted, mounted, moved between nodes by detach and attach,
 //! refused on a second node while in use, created in the zone of the pod's node, restored
-//! from snapshots and cloned, and kept within the per-node attach limit by the scheduler.
+//! from snapshots and cloned, used raw as block devices (a multiattach one by two nodes at
+//! once), grown offline and online, and kept within the per-node attach limit by the
+//! scheduler.
 //!
 //! One environment (3 nodes: node-1 and node-3 in zone-a, node-2 in zone-b; attach limit 2)
 //! runs the scenarios one after the other, each in its own namespace; the teardown proves
@@ -16,12 +18,14 @@ use k8s_openapi::api::core::v1::{
     PersistentVolume, PersistentVolumeClaim, TypedLocalObjectReference,
 };
 use k8s_openapi::api::storage::v1::{CSINode, VolumeAttachment};
-use kube::api::{Api, ListParams};
+use kube::api::{Api, ListParams, Patch, PatchParams};
 use suites::e2e::cinder::{
-    CINDER_DEFAULT_CLASS, CINDER_DRIVER_NAME, CINDER_SNAPSHOT_CLASS, CINDER_TOPOLOGY_KEY,
-    CinderCsiEnvironment, CinderEnvironmentOptions,
+    CINDER_DEFAULT_CLASS, CINDER_DRIVER_NAME, CINDER_MULTIATTACH_CLASS, CINDER_SNAPSHOT_CLASS,
+    CINDER_TOPOLOGY_KEY, CinderCsiEnvironment, CinderEnvironmentOptions,
 };
-use suites::e2e::workload::{PodBuilder, Workload, claim, claim_from_snapshot, describe_pod};
+use suites::e2e::workload::{
+    PodBuilder, Workload, block_claim, claim, claim_from_snapshot, describe_pod,
+};
 
 const ATTACH_LIMIT: u32 = 2;
 
@@ -41,6 +45,9 @@ async fn block_volumes_on_the_embedded_cluster() {
     a_read_write_once_volume_is_refused_on_a_second_node_while_in_use(&env).await;
     a_wait_for_first_consumer_volume_is_made_in_the_pod_s_zone(&env).await;
     snapshots_and_clones_hold_the_data(&env).await;
+    a_raw_block_volume_is_written_and_read_through_its_device(&env).await;
+    a_multiattach_volume_is_shared_as_a_block_device_by_two_nodes(&env).await;
+    expansion_grows_the_device_and_the_file_system(&env).await;
     the_attach_limit_keeps_the_scheduler_from_over_placing(&env).await;
 
     env.teardown().await.expect("nothing is left");
@@ -283,6 +290,191 @@ async fn snapshots_and_clones_hold_the_data(env: &CinderCsiEnvironment) {
     w.cleanup().await.unwrap();
 }
 
+/// A `volumeMode: Block` claim: the pod gets the device itself (no file system is made),
+/// what it writes through it lands in the Cinder volume, and a pod on another node reads it
+/// back once the volume has moved.
+async fn a_raw_block_volume_is_written_and_read_through_its_device(env: &CinderCsiEnvironment) {
+    let w = Workload::create(env, "cinder-block").await.unwrap();
+    w.create_claim(&block_claim("raw", None, "1Gi", "ReadWriteOnce"))
+        .await
+        .unwrap();
+    w.ready_pod(
+        &PodBuilder::new("writer", &write_block("/dev/xvda", "raw-block-data"))
+            .device("raw", "/dev/xvda")
+            .node("node-1")
+            .build(),
+    )
+    .await
+    .unwrap();
+    assert_eq!(
+        w.exec(
+            "writer",
+            "test -b /dev/xvda && blockdev --getsize64 /dev/xvda"
+        )
+        .await
+        .unwrap(),
+        "1073741824\n"
+    );
+    let volume_id = w.wait_bound("raw").await.unwrap().share_id;
+    assert_attached_only_to(env, &volume_id, "node-1");
+    // The bytes are in the volume's file at the offset written, and nothing formatted it.
+    let file = std::fs::read(env.cloud().volume_file(&volume_id)).unwrap();
+    assert_eq!(&file[BLOCK_OFFSET..BLOCK_OFFSET + 14], b"raw-block-data");
+    assert!(
+        file[..BLOCK_OFFSET].iter().all(|b| *b == 0),
+        "the device was formatted"
+    );
+
+    w.delete_pods(&["writer"]).await.unwrap();
+    w.ready_pod(
+        &PodBuilder::new("reader", "true")
+            .device("raw", "/dev/xvdb")
+            .node("node-3")
+            .build(),
+    )
+    .await
+    .unwrap();
+    assert_eq!(
+        w.exec("reader", &read_block("/dev/xvdb", 14))
+            .await
+            .unwrap(),
+        "raw-block-data"
+    );
+    assert_attached_only_to(env, &volume_id, "node-3");
+    w.delete_pods(&["reader"]).await.unwrap();
+    w.cleanup().await.unwrap();
+}
+
+/// A ReadWriteMany block claim of the `multiattach` volume type: Nova attaches the volume to
+/// both nodes' servers at once, and what one pod writes the other reads.
+async fn a_multiattach_volume_is_shared_as_a_block_device_by_two_nodes(env: &CinderCsiEnvironment) {
+    let w = Workload::create(env, "cinder-rwx").await.unwrap();
+    w.create_claim(&block_claim(
+        "shared",
+        Some(CINDER_MULTIATTACH_CLASS),
+        "1Gi",
+        "ReadWriteMany",
+    ))
+    .await
+    .unwrap();
+    for (pod, node) in [("left", "node-1"), ("right", "node-3")] {
+        w.create_pod(
+            &PodBuilder::new(pod, "true")
+                .device("shared", "/dev/shared")
+                .node(node)
+                .build(),
+        )
+        .await
+        .unwrap();
+    }
+    w.wait_ready("left").await.unwrap();
+    w.wait_ready("right").await.unwrap();
+    let volume_id = w.wait_bound("shared").await.unwrap().share_id;
+    let volume = env.cloud().block_volume(&volume_id).unwrap();
+    assert!(volume.multiattach, "{volume:?}");
+    let mut servers = volume.attached_to.clone();
+    servers.sort();
+    let mut expected = vec![
+        env.server_of("node-1").unwrap().to_string(),
+        env.server_of("node-3").unwrap().to_string(),
+    ];
+    expected.sort();
+    assert_eq!(servers, expected);
+
+    w.exec("left", &write_block("/dev/shared", "from-the-left"))
+        .await
+        .unwrap();
+    assert_eq!(
+        w.exec("right", &read_block("/dev/shared", 13))
+            .await
+            .unwrap(),
+        "from-the-left"
+    );
+    w.delete_pods(&["left", "right"]).await.unwrap();
+    w.cleanup().await.unwrap();
+}
+
+/// Expansion. Offline: the claim of a volume no pod uses is grown; the volume grows in
+/// Cinder and the next pod finds the file system grown (the node grows it when it stages the
+/// volume). Online: the claim of a volume in use is grown again; Cinder extends the in-use
+/// volume (3.42) and the pod sees its device grow at once. Growing a mounted ext4 needs
+/// CAP_SYS_RESOURCE, which this machine's containers lack, so the file system catches up
+/// when the volume is staged again, in the pod that follows.
+async fn expansion_grows_the_device_and_the_file_system(env: &CinderCsiEnvironment) {
+    let w = Workload::create(env, "cinder-grow").await.unwrap();
+    w.create_claim(&claim("grow", None, "1Gi", "ReadWriteOnce"))
+        .await
+        .unwrap();
+    w.ready_pod(
+        &PodBuilder::new("first", "echo kept > /data/f && sync")
+            .claim("grow", "/data")
+            .node("node-1")
+            .build(),
+    )
+    .await
+    .unwrap();
+    let bound = w.wait_bound("grow").await.unwrap();
+    let before = fs_size_kib(&w, "first").await;
+    assert!(before < GIB_KIB, "{before} KiB");
+    w.delete_pods(&["first"]).await.unwrap();
+
+    // Offline.
+    resize_claim(&w, "grow", "2Gi").await;
+    wait_volume_size(env, &bound.share_id, 2).await;
+    w.ready_pod(
+        &PodBuilder::new("second", "true")
+            .claim("grow", "/data")
+            .node("node-3")
+            .build(),
+    )
+    .await
+    .unwrap();
+    wait_claim_capacity(&w, "grow", "2Gi").await;
+    let grown = fs_size_kib(&w, "second").await;
+    assert!(grown > GIB_KIB && grown <= 2 * GIB_KIB, "{grown} KiB");
+    assert_eq!(w.exec("second", "cat /data/f").await.unwrap(), "kept\n");
+
+    // Online: the device grows under the running pod.
+    resize_claim(&w, "grow", "3Gi").await;
+    wait_volume_size(env, &bound.share_id, 3).await;
+    let device = "$(awk '$2 == \"/data\" {print $1}' /proc/mounts)";
+    let w_ref = &w;
+    wait::wait_until(
+        "the pod's device to be 3 GiB",
+        suites::e2e::workload::WAIT,
+        || async move {
+            let size = w_ref
+                .exec("second", &format!("blockdev --getsize64 {device}"))
+                .await
+                .map_err(|e| e.to_string())?;
+            if size.trim() == (3u64 << 30).to_string() {
+                Ok(Some(()))
+            } else {
+                Err(format!("{} bytes", size.trim()))
+            }
+        },
+    )
+    .await
+    .unwrap();
+    w.delete_pods(&["second"]).await.unwrap();
+    // The next stage grows the file system (and kubelet's node expansion then finds nothing
+    // left to do, whether or not it could grow it online).
+    w.ready_pod(
+        &PodBuilder::new("third", "true")
+            .claim("grow", "/data")
+            .node("node-1")
+            .build(),
+    )
+    .await
+    .unwrap();
+    wait_claim_capacity(&w, "grow", "3Gi").await;
+    let grown = fs_size_kib(&w, "third").await;
+    assert!(grown > 2 * GIB_KIB && grown <= 3 * GIB_KIB, "{grown} KiB");
+    assert_eq!(w.exec("third", "cat /data/f").await.unwrap(), "kept\n");
+    w.delete_pods(&["third"]).await.unwrap();
+    w.cleanup().await.unwrap();
+}
+
 /// Each node takes at most [`ATTACH_LIMIT`] volumes: of seven pods with a volume each, six
 /// run, at most two per node, and the seventh stays Pending with the scheduler saying the
 /// nodes exceed their volume count.
@@ -365,6 +557,92 @@ async fn the_attach_limit_keeps_the_scheduler_from_over_placing(env: &CinderCsiE
     let names: Vec<&str> = names.iter().map(String::as_str).collect();
     w.delete_pods(&names).await.unwrap();
     w.cleanup().await.unwrap();
+}
+
+/// Where the block tests write on the device.
+const BLOCK_OFFSET: usize = 1 << 20;
+/// A GiB in KiB.
+const GIB_KIB: u64 = 1 << 20;
+
+/// A script writing `text` at [`BLOCK_OFFSET`] of `device`, bypassing caches.
+fn write_block(device: &str, text: &str) -> String {
+    format!(
+        "printf '{text}' | dd of={device} bs=512 seek={} conv=sync,fsync oflag=direct 2>/dev/null",
+        BLOCK_OFFSET / 512
+    )
+}
+
+/// A script printing `len` bytes at [`BLOCK_OFFSET`] of `device`, read past the caches.
+fn read_block(device: &str, len: usize) -> String {
+    format!(
+        "dd if={device} bs=512 skip={} count=1 iflag=direct 2>/dev/null | head -c {len}",
+        BLOCK_OFFSET / 512
+    )
+}
+
+/// The size of the file system at `/data` in `pod`, in KiB.
+async fn fs_size_kib(w: &Workload<'_>, pod: &str) -> u64 {
+    let out = w
+        .exec(pod, "df -k /data | awk 'NR == 2 {print $2}'")
+        .await
+        .unwrap();
+    out.trim()
+        .parse()
+        .unwrap_or_else(|_| panic!("df said {out:?}"))
+}
+
+/// Asks for `size` on the claim `name`.
+async fn resize_claim(w: &Workload<'_>, name: &str, size: &str) {
+    let patch = serde_json::json!({"spec": {"resources": {"requests": {"storage": size}}}});
+    w.claims
+        .patch(name, &PatchParams::default(), &Patch::Merge(&patch))
+        .await
+        .unwrap();
+}
+
+/// Waits until the cloud's volume `id` is `gib` GiB.
+async fn wait_volume_size(env: &CinderCsiEnvironment, id: &str, gib: u64) {
+    wait::wait_until(
+        format!("volume {id} to be {gib} GiB"),
+        suites::e2e::workload::WAIT,
+        || async move {
+            match env.cloud().block_volume(id) {
+                Some(v) if v.size == gib && (v.status == "available" || v.status == "in-use") => {
+                    Ok(Some(()))
+                }
+                Some(v) => Err(format!("{} GiB, {}", v.size, v.status)),
+                None => Err("gone".into()),
+            }
+        },
+    )
+    .await
+    .unwrap();
+}
+
+/// Waits until the claim's status capacity is `size` (the node grew the file system).
+async fn wait_claim_capacity(w: &Workload<'_>, name: &str, size: &str) {
+    let claims = w.claims.clone();
+    wait::wait_until(
+        format!("claim {name}'s capacity to be {size}"),
+        suites::e2e::workload::WAIT,
+        || {
+            let claims = claims.clone();
+            async move {
+                let claim = claims.get(name).await.map_err(|e| e.to_string())?;
+                let capacity = suites::e2e::workload::claim_capacity(&claim);
+                if capacity.as_deref() == Some(size) {
+                    Ok(Some(()))
+                } else {
+                    Err(format!(
+                        "capacity {capacity:?}, conditions {:?}",
+                        claim.status.and_then(|s| s.conditions)
+                    ))
+                }
+            }
+        },
+    )
+    .await
+    .unwrap();
 }
 
 /// Asserts that the cloud has `volume_id` attached to `node`'s server alone, and that its

@@ -37,8 +37,8 @@ use super::error::{Error, Result};
 use super::snapshots;
 
 pub use objects::{
-    MOUNT_PATH, TEST_IMAGE, claim, claim_capacity, claim_from_snapshot, describe_pod, pod_is_ready,
-    pod_with_claim, volume_capacity, volume_handle,
+    MOUNT_PATH, TEST_IMAGE, block_claim, claim, claim_capacity, claim_from_snapshot, describe_pod,
+    pod_is_ready, pod_with_claim, volume_capacity, volume_handle,
 };
 pub use pods::{PodBuilder, TEST_POD_LABEL};
 pub use waits::{bound_volume, events_about, wait_claim_bound, wait_event, wait_pod_ready};

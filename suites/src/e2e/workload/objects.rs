@@ -40,6 +40,20 @@ pub fn claim(
     claim
 }
 
+/// A raw block claim (`volumeMode: Block`), otherwise as [`claim`].
+pub fn block_claim(
+    name: &str,
+    class: Option<&str>,
+    size: &str,
+    access_mode: &str,
+) -> PersistentVolumeClaim {
+    let mut claim = claim(name, class, size, access_mode);
+    if let Some(spec) = claim.spec.as_mut() {
+        spec.volume_mode = Some("Block".into());
+    }
+    claim
+}
+
 /// A claim restored from the VolumeSnapshot `snapshot`.
 pub fn claim_from_snapshot(
     name: &str,

@@ -1,6 +1,7 @@
 //! [`PodBuilder`]: the test pods of the storage suites, beyond [`pod_with_claim`]'s one claim
 //! at `/data`: several claims, read-only and subPath mounts, a pod security context
-//! (fsGroup, user), node pinning, anti-affinity between pods, and the command.
+//! (fsGroup, user), node pinning, anti-affinity between pods, raw block devices
+//! (`volumeDevices`) and the command.
 //!
 //! [`pod_with_claim`]: super::pod_with_claim
 
@@ -8,7 +9,7 @@ use std::collections::BTreeMap;
 
 use k8s_openapi::api::core::v1::{
     Affinity, Container, PersistentVolumeClaimVolumeSource, Pod, PodAffinityTerm, PodAntiAffinity,
-    PodSecurityContext, PodSpec, Volume, VolumeMount,
+    PodSecurityContext, PodSpec, Volume, VolumeDevice, VolumeMount,
 };
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 
@@ -24,6 +25,8 @@ struct ClaimMount {
     path: String,
     read_only: bool,
     sub_path: Option<String>,
+    /// A raw block device at `path` (`volumeDevices`) rather than a mount.
+    device: bool,
 }
 
 /// Builds a test pod: one container `app` running a shell script, then sleeping until
@@ -76,6 +79,20 @@ impl PodBuilder {
             path: path.into(),
             read_only: false,
             sub_path: None,
+            device: false,
+        });
+        self
+    }
+
+    /// Gives the container the claim `claim` (a `volumeMode: Block` claim) as the device
+    /// file `path` (`volumeDevices`).
+    pub fn device(mut self, claim: &str, path: &str) -> Self {
+        self.mounts.push(ClaimMount {
+            claim: claim.into(),
+            path: path.into(),
+            read_only: false,
+            sub_path: None,
+            device: true,
         });
         self
     }
@@ -88,6 +105,7 @@ impl PodBuilder {
             path: path.into(),
             read_only: true,
             sub_path: None,
+            device: false,
         });
         self
     }
@@ -99,6 +117,7 @@ impl PodBuilder {
             path: path.into(),
             read_only: false,
             sub_path: Some(sub_path.into()),
+            device: false,
         });
         self
     }
@@ -161,6 +180,7 @@ impl PodBuilder {
         };
         let mut volumes = Vec::new();
         let mut mounts = Vec::new();
+        let mut devices = Vec::new();
         for (index, mount) in self.mounts.iter().enumerate() {
             // One pod volume per claim; several mounts of the same claim share it.
             let volume_name = match volumes.iter().position(|v: &Volume| {
@@ -182,6 +202,13 @@ impl PodBuilder {
                     name
                 }
             };
+            if mount.device {
+                devices.push(VolumeDevice {
+                    name: volume_name,
+                    device_path: mount.path.clone(),
+                });
+                continue;
+            }
             mounts.push(VolumeMount {
                 name: volume_name,
                 mount_path: mount.path.clone(),
@@ -223,6 +250,7 @@ impl PodBuilder {
                 image: Some(TEST_IMAGE.into()),
                 command: Some(vec!["sh".into(), "-c".into(), command]),
                 volume_mounts: (!mounts.is_empty()).then_some(mounts),
+                volume_devices: (!devices.is_empty()).then_some(devices),
                 ..Default::default()
             }],
             volumes: (!volumes.is_empty()).then_some(volumes),
