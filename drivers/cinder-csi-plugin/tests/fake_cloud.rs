@@ -316,7 +316,7 @@ async fn deletes_answer_once_the_resource_is_gone() -> TestResult {
         })
         .await?;
     let snapshot = controller
-        .create_snapshot("snap", &volume.id, &Default::default())
+        .create_snapshot("snap", &volume.id, &Default::default(), true)
         .await?;
     // While the snapshot exists Cinder refuses: FailedPrecondition with its reason.
     let refused = controller
@@ -335,5 +335,173 @@ async fn deletes_answer_once_the_resource_is_gone() -> TestResult {
     controller.delete_volume(&volume.id).await?;
     assert!(cloud.volumes(None).await?.is_empty());
     assert!(cloud.snapshots(None, None).await?.is_empty());
+    Ok(())
+}
+
+/// VolumeSnapshotClass parameters over gRPC: `type = backup` refused before Cinder hears of
+/// it, a bad `force-create` named, `force-create = false` leaving an attached volume to
+/// Cinder's refusal, the default forced, unknown parameters ignored (as upstream does).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn snapshot_class_parameters_on_the_fake_cloud() -> TestResult {
+    let mut config = CloudConfig::default();
+    config.cinder.present = true;
+    let fake = FakeCloud::start(config).await?;
+    let dir = tempfile::tempdir()?;
+    let server_id = fake.add_server(&ServerSeed {
+        name: "node-1".into(),
+        availability_zone: "nova".into(),
+        id: None,
+        disk_dir: Some(dir.path().join("node-1-by-id")),
+    })?;
+    let account = fake.account();
+    let cloud = Arc::new(Cloud::new(Global {
+        auth_url: fake.auth_url(),
+        username: Some(account.user_name.clone()),
+        password: Some(Secret::new(account.password.expose())),
+        project_name: Some(account.project_name.clone()),
+        domain_name: Some(account.domain_name.clone()),
+        interface: "public".into(),
+        ..Global::default()
+    })?);
+    let controller = Controller::new(
+        cloud.clone(),
+        ControllerSettings {
+            wait: WaitPolicy {
+                first: Duration::from_millis(20),
+                max: Duration::from_millis(200),
+                deadline: Duration::from_secs(30),
+            },
+            ..ControllerSettings::default()
+        },
+    );
+    let socket = format!("unix://{}", dir.path().join("csi.sock").display());
+    let listener = Driver::bind(&socket).await?;
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let driver = Driver::from_parts(IdentityService::new(true, false), Some(controller), None);
+    let served = tokio::spawn(async move {
+        let _ = driver
+            .serve(listener, async {
+                let _ = stopped.await;
+            })
+            .await;
+    });
+    let mut controller = ControllerClient::new(csi_proto::connect(&socket.parse()?).await?);
+    let volume_id = controller
+        .create_volume(v1::CreateVolumeRequest {
+            name: "pvc-snap-params".into(),
+            volume_capabilities: vec![capability()],
+            ..Default::default()
+        })
+        .await?
+        .into_inner()
+        .volume
+        .ok_or("no volume")?
+        .volume_id;
+    let snapshot = |pairs: &[(&str, &str)]| v1::CreateSnapshotRequest {
+        name: "snap".into(),
+        source_volume_id: volume_id.clone(),
+        parameters: pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect(),
+        ..Default::default()
+    };
+
+    fake.clear_journal();
+    let backup = controller
+        .create_snapshot(snapshot(&[("type", "backup")]))
+        .await
+        .err()
+        .ok_or("type = backup was accepted")?;
+    assert_eq!(backup.code(), tonic::Code::InvalidArgument);
+    assert!(
+        backup
+            .message()
+            .contains("backups are not supported by this driver"),
+        "{}",
+        backup.message()
+    );
+    let bad_force = controller
+        .create_snapshot(snapshot(&[("force-create", "yes")]))
+        .await
+        .err()
+        .ok_or("force-create = yes was accepted")?;
+    assert_eq!(bad_force.code(), tonic::Code::InvalidArgument);
+    assert!(
+        bad_force.message().contains("force-create"),
+        "{}",
+        bad_force.message()
+    );
+    // Refused before any request: not even the name lookup reached the cloud.
+    let sent: Vec<_> = fake
+        .journal()
+        .into_iter()
+        .filter(|e| e.path.contains("/snapshots"))
+        .map(|e| format!("{} {}", e.method, e.path))
+        .collect();
+    assert!(sent.is_empty(), "{sent:?}");
+
+    controller
+        .controller_publish_volume(v1::ControllerPublishVolumeRequest {
+            volume_id: volume_id.clone(),
+            node_id: server_id.clone(),
+            volume_capability: Some(capability()),
+            ..Default::default()
+        })
+        .await?;
+    // Not forced: Cinder refuses to snapshot the in-use volume, and says why.
+    let unforced = controller
+        .create_snapshot(snapshot(&[("force-create", "false")]))
+        .await
+        .err()
+        .ok_or("an in-use volume was snapshotted without force")?;
+    assert!(
+        unforced.message().contains("in-use"),
+        "{:?}: {}",
+        unforced.code(),
+        unforced.message()
+    );
+    assert!(cloud.snapshots(None, None).await?.is_empty());
+    // The default forces; unknown parameters are ignored.
+    let created = controller
+        .create_snapshot(snapshot(&[
+            ("incremental", "true"),
+            ("csi.storage.k8s.io/volumesnapshot/name", "snap"),
+        ]))
+        .await?
+        .into_inner()
+        .snapshot
+        .ok_or("no snapshot")?;
+    assert!(created.ready_to_use);
+    assert_eq!(created.source_volume_id, volume_id);
+    // The journal does see snapshot requests, so its silence above meant something.
+    assert!(
+        fake.journal()
+            .iter()
+            .any(|e| e.method == "POST" && e.path.ends_with("/snapshots")),
+        "no POST /snapshots journalled"
+    );
+
+    controller
+        .delete_snapshot(v1::DeleteSnapshotRequest {
+            snapshot_id: created.snapshot_id,
+            secrets: HashMap::new(),
+        })
+        .await?;
+    controller
+        .controller_unpublish_volume(v1::ControllerUnpublishVolumeRequest {
+            volume_id: volume_id.clone(),
+            node_id: server_id,
+            secrets: HashMap::new(),
+        })
+        .await?;
+    controller
+        .delete_volume(v1::DeleteVolumeRequest {
+            volume_id,
+            secrets: HashMap::new(),
+        })
+        .await?;
+    let _ = stop.send(());
+    let _ = served.await;
     Ok(())
 }

@@ -445,12 +445,14 @@ impl Controller {
             .await
     }
 
-    /// Snapshots the volume (or finds the snapshot of that name) and waits for it.
+    /// Snapshots the volume (or finds the snapshot of that name) and waits for it. `force`
+    /// lets Cinder snapshot an `in-use` volume.
     pub async fn create_snapshot(
         &self,
         name: &str,
         volume_id: &str,
         metadata: &BTreeMap<String, String>,
+        force: bool,
     ) -> Result<Snapshot> {
         let _in_flight = self.operations.start(
             &format!("snapshot-name/{name}"),
@@ -474,7 +476,7 @@ impl Controller {
                     }
                 })?;
                 self.cloud
-                    .create_snapshot(name, volume_id, metadata)
+                    .create_snapshot(name, volume_id, metadata, force)
                     .await?
             }
         };

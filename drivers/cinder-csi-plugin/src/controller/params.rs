@@ -1,4 +1,4 @@
-//! StorageClass parameters and requested sizes, parsed into typed values.
+//! StorageClass and VolumeSnapshotClass parameters and requested sizes, parsed into typed values.
 
 use std::collections::HashMap;
 
@@ -49,6 +49,79 @@ impl TryFrom<&HashMap<String, String>> for VolumeParameters {
                 }
             }
         }
+        Ok(parsed)
+    }
+}
+
+/// The VolumeSnapshotClass parameters this driver understands (upstream's names).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SnapshotParameters {
+    /// `force-create`: Cinder's `force`, which lets it snapshot an `in-use` volume.
+    /// Upstream defaults to false; this driver defaults to true (see the README).
+    pub force: bool,
+    /// Parameters neither this driver nor the external-snapshotter knows: ignored, as
+    /// upstream ignores them, and named in a warning.
+    pub ignored: Vec<String>,
+}
+
+impl Default for SnapshotParameters {
+    fn default() -> Self {
+        SnapshotParameters {
+            force: true,
+            ignored: Vec::new(),
+        }
+    }
+}
+
+/// Go's `strconv.ParseBool`, which upstream reads `force-create` with.
+fn go_bool(text: &str) -> Option<bool> {
+    match text {
+        "1" | "t" | "T" | "true" | "TRUE" | "True" => Some(true),
+        "0" | "f" | "F" | "false" | "FALSE" | "False" => Some(false),
+        _ => None,
+    }
+}
+
+impl TryFrom<&HashMap<String, String>> for SnapshotParameters {
+    type Error = Error;
+
+    fn try_from(parameters: &HashMap<String, String>) -> Result<Self> {
+        let mut parsed = SnapshotParameters::default();
+        for (key, value) in parameters {
+            match key.as_str() {
+                // Upstream: empty means `snapshot`; `backup` makes a Cinder backup, which
+                // needs the backup API this driver does not have.
+                "type" => match value.as_str() {
+                    "" | "snapshot" => {}
+                    "backup" => {
+                        return Err(Error::InvalidArgument(
+                            "VolumeSnapshotClass parameter type = \"backup\": Cinder backups \
+                             are not supported by this driver; use type = \"snapshot\" (the \
+                             default)"
+                                .into(),
+                        ));
+                    }
+                    other => {
+                        return Err(Error::InvalidArgument(format!(
+                            "VolumeSnapshotClass parameter type = {other:?}: expected \
+                             \"snapshot\" (the default; \"backup\" is not supported by this \
+                             driver)"
+                        )));
+                    }
+                },
+                "force-create" => {
+                    parsed.force = go_bool(value).ok_or_else(|| {
+                        Error::InvalidArgument(format!(
+                            "VolumeSnapshotClass parameter force-create = {value:?}: expected \
+                             true or false"
+                        ))
+                    })?;
+                }
+                key if key.starts_with(PROVISIONER_PREFIX) => {}
+                other => parsed.ignored.push(other.to_string()),
+            }
+        }
+        parsed.ignored.sort();
         Ok(parsed)
     }
 }
@@ -117,6 +190,65 @@ mod tests {
             .map(|e| e.to_string())
             .unwrap_or_default();
         assert!(fs.contains("zfs"), "{fs}");
+    }
+
+    #[test]
+    fn snapshot_parameters_default_to_a_forced_snapshot() -> Result<()> {
+        assert_eq!(
+            SnapshotParameters::try_from(&params(&[]))?,
+            SnapshotParameters::default()
+        );
+        let parsed = SnapshotParameters::try_from(&params(&[
+            ("type", "snapshot"),
+            ("csi.storage.k8s.io/volumesnapshot/name", "snap"),
+        ]))?;
+        assert!(parsed.force && parsed.ignored.is_empty(), "{parsed:?}");
+        assert!(SnapshotParameters::try_from(&params(&[("type", "")]))?.force);
+        Ok(())
+    }
+
+    #[test]
+    fn force_create_reads_go_booleans() -> Result<()> {
+        for (text, force) in [("true", true), ("1", true), ("False", false), ("f", false)] {
+            let parsed = SnapshotParameters::try_from(&params(&[("force-create", text)]))?;
+            assert_eq!(parsed.force, force, "{text}");
+        }
+        let error = SnapshotParameters::try_from(&params(&[("force-create", "yes")]))
+            .err()
+            .map(|e| e.to_string())
+            .unwrap_or_default();
+        assert!(
+            error.contains("force-create") && error.contains("yes"),
+            "{error}"
+        );
+        Ok(())
+    }
+
+    #[test]
+    fn backups_and_other_types_are_refused() {
+        let backup = SnapshotParameters::try_from(&params(&[("type", "backup")]))
+            .err()
+            .map(|e| e.to_string())
+            .unwrap_or_default();
+        assert!(
+            backup.contains("backups are not supported by this driver"),
+            "{backup}"
+        );
+        let other = SnapshotParameters::try_from(&params(&[("type", "clone")]))
+            .err()
+            .map(|e| e.to_string())
+            .unwrap_or_default();
+        assert!(other.contains("\"clone\""), "{other}");
+    }
+
+    #[test]
+    fn unknown_snapshot_parameters_are_ignored_and_named() -> Result<()> {
+        let parsed = SnapshotParameters::try_from(&params(&[
+            ("incremental", "true"),
+            ("availability", "nova"),
+        ]))?;
+        assert_eq!(parsed.ignored, vec!["availability", "incremental"]);
+        Ok(())
     }
 
     #[test]

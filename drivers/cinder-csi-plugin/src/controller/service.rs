@@ -8,7 +8,7 @@ use csi_proto::v1::volume_capability::access_mode::Mode;
 use csi_proto::v1::{self, ControllerServiceCapability, VolumeCapability};
 use tonic::{Request, Response, Status};
 
-use super::params::{GIB, PROVISIONER_PREFIX, VolumeParameters, size_gib};
+use super::params::{GIB, PROVISIONER_PREFIX, SnapshotParameters, VolumeParameters, size_gib};
 use super::{Controller, CreateRequest, TOPOLOGY_ZONE_KEY, page};
 use crate::error::{Error, Result};
 use crate::openstack::cinder::{Snapshot, Volume};
@@ -374,6 +374,16 @@ impl CsiController for Controller {
         handle("CreateSnapshot", request.into_inner(), |r| async move {
             let name = required("name", &r.name)?;
             let volume_id = required("source_volume_id", &r.source_volume_id)?;
+            // Checked before anything is created: `type = backup` is refused here.
+            let parameters = SnapshotParameters::try_from(&r.parameters)?;
+            if !parameters.ignored.is_empty() {
+                tracing::warn!(
+                    snapshot = name,
+                    ignored = ?parameters.ignored,
+                    "CreateSnapshot: ignoring unknown VolumeSnapshotClass parameters \
+                     (known: type, force-create)"
+                );
+            }
             let mut metadata: BTreeMap<String, String> = r
                 .parameters
                 .iter()
@@ -386,7 +396,9 @@ impl CsiController for Controller {
                     self.settings.cluster.clone(),
                 );
             }
-            let snapshot = self.create_snapshot(name, volume_id, &metadata).await?;
+            let snapshot = self
+                .create_snapshot(name, volume_id, &metadata, parameters.force)
+                .await?;
             Ok(v1::CreateSnapshotResponse {
                 snapshot: Some(csi_snapshot(&snapshot)),
             })

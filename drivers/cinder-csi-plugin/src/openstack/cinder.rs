@@ -242,15 +242,16 @@ impl Cloud {
             .collect())
     }
 
-    /// `POST /snapshots` (forced: the volume may be in use).
+    /// `POST /snapshots`; `force` lets Cinder snapshot an `in-use` volume.
     pub async fn create_snapshot(
         &self,
         name: &str,
         volume_id: &str,
         metadata: &BTreeMap<String, String>,
+        force: bool,
     ) -> Result<Snapshot> {
         let body = json!({ "snapshot": {
-            "name": name, "volume_id": volume_id, "force": true, "metadata": metadata,
+            "name": name, "volume_id": volume_id, "force": force, "metadata": metadata,
         }});
         let answer = self
             .request(Service::Cinder, Method::POST, "/snapshots", Some(&body))
