@@ -6,6 +6,9 @@ use clap::{ArgAction, Parser};
 
 use crate::error::{Error, Result};
 
+/// klog's flags, shared with the other drivers.
+pub use csi_proto::flags::LogFlags;
+
 /// The driver's name as Kubernetes knows it.
 pub const DRIVER_NAME: &str = "cinder.csi.openstack.org";
 
@@ -77,47 +80,6 @@ pub struct Config {
     /// klog's flags, accepted as upstream's binary accepts them.
     #[command(flatten)]
     pub logging: LogFlags,
-}
-
-/// The klog flags upstream registers. `-v` picks the level when `RUST_LOG` is unset; the
-/// others are accepted and have no effect (logs go to stderr).
-#[derive(Clone, Debug, Default, clap::Args)]
-pub struct LogFlags {
-    /// klog verbosity: 0-3 `info`, 4-5 `debug`, 6 and more `trace`.
-    #[arg(short = 'v', long = "v", default_value_t = 0)]
-    pub verbosity: u16,
-    /// Per-file verbosity (accepted, no effect).
-    #[arg(long)]
-    pub vmodule: Option<String>,
-    /// Log to stderr (accepted).
-    #[arg(long, num_args = 0..=1, default_missing_value = "true", action = ArgAction::Set)]
-    pub logtostderr: Option<bool>,
-    /// Log to stderr as well (accepted).
-    #[arg(long, num_args = 0..=1, default_missing_value = "true", action = ArgAction::Set)]
-    pub alsologtostderr: Option<bool>,
-    /// Log file (accepted, no effect).
-    #[arg(long = "log_file")]
-    pub log_file: Option<PathBuf>,
-    /// Log directory (accepted, no effect).
-    #[arg(long = "log_dir")]
-    pub log_dir: Option<PathBuf>,
-    /// Severity threshold for stderr (accepted, no effect).
-    #[arg(long)]
-    pub stderrthreshold: Option<String>,
-    /// No header prefixes (accepted, no effect).
-    #[arg(long = "skip_headers", num_args = 0..=1, default_missing_value = "true", action = ArgAction::Set)]
-    pub skip_headers: Option<bool>,
-}
-
-impl LogFlags {
-    /// The tracing filter `-v` stands for.
-    pub fn default_filter(&self) -> &'static str {
-        match self.verbosity {
-            0..=3 => "info",
-            4..=5 => "debug",
-            _ => "trace",
-        }
-    }
 }
 
 impl Config {

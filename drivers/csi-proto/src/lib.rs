@@ -13,6 +13,8 @@
 //!   endpoint, over a unix socket or TCP.
 //! - [`Listener`] and [`serve`]: bind an endpoint (replacing a stale unix socket) and run a
 //!   tonic router on it until a shutdown future resolves.
+//! - [`flags::LogFlags`]: klog's command-line flags (a `clap::Args` to flatten) and
+//!   [`flags::parse_duration`] for Go durations, shared by the drivers.
 //! - [`panic_guard::PanicGuard`]: wraps a generated service so a panic in a handler answers
 //!   `Internal` naming the method.
 //! - [`rpc_log::handle`]: runs a plugin's RPC handler, logging the call with its secrets
@@ -33,6 +35,7 @@
 mod client;
 mod endpoint;
 mod error;
+pub mod flags;
 pub mod panic_guard;
 pub mod rpc_log;
 mod server;

@@ -7,6 +7,9 @@ use clap::{ArgAction, Parser, ValueEnum};
 
 use crate::error::{Error, Result};
 
+/// klog's flags and Go's duration syntax, shared with the other drivers.
+pub use csi_proto::flags::{LogFlags, parse_duration};
+
 /// The share protocol one instance of the driver serves.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
 pub enum ShareProtocol {
@@ -149,66 +152,6 @@ pub struct Config {
     pub logging: LogFlags,
 }
 
-/// The klog flags upstream's binary registers. `-v` sets the log level when `RUST_LOG` is
-/// not set (see [`LogFlags::default_filter`]); the others are accepted and have no effect:
-/// logs always go to stderr (klog's default `--logtostderr=true`).
-#[derive(Clone, Debug, Default, clap::Args)]
-pub struct LogFlags {
-    /// klog verbosity: 0-3 `info`, 4-5 `debug`, 6 and more `trace`.
-    #[arg(short = 'v', long = "v", default_value_t = 0)]
-    pub verbosity: u16,
-    /// Per-file verbosity (`pattern=N,...`; accepted, no effect).
-    #[arg(long)]
-    pub vmodule: Option<String>,
-    /// Log to stderr (accepted; logs always go to stderr).
-    #[arg(long, num_args = 0..=1, default_missing_value = "true", action = ArgAction::Set)]
-    pub logtostderr: Option<bool>,
-    /// Log to stderr as well as files (accepted; logs always go to stderr).
-    #[arg(long, num_args = 0..=1, default_missing_value = "true", action = ArgAction::Set)]
-    pub alsologtostderr: Option<bool>,
-    /// Log file (accepted, no effect).
-    #[arg(long = "log_file")]
-    pub log_file: Option<PathBuf>,
-    /// Log directory (accepted, no effect).
-    #[arg(long = "log_dir")]
-    pub log_dir: Option<PathBuf>,
-    /// Maximum log file size in MB (accepted, no effect).
-    #[arg(long = "log_file_max_size")]
-    pub log_file_max_size: Option<u64>,
-    /// Logs at or above this severity go to stderr (accepted, no effect).
-    #[arg(long)]
-    pub stderrthreshold: Option<String>,
-    /// Emit a stack trace at `file:line` (accepted, no effect).
-    #[arg(long = "log_backtrace_at")]
-    pub log_backtrace_at: Option<String>,
-    /// Add the file directory to log headers (accepted, no effect).
-    #[arg(long = "add_dir_header", num_args = 0..=1, default_missing_value = "true", action = ArgAction::Set)]
-    pub add_dir_header: Option<bool>,
-    /// No header prefixes in log lines (accepted, no effect).
-    #[arg(long = "skip_headers", num_args = 0..=1, default_missing_value = "true", action = ArgAction::Set)]
-    pub skip_headers: Option<bool>,
-    /// No headers in log files (accepted, no effect).
-    #[arg(long = "skip_log_headers", num_args = 0..=1, default_missing_value = "true", action = ArgAction::Set)]
-    pub skip_log_headers: Option<bool>,
-    /// Log each severity only to its own file (accepted, no effect).
-    #[arg(long = "one_output", num_args = 0..=1, default_missing_value = "true", action = ArgAction::Set)]
-    pub one_output: Option<bool>,
-    /// Maximum seconds between log flushes (accepted, no effect).
-    #[arg(long = "log-flush-frequency", value_parser = parse_duration)]
-    pub log_flush_frequency: Option<Duration>,
-}
-
-impl LogFlags {
-    /// The tracing filter `-v` stands for, used when `RUST_LOG` is not set.
-    pub fn default_filter(&self) -> &'static str {
-        match self.verbosity {
-            0..=3 => "info",
-            4..=5 => "debug",
-            _ => "trace",
-        }
-    }
-}
-
 impl Config {
     /// Checks the combinations the flag parser cannot express.
     pub fn validate(&self) -> Result<()> {
@@ -230,47 +173,6 @@ impl Config {
         }
         Ok(())
     }
-}
-
-/// Parses a Go duration (`250ms`, `15s`, `2m`, `1h30m`, `12h0m0s`; units `ns`, `us`, `µs`,
-/// `ms`, `s`, `m`, `h`) or a plain number of seconds.
-pub fn parse_duration(text: &str) -> std::result::Result<Duration, String> {
-    let text = text.trim();
-    let mut rest = text;
-    let mut seconds = 0.0_f64;
-    if rest.is_empty() {
-        return Err("invalid duration \"\": expected e.g. 500ms, 15s, 2m".into());
-    }
-    while !rest.is_empty() {
-        let split = rest
-            .find(|c: char| !(c.is_ascii_digit() || c == '.'))
-            .unwrap_or(rest.len());
-        let (number, after) = rest.split_at(split);
-        let value: f64 = number
-            .parse()
-            .map_err(|_| format!("invalid duration {text:?}: expected e.g. 500ms, 15s, 2m"))?;
-        let unit_len = after
-            .find(|c: char| c.is_ascii_digit() || c == '.')
-            .unwrap_or(after.len());
-        let (unit, next) = after.split_at(unit_len);
-        let scale = match unit {
-            "ns" => 1e-9,
-            "us" | "µs" => 1e-6,
-            "ms" => 1e-3,
-            "s" => 1.0,
-            "m" => 60.0,
-            "h" => 3600.0,
-            "" if number.len() == text.len() => 1.0,
-            _ => {
-                return Err(format!(
-                    "invalid duration unit {unit:?} in {text:?}: use ns, us, ms, s, m or h"
-                ));
-            }
-        };
-        seconds += value * scale;
-        rest = next;
-    }
-    Duration::try_from_secs_f64(seconds).map_err(|e| format!("invalid duration {text:?}: {e}"))
 }
 
 #[cfg(test)]
@@ -327,22 +229,6 @@ mod tests {
         .unwrap();
         assert!(config.with_topology);
         assert!(!config.provide_controller_service);
-    }
-
-    #[test]
-    fn durations_parse() {
-        assert_eq!(parse_duration("250ms").unwrap(), Duration::from_millis(250));
-        assert_eq!(parse_duration("2m").unwrap(), Duration::from_secs(120));
-        assert_eq!(parse_duration("3").unwrap(), Duration::from_secs(3));
-        assert_eq!(
-            parse_duration("12h0m0s").unwrap(),
-            Duration::from_secs(12 * 3600)
-        );
-        assert_eq!(parse_duration("1m30s").unwrap(), Duration::from_secs(90));
-        assert_eq!(parse_duration("5us").unwrap(), Duration::from_micros(5));
-        assert!(parse_duration("3 parsecs").is_err());
-        assert!(parse_duration("1m30").is_err());
-        assert!(parse_duration("").is_err());
     }
 
     #[test]
