@@ -15,7 +15,7 @@ use crate::cloud_config::CloudConfig;
 use crate::config::Config;
 use crate::controller::{Controller, ControllerSettings, TOPOLOGY_ZONE_KEY};
 use crate::error::{Error, Result};
-use crate::identity::IdentityService;
+use crate::identity::{IdentityService, identity_service};
 use crate::node::{NodeService, NodeSettings, device};
 use crate::openstack::Cloud;
 use crate::wait::WaitPolicy;
@@ -87,7 +87,7 @@ impl Driver {
             None
         };
         Ok(Driver {
-            identity: IdentityService::new(controller.is_some(), config.with_topology),
+            identity: identity_service(controller.is_some(), config.with_topology),
             controller,
             node,
         })

@@ -12,7 +12,7 @@ use std::time::Duration;
 use cinder_csi_plugin::cloud_config::{Global, Secret};
 use cinder_csi_plugin::controller::{Controller, ControllerSettings, TOPOLOGY_ZONE_KEY};
 use cinder_csi_plugin::driver::Driver;
-use cinder_csi_plugin::identity::IdentityService;
+use cinder_csi_plugin::identity::identity_service;
 use cinder_csi_plugin::openstack::Cloud;
 use cinder_csi_plugin::wait::WaitPolicy;
 use csi_proto::v1::controller_client::ControllerClient;
@@ -70,7 +70,7 @@ async fn start(password: &str) -> Result<Harness, Box<dyn std::error::Error>> {
     let socket = format!("unix://{}", dir.path().join("csi.sock").display());
     let listener = Driver::bind(&socket).await?;
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-    let driver = Driver::from_parts(IdentityService::new(true, true), Some(controller), None);
+    let driver = Driver::from_parts(identity_service(true, true), Some(controller), None);
     tokio::spawn(async move {
         let _ = driver
             .serve(listener, async {

@@ -10,7 +10,7 @@ use std::time::Duration;
 use cinder_csi_plugin::cloud_config::{Global, Secret};
 use cinder_csi_plugin::controller::{Controller, ControllerSettings};
 use cinder_csi_plugin::driver::Driver;
-use cinder_csi_plugin::identity::IdentityService;
+use cinder_csi_plugin::identity::identity_service;
 use cinder_csi_plugin::node::{NodeService, NodeSettings, mount};
 use cinder_csi_plugin::openstack::Cloud;
 use cinder_csi_plugin::wait::{Progress, WaitPolicy};
@@ -96,11 +96,7 @@ async fn create_publish_stage_write_and_clean_up_on_the_fake_cloud() -> TestResu
     let socket = format!("unix://{}", dir.path().join("csi.sock").display());
     let listener = Driver::bind(&socket).await?;
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-    let driver = Driver::from_parts(
-        IdentityService::new(true, true),
-        Some(controller),
-        Some(node),
-    );
+    let driver = Driver::from_parts(identity_service(true, true), Some(controller), Some(node));
     let served = tokio::spawn(async move {
         let _ = driver
             .serve(listener, async {
@@ -377,7 +373,7 @@ async fn snapshot_class_parameters_on_the_fake_cloud() -> TestResult {
     let socket = format!("unix://{}", dir.path().join("csi.sock").display());
     let listener = Driver::bind(&socket).await?;
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-    let driver = Driver::from_parts(IdentityService::new(true, false), Some(controller), None);
+    let driver = Driver::from_parts(identity_service(true, false), Some(controller), None);
     let served = tokio::spawn(async move {
         let _ = driver
             .serve(listener, async {

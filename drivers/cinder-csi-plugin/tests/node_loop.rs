@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use cinder_csi_plugin::driver::Driver;
-use cinder_csi_plugin::identity::IdentityService;
+use cinder_csi_plugin::identity::identity_service;
 use cinder_csi_plugin::node::{NodeService, NodeSettings, mount};
 use csi_proto::v1::node_client::NodeClient;
 use csi_proto::v1::volume_capability::{
@@ -111,7 +111,7 @@ impl Node {
         let socket = format!("unix://{}", root.path().join("csi.sock").display());
         let listener = Driver::bind(&socket).await?;
         let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-        let driver = Driver::from_parts(IdentityService::new(false, true), None, Some(node));
+        let driver = Driver::from_parts(identity_service(false, true), None, Some(node));
         let served = tokio::spawn(async move {
             let _ = driver
                 .serve(listener, async {

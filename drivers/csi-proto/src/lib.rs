@@ -15,6 +15,8 @@
 //!   tonic router on it until a shutdown future resolves.
 //! - [`flags::LogFlags`]: klog's command-line flags (a `clap::Args` to flatten) and
 //!   [`flags::parse_duration`] for Go durations, shared by the drivers.
+//! - [`identity::IdentityService`]: the Identity service both drivers serve, its Probe
+//!   asking a [`identity::Readiness`].
 //! - [`panic_guard::PanicGuard`]: wraps a generated service so a panic in a handler answers
 //!   `Internal` naming the method.
 //! - [`rpc_log::handle`]: runs a plugin's RPC handler, logging the call with its secrets
@@ -36,6 +38,7 @@ mod client;
 mod endpoint;
 mod error;
 pub mod flags;
+pub mod identity;
 pub mod panic_guard;
 pub mod rpc_log;
 mod server;

@@ -12,7 +12,7 @@ use tonic::transport::Server;
 use crate::config::Config;
 use crate::controller::{Controller, ControllerSettings};
 use crate::error::{Error, Result};
-use crate::identity::IdentityService;
+use crate::identity::{IdentityService, identity_service};
 use crate::metadata::node_identity;
 use crate::node::partner::Partner;
 use crate::node::{NodeService, NodeSettings};
@@ -96,7 +96,7 @@ impl Driver {
             }
             _ => None,
         };
-        let identity = IdentityService::new(
+        let identity = identity_service(
             config.drivername.clone(),
             config.provide_controller_service,
             config.with_topology,

@@ -1,108 +1,40 @@
-//! The CSI Identity service.
+//! The CSI Identity service: [`csi_proto::identity::IdentityService`], shared with the
+//! Cinder driver; here Probe reflects the forwarding partner's readiness.
 
-use csi_proto::v1::identity_server::Identity;
-use csi_proto::v1::plugin_capability::{self, service, volume_expansion};
-use csi_proto::v1::{self, PluginCapability};
-use tonic::{Request, Response, Status};
+use csi_proto::identity::Readiness;
+use tonic::Status;
 
 use crate::error::Error;
 use crate::node::partner::Partner;
-use crate::rpc_log::handle;
 
-/// Identity: plugin info, capabilities, and a Probe that reflects the partner's readiness.
-#[derive(Debug, Clone)]
-pub struct IdentityService {
+/// Identity: plugin info, capabilities, and a Probe that reflects the partner's readiness
+/// (always ready without one).
+pub type IdentityService = csi_proto::identity::IdentityService<Option<Partner>>;
+
+/// `partner` is probed by Probe; without one Probe is always ready.
+pub fn identity_service(
     driver_name: String,
     controller: bool,
     with_topology: bool,
     partner: Option<Partner>,
+) -> IdentityService {
+    IdentityService::new(
+        driver_name,
+        env!("CARGO_PKG_VERSION"),
+        controller,
+        with_topology,
+        partner,
+    )
 }
 
-impl IdentityService {
-    /// `partner` is probed by Probe; without one Probe is always ready.
-    pub fn new(
-        driver_name: String,
-        controller: bool,
-        with_topology: bool,
-        partner: Option<Partner>,
-    ) -> Self {
-        IdentityService {
-            driver_name,
-            controller,
-            with_topology,
-            partner,
-        }
-    }
-}
-
-fn service_capability(kind: service::Type) -> PluginCapability {
-    PluginCapability {
-        r#type: Some(plugin_capability::Type::Service(
-            plugin_capability::Service {
-                r#type: kind as i32,
-            },
-        )),
-    }
-}
-
-#[tonic::async_trait]
-impl Identity for IdentityService {
-    async fn get_plugin_info(
-        &self,
-        request: Request<v1::GetPluginInfoRequest>,
-    ) -> Result<Response<v1::GetPluginInfoResponse>, Status> {
-        handle("GetPluginInfo", request.into_inner(), |_| async {
-            Ok(v1::GetPluginInfoResponse {
-                name: self.driver_name.clone(),
-                vendor_version: env!("CARGO_PKG_VERSION").into(),
-                manifest: Default::default(),
-            })
+impl Readiness for Partner {
+    async fn ready(&self) -> Result<(), Status> {
+        self.probe().await.map_err(|e| {
+            Status::from(Error::FailedPrecondition(format!(
+                "partner node plugin at {} is not ready: {}",
+                self.endpoint(),
+                Status::from(e).message()
+            )))
         })
-        .await
-    }
-
-    async fn get_plugin_capabilities(
-        &self,
-        request: Request<v1::GetPluginCapabilitiesRequest>,
-    ) -> Result<Response<v1::GetPluginCapabilitiesResponse>, Status> {
-        handle("GetPluginCapabilities", request.into_inner(), |_| async {
-            let mut capabilities = Vec::new();
-            if self.controller {
-                capabilities.push(service_capability(service::Type::ControllerService));
-            }
-            capabilities.push(PluginCapability {
-                r#type: Some(plugin_capability::Type::VolumeExpansion(
-                    plugin_capability::VolumeExpansion {
-                        r#type: volume_expansion::Type::Online as i32,
-                    },
-                )),
-            });
-            if self.with_topology {
-                capabilities.push(service_capability(
-                    service::Type::VolumeAccessibilityConstraints,
-                ));
-            }
-            Ok(v1::GetPluginCapabilitiesResponse { capabilities })
-        })
-        .await
-    }
-
-    async fn probe(
-        &self,
-        request: Request<v1::ProbeRequest>,
-    ) -> Result<Response<v1::ProbeResponse>, Status> {
-        handle("Probe", request.into_inner(), |_| async {
-            if let Some(partner) = &self.partner {
-                partner.probe().await.map_err(|e| {
-                    Error::FailedPrecondition(format!(
-                        "partner node plugin at {} is not ready: {}",
-                        partner.endpoint(),
-                        Status::from(e).message()
-                    ))
-                })?;
-            }
-            Ok(v1::ProbeResponse { ready: Some(true) })
-        })
-        .await
     }
 }
