@@ -14,6 +14,7 @@ fi
 
 ci/install-openstack-clients.sh
 ci/install-control-plane.sh
+ci/install-host-tools.sh
 
 step "cargo fmt --check"
 cargo fmt --all -- --check

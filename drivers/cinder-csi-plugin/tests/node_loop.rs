@@ -616,3 +616,63 @@ async fn node_info_reports_the_limit_and_zone_and_capabilities() -> TestResult {
     node.stop().await;
     Ok(())
 }
+
+/// xfs: NodeStageVolume makes the file system (mkfs.xfs needs 300 MiB at least), and
+/// NodeExpandVolume grows it while it is mounted (xfs_growfs needs no CAP_SYS_RESOURCE, so
+/// online expansion works here too).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn xfs_is_made_on_stage_and_grown_online() -> TestResult {
+    let node = Node::start().await?;
+    let volume_id = "5a6b7c8d-1e2f-4a3b-9c8d-7e6f5a4b3c2d";
+    let disk = LoopDevice::new(node.path("disk.img"), 512 * MIB)?;
+    node.attach(volume_id, &disk.device)?;
+    let staging = node.path("staging");
+    let target = node.path("pods/uid/volumes/pv/mount");
+    let _unmount = Unmount(vec![staging.clone(), target.clone()]);
+    let mut client = node.client.clone();
+
+    client
+        .node_stage_volume(stage(volume_id, &staging, mount_capability("xfs")))
+        .await?;
+    assert_eq!(blkid_type(&disk.device), "xfs");
+    client
+        .node_publish_volume(publish(
+            volume_id,
+            &staging,
+            &target,
+            mount_capability("xfs"),
+        ))
+        .await?;
+    std::fs::write(target.join("data.txt"), b"on xfs")?;
+    let before = statfs_bytes(&target)?;
+    assert!(before < 512 * MIB, "{before}");
+
+    disk.grow(1024 * MIB)?;
+    let mut request = expand_request(volume_id, &target, 1024 * MIB);
+    request.staging_target_path = staging.display().to_string();
+    request.volume_capability = Some(mount_capability("xfs"));
+    let expanded = client.node_expand_volume(request).await?.into_inner();
+    assert_eq!(expanded.capacity_bytes, (1024 * MIB) as i64);
+    let after = statfs_bytes(&target)?;
+    assert!(
+        after > 900 * MIB && after <= 1024 * MIB,
+        "the mounted xfs grew: {before} -> {after}"
+    );
+    assert_eq!(std::fs::read(target.join("data.txt"))?, b"on xfs");
+
+    client
+        .node_unpublish_volume(v1::NodeUnpublishVolumeRequest {
+            volume_id: volume_id.into(),
+            target_path: target.display().to_string(),
+        })
+        .await?;
+    client
+        .node_unstage_volume(v1::NodeUnstageVolumeRequest {
+            volume_id: volume_id.into(),
+            staging_target_path: staging.display().to_string(),
+        })
+        .await?;
+    assert!(!mount::is_mount_point(&staging)? && !mount::is_mount_point(&target)?);
+    node.stop().await;
+    Ok(())
+}
