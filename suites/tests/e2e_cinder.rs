@@ -21,7 +21,7 @@ use k8s_openapi::api::storage::v1::{CSINode, VolumeAttachment};
 use kube::api::{Api, ListParams, Patch, PatchParams};
 use suites::e2e::cinder::{
     CINDER_DEFAULT_CLASS, CINDER_DRIVER_NAME, CINDER_MULTIATTACH_CLASS, CINDER_SNAPSHOT_CLASS,
-    CINDER_TOPOLOGY_KEY, CinderCsiEnvironment, CinderEnvironmentOptions,
+    CINDER_TOPOLOGY_KEY, CINDER_XFS_CLASS, CinderCsiEnvironment, CinderEnvironmentOptions,
 };
 use suites::e2e::workload::{
     PodBuilder, Workload, block_claim, claim, claim_from_snapshot, describe_pod,
@@ -48,6 +48,7 @@ async fn block_volumes_on_the_embedded_cluster() {
     a_raw_block_volume_is_written_and_read_through_its_device(&env).await;
     a_multiattach_volume_is_shared_as_a_block_device_by_two_nodes(&env).await;
     expansion_grows_the_device_and_the_file_system(&env).await;
+    an_xfs_volume_grows_while_its_pod_runs(&env).await;
     the_attach_limit_keeps_the_scheduler_from_over_placing(&env).await;
 
     env.teardown().await.expect("nothing is left");
@@ -472,6 +473,43 @@ async fn expansion_grows_the_device_and_the_file_system(env: &CinderCsiEnvironme
     assert!(grown > 2 * GIB_KIB && grown <= 3 * GIB_KIB, "{grown} KiB");
     assert_eq!(w.exec("third", "cat /data/f").await.unwrap(), "kept\n");
     w.delete_pods(&["third"]).await.unwrap();
+    w.cleanup().await.unwrap();
+}
+
+/// Online expansion of a file system: an xfs volume in use is grown (xfs_growfs, unlike
+/// resize2fs on a mounted ext4, needs no CAP_SYS_RESOURCE): the claim reaches the new size
+/// and the running pod sees the larger file system, its data kept.
+async fn an_xfs_volume_grows_while_its_pod_runs(env: &CinderCsiEnvironment) {
+    let w = Workload::create(env, "cinder-xfs").await.unwrap();
+    w.create_claim(&claim(
+        "xfs",
+        Some(CINDER_XFS_CLASS),
+        "1Gi",
+        "ReadWriteOnce",
+    ))
+    .await
+    .unwrap();
+    w.ready_pod(
+        &PodBuilder::new("user", "echo on-xfs > /data/f && sync")
+            .claim("xfs", "/data")
+            .node("node-2")
+            .build(),
+    )
+    .await
+    .unwrap();
+    let mounts = w.exec("user", "grep ' /data ' /proc/mounts").await.unwrap();
+    assert!(mounts.contains(" xfs "), "{mounts}");
+    let before = fs_size_kib(&w, "user").await;
+    assert!(before < GIB_KIB, "{before} KiB");
+    resize_claim(&w, "xfs", "2Gi").await;
+    wait_claim_capacity(&w, "xfs", "2Gi").await;
+    let after = fs_size_kib(&w, "user").await;
+    assert!(
+        after > GIB_KIB && after <= 2 * GIB_KIB,
+        "{before} -> {after} KiB"
+    );
+    assert_eq!(w.exec("user", "cat /data/f").await.unwrap(), "on-xfs\n");
+    w.delete_pods(&["user"]).await.unwrap();
     w.cleanup().await.unwrap();
 }
 

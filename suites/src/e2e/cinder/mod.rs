@@ -53,6 +53,8 @@ pub const CINDER_DEFAULT_CLASS: &str = "csi-cinder-default";
 pub const CINDER_IMMEDIATE_CLASS: &str = "csi-cinder-immediate";
 /// Volume type `multiattach`.
 pub const CINDER_MULTIATTACH_CLASS: &str = "csi-cinder-multiattach";
+/// xfs file systems (`csi.storage.k8s.io/fstype: xfs`), otherwise as the default class.
+pub const CINDER_XFS_CLASS: &str = "csi-cinder-xfs";
 /// The VolumeSnapshotClass.
 pub const CINDER_SNAPSHOT_CLASS: &str = "csi-cinder-snapclass";
 /// The driver's topology key.
