@@ -10,6 +10,12 @@ pub enum Service {
     Keystone,
     /// Manila (`/share/...`).
     Manila,
+    /// Cinder (`/volume/...`).
+    Cinder,
+    /// Nova (`/compute/...`).
+    Nova,
+    /// The instance metadata service (`/nodes/<node>/...`).
+    Metadata,
     /// Anything else (unknown paths).
     Other,
 }

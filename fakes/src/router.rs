@@ -140,19 +140,19 @@ impl Respond for Router {
 }
 
 impl Router {
-    /// Keystone, Manila, the metadata service, or 404.
+    /// Keystone, Manila, Cinder, Nova, the metadata service, or 404.
     fn serve(state: &mut CloudState, req: &Request, path: &str) -> (Service, Reply) {
         if let Some(rest) = below(path, KEYSTONE_PREFIX) {
             (Service::Keystone, keystone::handle(state, req, rest))
         } else if let Some(rest) = below(path, MANILA_PREFIX) {
             (Service::Manila, manila::handle(state, req, rest))
         } else if let Some(rest) = below(path, cinder::PREFIX) {
-            (Service::Other, cinder::handle(state, req, rest))
+            (Service::Cinder, cinder::handle(state, req, rest))
         } else if let Some(rest) = below(path, nova::PREFIX) {
-            (Service::Other, nova::handle(state, req, rest))
+            (Service::Nova, nova::handle(state, req, rest))
         } else if let Some(node) = metadata::node_of(path) {
             (
-                Service::Other,
+                Service::Metadata,
                 metadata::serve(
                     &state.node_metadata,
                     node,

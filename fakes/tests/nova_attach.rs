@@ -55,6 +55,25 @@ async fn attach_publishes_a_block_device_backed_by_the_volume_file() {
     assert_eq!(r.status, 200, "{:?}", r.body);
     assert_eq!(r.body["volumeAttachment"]["device"], "/dev/vdb");
     assert_eq!(r.body["volumeAttachment"]["serverId"], one.as_str());
+    // The journal says which service answered each request.
+    let services: Vec<(fakes::Service, String)> = b
+        .cloud
+        .journal()
+        .into_iter()
+        .map(|e| (e.service, e.path))
+        .collect();
+    assert!(
+        services
+            .iter()
+            .any(|(s, p)| *s == fakes::Service::Nova && p.ends_with("/os-volume_attachments")),
+        "{services:?}"
+    );
+    assert!(
+        services
+            .iter()
+            .any(|(s, p)| *s == fakes::Service::Cinder && p.contains("/volumes")),
+        "{services:?}"
+    );
     let v = b
         .cinder(Method::GET, &format!("/volumes/{vol}"), Some("3.70"), None)
         .await;
