@@ -180,6 +180,9 @@ pub struct VolumeView {
     pub attached_to: Vec<String>,
     /// Its metadata.
     pub metadata: BTreeMap<String, String>,
+    /// The `same_host`/`different_host` scheduler hints it was created with (volume ids,
+    /// a single-string hint as a one-item list); empty without hints.
+    pub scheduler_hints: BTreeMap<String, Vec<String>>,
 }
 
 /// A loop device still set up.
@@ -209,6 +212,7 @@ impl BlockState {
             source_volid: v.source_volid.clone(),
             attached_to: v.attachments.iter().map(|a| a.server_id.clone()).collect(),
             metadata: v.metadata.clone(),
+            scheduler_hints: v.scheduler_hints.clone(),
         })
     }
 

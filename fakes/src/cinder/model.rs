@@ -68,6 +68,8 @@ pub(crate) struct Volume {
     pub snapshot_id: Option<String>,
     pub source_volid: Option<String>,
     pub metadata: BTreeMap<String, String>,
+    /// `same_host`/`different_host` of `OS-SCH-HNT:scheduler_hints`, as volume id lists.
+    pub scheduler_hints: BTreeMap<String, Vec<String>>,
     pub multiattach: bool,
     pub status: String,
     pub created_at: DateTime<Utc>,

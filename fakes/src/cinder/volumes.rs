@@ -160,6 +160,86 @@ fn over_limit(message: String) -> Reply {
     fault(413, message)
 }
 
+/// The scheduler hint keys the fake checks and keeps.
+const VOLUME_HINTS: [&str; 2] = ["same_host", "different_host"];
+
+/// `OS-SCH-HNT:scheduler_hints` beside `volume` in a create body, as Cinder's schema takes
+/// it: an object (or null) whose `same_host`/`different_host` are a volume id or a list of
+/// distinct ids; other hints are accepted and not kept. Unlike Cinder's API, which checks
+/// the format only and leaves the rest to its scheduler, an id naming no volume is refused
+/// here too, so that a test sees the mistake at once.
+fn scheduler_hints(
+    state: &CloudState,
+    ctx: &Ctx<'_>,
+) -> Result<BTreeMap<String, Vec<String>>, Reply> {
+    const KEY: &str = "OS-SCH-HNT:scheduler_hints";
+    let body: Value =
+        serde_json::from_slice(&ctx.req.body).map_err(|_| fault(400, "Malformed request body"))?;
+    let hints = match body.get(KEY) {
+        None | Some(Value::Null) => return Ok(BTreeMap::new()),
+        Some(Value::Object(hints)) => hints,
+        Some(other) => {
+            return Err(fault(
+                400,
+                format!(
+                    "Invalid input for field/attribute {KEY}. Value: {other}. {other} is not of type 'object', 'null'"
+                ),
+            ));
+        }
+    };
+    let mut kept = BTreeMap::new();
+    for key in VOLUME_HINTS {
+        let invalid = |value: &Value| {
+            fault(
+                400,
+                format!(
+                    "Invalid input for field/attribute {key}. Value: {value}. {value} is not valid under any of the given schemas"
+                ),
+            )
+        };
+        let ids: Vec<String> = match hints.get(key) {
+            None => continue,
+            Some(Value::String(id)) => vec![id.clone()],
+            Some(Value::Array(items)) => {
+                let mut ids = Vec::with_capacity(items.len());
+                for item in items {
+                    let Some(id) = item.as_str() else {
+                        return Err(invalid(&hints[key]));
+                    };
+                    if ids.iter().any(|seen: &String| seen == id) {
+                        return Err(invalid(&hints[key]));
+                    }
+                    ids.push(id.to_owned());
+                }
+                ids
+            }
+            Some(other) => return Err(invalid(other)),
+        };
+        if let Some(bad) = ids.iter().find(|id| !is_uuid(id)) {
+            return Err(invalid(&Value::String(bad.clone())));
+        }
+        if let Some(missing) = ids.iter().find(|id| !state.block.volumes.contains_key(*id)) {
+            return Err(fault(
+                400,
+                format!(
+                    "Invalid input received: scheduler hint {key}: Volume {missing} could not be found."
+                ),
+            ));
+        }
+        kept.insert(key.to_owned(), ids);
+    }
+    Ok(kept)
+}
+
+/// Whether `text` is a UUID (8-4-4-4-12 hex digits, dashes optional as Cinder's format
+/// check allows).
+fn is_uuid(text: &str) -> bool {
+    let hex: String = text.chars().filter(|c| *c != '-').collect();
+    hex.len() == 32
+        && hex.chars().all(|c| c.is_ascii_hexdigit())
+        && (text.len() == 32 || text.split('-').map(str::len).eq([8, 4, 4, 4, 12]))
+}
+
 pub(crate) fn create(state: &mut CloudState, ctx: &mut Ctx<'_>) -> Reply {
     let body = match ctx.body_object("volume") {
         Ok(b) => b,
@@ -177,6 +257,10 @@ pub(crate) fn create(state: &mut CloudState, ctx: &mut Ctx<'_>) -> Reply {
     })();
     let (name, description, type_name, zone, snapshot_id, source_volid) = match fields {
         Ok(f) => f,
+        Err(r) => return r,
+    };
+    let scheduler_hints = match scheduler_hints(state, ctx) {
+        Ok(h) => h,
         Err(r) => return r,
     };
     let mut metadata = BTreeMap::new();
@@ -362,6 +446,7 @@ pub(crate) fn create(state: &mut CloudState, ctx: &mut Ctx<'_>) -> Reply {
         snapshot_id,
         source_volid,
         metadata,
+        scheduler_hints,
         multiattach: vtype.multiattach(),
         status: "creating".into(),
         created_at: Utc::now(),
