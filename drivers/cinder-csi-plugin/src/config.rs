@@ -66,10 +66,34 @@ pub struct Config {
           default_missing_value = "true", default_value_t = true, action = ArgAction::Set)]
     pub provide_node_service: bool,
 
-    /// Read claim annotations for scheduler hints (accepted; not yet used by this driver).
+    /// Read the claim's `cinder.csi.openstack.org/affinity` and `/anti-affinity` annotations
+    /// in CreateVolume and send them as scheduler hints (needs the provisioner's
+    /// `--extra-create-metadata`).
     #[arg(long = "pvc-annotations", num_args = 0..=1, default_missing_value = "true",
           default_value_t = false, action = ArgAction::Set)]
     pub pvc_annotations: bool,
+
+    /// Kubernetes API server address for `--pvc-annotations` (overrides the kubeconfig's).
+    #[arg(long)]
+    pub master: Option<String>,
+
+    /// Kubeconfig file for `--pvc-annotations` (else `--master`, else in-cluster).
+    #[arg(long)]
+    pub kubeconfig: Option<PathBuf>,
+
+    /// QPS of the Kubernetes client (accepted, unused: one claim read per CreateVolume).
+    #[arg(long = "kube-api-qps", default_value_t = 5.0)]
+    pub kube_api_qps: f32,
+
+    /// Burst of the Kubernetes client (accepted, unused).
+    #[arg(long = "kube-api-burst", default_value_t = 10)]
+    pub kube_api_burst: u32,
+
+    /// Resync period of upstream's claim informer (accepted, unused: claims are read, not
+    /// watched).
+    #[arg(long = "min-resync-period", default_value = "12h0m0s",
+          value_parser = csi_proto::flags::parse_duration)]
+    pub min_resync_period: std::time::Duration,
 
     /// The metadata document the node service reads its id and zone from (the harness points
     /// this at its own metadata stand-in).
@@ -153,6 +177,33 @@ mod tests {
         assert!(!config.provide_node_service);
         assert!(config.with_topology);
         assert_eq!(config.logging.default_filter(), "debug");
+        assert!(!config.pvc_annotations);
+        assert!(config.validate().is_ok());
+    }
+
+    #[test]
+    fn upstream_claim_flags_parse() {
+        let config = parse(&[
+            "--cloud-config=/etc/config/cloud.conf",
+            "--pvc-annotations",
+            "--master=https://10.0.0.1:6443",
+            "--kubeconfig=/etc/kubernetes/admin.conf",
+            "--kube-api-qps=20",
+            "--kube-api-burst=40",
+            "--min-resync-period=1h0m0s",
+        ]);
+        assert!(config.pvc_annotations);
+        assert_eq!(config.master.as_deref(), Some("https://10.0.0.1:6443"));
+        assert_eq!(
+            config.kubeconfig.as_deref(),
+            Some(std::path::Path::new("/etc/kubernetes/admin.conf"))
+        );
+        assert_eq!(config.kube_api_qps, 20.0);
+        assert_eq!(config.kube_api_burst, 40);
+        assert_eq!(
+            config.min_resync_period,
+            std::time::Duration::from_secs(3600)
+        );
         assert!(config.validate().is_ok());
     }
 

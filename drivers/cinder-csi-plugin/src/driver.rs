@@ -18,6 +18,7 @@ use crate::error::{Error, Result};
 use crate::identity::{IdentityService, identity_service};
 use crate::node::{NodeService, NodeSettings, device};
 use crate::openstack::Cloud;
+use crate::pvc::ClaimReader;
 use crate::wait::WaitPolicy;
 use csi_proto::panic_guard::PanicGuard;
 
@@ -39,6 +40,14 @@ impl Driver {
         config.validate()?;
         let cloud_config = CloudConfig::load(&config.cloud_config)?;
         let controller = if config.provide_controller_service {
+            let claims = if config.pvc_annotations {
+                Some(
+                    ClaimReader::connect(config.master.as_deref(), config.kubeconfig.as_deref())
+                        .await?,
+                )
+            } else {
+                None
+            };
             let cloud = Arc::new(Cloud::new(cloud_config.global.clone())?);
             Some(Controller::new(
                 cloud,
@@ -47,6 +56,7 @@ impl Driver {
                     with_topology: config.with_topology,
                     ignore_volume_az: cloud_config.block_storage.ignore_volume_az,
                     wait: WaitPolicy::default(),
+                    claims,
                 },
             ))
         } else {

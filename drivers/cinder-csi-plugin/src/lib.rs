@@ -22,6 +22,7 @@ pub mod inflight;
 pub mod metadata;
 pub mod node;
 pub mod openstack;
+pub mod pvc;
 mod rpc_log;
 pub mod wait;
 

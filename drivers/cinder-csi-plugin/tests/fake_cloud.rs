@@ -84,6 +84,7 @@ async fn create_publish_stage_write_and_clean_up_on_the_fake_cloud() -> TestResu
             cluster: "smoke".into(),
             with_topology: true,
             ignore_volume_az: false,
+            claims: None,
             wait,
         },
     );
@@ -564,6 +565,7 @@ impl ControllerOnFake {
                 cluster: "kube-1".into(),
                 with_topology: true,
                 ignore_volume_az: false,
+                claims: None,
                 wait: WaitPolicy {
                     first: Duration::from_millis(20),
                     max: Duration::from_millis(200),

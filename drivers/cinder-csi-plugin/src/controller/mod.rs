@@ -15,8 +15,9 @@ use csi_proto::v1;
 use crate::error::{Error, Result};
 use crate::inflight::Operations;
 use crate::openstack::Cloud;
-use crate::openstack::cinder::{NewVolume, Snapshot, Volume};
+use crate::openstack::cinder::{NewVolume, SchedulerHints, Snapshot, Volume};
 use crate::openstack::nova::no_such_server;
+use crate::pvc::{AFFINITY, ANTI_AFFINITY, ClaimHints, ClaimReader};
 use crate::wait::{Progress, WaitPolicy};
 use params::{GIB, VolumeParameters};
 
@@ -55,6 +56,8 @@ pub struct ControllerSettings {
     pub ignore_volume_az: bool,
     /// How long to wait for a status.
     pub wait: WaitPolicy,
+    /// With `--pvc-annotations`: where the claims' annotations are read.
+    pub claims: Option<ClaimReader>,
 }
 
 /// The Controller service.
@@ -82,6 +85,17 @@ pub struct CreateRequest {
     pub snapshot_id: Option<String>,
     /// Source volume.
     pub source_volume_id: Option<String>,
+    /// The claim's affinity annotations (`--pvc-annotations`), names or ids unresolved.
+    pub claim_hints: ClaimHints,
+}
+
+/// A created (or found) volume and the scheduler hints it was created with.
+#[derive(Clone, Debug)]
+pub struct Created {
+    /// The volume.
+    pub volume: Volume,
+    /// The resolved hints of a new volume; None for one found by name or made without.
+    pub scheduler_hints: Option<SchedulerHints>,
 }
 
 fn bytes(gib: i64) -> i64 {
@@ -174,6 +188,79 @@ impl Controller {
     /// Creates the volume, or finds the one made by an earlier call with the same name, and
     /// waits for it to be `available`.
     pub async fn create_volume(&self, request: CreateRequest) -> Result<Volume> {
+        Ok(self.create_volume_with_hints(request).await?.volume)
+    }
+
+    /// The volume id of `entry` of `annotation`: a volume with that id, else the one volume
+    /// with that name, as upstream resolves them. None found, or several of that name, is
+    /// InvalidArgument naming the annotation.
+    async fn resolve_volume(&self, annotation: &str, entry: &str) -> Result<String> {
+        if crate::pvc::is_uuid(entry) {
+            match self.cloud.volume(entry).await {
+                Ok(volume) => return Ok(volume.id),
+                Err(e) if e.is_not_found() => {}
+                Err(e) => return Err(e),
+            }
+        }
+        let named = self.cloud.volumes(Some(entry)).await?;
+        match named.as_slice() {
+            [volume] => Ok(volume.id.clone()),
+            [] => Err(Error::InvalidArgument(format!(
+                "annotation {annotation}: no Cinder volume has the id or name {entry:?}"
+            ))),
+            several => Err(Error::InvalidArgument(format!(
+                "annotation {annotation}: {} Cinder volumes are named {entry:?}; name one by id",
+                several.len()
+            ))),
+        }
+    }
+
+    /// The claim's hints with names resolved to volume ids; None when it asks for nothing.
+    async fn resolve_hints(&self, claim: &ClaimHints) -> Result<Option<SchedulerHints>> {
+        if claim.is_empty() {
+            return Ok(None);
+        }
+        let mut hints = SchedulerHints::default();
+        for (annotation, entries, ids) in [
+            (AFFINITY, &claim.affinity, &mut hints.same_host),
+            (
+                ANTI_AFFINITY,
+                &claim.anti_affinity,
+                &mut hints.different_host,
+            ),
+        ] {
+            for entry in entries {
+                let id = self.resolve_volume(annotation, entry).await?;
+                if !ids.contains(&id) {
+                    ids.push(id);
+                }
+            }
+        }
+        Ok(Some(hints))
+    }
+
+    /// With `--pvc-annotations`, the hints the request's claim asks for (none when the
+    /// request names no claim, as without the provisioner's `--extra-create-metadata`).
+    pub async fn claim_hints(&self, parameters: &HashMap<String, String>) -> Result<ClaimHints> {
+        let Some(claims) = &self.settings.claims else {
+            return Ok(ClaimHints::default());
+        };
+        let (Some(name), Some(namespace)) = (
+            parameters.get(crate::pvc::PVC_NAME),
+            parameters.get(crate::pvc::PVC_NAMESPACE),
+        ) else {
+            tracing::debug!(
+                "--pvc-annotations: the request names no claim (extra-create-metadata off?)"
+            );
+            return Ok(ClaimHints::default());
+        };
+        let annotations = claims.annotations(namespace, name).await?;
+        ClaimHints::from_annotations(&format!("{namespace}/{name}"), &annotations)
+    }
+
+    /// [`Controller::create_volume`], also telling the scheduler hints the claim's
+    /// annotations resolved to (upstream returns them in the volume context).
+    pub async fn create_volume_with_hints(&self, request: CreateRequest) -> Result<Created> {
         let _in_flight = self.operations.start(
             &format!("volume-name/{}", request.name),
             &format!("volume {:?}", request.name),
@@ -207,7 +294,13 @@ impl Controller {
                     request.name, volume.id
                 )));
             }
-            return self.wait_volume(&volume.id, &["available", "in-use"]).await;
+            let volume = self
+                .wait_volume(&volume.id, &["available", "in-use"])
+                .await?;
+            return Ok(Created {
+                volume,
+                scheduler_hints: None,
+            });
         }
         if let Some(snapshot_id) = &request.snapshot_id {
             let snapshot = self.cloud.snapshot(snapshot_id).await.map_err(|e| {
@@ -233,6 +326,7 @@ impl Controller {
                 }
             })?;
         }
+        let scheduler_hints = self.resolve_hints(&request.claim_hints).await?;
         let mut metadata = request.metadata.clone();
         if !self.settings.cluster.is_empty() {
             metadata.insert(CLUSTER_METADATA_KEY.into(), self.settings.cluster.clone());
@@ -252,9 +346,10 @@ impl Controller {
                 snapshot_id: request.snapshot_id.clone(),
                 source_volid: request.source_volume_id.clone(),
                 metadata,
+                scheduler_hints: scheduler_hints.clone(),
             })
             .await?;
-        tracing::info!(name = %request.name, volume_id = %created.id, "volume created");
+        tracing::info!(name = %request.name, volume_id = %created.id, hints = ?scheduler_hints, "volume created");
         match self.wait_volume(&created.id, &["available"]).await {
             Err(Error::ResourceFailed(message)) => {
                 // A volume in error is of no use: delete it so that the retry starts afresh.
@@ -264,7 +359,10 @@ impl Controller {
                 };
                 Err(Error::ResourceFailed(format!("{message}; {outcome}")))
             }
-            other => other,
+            other => other.map(|volume| Created {
+                volume,
+                scheduler_hints,
+            }),
         }
     }
 

@@ -152,8 +152,9 @@ impl Controller {
             }
             None => (None, None),
         };
-        let volume = self
-            .create_volume(CreateRequest {
+        let claim_hints = self.claim_hints(&request.parameters).await?;
+        let created = self
+            .create_volume_with_hints(CreateRequest {
                 name,
                 size_gib: size,
                 parameters: parameters.clone(),
@@ -161,10 +162,23 @@ impl Controller {
                 topology_zone,
                 snapshot_id,
                 source_volume_id,
+                claim_hints,
             })
             .await?;
+        let mut volume = self.csi_volume(&created.volume, parameters.fs_type.as_deref());
+        // As upstream: the resolved ids in the volume context.
+        if let Some(hints) = &created.scheduler_hints {
+            for (key, ids) in [
+                ("affinity", &hints.same_host),
+                ("anti-affinity", &hints.different_host),
+            ] {
+                if !ids.is_empty() {
+                    volume.volume_context.insert(key.into(), ids.join(","));
+                }
+            }
+        }
         Ok(v1::CreateVolumeResponse {
-            volume: Some(self.csi_volume(&volume, parameters.fs_type.as_deref())),
+            volume: Some(volume),
         })
     }
 

@@ -95,6 +95,34 @@ pub struct NewVolume {
     pub source_volid: Option<String>,
     /// Metadata.
     pub metadata: BTreeMap<String, String>,
+    /// Scheduler hints (`OS-SCH-HNT:scheduler_hints`), when any.
+    pub scheduler_hints: Option<SchedulerHints>,
+}
+
+/// Cinder's volume placement hints (the `OS-SCH-HNT` extension of the v3 API; no
+/// microversion): volume ids.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct SchedulerHints {
+    /// `same_host`: create the volume on the back end of these volumes.
+    pub same_host: Vec<String>,
+    /// `different_host`: create it away from these volumes' back ends.
+    pub different_host: Vec<String>,
+}
+
+impl SchedulerHints {
+    /// The `OS-SCH-HNT:scheduler_hints` object: each non-empty list as a list of ids.
+    pub fn to_json(&self) -> serde_json::Value {
+        let mut hints = serde_json::Map::new();
+        for (key, ids) in [
+            ("same_host", &self.same_host),
+            ("different_host", &self.different_host),
+        ] {
+            if !ids.is_empty() {
+                hints.insert(key.into(), json!(ids));
+            }
+        }
+        serde_json::Value::Object(hints)
+    }
 }
 
 fn query(value: &str) -> String {
@@ -150,7 +178,10 @@ impl Cloud {
                 volume[key] = json!(value);
             }
         }
-        let body = json!({ "volume": volume });
+        let mut body = json!({ "volume": volume });
+        if let Some(hints) = &new.scheduler_hints {
+            body["OS-SCH-HNT:scheduler_hints"] = hints.to_json();
+        }
         let answer = self
             .request(Service::Cinder, Method::POST, "/volumes", Some(&body))
             .await?;
