@@ -1,5 +1,7 @@
 //! klog's command-line flags, as upstream's Go plugins register them, and Go's duration
-//! syntax: shared by the drivers so both accept the same logging flags.
+//! syntax: shared by the drivers so both accept the same logging flags, and the one Go
+//! duration parser of the workspace (the sidecars' flags, the driver spec file's timeouts
+//! and csi-sanity's flags use it too).
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -67,27 +69,48 @@ impl LogFlags {
     }
 }
 
-/// Parses a Go duration (`250ms`, `15s`, `2m`, `1h30m`, `12h0m0s`; units `ns`, `us`, `µs`,
-/// `ms`, `s`, `m`, `h`) or a plain number of seconds.
+/// Parses a duration flag as the drivers take them: a Go duration ([`parse_go_duration`])
+/// or a plain number of seconds (`3`, `1.5`).
 pub fn parse_duration(text: &str) -> std::result::Result<Duration, String> {
-    let text = text.trim();
-    let mut rest = text;
-    let mut seconds = 0.0_f64;
-    if rest.is_empty() {
-        return Err("invalid duration \"\": expected e.g. 500ms, 15s, 2m".into());
+    let trimmed = text.trim();
+    if !trimmed.is_empty()
+        && trimmed.bytes().all(|b| b.is_ascii_digit() || b == b'.')
+        && let Ok(seconds) = trimmed.parse::<f64>()
+    {
+        return Duration::try_from_secs_f64(seconds)
+            .map_err(|e| format!("invalid duration {text:?}: {e}"));
     }
+    parse_go_duration(text)
+}
+
+/// Parses a Go duration as Go's `time.ParseDuration` (and so upstream's flags) takes it: a
+/// sequence of `<number><unit>` with units `ns`, `us`, `µs`, `ms`, `s`, `m`, `h` (`1m30s`,
+/// `1.5s`, `12h0m0s`), or `0`. The errors name what is wrong (empty, missing unit, invalid
+/// unit).
+pub fn parse_go_duration(text: &str) -> std::result::Result<Duration, String> {
+    let text = text.trim();
+    if text == "0" {
+        return Ok(Duration::ZERO);
+    }
+    if text.is_empty() {
+        return Err("empty duration: expected e.g. 10s, 1m30s, 500ms".into());
+    }
+    let mut rest = text;
+    let mut total = 0f64;
     while !rest.is_empty() {
-        let split = rest
+        let number_end = rest
             .find(|c: char| !(c.is_ascii_digit() || c == '.'))
-            .unwrap_or(rest.len());
-        let (number, after) = rest.split_at(split);
+            .ok_or_else(|| {
+                format!("invalid duration {text:?}: missing unit (ns, us, ms, s, m, h)")
+            })?;
+        let (number, after) = rest.split_at(number_end);
         let value: f64 = number
             .parse()
-            .map_err(|_| format!("invalid duration {text:?}: expected e.g. 500ms, 15s, 2m"))?;
-        let unit_len = after
+            .map_err(|_| format!("invalid duration {text:?}: expected e.g. 10s, 1m30s, 500ms"))?;
+        let unit_end = after
             .find(|c: char| c.is_ascii_digit() || c == '.')
             .unwrap_or(after.len());
-        let (unit, next) = after.split_at(unit_len);
+        let (unit, next) = after.split_at(unit_end);
         let scale = match unit {
             "ns" => 1e-9,
             "us" | "µs" => 1e-6,
@@ -95,17 +118,16 @@ pub fn parse_duration(text: &str) -> std::result::Result<Duration, String> {
             "s" => 1.0,
             "m" => 60.0,
             "h" => 3600.0,
-            "" if number.len() == text.len() => 1.0,
             _ => {
                 return Err(format!(
-                    "invalid duration unit {unit:?} in {text:?}: use ns, us, ms, s, m or h"
+                    "invalid unit {unit:?} in duration {text:?}: use ns, us, ms, s, m or h"
                 ));
             }
         };
-        seconds += value * scale;
+        total += value * scale;
         rest = next;
     }
-    Duration::try_from_secs_f64(seconds).map_err(|e| format!("invalid duration {text:?}: {e}"))
+    Duration::try_from_secs_f64(total).map_err(|e| format!("invalid duration {text:?}: {e}"))
 }
 
 #[cfg(test)]
@@ -180,5 +202,25 @@ mod tests {
         assert!(parse_duration("3 parsecs").is_err());
         assert!(parse_duration("1m30").is_err());
         assert!(parse_duration("").is_err());
+        assert_eq!(parse_duration("1.5").unwrap(), Duration::from_millis(1500));
+    }
+
+    #[test]
+    fn go_durations_need_a_unit_and_name_what_is_wrong() {
+        assert_eq!(parse_go_duration("0").unwrap(), Duration::ZERO);
+        assert_eq!(
+            parse_go_duration("1.5s").unwrap(),
+            Duration::from_millis(1500)
+        );
+        for (text, expected) in [
+            ("10", "missing unit"),
+            ("10x", "invalid unit \"x\""),
+            ("", "empty"),
+            ("s", "invalid duration"),
+            ("-1s", "invalid duration"),
+        ] {
+            let error = parse_go_duration(text).unwrap_err();
+            assert!(error.contains(expected), "{text:?}: {error}");
+        }
     }
 }

@@ -115,50 +115,9 @@ pub fn name_from_uid(prefix: &str, uuid_length: i32, uid: &str) -> String {
     format!("{prefix}-{uid}")
 }
 
-/// Parses a Go duration: a sequence of `<number><unit>` with units `ns`, `us`, `µs`, `ms`,
-/// `s`, `m`, `h` (`1m30s`, `1.5s`), or `0`.
-pub fn parse_duration(text: &str) -> std::result::Result<Duration, String> {
-    let text = text.trim();
-    if text == "0" {
-        return Ok(Duration::ZERO);
-    }
-    if text.is_empty() {
-        return Err("empty duration: expected e.g. 10s, 1m30s, 500ms".into());
-    }
-    let mut rest = text;
-    let mut total = 0f64;
-    while !rest.is_empty() {
-        let number_end = rest
-            .find(|c: char| !(c.is_ascii_digit() || c == '.'))
-            .ok_or_else(|| {
-                format!("invalid duration {text:?}: missing unit (ns, us, ms, s, m, h)")
-            })?;
-        let (number, after) = rest.split_at(number_end);
-        let value: f64 = number
-            .parse()
-            .map_err(|_| format!("invalid duration {text:?}: expected e.g. 10s, 1m30s, 500ms"))?;
-        let unit_end = after
-            .find(|c: char| c.is_ascii_digit() || c == '.')
-            .unwrap_or(after.len());
-        let (unit, next) = after.split_at(unit_end);
-        let scale = match unit {
-            "ns" => 1e-9,
-            "us" | "µs" => 1e-6,
-            "ms" => 1e-3,
-            "s" => 1.0,
-            "m" => 60.0,
-            "h" => 3600.0,
-            _ => {
-                return Err(format!(
-                    "invalid unit {unit:?} in duration {text:?}: use ns, us, ms, s, m or h"
-                ));
-            }
-        };
-        total += value * scale;
-        rest = next;
-    }
-    Duration::try_from_secs_f64(total).map_err(|e| format!("invalid duration {text:?}: {e}"))
-}
+/// Parses a Go duration as upstream's flags take it (`10s`, `1m30s`, `0`; a unit is
+/// required): [`csi_proto::flags::parse_go_duration`].
+pub use csi_proto::flags::parse_go_duration as parse_duration;
 
 #[cfg(test)]
 mod tests {

@@ -127,40 +127,9 @@ fn regexes(flag: &str, texts: Vec<String>) -> anyhow::Result<Vec<Regex>> {
 }
 
 /// A Go duration (`10s`, `1m30s`, `500ms`, `1.5h`) as csi-sanity's timeout flags take,
-/// or a plain number of seconds.
+/// or a plain number of seconds ([`csi_proto::flags::parse_duration`]).
 fn go_duration(text: &str) -> Result<Duration, String> {
-    let bad = || format!("{text:?} is not a duration (e.g. 10s, 1m30s, 500ms)");
-    let trimmed = text.trim();
-    if let Ok(secs) = trimmed.parse::<u64>() {
-        return Ok(Duration::from_secs(secs));
-    }
-    let mut rest = trimmed;
-    let mut total = 0f64;
-    if rest.is_empty() {
-        return Err(bad());
-    }
-    while !rest.is_empty() {
-        let digits = rest
-            .find(|c: char| !(c.is_ascii_digit() || c == '.'))
-            .ok_or_else(bad)?;
-        let value: f64 = rest[..digits].parse().map_err(|_| bad())?;
-        rest = &rest[digits..];
-        let unit_len = rest
-            .find(|c: char| c.is_ascii_digit() || c == '.')
-            .unwrap_or(rest.len());
-        let scale = match &rest[..unit_len] {
-            "ns" => 1e-9,
-            "us" | "µs" => 1e-6,
-            "ms" => 1e-3,
-            "s" => 1.0,
-            "m" => 60.0,
-            "h" => 3600.0,
-            _ => return Err(bad()),
-        };
-        total += value * scale;
-        rest = &rest[unit_len..];
-    }
-    Duration::try_from_secs_f64(total).map_err(|_| bad())
+    csi_proto::flags::parse_duration(text)
 }
 
 /// The run's configuration from the flags.
