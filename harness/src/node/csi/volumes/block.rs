@@ -21,7 +21,7 @@
 use crate::errors::IoContext;
 use std::path::{Path, PathBuf};
 
-use csi_proto::v1::{NodePublishVolumeRequest, NodeUnpublishVolumeRequest};
+use csi_proto::v1::NodePublishVolumeRequest;
 
 use super::VolumeManager;
 use super::paths::{
@@ -176,19 +176,14 @@ impl VolumeManager {
                 driver: data.driver_name,
             }));
         };
-        let request = NodeUnpublishVolumeRequest {
-            volume_id: data.volume_handle.clone(),
-            target_path: block_publish_path(uid, pv).display().to_string(),
-        };
-        node_call(driver.node_client().node_unpublish_volume(request))
-            .await
-            .map_err(failed)?;
-        if mounts::is_mount_point(&host_target).unwrap_or(true) {
-            return Err(failed(Error::StillMounted {
-                path: host_target,
-                call: "NodeUnpublishVolume",
-            }));
-        }
+        super::teardown::unpublish(
+            &driver,
+            &data.volume_handle,
+            &block_publish_path(uid, pv),
+            &host_target,
+        )
+        .await
+        .map_err(failed)?;
         // Deleting the file is the driver's job; one left behind would keep the publish
         // directory, so it goes too once nothing is mounted on it.
         remove_file_if_present(&host_target).map_err(failed)?;

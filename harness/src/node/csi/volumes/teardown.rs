@@ -14,7 +14,7 @@ use super::VolumeManager;
 use super::paths::{block_staging_path, pod_csi_dir, publish_path, staging_path};
 use super::state::MountedVolume;
 use super::vol_data::{VOL_DATA_FILE, VolData, remove_volume_dirs, subdirs};
-use crate::node::csi::drivers::node_call;
+use crate::node::csi::drivers::{RegisteredDriver, node_call};
 use crate::node::csi::error::{Error, Result};
 use crate::node::layout::kubelet_pod_dir;
 use crate::node::mounts;
@@ -85,19 +85,14 @@ impl VolumeManager {
                 driver: data.driver_name,
             }));
         };
-        let request = NodeUnpublishVolumeRequest {
-            volume_id: data.volume_handle.clone(),
-            target_path: publish_path(uid, pv).display().to_string(),
-        };
-        node_call(driver.node_client().node_unpublish_volume(request))
-            .await
-            .map_err(failed)?;
-        if mounts::is_mount_point(&host_target).unwrap_or(true) {
-            return Err(failed(Error::StillMounted {
-                path: host_target,
-                call: "NodeUnpublishVolume",
-            }));
-        }
+        unpublish(
+            &driver,
+            &data.volume_handle,
+            &publish_path(uid, pv),
+            &host_target,
+        )
+        .await
+        .map_err(failed)?;
         remove_volume_dirs(&host_target).map_err(failed)?;
         tracing::info!(volume = %unique, pod = %uid, "volume unpublished");
         self.state.mark_unpublished(&unique, uid);
@@ -181,4 +176,27 @@ impl VolumeManager {
         tracing::info!(volume = %unique, "volume unstaged");
         Ok(())
     }
+}
+
+/// NodeUnpublishVolume of `volume_id` at kubelet's `target` (`host_target` on this host),
+/// then the check kubelet makes after it, for mounts and block devices alike: nothing may
+/// still be mounted there.
+pub(super) async fn unpublish(
+    driver: &RegisteredDriver,
+    volume_id: &str,
+    target: &Path,
+    host_target: &Path,
+) -> Result<()> {
+    let request = NodeUnpublishVolumeRequest {
+        volume_id: volume_id.to_string(),
+        target_path: target.display().to_string(),
+    };
+    node_call(driver.node_client().node_unpublish_volume(request)).await?;
+    if mounts::is_mount_point(host_target).unwrap_or(true) {
+        return Err(Error::StillMounted {
+            path: host_target.to_path_buf(),
+            call: "NodeUnpublishVolume",
+        });
+    }
+    Ok(())
 }
