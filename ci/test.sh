@@ -15,6 +15,8 @@ fi
 ci/install-openstack-clients.sh
 ci/install-control-plane.sh
 ci/install-host-tools.sh
+# The containers backend's image (a Debian root filesystem, no registry; cached).
+ci/node-image/build.sh container-node >/dev/null
 
 step "cargo fmt --check"
 cargo fmt --all -- --check

@@ -1,5 +1,15 @@
 #!/usr/bin/env bash
-# Builds the node image for a kind-style cluster without any registry: a Debian bookworm root
+# Builds, without any registry, one of two images from the same cached Debian bookworm root
+# filesystem:
+#
+#   build.sh [kind]         the node image of a kind-style cluster (below)
+#   build.sh container-node the image of the containers backend's control-plane and node
+#                           containers (harness::cluster::containers): the root filesystem
+#                           alone; the project's binaries and the control-plane binaries are
+#                           bind-mounted at run time, so a code change needs no new image.
+#                           Printed: openstack-csi-conformance/container-node:bookworm-<hash>
+#
+# The kind node image: a Debian bookworm root
 # filesystem (debootstrap, minbase) with containerd, runc and the CNI plugins from Debian's
 # packages, kubelet v1.20.2 built from the same Debian `kubernetes` source (and Go 1.15) as the
 # embedded control plane, and two images imported into containerd at node start: a pause
@@ -22,9 +32,14 @@ k8s_version=v1.20.2
 pause_tag=3.4
 pause_ref=localhost/openstack-csi-conformance/pause:$pause_tag
 busybox_ref=localhost/openstack-csi-conformance/busybox:bookworm
-packages=containerd,runc,containernetworking-plugins,iptables,iproute2,mount,util-linux,procps,kmod,ca-certificates,conntrack,socat,ethtool
+packages=containerd,runc,containernetworking-plugins,iptables,iproute2,mount,util-linux,procps,kmod,ca-certificates,conntrack,socat,ethtool,e2fsprogs,xfsprogs
 # Changing the debootstrap part must change this key (the cached root filesystem depends on it).
-base_recipe="debootstrap bookworm minbase $packages base-1"
+base_recipe="debootstrap bookworm minbase $packages base-2"
+target=${1:-kind}
+case "$target" in
+    kind | container-node) ;;
+    *) fail "unknown image $target: build.sh [kind|container-node]" ;;
+esac
 
 root="$CACHE_DIR/node-image"
 cp_work="$CACHE_DIR/control-plane/work"
@@ -180,6 +195,42 @@ build_images() {
     fi
 }
 
+# --- the containers backend's image --------------------------------------------------------
+# import_tree DIR IMAGE CHANGE...: `docker import` of DIR, then older tags of the repository go
+# (docker refuses, harmlessly, those a container still uses).
+import_tree() {
+    local dir="$1" image="$2" old
+    shift 2
+    tar -C "$dir" --numeric-owner -cf - . | docker import "$@" - "$image" >/dev/null
+    for old in $(docker image ls --format '{{.Repository}}:{{.Tag}}' "${image%%:*}"); do
+        [ "$old" = "$image" ] || docker image rm "$old" >/dev/null 2>&1 || true
+    done
+}
+
+if [ "$target" = container-node ]; then
+    build_base
+    image="openstack-csi-conformance/container-node:bookworm-$(
+        { echo "$base_recipe"; sha "$here/build.sh"; } | sha | cut -c1-12
+    )"
+    if docker image inspect "$image" >/dev/null 2>&1; then
+        step "container-node image: $image (cached)"
+        echo "$image"
+        exit 0
+    fi
+    start=$SECONDS
+    step "container-node image: assembling $image"
+    dir="$root/tmp/container-node-rootfs"
+    rm -rf "$dir" && mkdir -p "$dir"
+    tar -C "$dir" --numeric-owner -xf "$base_tar"
+    echo "$image" >"$dir/etc/openstack-csi-conformance-node-image"
+    import_tree "$dir" "$image" \
+        --change 'ENV PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin'
+    rm -rf "$dir"
+    step "container-node image: imported $image in $((SECONDS - start))s"
+    echo "$image"
+    exit 0
+fi
+
 # --- assemble and import -------------------------------------------------------------------
 build_base
 build_kubelet
@@ -212,14 +263,9 @@ mkdir -p "$dir/etc/containerd" "$dir/opt/node-images" "$dir/etc/kubernetes/manif
 install -m 0644 "$here/files/containerd-config.toml" "$dir/etc/containerd/config.toml.in"
 cp "$root/images/pause-$pause_tag.tar" "$root/images/busybox.tar" "$dir/opt/node-images/"
 echo "$image" >"$dir/etc/openstack-csi-conformance-node-image"
-tar -C "$dir" --numeric-owner -cf - . | docker import \
+import_tree "$dir" "$image" \
     --change 'ENTRYPOINT ["/usr/local/bin/node-entrypoint"]' \
-    --change 'ENV PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin' \
-    - "$image" >/dev/null
+    --change 'ENV PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin'
 rm -rf "$dir"
 step "node image: imported $image in $((SECONDS - start))s"
-# Images of older recipes go (docker refuses, harmlessly, those a container still uses).
-for old in $(docker image ls --format '{{.Repository}}:{{.Tag}}' openstack-csi-conformance/node); do
-    [ "$old" = "$image" ] || docker image rm "$old" >/dev/null 2>&1 || true
-done
 echo "$image"

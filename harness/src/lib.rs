@@ -10,12 +10,14 @@
 //!   read strictly into typed values, every mistake reported with its file, line and key.
 //! - [`workspace`]: this workspace's binaries (drivers, sidecars), built when missing, for
 //!   tests, suites and benches.
+//! - [`net`]: this host's own address on a network.
 //! - [`errors`]: an error with its causes as one line ([`errors::error_chain`]).
 
 pub mod cluster;
 pub mod control_plane;
 pub mod driver_spec;
 pub mod errors;
+pub mod net;
 pub mod node;
 pub mod runtime;
 pub mod workspace;

@@ -56,8 +56,16 @@ struct Args {
     #[arg(long)]
     api_server_port: u16,
     /// The node's address (InternalIP, hostIP and every podIP).
-    #[arg(long, default_value = "127.0.0.1")]
+    #[arg(long, default_value = "127.0.0.1", conflicts_with = "node_ip_route_to")]
     node_ip: IpAddr,
+    /// Take the node's address from the route to this address (the node's own address on
+    /// the network that reaches it), instead of `--node-ip`: a node in a container whose
+    /// address is only known inside it.
+    #[arg(long)]
+    node_ip_route_to: Option<IpAddr>,
+    /// The Node's `Hostname` address (default: the node's name).
+    #[arg(long)]
+    hostname_address: Option<String>,
     /// CPU capacity.
     #[arg(long, default_value = "4")]
     cpu: String,
@@ -128,7 +136,12 @@ async fn main() -> anyhow::Result<()> {
     config.labels = args.labels.into_iter().collect::<BTreeMap<_, _>>();
     config.images = images;
     config.pod_env = args.pod_env;
-    config.node_ip = args.node_ip;
+    config.node_ip = match args.node_ip_route_to {
+        Some(peer) => harness::net::route_source(peer)
+            .with_context(|| format!("finding this node's address on the route to {peer}"))?,
+        None => args.node_ip,
+    };
+    config.hostname_address = args.hostname_address;
     config.api_server_service_host = args.api_server_host;
     config.capacity = Capacity {
         cpu: args.cpu,

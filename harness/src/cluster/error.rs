@@ -180,6 +180,28 @@ pub enum Error {
     #[error(transparent)]
     Wait(#[from] Box<WaitError>),
 
+    /// The container engine failed a request of the containers backend.
+    #[error("docker: {action}: {reason}")]
+    Docker {
+        /// What was asked, e.g. `creating network occ-ab12cd`.
+        action: String,
+        /// The engine's answer.
+        reason: String,
+    },
+
+    /// The containers backend's image could not be built or found.
+    #[error("the container-node image: {0}")]
+    NodeImage(String),
+
+    /// The operation needs a backend this cluster does not have.
+    #[error("{operation} needs {needs}")]
+    Unsupported {
+        /// The operation, e.g. `pause_node`.
+        operation: &'static str,
+        /// What it needs, e.g. `the containers backend`.
+        needs: &'static str,
+    },
+
     /// Leftovers remained after a test namespace was cleaned up.
     #[error("test namespace {namespace} left things behind: {leftovers}")]
     Leftovers {
@@ -207,6 +229,16 @@ impl IoContext for Error {
 }
 
 impl Error {
+    pub(crate) fn docker<E: std::fmt::Display>(
+        action: impl Into<String>,
+    ) -> impl FnOnce(E) -> Self {
+        let action = action.into();
+        move |e| Error::Docker {
+            action,
+            reason: e.to_string(),
+        }
+    }
+
     pub(crate) fn kube(action: impl Into<String>) -> impl FnOnce(kube::Error) -> Self {
         let action = action.into();
         move |source| Error::Kube { action, source }

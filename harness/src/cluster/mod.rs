@@ -9,7 +9,10 @@
 //!
 //! [`embedded`] (the default): a real control plane plus simulated nodes, owned by one
 //! process ([`EmbeddedCluster`]) and attachable from others by its run directory
-//! ([`EmbeddedCluster::connect`]). Any other cluster is reached through its kubeconfig
+//! ([`EmbeddedCluster::connect`]). [`containers`]: the same control plane and node agents,
+//! each in a container of its own on a private docker network ([`ContainerCluster`]), so
+//! nodes have their own addresses and can be powered off, frozen or cut off
+//! ([`Cluster::node_action`]). Any other cluster is reached through its kubeconfig
 //! ([`Cluster::from_kubeconfig`]): exec and logs then go through the apiserver.
 //!
 //! # One cluster per test run
@@ -48,6 +51,7 @@
 //! # Ok(()) }
 //! ```
 
+pub mod containers;
 pub mod embedded;
 mod error;
 mod namespace;
@@ -58,6 +62,7 @@ pub mod wait;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+pub use containers::{ContainerCluster, ContainerNetwork, ContainerOptions, NodeAction};
 pub use embedded::{ClusterDescription, EmbeddedCluster, EmbeddedOptions, NODE_PLACEHOLDER};
 pub use error::{Error, Result};
 pub use namespace::{TEST_NAMESPACE_LABEL, TestNamespace};
@@ -197,9 +202,35 @@ impl Cluster {
         self.remote_logs(namespace, pod, container, previous).await
     }
 
-    /// Restarts the agent of `node`: its pods keep running and the new agent re-adopts them.
+    /// Whether the cluster's nodes are containers of the containers backend (and can be
+    /// acted on with [`Cluster::node_action`]).
+    pub fn has_node_machines(&self) -> bool {
+        self.inner.description.containers.is_some()
+    }
+
+    /// Powers off, powers on, freezes, thaws, cuts off or reconnects the machine of `node`:
+    /// only on the containers backend, whose nodes are containers of their own.
+    pub async fn node_action(&self, node: &str, action: NodeAction) -> Result<()> {
+        containers::node_action(&self.inner.description, node, action).await
+    }
+
+    /// For the containers backend, the pid (on this host) of each running node container's
+    /// first process, by node: `/proc/<pid>/mountinfo` lists the node's mounts. Empty for the
+    /// other backends, whose mounts are this host's.
+    pub async fn node_mount_pids(&self) -> Result<std::collections::BTreeMap<String, u32>> {
+        containers::node_mount_namespaces(&self.inner.description).await
+    }
+
+    /// Restarts the agent of `node`: its pods keep running and the new agent re-adopts them
+    /// (the embedded backend; a container node's agent is its container's process).
     pub async fn restart_node_agent(&self, node: &str) -> Result<()> {
         self.inner.description.node(node)?;
+        if self.has_node_machines() {
+            return Err(Error::Unsupported {
+                operation: "restarting a node agent alone",
+                needs: "the embedded backend (a container node's agent is its container's process: power it off and on instead)",
+            });
+        }
         match &self.inner.backend {
             Backend::Embedded { run_dir } => {
                 embedded::control::request_restart(run_dir, node).await

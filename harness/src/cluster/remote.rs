@@ -56,6 +56,7 @@ impl Cluster {
                 })
                 .collect(),
             pid: 0,
+            containers: None,
         };
         Cluster::with_backend(client, Backend::Remote, description).await
     }

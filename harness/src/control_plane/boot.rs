@@ -1,6 +1,7 @@
 //! Starting the components: the files each needs (keys, certificates, kubeconfigs), then
 //! etcd, kube-apiserver, and kube-controller-manager with kube-scheduler, each awaited ready.
 
+use std::net::{IpAddr, SocketAddr};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
@@ -34,6 +35,7 @@ pub(super) fn prepare(
     dir: &Path,
     cluster_name: &str,
     version: KubernetesVersion,
+    advertise: IpAddr,
 ) -> Result<Prepared> {
     let pki_dir = dir.join("pki");
     let logs = dir.join("logs");
@@ -49,10 +51,13 @@ pub(super) fn prepare(
     let apiserver_serving = pki::write_pair(
         &pki_dir,
         "apiserver",
-        &ca.serving_cert(
-            "kube-apiserver",
-            &pki::apiserver_names(KUBERNETES_SERVICE_IP),
-        )?,
+        &ca.serving_cert("kube-apiserver", &{
+            let mut names = pki::apiserver_names(KUBERNETES_SERVICE_IP);
+            if !advertise.is_loopback() {
+                names.push(advertise.to_string());
+            }
+            names
+        })?,
     )?;
     let kubelet_client = ClientIdentity {
         user: "kube-apiserver-kubelet-client".into(),
@@ -91,7 +96,7 @@ pub(super) fn prepare(
     pki::write_private(&service_account_pub, &sa_pub)?;
 
     let ports = Ports::pick()?;
-    let api_url = format!("https://127.0.0.1:{}", ports.apiserver);
+    let api_url = format!("https://{}", SocketAddr::new(advertise, ports.apiserver));
     let kubeconfig_for = |file: &str, identity: &ClientIdentity| -> Result<PathBuf> {
         let client = pki::write_pair(&pki_dir, file, &ca.client_cert(identity)?)?;
         let path = dir.join(format!("{file}.kubeconfig"));
@@ -122,6 +127,7 @@ pub(super) fn prepare(
     )?;
     let layout = Layout {
         ports,
+        advertise,
         etcd_data: dir.join("etcd"),
         ca_cert,
         ca_key,

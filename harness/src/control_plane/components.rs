@@ -2,7 +2,7 @@
 //! be, on loopback ports of their own.
 
 use std::ffi::OsString;
-use std::net::{Ipv4Addr, TcpListener};
+use std::net::{IpAddr, Ipv4Addr, TcpListener};
 use std::path::{Path, PathBuf};
 
 use super::error::{Error, Result};
@@ -58,6 +58,8 @@ impl Ports {
 #[derive(Debug, Clone)]
 pub(crate) struct Layout {
     pub(crate) ports: Ports,
+    /// The apiserver's listening and advertised address.
+    pub(crate) advertise: IpAddr,
     pub(crate) etcd_data: PathBuf,
     pub(crate) ca_cert: PathBuf,
     pub(crate) ca_key: PathBuf,
@@ -109,13 +111,13 @@ pub(crate) fn etcd_args(l: &Layout) -> Vec<OsString> {
 }
 
 pub(crate) fn apiserver_args(l: &Layout, extra: &[String]) -> Vec<OsString> {
-    let mut args = vec![
+    let args = vec![
         flag(
             "etcd-servers",
             format!("http://127.0.0.1:{}", l.ports.etcd_client),
         ),
-        flag("bind-address", "127.0.0.1"),
-        flag("advertise-address", "127.0.0.1"),
+        flag("bind-address", l.advertise.to_string()),
+        flag("advertise-address", l.advertise.to_string()),
         flag("secure-port", l.ports.apiserver.to_string()),
         flag("cert-dir", path(&l.cert_dir)),
         flag("tls-cert-file", path(&l.apiserver_serving.cert)),
@@ -155,6 +157,23 @@ pub(crate) fn apiserver_args(l: &Layout, extra: &[String]) -> Vec<OsString> {
         flag("api-audiences", SERVICE_ACCOUNT_ISSUER),
         flag("profiling", "false"),
     ];
+    with_extra(args, extra)
+}
+
+/// `args` with `extra` appended; a default flag that `extra` also sets is dropped, since
+/// list-valued flags (`--kubelet-preferred-address-types`, …) append rather than replace.
+fn with_extra(args: Vec<OsString>, extra: &[String]) -> Vec<OsString> {
+    let name = |arg: &str| -> String {
+        arg.trim_start_matches('-')
+            .split_once('=')
+            .map_or(arg.trim_start_matches('-'), |(name, _)| name)
+            .to_string()
+    };
+    let overridden: Vec<String> = extra.iter().map(|a| name(a)).collect();
+    let mut args: Vec<OsString> = args
+        .into_iter()
+        .filter(|a| !overridden.contains(&name(&a.to_string_lossy())))
+        .collect();
     args.extend(extra.iter().map(OsString::from));
     args
 }
@@ -228,8 +247,7 @@ fn apiserver_client_args(
     if l.disable_insecure_port {
         args.push(flag("port", "0"));
     }
-    args.extend(extra.iter().map(OsString::from));
-    args
+    with_extra(args, extra)
 }
 
 #[cfg(test)]
@@ -249,6 +267,7 @@ mod tests {
                 controller_manager: 4,
                 scheduler: 5,
             },
+            advertise: IpAddr::V4(Ipv4Addr::LOCALHOST),
             etcd_data: "/p/etcd".into(),
             ca_cert: "/p/ca.crt".into(),
             ca_key: "/p/ca.key".into(),
@@ -271,6 +290,22 @@ mod tests {
         args.into_iter()
             .map(|a| a.to_string_lossy().into_owned())
             .collect()
+    }
+
+    #[test]
+    fn an_extra_flag_replaces_the_default_of_the_same_name() {
+        let args = text(apiserver_args(
+            &layout(true),
+            &["--kubelet-preferred-address-types=Hostname,InternalIP".into()],
+        ));
+        let set: Vec<&String> = args
+            .iter()
+            .filter(|a| a.starts_with("--kubelet-preferred-address-types"))
+            .collect();
+        assert_eq!(
+            set,
+            ["--kubelet-preferred-address-types=Hostname,InternalIP"]
+        );
     }
 
     #[test]

@@ -37,6 +37,7 @@ pub(crate) mod process;
 mod readiness;
 pub mod run_dir;
 
+use std::net::{IpAddr, Ipv4Addr};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
@@ -68,6 +69,7 @@ pub struct ControlPlaneBuilder {
     apiserver_args: Vec<String>,
     controller_manager_args: Vec<String>,
     scheduler_args: Vec<String>,
+    advertise_address: IpAddr,
 }
 
 impl Default for ControlPlaneBuilder {
@@ -83,6 +85,7 @@ impl Default for ControlPlaneBuilder {
             apiserver_args: Vec::new(),
             controller_manager_args: Vec::new(),
             scheduler_args: Vec::new(),
+            advertise_address: IpAddr::V4(Ipv4Addr::LOCALHOST),
         }
     }
 }
@@ -135,6 +138,15 @@ impl ControlPlaneBuilder {
     /// An extra kube-apiserver flag, e.g. `--feature-gates=...`.
     pub fn apiserver_arg(mut self, arg: impl Into<String>) -> Self {
         self.apiserver_args.push(arg.into());
+        self
+    }
+
+    /// The address the apiserver listens on and advertises (default `127.0.0.1`): another
+    /// address of this host makes it reachable from other machines, e.g. a container's
+    /// address on its network (the containers backend). Its serving certificate is valid
+    /// for it, and the kubeconfigs written name it.
+    pub fn advertise_address(mut self, address: IpAddr) -> Self {
+        self.advertise_address = address;
         self
     }
 
@@ -202,7 +214,12 @@ impl ControlPlaneBuilder {
                 RunDir::create_in(&self.base_dir, "control-plane-")?
             }
         };
-        let prepared = prepare(run_dir.path(), &self.cluster_name, version)?;
+        let prepared = prepare(
+            run_dir.path(),
+            &self.cluster_name,
+            version,
+            self.advertise_address,
+        )?;
         let mut processes = Vec::new();
         let mut boot = BootTimings {
             prepare: started.elapsed(),

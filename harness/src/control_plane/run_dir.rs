@@ -140,6 +140,16 @@ fn remove_tree(path: &Path) -> Result<()> {
     std::fs::remove_dir_all(path).map_err(Error::io("removing", path))
 }
 
+/// Whether a live harness holds the run directory at `path` (its lock is taken). A missing
+/// directory or lock file is not held.
+pub fn is_held(path: &Path) -> bool {
+    let Ok(file) = File::open(path.join(LOCK_FILE)) else {
+        return false;
+    };
+    // Taking the lock (and dropping it at once) succeeds only if nobody holds it.
+    Flock::lock(file, FlockArg::LockExclusiveNonblock).is_err()
+}
+
 /// Cleans every stale run directory directly under `base` (see the module docs); directories
 /// held by live harnesses are left alone. Returns what was cleaned.
 pub fn clean_stale(base: &Path) -> Result<Vec<StaleRun>> {

@@ -35,6 +35,10 @@ pub struct NodeAgentConfig {
     /// The node's address: its `InternalIP`, every pod's `hostIP` and, as pods share the host
     /// network, every pod's `podIP`.
     pub node_ip: IpAddr,
+    /// The Node's `Hostname` address; `None`: the node's name. The apiserver reaches the
+    /// kubelet API at it when told to prefer `Hostname` addresses (the containers backend:
+    /// the node container's name, which the network's DNS resolves).
+    pub hostname_address: Option<String>,
     /// `KUBERNETES_SERVICE_HOST` given to containers: the real API server's address (there is
     /// no service proxy).
     pub api_server_service_host: String,
@@ -136,6 +140,7 @@ impl NodeAgentConfig {
             run_dir: run_dir.into(),
             images: ImageMap::new(),
             node_ip: IpAddr::V4(Ipv4Addr::LOCALHOST),
+            hostname_address: None,
             api_server_service_host: Ipv4Addr::LOCALHOST.to_string(),
             api_server_service_port: api_server_port,
             cluster_ca: cluster_ca.into(),

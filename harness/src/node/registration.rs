@@ -141,7 +141,10 @@ pub fn status(config: &NodeAgentConfig, previous: Option<&NodeStatus>) -> NodeSt
             },
             NodeAddress {
                 type_: "Hostname".into(),
-                address: config.node_name.clone(),
+                address: config
+                    .hostname_address
+                    .clone()
+                    .unwrap_or_else(|| config.node_name.clone()),
             },
         ]),
         daemon_endpoints: Some(NodeDaemonEndpoints {

@@ -38,6 +38,21 @@ pub struct ClusterDescription {
     pub nodes: Vec<NodeDescription>,
     /// The pid of the process owning the cluster.
     pub pid: u32,
+    /// For the containers backend: the network and the containers (absent for the
+    /// embedded backend).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub containers: Option<ContainersDescription>,
+}
+
+/// The docker objects of a cluster of the containers backend.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ContainersDescription {
+    /// The cluster's docker network.
+    pub network: String,
+    /// The control plane's container.
+    pub control_plane: String,
+    /// Each node's container, by node name.
+    pub nodes: std::collections::BTreeMap<String, String>,
 }
 
 /// One simulated node.
@@ -120,6 +135,7 @@ mod tests {
                 log: "/x/nodes/node-1.log".into(),
             }],
             pid: 42,
+            containers: None,
         };
         description.write(dir.path()).unwrap();
         assert_eq!(ClusterDescription::read(dir.path()).unwrap(), description);

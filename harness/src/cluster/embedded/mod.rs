@@ -30,7 +30,7 @@ use crate::control_plane::{Binaries, ClientIdentity, ControlPlane, RunDir, run_d
 use crate::errors::{IoContext, error_chain};
 use crate::runtime::{Lifeline, LifelineHolder};
 
-pub use description::{ClusterDescription, NodeDescription};
+pub use description::{ClusterDescription, ContainersDescription, NodeDescription};
 pub use node_agents::{NODE_AGENT_ENV, locate_node_agent};
 
 use node_agents::{NodeAgentLaunch, NodeAgentProcess};
@@ -281,6 +281,7 @@ impl EmbeddedCluster {
             api_url: control_plane.api_url().into(),
             nodes: agents.iter().map(|a| a.node().clone()).collect(),
             pid: std::process::id(),
+            containers: None,
         };
         let agents = Arc::new(Mutex::new(NodeAgents {
             processes: agents,
@@ -502,14 +503,28 @@ async fn wait_nodes_ready(
     agents: &mut [NodeAgentProcess],
     timeout: Duration,
 ) -> Result<()> {
+    wait_nodes_ready_checking(client, names, timeout, || {
+        agents
+            .iter_mut()
+            .try_for_each(NodeAgentProcess::check_running)
+    })
+    .await
+}
+
+/// Waits until every node in `names` is registered and Ready; `check` fails the wait early
+/// (e.g. when a node's agent has exited).
+pub(crate) async fn wait_nodes_ready_checking(
+    client: &kube::Client,
+    names: &[String],
+    timeout: Duration,
+    mut check: impl FnMut() -> Result<()>,
+) -> Result<()> {
     let nodes: Api<Node> = Api::all(client.clone());
     let deadline = Instant::now() + timeout;
     let mut last_seen;
     let mut reported = 0;
     loop {
-        for agent in agents.iter_mut() {
-            agent.check_running()?;
-        }
+        check()?;
         match nodes.list(&ListParams::default()).await {
             Ok(list) => {
                 let ready: Vec<&str> = list
@@ -564,7 +579,11 @@ async fn wait_nodes_ready(
 /// admission plugin refuses every pod there), the `kube-root-ca.crt` ConfigMap (which
 /// in-cluster clients mount) and every node's kubelet API answering `/healthz` through the
 /// apiserver (`kubectl logs` and `exec` go that way).
-async fn wait_usable(client: &kube::Client, nodes: &[String], timeout: Duration) -> Result<()> {
+pub(crate) async fn wait_usable(
+    client: &kube::Client,
+    nodes: &[String],
+    timeout: Duration,
+) -> Result<()> {
     let accounts: Api<ServiceAccount> = Api::namespaced(client.clone(), "default");
     let config_maps: Api<ConfigMap> = Api::namespaced(client.clone(), "default");
     wait::wait_until(

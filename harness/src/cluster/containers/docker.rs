@@ -1,0 +1,285 @@
+//! The docker side of the containers backend: the cluster's network, what is done to a node's
+//! container (stop, start, pause, cut off), and the removal of what a dead harness left.
+//!
+//! Every container and network the backend makes carries the label [`RUN_DIR_LABEL`] with
+//! the cluster's run directory, whose lock the owning process holds. A labelled object
+//! whose run directory is gone or unlocked belongs to a harness that died without cleaning
+//! up: [`remove_stale`] removes it.
+
+use std::collections::HashMap;
+use std::net::IpAddr;
+use std::path::Path;
+
+use testcontainers::bollard::Docker;
+use testcontainers::bollard::models::{
+    EndpointSettings, Ipam, NetworkConnectRequest, NetworkCreateRequest, NetworkDisconnectRequest,
+};
+use testcontainers::bollard::query_parameters::{
+    InspectNetworkOptions, KillContainerOptionsBuilder, ListContainersOptionsBuilder,
+    ListNetworksOptionsBuilder, RemoveContainerOptionsBuilder, StartContainerOptions,
+};
+
+use super::super::error::{Error, Result};
+
+/// The label naming the run directory of the cluster a container or network belongs to.
+pub const RUN_DIR_LABEL: &str = "openstack-csi-conformance.run-dir";
+
+/// The engine, through its local socket (`DOCKER_HOST` is honoured).
+pub(crate) fn engine() -> Result<Docker> {
+    Docker::connect_with_local_defaults().map_err(Error::docker("connecting to the engine"))
+}
+
+/// The cluster's private network (a user-defined bridge, so containers have addresses of
+/// their own and reach each other by name).
+#[derive(Debug, Clone)]
+pub struct ContainerNetwork {
+    name: String,
+    gateway: IpAddr,
+}
+
+impl ContainerNetwork {
+    /// Creates the network `name`, labelled with the cluster's run directory.
+    pub async fn create(name: &str, run_dir: &Path) -> Result<Self> {
+        let docker = engine()?;
+        let action = format!("creating network {name}");
+        docker
+            .create_network(NetworkCreateRequest {
+                name: name.to_string(),
+                driver: Some("bridge".into()),
+                labels: Some(HashMap::from([(
+                    RUN_DIR_LABEL.to_string(),
+                    run_dir.display().to_string(),
+                )])),
+                ipam: Some(Ipam::default()),
+                ..Default::default()
+            })
+            .await
+            .map_err(Error::docker(&action))?;
+        let inspect = docker
+            .inspect_network(name, None::<InspectNetworkOptions>)
+            .await
+            .map_err(Error::docker(format!("inspecting network {name}")))?;
+        let gateway = inspect
+            .ipam
+            .and_then(|ipam| ipam.config)
+            .into_iter()
+            .flatten()
+            .filter_map(|config| config.gateway)
+            .find_map(|gateway| gateway.parse::<IpAddr>().ok().filter(IpAddr::is_ipv4));
+        match gateway {
+            Some(gateway) => Ok(Self {
+                name: name.to_string(),
+                gateway,
+            }),
+            None => {
+                let _ = docker.remove_network(name).await;
+                Err(Error::Docker {
+                    action,
+                    reason: "the network has no IPv4 gateway".into(),
+                })
+            }
+        }
+    }
+
+    /// The network's name.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// The host's address on the network: what the containers reach this host at (a server
+    /// of the test process, such as the fake cloud, listens there).
+    pub fn gateway(&self) -> IpAddr {
+        self.gateway
+    }
+
+    /// Removes the network (its containers must be gone).
+    pub async fn remove(&self) -> Result<()> {
+        remove_network(&engine()?, &self.name).await
+    }
+}
+
+async fn remove_network(docker: &Docker, name: &str) -> Result<()> {
+    match docker.remove_network(name).await {
+        Ok(()) => Ok(()),
+        Err(e) if is_not_found(&e) => Ok(()),
+        Err(e) => Err(Error::docker(format!("removing network {name}"))(e)),
+    }
+}
+
+fn is_not_found(e: &testcontainers::bollard::errors::Error) -> bool {
+    matches!(
+        e,
+        testcontainers::bollard::errors::Error::DockerResponseServerError {
+            status_code: 404,
+            ..
+        }
+    )
+}
+
+/// What can be done to a node's container.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum NodeAction {
+    /// Power off: the container is killed (its agent and pods end at once, as on a machine
+    /// losing power).
+    PowerOff,
+    /// Power on again: the container starts again, with its files (a reboot).
+    PowerOn,
+    /// Freeze every process of the node (a hung machine).
+    Pause,
+    /// Thaw them.
+    Unpause,
+    /// Cut the node off the cluster's network.
+    Disconnect,
+    /// Connect it again.
+    Reconnect,
+}
+
+impl NodeAction {
+    /// As a verb, for messages.
+    pub fn verb(self) -> &'static str {
+        match self {
+            NodeAction::PowerOff => "powering off",
+            NodeAction::PowerOn => "powering on",
+            NodeAction::Pause => "pausing",
+            NodeAction::Unpause => "unpausing",
+            NodeAction::Disconnect => "disconnecting",
+            NodeAction::Reconnect => "reconnecting",
+        }
+    }
+}
+
+/// Does `action` to `container` on `network`.
+pub(crate) async fn act(container: &str, network: &str, action: NodeAction) -> Result<()> {
+    let docker = engine()?;
+    let what = format!("{} container {container}", action.verb());
+    let result = match action {
+        NodeAction::PowerOff => {
+            docker
+                .kill_container(
+                    container,
+                    Some(KillContainerOptionsBuilder::new().signal("SIGKILL").build()),
+                )
+                .await
+        }
+        NodeAction::PowerOn => {
+            docker
+                .start_container(container, None::<StartContainerOptions>)
+                .await
+        }
+        NodeAction::Pause => docker.pause_container(container).await,
+        NodeAction::Unpause => docker.unpause_container(container).await,
+        NodeAction::Disconnect => {
+            docker
+                .disconnect_network(
+                    network,
+                    NetworkDisconnectRequest {
+                        container: container.to_string(),
+                        force: Some(true),
+                    },
+                )
+                .await
+        }
+        NodeAction::Reconnect => {
+            docker
+                .connect_network(
+                    network,
+                    NetworkConnectRequest {
+                        container: container.to_string(),
+                        endpoint_config: Some(EndpointSettings::default()),
+                    },
+                )
+                .await
+        }
+    };
+    result.map_err(Error::docker(what))
+}
+
+/// The pid (in this host's PID namespace) of a running container's first process, whose
+/// `/proc/<pid>/mountinfo` shows the container's mounts.
+pub(crate) async fn init_pid(container: &str) -> Result<Option<u32>> {
+    let inspect = engine()?
+        .inspect_container(container, None)
+        .await
+        .map_err(Error::docker(format!("inspecting container {container}")))?;
+    Ok(inspect
+        .state
+        .and_then(|s| s.pid)
+        .filter(|pid| *pid > 0)
+        .and_then(|pid| u32::try_from(pid).ok()))
+}
+
+/// Removes `containers` (killed if running, with their anonymous volumes) and then
+/// `network`; missing ones are fine.
+pub(crate) async fn remove_all(containers: &[String], network: Option<&str>) -> Result<()> {
+    let docker = engine()?;
+    let mut first_error = None;
+    for container in containers {
+        let removed = docker
+            .remove_container(
+                container,
+                Some(
+                    RemoveContainerOptionsBuilder::new()
+                        .force(true)
+                        .v(true)
+                        .build(),
+                ),
+            )
+            .await;
+        match removed {
+            Ok(()) => {}
+            Err(e) if is_not_found(&e) => {}
+            Err(e) => {
+                first_error
+                    .get_or_insert(Error::docker(format!("removing container {container}"))(e));
+            }
+        }
+    }
+    if let Some(network) = network
+        && let Err(e) = remove_network(&docker, network).await
+    {
+        first_error.get_or_insert(e);
+    }
+    first_error.map_or(Ok(()), Err)
+}
+
+/// Removes every container and network labelled with a run directory no live harness holds
+/// (gone, or its lock free); returns their names.
+pub async fn remove_stale() -> Result<Vec<String>> {
+    let docker = engine()?;
+    let filters = HashMap::from([("label", vec![RUN_DIR_LABEL])]);
+    let containers = docker
+        .list_containers(Some(
+            ListContainersOptionsBuilder::new()
+                .all(true)
+                .filters(&filters)
+                .build(),
+        ))
+        .await
+        .map_err(Error::docker("listing the backend's containers"))?;
+    let networks = docker
+        .list_networks(Some(
+            ListNetworksOptionsBuilder::new().filters(&filters).build(),
+        ))
+        .await
+        .map_err(Error::docker("listing the backend's networks"))?;
+    let stale = |labels: Option<&HashMap<String, String>>| {
+        labels
+            .and_then(|l| l.get(RUN_DIR_LABEL))
+            .is_some_and(|dir| !crate::control_plane::run_dir::is_held(Path::new(dir)))
+    };
+    let stale_containers: Vec<String> = containers
+        .iter()
+        .filter(|c| stale(c.labels.as_ref()))
+        .filter_map(|c| c.id.clone())
+        .collect();
+    let stale_networks: Vec<String> = networks
+        .iter()
+        .filter(|n| stale(n.labels.as_ref()))
+        .filter_map(|n| n.name.clone())
+        .collect();
+    remove_all(&stale_containers, None).await?;
+    for network in &stale_networks {
+        remove_network(&docker, network).await?;
+    }
+    Ok(stale_containers.into_iter().chain(stale_networks).collect())
+}
