@@ -343,6 +343,66 @@ async fn an_existing_cluster_runs_the_same_suites_through_its_kubeconfig() -> an
     Ok(())
 }
 
+/// `--backend containers --install operator`: the control plane and every node in a container
+/// of its own, the driver installed by the Manila operator; RWX across nodes and the RWO
+/// Multi-Attach refusal pass as on the embedded default, and the run leaves no container,
+/// network or directory.
+#[test]
+fn a_cluster_in_containers_runs_the_suites_with_the_driver_the_operator_installed() {
+    let dir = scratch("conformance-containers-");
+    let output = dir.path().join("out");
+    let out = run(&[
+        "--backend",
+        "containers",
+        "--install",
+        "operator",
+        "--suite",
+        "multiVolume",
+        "--focus",
+        "concurrently access the single volume from pods on different node|Multi-Attach",
+        "--output",
+        output.to_str().unwrap(),
+    ]);
+    let stderr = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    assert!(
+        stderr.contains("starting a cluster in containers")
+            && stderr.contains("installed by the Manila operator"),
+        "{stderr}"
+    );
+    let cases = junit_cases(&read(&output.join("junit.xml")));
+    for name in [
+        "[multiVolume] should concurrently access the single volume from pods on different node",
+        "[multiVolume] should refuse a ReadWriteOnce volume on a second node (Multi-Attach) until the first pod is gone",
+        "[teardown] the run leaves nothing behind",
+    ] {
+        assert!(
+            cases.iter().any(|(n, o)| n == name && o == "passed"),
+            "{name} did not pass: {cases:?}"
+        );
+    }
+    let report = read(&output.join("report.md"));
+    assert!(report.contains("containers cluster"), "{report}");
+    // No container or network of the backend is left (those of runs still in progress,
+    // other tests of this nextest run, aside).
+    let label = harness::cluster::containers::RUN_DIR_LABEL;
+    let filter = format!("label={label}");
+    let format = format!("{{{{.Label \"{label}\"}}}}");
+    for kind in [&["ps", "-a"][..], &["network", "ls"][..]] {
+        let listed = Command::new("docker")
+            .args(kind)
+            .args(["--filter", &filter, "--format", &format])
+            .output()
+            .unwrap();
+        let left: Vec<String> = text(&listed.stdout)
+            .lines()
+            .filter(|dir| !harness::control_plane::run_dir::is_held(Path::new(dir)))
+            .map(str::to_string)
+            .collect();
+        assert!(left.is_empty(), "left behind ({kind:?}): {left:?}");
+    }
+}
+
 /// A cluster where the driver is not installed: exit 2 naming the driver, no test runs.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_cluster_without_the_driver_is_refused() -> anyhow::Result<()> {

@@ -8,7 +8,7 @@
 use std::time::Duration;
 
 use fakes::{CloudConfig, ShareTypeSeed};
-use harness::cluster::wait;
+use harness::cluster::{ClusterBackend, wait};
 use k8s_openapi::api::apps::v1::{DaemonSet, Deployment};
 use k8s_openapi::api::core::v1::{ConfigMap, Event, Secret};
 use k8s_openapi::api::storage::v1::{CSIDriver, StorageClass};
@@ -161,11 +161,21 @@ async fn set_spec(env: &ManilaCsiEnvironment, spec: serde_json::Value) {
     .unwrap();
 }
 
+/// On both backends: the embedded cluster, and a cluster whose control plane and nodes are
+/// containers of their own.
+#[rstest::rstest]
+#[case::embedded(ClusterBackend::Embedded)]
+#[case::containers(ClusterBackend::Containers)]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn the_operator_installs_the_driver_keeps_classes_per_share_type_and_heals()
--> anyhow::Result<()> {
+async fn the_operator_installs_the_driver_keeps_classes_per_share_type_and_heals(
+    #[case] backend: ClusterBackend,
+) -> anyhow::Result<()> {
     testkit::init_tracing(LOGS);
-    let env = ManilaCsiEnvironment::start(operator_options(OperatorOptions::default())).await?;
+    let env = ManilaCsiEnvironment::start(EnvironmentOptions {
+        backend,
+        ..operator_options(OperatorOptions::default())
+    })
+    .await?;
     let client = env.client();
     let namespace = env.namespace().to_string();
 

@@ -71,6 +71,44 @@ pub use wait::WaitError;
 
 pub use crate::runtime::ExecOutput;
 
+/// Which backend a harness-started cluster runs on.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum ClusterBackend {
+    /// Control plane and node agents as processes of this host ([`EmbeddedCluster`]).
+    #[default]
+    Embedded,
+    /// Each in a container of its own on a private network ([`ContainerCluster`]).
+    Containers,
+}
+
+impl ClusterBackend {
+    /// The backend's name on command lines (`embedded`, `containers`).
+    pub fn name(self) -> &'static str {
+        match self {
+            ClusterBackend::Embedded => "embedded",
+            ClusterBackend::Containers => "containers",
+        }
+    }
+}
+
+impl std::fmt::Display for ClusterBackend {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl std::str::FromStr for ClusterBackend {
+    type Err = String;
+
+    fn from_str(text: &str) -> std::result::Result<Self, String> {
+        match text {
+            "embedded" => Ok(ClusterBackend::Embedded),
+            "containers" => Ok(ClusterBackend::Containers),
+            other => Err(format!("unknown backend {other:?}: embedded or containers")),
+        }
+    }
+}
+
 /// A running cluster, as the suites use it. Cheap to clone.
 ///
 /// Its kube client belongs to the tokio runtime it was created in: create one `Cluster`
@@ -219,6 +257,15 @@ impl Cluster {
     /// other backends, whose mounts are this host's.
     pub async fn node_mount_pids(&self) -> Result<std::collections::BTreeMap<String, u32>> {
         containers::node_mount_namespaces(&self.inner.description).await
+    }
+
+    /// The mount points at or below `dir` wherever this cluster's nodes mount: this host's
+    /// mount namespace and, for the containers backend, every running node container's.
+    pub async fn mount_points_under(&self, dir: &Path) -> Result<Vec<PathBuf>> {
+        let pids: Vec<u32> = self.node_mount_pids().await?.into_values().collect();
+        Ok(crate::runtime::host_mounts::mount_points_under_in(
+            dir, &pids,
+        )?)
     }
 
     /// Restarts the agent of `node`: its pods keep running and the new agent re-adopts them

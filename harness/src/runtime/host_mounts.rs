@@ -30,9 +30,36 @@ struct MountEntry {
 /// The mounts of this mount namespace, in mountinfo order (a mount stacked on another comes
 /// after it).
 fn mount_table() -> Result<Vec<MountEntry>> {
+    mount_table_of(MOUNTINFO)
+}
+
+fn mount_table_of(mountinfo: &str) -> Result<Vec<MountEntry>> {
     let text =
-        std::fs::read_to_string(MOUNTINFO).map_err(|e| Error::io("reading", MOUNTINFO, e))?;
+        std::fs::read_to_string(mountinfo).map_err(|e| Error::io("reading", mountinfo, e))?;
     Ok(text.lines().filter_map(parse_line).collect())
+}
+
+/// The mount points at or below `dir` in this mount namespace and in those of the processes
+/// `pids` (e.g. the containers of the containers backend's nodes, whose mounts this host's
+/// table does not show), each once; a process gone meanwhile is skipped.
+pub fn mount_points_under_in(dir: &Path, pids: &[u32]) -> Result<Vec<PathBuf>> {
+    let Some(resolved) = canonical(dir)? else {
+        return Ok(Vec::new());
+    };
+    let mut points = mounts_under(&resolved)?;
+    for pid in pids {
+        let table = match mount_table_of(&format!("/proc/{pid}/mountinfo")) {
+            Ok(table) => table,
+            Err(_) if !Path::new(&format!("/proc/{pid}")).exists() => continue,
+            Err(e) => return Err(e),
+        };
+        for entry in table {
+            if entry.mount_point.starts_with(&resolved) && !points.contains(&entry.mount_point) {
+                points.push(entry.mount_point);
+            }
+        }
+    }
+    Ok(points)
 }
 
 /// Parses a mountinfo line: `id parent major:minor root mount-point options [optional…] - …`.

@@ -105,6 +105,7 @@ pub async fn clean_up(
     timeout: Duration,
 ) -> Result<(), String> {
     let client = workload.client();
+    let cluster = workload.cluster().clone();
     let namespace = workload.namespace().to_string();
     let mut problems = Vec::new();
 
@@ -170,7 +171,7 @@ pub async fn clean_up(
         check_cloud(cloud, footprint, timeout, &mut problems).await;
     }
     if let Some(root) = mounts_root {
-        check_mounts(root, footprint, timeout, &mut problems).await;
+        check_mounts(&cluster, root, footprint, timeout, &mut problems).await;
     }
     if problems.is_empty() {
         Ok(())
@@ -265,6 +266,7 @@ async fn check_cloud(
 /// No mount point below `root` belongs to one of the test's PVs (their staging
 /// `…/pv/<pv>/globalmount` and publish `…/volumes/kubernetes.io~csi/<pv>/mount` paths).
 async fn check_mounts(
+    cluster: &harness::cluster::Cluster,
     root: &Path,
     footprint: &Footprint,
     timeout: Duration,
@@ -280,7 +282,9 @@ async fn check_mounts(
         || {
             let volumes = volumes.clone();
             async move {
-                let mounts = harness::runtime::host_mounts::mount_points_under(root)
+                let mounts = cluster
+                    .mount_points_under(root)
+                    .await
                     .map_err(|e| e.to_string())?;
                 let left: Vec<String> = mounts
                     .iter()

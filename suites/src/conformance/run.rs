@@ -247,7 +247,7 @@ pub async fn finish(
     progress.test_finished(&test);
     report.tests.push(test);
 
-    progress.step("tearing down the embedded cluster");
+    progress.step("tearing down the cluster");
     let torn_down = Instant::now();
     let outcome = match environment.teardown().await {
         Ok(()) => Outcome::Passed,

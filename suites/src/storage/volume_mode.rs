@@ -146,9 +146,16 @@ async fn block_claim_not_provisioned(ctx: &TestContext<'_>) -> TestResult {
 
 /// Host mount points of the CSI volumes of the pod `uid` (kubelet's
 /// `pods/<uid>/volumes/kubernetes.io~csi/<pv>/mount`) below `root`.
-fn pod_csi_mounts(root: &std::path::Path, uid: &str) -> TestResult<Vec<String>> {
+async fn pod_csi_mounts(
+    ctx: &TestContext<'_>,
+    root: &std::path::Path,
+    uid: &str,
+) -> TestResult<Vec<String>> {
     let pattern = format!("/pods/{uid}/volumes/kubernetes.io~csi/");
-    let mounts = harness::runtime::host_mounts::mount_points_under(root)
+    let mounts = ctx
+        .cluster()
+        .mount_points_under(root)
+        .await
         .map_err(|e| TestError::failed(format!("reading the mounts below {root:?}: {e}")))?;
     Ok(mounts
         .iter()
@@ -186,7 +193,7 @@ async fn unused_volume_not_mounted(ctx: &TestContext<'_>) -> TestResult {
     let running = w.ready_pod(&unused).await?;
     let node = node_of(&running).ok_or_else(|| TestError::failed("the pod has no node"))?;
     let uid = running.metadata.uid.clone().unwrap_or_default();
-    let mounted = pod_csi_mounts(root, &uid)?;
+    let mounted = pod_csi_mounts(ctx, root, &uid).await?;
     ensure!(
         mounted.is_empty(),
         "the claim no container of pod unused mounts is mounted for it on node {node}, where \
@@ -201,7 +208,7 @@ async fn unused_volume_not_mounted(ctx: &TestContext<'_>) -> TestResult {
         .build();
     let used = w.ready_pod(&user).await?;
     let uid = used.metadata.uid.clone().unwrap_or_default();
-    let mounted = pod_csi_mounts(root, &uid)?;
+    let mounted = pod_csi_mounts(ctx, root, &uid).await?;
     ensure!(
         !mounted.is_empty(),
         "no mount of the claim for pod user, which mounts it, below {root:?}: the check above \

@@ -142,6 +142,21 @@ pub struct ContainerCluster {
     timings: StartTimings,
     keep_run_dir: bool,
     stopped: bool,
+    /// What [`ContainerCluster::boot`] starts (taken by it).
+    plan: Option<Plan>,
+}
+
+/// A prepared cluster's plan: what [`ContainerCluster::boot`] needs.
+#[derive(Debug)]
+struct Plan {
+    options: ContainerOptions,
+    image: String,
+    node_agent: PathBuf,
+    bin_dir: PathBuf,
+    control_plane_bin: PathBuf,
+    assets: PathBuf,
+    layout: Vec<(String, String)>,
+    started: Instant,
 }
 
 impl std::fmt::Debug for ContainerCluster {
@@ -195,6 +210,15 @@ impl ContainerCluster {
     /// Builds (or finds) the image, starts the control-plane container, then the node
     /// containers, and waits until every node is Ready and the cluster usable.
     pub async fn start(options: ContainerOptions) -> Result<Self> {
+        let mut cluster = Self::prepare(options).await?;
+        cluster.boot(Vec::new()).await?;
+        Ok(cluster)
+    }
+
+    /// The first half of [`ContainerCluster::start`]: the image, the run directory and the
+    /// network, nothing running yet. The network's gateway is then known, so servers the
+    /// cluster's pods must reach (the fake cloud) can be started before [`Self::boot`].
+    pub async fn prepare(options: ContainerOptions) -> Result<Self> {
         validate(&options)?;
         let started = Instant::now();
         for stale in remove_stale().await? {
@@ -257,7 +281,8 @@ impl ContainerCluster {
                 .map(|(node, _)| (node.clone(), format!("occ-{id}-{node}")))
                 .collect(),
         };
-        let mut cluster = ContainerCluster {
+        let keep_run_dir = options.keep_run_dir;
+        Ok(ContainerCluster {
             root: root.clone(),
             run_dir: Some(run_dir),
             network,
@@ -272,10 +297,44 @@ impl ContainerCluster {
             },
             names,
             timings: StartTimings::default(),
-            keep_run_dir: options.keep_run_dir,
+            keep_run_dir,
             stopped: false,
+            plan: Some(Plan {
+                options,
+                image,
+                node_agent,
+                bin_dir,
+                control_plane_bin,
+                assets,
+                layout,
+                started,
+            }),
+        })
+    }
+
+    /// The second half of [`ContainerCluster::start`] after [`Self::prepare`]: starts the
+    /// containers (each node's pods also get `pod_env`, after the options' own) and waits
+    /// until the cluster is usable. A failure leaves the cluster to be stopped or dropped.
+    pub async fn boot(&mut self, pod_env: Vec<(String, String)>) -> Result<()> {
+        let Some(Plan {
+            mut options,
+            image,
+            node_agent,
+            bin_dir,
+            control_plane_bin,
+            assets,
+            layout,
+            started,
+        }) = self.plan.take()
+        else {
+            return Err(Error::InvalidOption {
+                option: "boot",
+                reason: "the cluster was already booted".into(),
+            });
         };
-        // From here on a failure drops `cluster`, which removes what was started.
+        options.pod_env.extend(pod_env);
+        let root = self.root.clone();
+        let cluster = self;
         let ready = cluster
             .start_control_plane(
                 &image,
@@ -376,7 +435,7 @@ impl ContainerCluster {
         cluster.description.api_url = ready.api_url;
         cluster.description.write(&root)?;
         tracing::info!(nodes = ?node_names, timings = ?cluster.timings, run_dir = %root.display(), "container cluster ready");
-        Ok(cluster)
+        Ok(())
     }
 
     async fn start_control_plane(

@@ -73,6 +73,21 @@ pub struct RunArgs {
     /// (this process keeps serving them until Ctrl-C or SIGTERM, then cleans up).
     #[arg(long)]
     keep: bool,
+    /// Embedded default: where its cluster runs: `embedded` (control plane and node agents as
+    /// processes of this host) or `containers` (each in a container of its own on a private
+    /// docker network, from an image built locally; needs a Docker engine).
+    #[arg(long, default_value = "embedded", conflicts_with = "kubeconfig")]
+    backend: harness::cluster::ClusterBackend,
+    /// Embedded default: how the driver gets installed: `fixtures` (the plain manifests of
+    /// fixtures/manila-csi) or `operator` (the Manila operator of fixtures/manila-operator
+    /// installs it, its classes one per share type; needs the run's own fake cloud).
+    #[arg(
+        long,
+        default_value = "fixtures",
+        value_parser = ["fixtures", "operator"],
+        conflicts_with_all = ["kubeconfig", "clouds_yaml"]
+    )]
+    install: String,
     /// Embedded default: how many nodes.
     #[arg(long, default_value_t = 3)]
     nodes: usize,
@@ -221,6 +236,8 @@ fn config(args: &RunArgs) -> anyhow::Result<RunConfig> {
                     .clone()
                     .map(|path| (path, args.os_cloud.clone())),
                 nfs_export_root: args.nfs_export_root.clone(),
+                backend: args.backend,
+                by_operator: args.install == "operator",
                 ..EmbeddedOptions::default()
             })
         }

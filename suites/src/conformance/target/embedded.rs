@@ -15,9 +15,11 @@ use super::super::progress::Progress;
 use super::super::report::SetupStep;
 use super::super::setup::SetupError;
 use super::{DriverUnderTest, Target, TargetNode, classes};
+use harness::cluster::ClusterBackend;
+
 use crate::e2e::{
-    CloudSource, DRIVER_NAME, DriverInstance, EnvironmentOptions, ExternalCloud, InstanceOptions,
-    ManilaCsiEnvironment, NfsAccess, TOPOLOGY_KEY,
+    CloudSource, DRIVER_NAME, DriverInstance, EnvironmentOptions, ExternalCloud, Install,
+    InstanceOptions, ManilaCsiEnvironment, NfsAccess, OperatorOptions, TOPOLOGY_KEY,
 };
 
 /// How the embedded default is set up.
@@ -38,6 +40,10 @@ pub struct EmbeddedOptions {
     /// With `clouds_yaml`: the directory below which the cloud's NFS exports are on this host
     /// (the NFS plugin binds them); without it the plugin mounts with the kernel NFS client.
     pub nfs_export_root: Option<PathBuf>,
+    /// Where the cluster runs (default: processes of this host).
+    pub backend: ClusterBackend,
+    /// The Manila operator installs the driver (default: the plain fixtures).
+    pub by_operator: bool,
 }
 
 impl Default for EmbeddedOptions {
@@ -50,6 +56,8 @@ impl Default for EmbeddedOptions {
             ready_timeout: Duration::from_secs(180),
             clouds_yaml: None,
             nfs_export_root: None,
+            backend: ClusterBackend::Embedded,
+            by_operator: false,
         }
     }
 }
@@ -84,8 +92,17 @@ pub async fn start(
         }
         None => (CloudSource::Fake, "the fake cloud".to_string()),
     };
+    let kind = match options.backend {
+        ClusterBackend::Embedded => "an embedded cluster",
+        ClusterBackend::Containers => "a cluster in containers",
+    };
+    let installer = if options.by_operator {
+        "installed by the Manila operator"
+    } else {
+        "from fixtures/manila-csi"
+    };
     progress.step(&format!(
-        "starting an embedded cluster ({} nodes, zones {}) and the Manila CSI driver against {cloud_name} (the first run builds the binaries and installs the control plane: minutes)",
+        "starting {kind} ({} nodes, zones {}) and the Manila CSI driver {installer} against {cloud_name} (the first run builds the binaries and installs the control plane: minutes)",
         options.nodes,
         options.zones.join(",")
     ));
@@ -95,6 +112,12 @@ pub async fn start(
         keep_run_dir: options.keep_run_dir,
         ready_timeout: options.ready_timeout,
         cloud_source,
+        backend: options.backend,
+        install: if options.by_operator {
+            Install::Operator(OperatorOptions::default())
+        } else {
+            Install::Fixtures
+        },
         ..EnvironmentOptions::default()
     })
     .await
@@ -102,8 +125,11 @@ pub async fn start(
     let timings = environment.timings();
     let mut steps = vec![
         step("binaries located (and built)", timings.binaries),
-        step("embedded cluster started", timings.cluster),
-        step("driver deployed from fixtures/manila-csi", timings.deploy),
+        step(
+            &format!("{} cluster started", options.backend),
+            timings.cluster,
+        ),
+        step(&format!("driver deployed {installer}"), timings.deploy),
     ];
 
     let wanted: Vec<InstanceOptions> = options
@@ -181,7 +207,8 @@ pub async fn start(
     let mounts_root = Some(environment.run_dir().to_path_buf());
     let target = Target {
         description: format!(
-            "embedded cluster ({} nodes, zones {}) in {}, against {cloud_name}",
+            "{} cluster ({} nodes, zones {}) in {}, driver {installer}, against {cloud_name}",
+            options.backend,
             options.nodes,
             options.zones.join(","),
             environment.run_dir().display()

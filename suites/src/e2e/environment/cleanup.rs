@@ -23,7 +23,7 @@ use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use harness::cluster::{Cluster, EmbeddedCluster};
+use harness::cluster::{Cluster, ContainerCluster, EmbeddedCluster};
 use harness::runtime::host_mounts;
 use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;
@@ -35,10 +35,18 @@ const GRACE: Duration = Duration::from_secs(5);
 /// How often it looks.
 const POLL: Duration = Duration::from_millis(50);
 
-/// The environment's embedded cluster; ends it, its processes, mounts and run directory when
+/// The cluster a guard owns: embedded, or in containers.
+pub(crate) enum GuardedCluster {
+    /// Processes of this host.
+    Embedded(Box<EmbeddedCluster>),
+    /// Containers (removed by the cluster itself, also when dropped).
+    Containers(Box<ContainerCluster>),
+}
+
+/// The environment's cluster; ends it, its processes, mounts and run directory when
 /// dropped without [`ClusterGuard::stop`] (see the module docs).
 pub(crate) struct ClusterGuard {
-    embedded: Option<EmbeddedCluster>,
+    embedded: Option<GuardedCluster>,
     run_dir: PathBuf,
     keep_run_dir: bool,
     stopped: bool,
@@ -49,16 +57,35 @@ impl ClusterGuard {
     pub(crate) fn new(embedded: EmbeddedCluster, keep_run_dir: bool) -> Self {
         ClusterGuard {
             run_dir: embedded.run_dir().to_path_buf(),
-            embedded: Some(embedded),
+            embedded: Some(GuardedCluster::Embedded(Box::new(embedded))),
             keep_run_dir,
             stopped: false,
+        }
+    }
+
+    /// Guards a cluster of the containers backend (prepared or booted).
+    pub(crate) fn containers(cluster: ContainerCluster, keep_run_dir: bool) -> Self {
+        ClusterGuard {
+            run_dir: cluster.run_dir().to_path_buf(),
+            embedded: Some(GuardedCluster::Containers(Box::new(cluster))),
+            keep_run_dir,
+            stopped: false,
+        }
+    }
+
+    /// The containers cluster, to boot it after preparing.
+    pub(crate) fn containers_mut(&mut self) -> Option<&mut ContainerCluster> {
+        match &mut self.embedded {
+            Some(GuardedCluster::Containers(cluster)) => Some(cluster),
+            _ => None,
         }
     }
 
     /// A handle on the cluster for the workloads (kube client, exec, logs).
     pub(crate) async fn cluster(&self) -> Result<Cluster> {
         match &self.embedded {
-            Some(embedded) => Ok(embedded.cluster().await?),
+            Some(GuardedCluster::Embedded(embedded)) => Ok(embedded.cluster().await?),
+            Some(GuardedCluster::Containers(cluster)) => Ok(cluster.cluster().await?),
             None => Err(Error::Unexpected(format!(
                 "the cluster of {} is stopped",
                 self.run_dir.display()
@@ -75,7 +102,8 @@ impl ClusterGuard {
     /// directory, or says where it is kept.
     pub(crate) async fn stop(&mut self) -> Result<()> {
         let result = match self.embedded.take() {
-            Some(embedded) => embedded.stop().await.map_err(Error::from),
+            Some(GuardedCluster::Embedded(embedded)) => embedded.stop().await.map_err(Error::from),
+            Some(GuardedCluster::Containers(cluster)) => cluster.stop().await.map_err(Error::from),
             None => Ok(()),
         };
         // The harness removes the run directory unless kept; a failed stop may leave it.

@@ -20,7 +20,10 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use fakes::{CloudConfig, FakeCloud, NodeMetadata};
-use harness::cluster::{Cluster, EmbeddedCluster, EmbeddedOptions, NODE_PLACEHOLDER};
+use harness::cluster::{
+    Cluster, ClusterBackend, ContainerCluster, ContainerOptions, EmbeddedCluster, EmbeddedOptions,
+    NODE_PLACEHOLDER,
+};
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::{Api, ListParams};
 
@@ -109,6 +112,9 @@ pub struct EnvironmentOptions {
     /// More images for the cluster's image map, `(image, host binary)`, besides the
     /// workspace's (e.g. a stand-in for an example's application image). Default none.
     pub extra_images: Vec<(String, PathBuf)>,
+    /// The cluster's backend (default embedded; `containers`: every node a container of its
+    /// own, the fake cloud on the docker network's gateway address).
+    pub backend: ClusterBackend,
 }
 
 impl Default for EnvironmentOptions {
@@ -129,6 +135,7 @@ impl Default for EnvironmentOptions {
             bin_dir: None,
             keep_run_dir: std::env::var_os("E2E_KEEP_RUN_DIR").is_some(),
             extra_images: Vec::new(),
+            backend: ClusterBackend::Embedded,
         }
     }
 }
@@ -187,35 +194,76 @@ impl ManilaCsiEnvironment {
         let binaries = Binaries::locate_or_build(options.bin_dir.as_deref()).await?;
         let binaries_time = started.elapsed();
 
-        // The run's own fake cloud listens on a port chosen now, so that every node agent can
-        // be started with its node's metadata document as `OS_METADATA_URL`, the stand-in for
-        // the per-instance metadata service (see `metadata_pod_env`).
-        let fake_listen = match &options.cloud_source {
-            CloudSource::Fake => Some(free_loopback_address()?),
-            CloudSource::External(_) => None,
-        };
-        let pod_env = fake_listen
-            .map(|addr| metadata_pod_env(addr, options.cloud_tls))
-            .unwrap_or_default();
         let extra_images = options.extra_images.clone();
+        let images: Vec<(String, PathBuf)> = binaries
+            .image_map()
+            .into_iter()
+            .chain(extra_images)
+            .collect();
+        let shared_paths: Vec<PathBuf> = match &options.cloud_source {
+            CloudSource::External(ExternalCloud {
+                nfs: NfsAccess::Local(root),
+                ..
+            }) => vec![root.clone()],
+            _ => Vec::new(),
+        };
         let cluster_started = Instant::now();
-        let embedded = EmbeddedCluster::start(EmbeddedOptions {
-            nodes: options.nodes,
-            zones: options.zones.clone(),
-            images: binaries
-                .image_map()
-                .into_iter()
-                .chain(extra_images)
-                .collect(),
-            node_agent: Some(binaries.node_agent()),
-            keep_run_dir: options.keep_run_dir,
-            pod_env,
-            ..Default::default()
-        })
-        .await?;
+        // The run's own fake cloud listens on a port chosen before the nodes start, so that
+        // every node agent can be started with its node's metadata document as
+        // `OS_METADATA_URL`, the stand-in for the per-instance metadata service (see
+        // `metadata_pod_env`): on loopback for the embedded backend, on the docker network's
+        // gateway (this host, as the containers see it) for the containers backend.
+        let (cluster_guard, fake_listen) = match options.backend {
+            ClusterBackend::Embedded => {
+                let fake_listen = match &options.cloud_source {
+                    CloudSource::Fake => Some(free_address(std::net::Ipv4Addr::LOCALHOST.into())?),
+                    CloudSource::External(_) => None,
+                };
+                let pod_env = fake_listen
+                    .map(|addr| metadata_pod_env(addr, options.cloud_tls))
+                    .unwrap_or_default();
+                let embedded = EmbeddedCluster::start(EmbeddedOptions {
+                    nodes: options.nodes,
+                    zones: options.zones.clone(),
+                    images,
+                    node_agent: Some(binaries.node_agent()),
+                    keep_run_dir: options.keep_run_dir,
+                    pod_env,
+                    ..Default::default()
+                })
+                .await?;
+                // From here on, an early return drops the guard, which ends the cluster.
+                (
+                    ClusterGuard::new(embedded, options.keep_run_dir),
+                    fake_listen,
+                )
+            }
+            ClusterBackend::Containers => {
+                let prepared = ContainerCluster::prepare(ContainerOptions {
+                    nodes: options.nodes,
+                    zones: options.zones.clone(),
+                    images,
+                    node_agent: Some(binaries.node_agent()),
+                    keep_run_dir: options.keep_run_dir,
+                    shared_paths,
+                    ..Default::default()
+                })
+                .await?;
+                let fake_listen = match &options.cloud_source {
+                    CloudSource::Fake => Some(free_address(prepared.network().gateway())?),
+                    CloudSource::External(_) => None,
+                };
+                let pod_env = fake_listen
+                    .map(|addr| metadata_pod_env(addr, options.cloud_tls))
+                    .unwrap_or_default();
+                let mut guard = ClusterGuard::containers(prepared, options.keep_run_dir);
+                if let Some(cluster) = guard.containers_mut() {
+                    cluster.boot(pod_env).await?;
+                }
+                (guard, fake_listen)
+            }
+        };
         let cluster_time = cluster_started.elapsed();
-        // From here on, an early return drops the guard, which ends the cluster.
-        let cluster_guard = ClusterGuard::new(embedded, options.keep_run_dir);
         let cluster = cluster_guard.cluster().await?;
 
         let export_root = cluster_guard.run_dir().join("exports");
@@ -441,9 +489,15 @@ pub(crate) fn metadata_pod_env(addr: std::net::SocketAddr, tls: bool) -> Vec<(St
 
 /// A loopback address with a port free right now (the fake cloud binds it moments later).
 pub(crate) fn free_loopback_address() -> Result<std::net::SocketAddr> {
-    let listener = std::net::TcpListener::bind((std::net::Ipv4Addr::LOCALHOST, 0))
-        .map_err(super::error::Error::io("binding", Path::new("127.0.0.1:0")))?;
+    free_address(std::net::Ipv4Addr::LOCALHOST.into())
+}
+
+/// An address of this host, `ip`, with a port free right now.
+pub(crate) fn free_address(ip: std::net::IpAddr) -> Result<std::net::SocketAddr> {
+    let what = std::path::PathBuf::from(format!("{ip}:0"));
+    let listener = std::net::TcpListener::bind((ip, 0))
+        .map_err(super::error::Error::io("binding", what.as_path()))?;
     listener
         .local_addr()
-        .map_err(super::error::Error::io("binding", Path::new("127.0.0.1:0")))
+        .map_err(super::error::Error::io("binding", what.as_path()))
 }

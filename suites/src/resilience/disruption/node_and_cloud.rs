@@ -10,7 +10,7 @@ pub(super) async fn node_agent_restarted(ctx: &TestContext<'_>) -> TestResult {
 }
 
 pub(super) async fn node_agent_restarted_steps(ctx: &TestContext<'_>) -> TestResult {
-    if !ctx.cluster().is_embedded() {
+    if !ctx.cluster().is_embedded() || ctx.cluster().has_node_machines() {
         return Err(TestError::skip(
             "restarts a node agent: needs the embedded cluster started by the harness",
         ));
