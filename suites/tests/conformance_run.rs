@@ -403,6 +403,56 @@ fn a_cluster_in_containers_runs_the_suites_with_the_driver_the_operator_installe
     }
 }
 
+/// The node-loss case of `disruption` on the containers backend: a node frozen under a writer
+/// of a ReadWriteOnce volume; the test passes (its steps are on its timeline), and on the
+/// embedded default the same case is skipped with the reason.
+#[test]
+fn a_lost_node_keeps_its_volume_until_kubernetes_frees_it_on_the_containers_backend() {
+    let dir = scratch("conformance-node-loss-");
+    let output = dir.path().join("out");
+    let out = run(&[
+        "--backend",
+        "containers",
+        "--suite",
+        "disruption",
+        "--focus",
+        "lost node",
+        "--output",
+        output.to_str().unwrap(),
+    ]);
+    let stderr = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    let cases = junit_cases(&read(&output.join("junit.xml")));
+    let lost = cases
+        .iter()
+        .find(|(n, _)| n.starts_with("[disruption] should keep a lost node's"))
+        .unwrap_or_else(|| panic!("no node-loss case: {cases:?}"));
+    assert_eq!(lost.1, "passed", "{cases:?}\n{stderr}");
+    let timelines = output.join("timelines/disruption");
+    let timeline = walk(&timelines)
+        .iter()
+        .map(|p| read(p))
+        .find(|t| t.contains("frozen"))
+        .unwrap_or_else(|| {
+            panic!(
+                "no timeline with the node frozen in {}",
+                timelines.display()
+            )
+        });
+    for seen in [
+        "NotReady",
+        "evicted; replacement",
+        "Multi-Attach",
+        "thawed",
+        "Ready on",
+    ] {
+        assert!(
+            timeline.contains(seen),
+            "{seen:?} not on the timeline:\n{timeline}"
+        );
+    }
+}
+
 /// A cluster where the driver is not installed: exit 2 naming the driver, no test runs.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_cluster_without_the_driver_is_refused() -> anyhow::Result<()> {

@@ -1,5 +1,6 @@
 //! `disruption`: while writer pods write, the driver's pods are deleted (the node plugin's,
-//! the controller's in the middle of CreateVolume and DeleteVolume), a node agent restarts and
+//! the controller's in the middle of CreateVolume and DeleteVolume), a node agent restarts,
+//! a node is lost (containers backend: `node_loss`) and
 //! the cloud becomes unreachable for a while; mounts stay, writes go on, later unmounts and
 //! deletions work, and nothing is left behind or duplicated.
 //!
@@ -33,12 +34,14 @@ use crate::{ensure, ensure_eq, test_case};
 mod claims;
 mod driver_pods;
 mod node_and_cloud;
+mod node_loss;
 mod pods;
 mod scene;
 
 use claims::*;
 use driver_pods::*;
 use node_and_cloud::*;
+use node_loss::*;
 use pods::*;
 use scene::*;
 
@@ -88,6 +91,15 @@ pub fn tests() -> Vec<TestCase> {
             "should keep mounts and writes while the node agent restarts, and unmount afterwards",
             writers.exclusive(),
             node_agent_restarted
+        ),
+        test_case!(
+            SUITE,
+            "should keep a lost node's ReadWriteOnce volume until Kubernetes frees it, and lose no data when the evicted writer's replacement takes it",
+            Needs::capabilities(&[Capability::Exec])
+                .nodes(2)
+                .driver(crate::conformance::DriverConfig::AttachRequired)
+                .exclusive(),
+            node_lost
         ),
         test_case!(
             SUITE,
