@@ -6,7 +6,9 @@ with that directory. Leftovers are files or directories in it, mounts below it, 
 processes whose command line names it. Components that stop by themselves once the test
 runner exits (the shared cluster watches nextest's pid) get up to 60 s to do so. What is
 found is listed, then removed (processes killed, mounts unmounted, files deleted) so the
-machine stays clean; the exit status says whether anything was found.
+machine stays clean; the exit status says whether anything was found. Docker containers
+and networks of the harness's containers backend whose run directory (their label) is in
+the directory count too.
 """
 import os
 import shutil
@@ -38,6 +40,28 @@ def mounts(d):
     with open("/proc/self/mountinfo") as f:
         points = [line.split(" ")[4] for line in f]
     return [m for m in points if m == d or m.startswith(d + "/")]
+
+
+LABEL = "openstack-csi-conformance.run-dir"
+
+
+def docker_objects(d):
+    """(kind, name) of containers and networks labelled with a run directory below d."""
+    found = []
+    for kind, command, name_field in (("container", ["ps", "-a"], "Names"),
+                                      ("network", ["network", "ls"], "Name")):
+        try:
+            out = subprocess.run(
+                ["docker", *command, "--filter", f"label={LABEL}",
+                 "--format", '{{.%s}}\t{{.Label "%s"}}' % (name_field, LABEL)],
+                capture_output=True, text=True, check=False, timeout=30).stdout
+        except (OSError, subprocess.SubprocessError):
+            return []  # no docker here: nothing of the backend either
+        for line in out.splitlines():
+            name, _, run_dir = line.partition("\t")
+            if run_dir == d or run_dir.startswith(d + "/"):
+                found.append((kind, name))
+    return found
 
 
 def describe(path):
@@ -78,6 +102,15 @@ def main():
                 os.kill(pid, signal.SIGKILL)
             except OSError:
                 pass
+    left = docker_objects(d)
+    if left:
+        found = True
+        print("==> leftover docker objects of the test run:", file=sys.stderr)
+        for kind, name in left:
+            print(f"  {kind} {name}", file=sys.stderr)
+        for kind, name in sorted(left):  # containers before networks
+            rm = ["rm", "-f", "-v", name] if kind == "container" else ["network", "rm", name]
+            subprocess.run(["docker", *rm], capture_output=True, check=False)
     left = mounts(d)
     if left:
         found = True
@@ -103,7 +136,8 @@ def main():
         print("error: the test run left the above behind (removed now); "
               "every test must clean up after itself", file=sys.stderr)
         return 1
-    print("==> no leftover files, mounts or processes of the test run", file=sys.stderr)
+    print("==> no leftover files, mounts, processes or docker objects of the test run",
+          file=sys.stderr)
     return 0
 
 
