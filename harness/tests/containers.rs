@@ -1,7 +1,7 @@
 //! The containers backend: a control plane and two nodes, each in its own container on a
 //! private network. Nodes and their pods have addresses of their own; exec and logs go
 //! through the apiserver to each node's kubelet API by the node container's name; a frozen
-//! node turns NotReady and comes back; a stopped cluster leaves no container, network or
+//! node and a node cut off the network turn NotReady and come back; a stopped cluster leaves no container, network or
 //! directory.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -168,6 +168,42 @@ async fn nodes_in_containers_have_their_own_addresses_and_can_be_frozen() {
         |n: Option<&Node>| n.and_then(ready) == Some(true),
         WAIT,
     )
+    .await
+    .unwrap();
+
+    // Cut off the network, node-1 turns NotReady too; connected again, Ready, and its pods
+    // are reached again through the apiserver.
+    handle
+        .node_action("node-1", NodeAction::Disconnect)
+        .await
+        .unwrap();
+    wait_for(
+        &nodes,
+        "node-1",
+        |n: Option<&Node>| n.and_then(ready) == Some(false),
+        WAIT,
+    )
+    .await
+    .unwrap();
+    handle
+        .node_action("node-1", NodeAction::Reconnect)
+        .await
+        .unwrap();
+    wait_for(
+        &nodes,
+        "node-1",
+        |n: Option<&Node>| n.and_then(ready) == Some(true),
+        WAIT,
+    )
+    .await
+    .unwrap();
+    wait_until("exec on node-1 after it is back", WAIT, || async {
+        match handle.exec(ns.name(), "on-node-1", "app", &["true"]).await {
+            Ok(out) if out.status.success() => Ok(Some(())),
+            Ok(out) => Err(format!("{out:?}")),
+            Err(e) => Err(e.to_string()),
+        }
+    })
     .await
     .unwrap();
 
