@@ -190,7 +190,7 @@ mod tests {
     #[test]
     fn every_test_runs_alone_and_needs_two_nodes() {
         let tests = tests();
-        assert_eq!(tests.len(), 5);
+        assert_eq!(tests.len(), 6);
         for test in &tests {
             assert_eq!(test.suite, SUITE);
             assert!(test.needs.exclusive, "{}", test.name);
@@ -203,6 +203,13 @@ mod tests {
             .map(|t| t.name)
             .collect();
         assert_eq!(on_fake.len(), 3, "{on_fake:?}");
+        // The node loss needs the attach-required instance (a volume Kubernetes attaches).
+        let attached: Vec<&str> = tests
+            .iter()
+            .filter(|t| t.needs.driver == crate::conformance::DriverConfig::AttachRequired)
+            .map(|t| t.name)
+            .collect();
+        assert_eq!(attached.len(), 1, "{attached:?}");
     }
 
     #[test]
