@@ -263,7 +263,14 @@ impl ContainerCluster {
             .to_ascii_lowercase();
         let network = match &options.network {
             Some(network) => network.clone(),
-            None => ContainerNetwork::create(&format!("occ-{id}"), &root).await?,
+            None => match ContainerNetwork::create(&format!("occ-{id}"), &root).await {
+                Ok(network) => network,
+                Err(e) => {
+                    // Nothing runs yet: the run directory goes with the failed start.
+                    let _ = run_dir.remove();
+                    return Err(e);
+                }
+            },
         };
         let layout: Vec<(String, String)> = (0..options.nodes)
             .map(|i| {
