@@ -8,6 +8,8 @@
 use std::collections::BTreeSet;
 use std::time::Duration;
 
+use harness::cluster::containers::{LabelledObject, labelled_objects};
+use harness::cluster::embedded::is_node_ready;
 use harness::cluster::wait::{wait_for, wait_until};
 use harness::cluster::{ContainerCluster, ContainerOptions, NodeAction};
 use k8s_openapi::api::core::v1::{Node, Pod};
@@ -41,38 +43,6 @@ fn internal_ip(node: &Node) -> String {
         .and_then(|a| a.iter().find(|a| a.type_ == "InternalIP"))
         .map(|a| a.address.clone())
         .unwrap_or_default()
-}
-
-fn ready(node: &Node) -> Option<bool> {
-    node.status
-        .as_ref()
-        .and_then(|s| s.conditions.as_ref())
-        .and_then(|c| c.iter().find(|c| c.type_ == "Ready"))
-        .map(|c| c.status == "True")
-}
-
-/// Containers or networks labelled with `run_dir`.
-fn docker_objects_of(run_dir: &str) -> Vec<String> {
-    let label = format!(
-        "label={}={run_dir}",
-        harness::cluster::containers::RUN_DIR_LABEL
-    );
-    let mut found = Vec::new();
-    for args in [
-        vec!["ps", "-a", "-q", "--filter", label.as_str()],
-        vec!["network", "ls", "-q", "--filter", label.as_str()],
-    ] {
-        let out = std::process::Command::new("docker")
-            .args(&args)
-            .output()
-            .unwrap();
-        found.extend(
-            String::from_utf8_lossy(&out.stdout)
-                .lines()
-                .map(str::to_string),
-        );
-    }
-    found
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -152,12 +122,12 @@ async fn nodes_in_containers_have_their_own_addresses_and_can_be_frozen() {
     wait_for(
         &nodes,
         "node-2",
-        |n: Option<&Node>| n.and_then(ready) == Some(false),
+        |n: Option<&Node>| n.is_some_and(|n| !is_node_ready(n)),
         WAIT,
     )
     .await
     .unwrap();
-    assert_eq!(ready(&nodes.get("node-1").await.unwrap()), Some(true));
+    assert!(is_node_ready(&nodes.get("node-1").await.unwrap()));
     handle
         .node_action("node-2", NodeAction::Unpause)
         .await
@@ -165,7 +135,7 @@ async fn nodes_in_containers_have_their_own_addresses_and_can_be_frozen() {
     wait_for(
         &nodes,
         "node-2",
-        |n: Option<&Node>| n.and_then(ready) == Some(true),
+        |n: Option<&Node>| n.is_some_and(is_node_ready),
         WAIT,
     )
     .await
@@ -180,7 +150,7 @@ async fn nodes_in_containers_have_their_own_addresses_and_can_be_frozen() {
     wait_for(
         &nodes,
         "node-1",
-        |n: Option<&Node>| n.and_then(ready) == Some(false),
+        |n: Option<&Node>| n.is_some_and(|n| !is_node_ready(n)),
         WAIT,
     )
     .await
@@ -192,7 +162,7 @@ async fn nodes_in_containers_have_their_own_addresses_and_can_be_frozen() {
     wait_for(
         &nodes,
         "node-1",
-        |n: Option<&Node>| n.and_then(ready) == Some(true),
+        |n: Option<&Node>| n.is_some_and(is_node_ready),
         WAIT,
     )
     .await
@@ -217,6 +187,12 @@ async fn nodes_in_containers_have_their_own_addresses_and_can_be_frozen() {
 
     ns.cleanup().await.unwrap();
     cluster.stop().await.unwrap();
-    assert_eq!(docker_objects_of(&run_dir), Vec::<String>::new());
+    let left: Vec<LabelledObject> = labelled_objects()
+        .await
+        .unwrap()
+        .into_iter()
+        .filter(|o| o.run_dir.as_os_str() == run_dir.as_str())
+        .collect();
+    assert_eq!(left, Vec::new());
     assert!(!std::path::Path::new(&run_dir).exists());
 }

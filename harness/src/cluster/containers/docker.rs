@@ -8,7 +8,7 @@
 
 use std::collections::HashMap;
 use std::net::IpAddr;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use testcontainers::bollard::Docker;
 use testcontainers::bollard::models::{
@@ -242,9 +242,19 @@ pub(crate) async fn remove_all(containers: &[String], network: Option<&str>) -> 
     first_error.map_or(Ok(()), Err)
 }
 
-/// Removes every container and network labelled with a run directory no live harness holds
-/// (gone, or its lock free); returns their names.
-pub async fn remove_stale() -> Result<Vec<String>> {
+/// A container or network of the backend, and the run directory its label names.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LabelledObject {
+    /// `container` or `network`.
+    pub kind: &'static str,
+    /// Its name.
+    pub name: String,
+    /// The run directory of the cluster it belongs to.
+    pub run_dir: PathBuf,
+}
+
+/// Every container (running or not) and network labelled with [`RUN_DIR_LABEL`].
+pub async fn labelled_objects() -> Result<Vec<LabelledObject>> {
     let docker = engine()?;
     let filters = HashMap::from([("label", vec![RUN_DIR_LABEL])]);
     let containers = docker
@@ -262,24 +272,53 @@ pub async fn remove_stale() -> Result<Vec<String>> {
         ))
         .await
         .map_err(Error::docker("listing the backend's networks"))?;
-    let stale = |labels: Option<&HashMap<String, String>>| {
-        labels
-            .and_then(|l| l.get(RUN_DIR_LABEL))
-            .is_some_and(|dir| !crate::control_plane::run_dir::is_held(Path::new(dir)))
+    let run_dir = |labels: Option<&HashMap<String, String>>| {
+        labels.and_then(|l| l.get(RUN_DIR_LABEL)).map(PathBuf::from)
     };
-    let stale_containers: Vec<String> = containers
-        .iter()
-        .filter(|c| stale(c.labels.as_ref()))
-        .filter_map(|c| c.id.clone())
+    let containers = containers.into_iter().filter_map(|c| {
+        let name = c
+            .names
+            .as_ref()?
+            .first()?
+            .trim_start_matches('/')
+            .to_string();
+        Some(LabelledObject {
+            kind: "container",
+            run_dir: run_dir(c.labels.as_ref())?,
+            name,
+        })
+    });
+    let networks = networks.into_iter().filter_map(|n| {
+        Some(LabelledObject {
+            kind: "network",
+            run_dir: run_dir(n.labels.as_ref())?,
+            name: n.name?,
+        })
+    });
+    Ok(containers.chain(networks).collect())
+}
+
+/// Removes every container and network labelled with a run directory no live harness holds
+/// (gone, or its lock free); returns their names.
+pub async fn remove_stale() -> Result<Vec<String>> {
+    let stale: Vec<LabelledObject> = labelled_objects()
+        .await?
+        .into_iter()
+        .filter(|o| !crate::control_plane::run_dir::is_held(&o.run_dir))
         .collect();
-    let stale_networks: Vec<String> = networks
-        .iter()
-        .filter(|n| stale(n.labels.as_ref()))
-        .filter_map(|n| n.name.clone())
-        .collect();
-    remove_all(&stale_containers, None).await?;
-    for network in &stale_networks {
+    let of_kind = |kind: &str| -> Vec<String> {
+        stale
+            .iter()
+            .filter(|o| o.kind == kind)
+            .map(|o| o.name.clone())
+            .collect()
+    };
+    let containers = of_kind("container");
+    remove_all(&containers, None).await?;
+    let docker = engine()?;
+    let networks = of_kind("network");
+    for network in &networks {
         remove_network(&docker, network).await?;
     }
-    Ok(stale_containers.into_iter().chain(stale_networks).collect())
+    Ok(containers.into_iter().chain(networks).collect())
 }

@@ -47,16 +47,20 @@ use testcontainers::core::Mount;
 use testcontainers::runners::AsyncRunner;
 use testcontainers::{ContainerAsync, GenericImage, ImageExt};
 
+use super::embedded::node_agents::NodeAgentLaunch;
 use super::embedded::{
     ClusterDescription, ContainersDescription, NODE_PLACEHOLDER, NodeDescription, StartTimings,
-    locate_node_agent, wait_nodes_ready_checking, wait_usable,
+    check_nodes_and_zones, host_port, locate_node_agent, node_layout, wait_nodes_ready_checking,
+    wait_usable,
 };
 use super::error::{Error, Result};
 use super::{Cluster, embedded};
 use crate::control_plane::{Binaries, RunDir, run_dir};
 use crate::errors::IoContext;
 
-pub use docker::{ContainerNetwork, NodeAction, RUN_DIR_LABEL, remove_stale};
+pub use docker::{
+    ContainerNetwork, LabelledObject, NodeAction, RUN_DIR_LABEL, labelled_objects, remove_stale,
+};
 pub use image::{NODE_IMAGE_ENV, node_image};
 
 /// The kubelet API's port in every node container (each has its own address).
@@ -219,7 +223,7 @@ impl ContainerCluster {
     /// network, nothing running yet. The network's gateway is then known, so servers the
     /// cluster's pods must reach (the fake cloud) can be started before [`Self::boot`].
     pub async fn prepare(options: ContainerOptions) -> Result<Self> {
-        validate(&options)?;
+        check_nodes_and_zones(options.nodes, &options.zones)?;
         let started = Instant::now();
         for stale in remove_stale().await? {
             tracing::info!(object = %stale, "removed a container or network a dead harness left");
@@ -272,14 +276,7 @@ impl ContainerCluster {
                 }
             },
         };
-        let layout: Vec<(String, String)> = (0..options.nodes)
-            .map(|i| {
-                (
-                    format!("node-{}", i + 1),
-                    options.zones[i % options.zones.len()].clone(),
-                )
-            })
-            .collect();
+        let layout = node_layout(options.nodes, &options.zones);
         let names = ContainersDescription {
             network: network.name().to_string(),
             control_plane: format!("occ-{id}-control-plane"),
@@ -353,8 +350,7 @@ impl ContainerCluster {
             .await?;
         cluster.timings.control_plane = started.elapsed();
         let client = crate::control_plane::client_from_kubeconfig(&ready.kubeconfig).await?;
-        let api_host = url_host(&ready.api_url)?;
-        let api_port = url_port(&ready.api_url)?;
+        let (api_host, api_port) = advertised_address(&ready.api_url)?;
 
         let nodes_started = Instant::now();
         let mut read_only: Vec<PathBuf> = vec![bin_dir.clone()];
@@ -368,43 +364,42 @@ impl ContainerCluster {
             let node_dir = root.join("nodes").join(name);
             let container_name = cluster.names.nodes[name].clone();
             let log = root.join("nodes").join(format!("{name}.log"));
-            let mut args: Vec<String> = vec![
-                node_agent.display().to_string(),
-                "--node-name".into(),
-                name.clone(),
-                "--zone".into(),
-                zone.clone(),
-                "--region".into(),
-                options.region.clone(),
-                "--kubeconfig".into(),
-                node_dir.join("kubeconfig").display().to_string(),
-                "--run-dir".into(),
-                node_dir.display().to_string(),
-                "--api-server-host".into(),
-                api_host.to_string(),
-                "--api-server-port".into(),
-                api_port.to_string(),
-                "--cluster-ca".into(),
-                ready.ca_file.display().to_string(),
-                "--tls-cert-file".into(),
-                node_dir.join("kubelet.crt").display().to_string(),
-                "--tls-private-key-file".into(),
-                node_dir.join("kubelet.key").display().to_string(),
-                "--kubelet-port".into(),
-                KUBELET_PORT.to_string(),
-                "--node-ip-route-to".into(),
-                api_host.to_string(),
-                "--hostname-address".into(),
-                container_name.clone(),
-            ];
-            for (image, binary) in &options.images {
-                args.push("--image".into());
-                args.push(format!("{image}={}", binary.display()));
-            }
-            for (key, value) in &options.pod_env {
-                args.push("--pod-env".into());
-                args.push(format!("{key}={}", value.replace(NODE_PLACEHOLDER, name)));
-            }
+            let launch = NodeAgentLaunch {
+                binary: node_agent.clone(),
+                node: NodeDescription {
+                    name: name.clone(),
+                    zone: zone.clone(),
+                    run_dir: node_dir.clone(),
+                    log: log.clone(),
+                },
+                region: options.region.clone(),
+                kubeconfig: node_dir.join("kubeconfig"),
+                api_host: api_host.to_string(),
+                api_port,
+                ca_file: ready.ca_file.clone(),
+                images: options.images.clone(),
+                lifeline: None,
+                serving: crate::control_plane::CertFiles {
+                    cert: node_dir.join("kubelet.crt"),
+                    key: node_dir.join("kubelet.key"),
+                },
+                kubelet_port: KUBELET_PORT,
+                pod_env: options
+                    .pod_env
+                    .iter()
+                    .map(|(key, value)| (key.clone(), value.replace(NODE_PLACEHOLDER, name)))
+                    .collect(),
+                node_ip_route_to: Some(api_host),
+                hostname_address: Some(container_name.clone()),
+            };
+            let args: Vec<String> = std::iter::once(node_agent.display().to_string())
+                .chain(
+                    launch
+                        .args()
+                        .iter()
+                        .map(|a| a.to_string_lossy().into_owned()),
+                )
+                .collect();
             let mut request = base_request(&image, &container_name, &cluster.network, &root)
                 .with_env_var(
                     "RUST_LOG",
@@ -426,12 +421,7 @@ impl ContainerCluster {
             )))?;
             tracing::info!(node = %name, %zone, container = %container_name, "node container started");
             cluster.nodes.push(container);
-            cluster.description.nodes.push(NodeDescription {
-                name: name.clone(),
-                zone: zone.clone(),
-                run_dir: node_dir.clone(),
-                log,
-            });
+            cluster.description.nodes.push(launch.node);
         }
         let node_names: Vec<String> = layout.iter().map(|(n, _)| n.clone()).collect();
         wait_nodes_ready_checking(&client, &node_names, options.ready_timeout, || Ok(())).await?;
@@ -667,49 +657,18 @@ fn logged(log: &Path, args: &[String]) -> Vec<String> {
     cmd
 }
 
-fn validate(options: &ContainerOptions) -> Result<()> {
-    if options.nodes == 0 {
-        return Err(Error::InvalidOption {
-            option: "nodes",
-            reason: "a cluster needs at least one node".into(),
-        });
-    }
-    if options.zones.is_empty() || options.zones.iter().any(|z| z.trim().is_empty()) {
-        return Err(Error::InvalidOption {
-            option: "zones",
-            reason: format!(
-                "need at least one zone and no empty names, got {:?}",
-                options.zones
-            ),
-        });
-    }
-    Ok(())
-}
-
-fn url_host(url: &str) -> Result<IpAddr> {
-    let authority = url
-        .split_once("://")
-        .map_or(url, |(_, rest)| rest)
-        .trim_end_matches('/');
-    let host = authority
-        .rsplit_once(':')
-        .map_or(authority, |(host, _)| host)
+/// The control plane's advertised `https://<address>:<port>` as an address and a port.
+fn advertised_address(url: &str) -> Result<(IpAddr, u16)> {
+    let (host, port) = host_port(url);
+    let address = host
         .trim_start_matches('[')
-        .trim_end_matches(']');
-    host.parse().map_err(|_| Error::InvalidOption {
-        option: "api_url",
-        reason: format!("the control plane advertised {url:?}, not an address"),
-    })
-}
-
-fn url_port(url: &str) -> Result<u16> {
-    url.trim_end_matches('/')
-        .rsplit_once(':')
-        .and_then(|(_, port)| port.parse().ok())
-        .ok_or_else(|| Error::InvalidOption {
+        .trim_end_matches(']')
+        .parse()
+        .map_err(|_| Error::InvalidOption {
             option: "api_url",
-            reason: format!("the control plane advertised {url:?}, without a port"),
-        })
+            reason: format!("the control plane advertised {url:?}, not an address"),
+        })?;
+    Ok((address, port))
 }
 
 #[cfg(test)]
@@ -719,10 +678,10 @@ mod tests {
 
     #[test]
     fn the_advertised_url_splits_into_address_and_port() {
-        let url = "https://172.18.0.2:41234";
-        assert_eq!(url_host(url).unwrap().to_string(), "172.18.0.2");
-        assert_eq!(url_port(url).unwrap(), 41234);
-        assert!(url_host("https://control-plane:6443").is_err());
+        let (address, port) = advertised_address("https://172.18.0.2:41234").unwrap();
+        assert_eq!(address.to_string(), "172.18.0.2");
+        assert_eq!(port, 41234);
+        assert!(advertised_address("https://control-plane:6443").is_err());
     }
 
     #[test]

@@ -13,7 +13,7 @@
 pub(crate) mod control;
 pub mod daemon;
 pub mod description;
-mod node_agents;
+pub(crate) mod node_agents;
 pub mod sockets;
 
 use std::path::{Path, PathBuf};
@@ -100,23 +100,33 @@ impl Default for EmbeddedOptions {
     }
 }
 
+/// Refuses a cluster without nodes, or zones that are missing or empty (both backends).
+pub(crate) fn check_nodes_and_zones(nodes: usize, zones: &[String]) -> Result<()> {
+    if nodes == 0 {
+        return Err(Error::InvalidOption {
+            option: "nodes",
+            reason: "a cluster needs at least one node".into(),
+        });
+    }
+    if zones.is_empty() || zones.iter().any(|z| z.trim().is_empty()) {
+        return Err(Error::InvalidOption {
+            option: "zones",
+            reason: format!("need at least one zone and no empty names, got {zones:?}"),
+        });
+    }
+    Ok(())
+}
+
+/// The node names and zones of a cluster (both backends): `node-1`… with the zones in turn.
+pub(crate) fn node_layout(nodes: usize, zones: &[String]) -> Vec<(String, String)> {
+    (0..nodes)
+        .map(|i| (format!("node-{}", i + 1), zones[i % zones.len()].clone()))
+        .collect()
+}
+
 impl EmbeddedOptions {
     fn validate(&self) -> Result<()> {
-        if self.nodes == 0 {
-            return Err(Error::InvalidOption {
-                option: "nodes",
-                reason: "a cluster needs at least one node".into(),
-            });
-        }
-        if self.zones.is_empty() || self.zones.iter().any(|z| z.trim().is_empty()) {
-            return Err(Error::InvalidOption {
-                option: "zones",
-                reason: format!(
-                    "need at least one zone and no empty names, got {:?}",
-                    self.zones
-                ),
-            });
-        }
+        check_nodes_and_zones(self.nodes, &self.zones)?;
         let names: Vec<String> = self
             .node_layout()
             .into_iter()
@@ -139,14 +149,7 @@ impl EmbeddedOptions {
 
     /// The node names and zones: `node-1`… with the zones in turn.
     fn node_layout(&self) -> Vec<(String, String)> {
-        (0..self.nodes)
-            .map(|i| {
-                (
-                    format!("node-{}", i + 1),
-                    self.zones[i % self.zones.len()].clone(),
-                )
-            })
-            .collect()
+        node_layout(self.nodes, &self.zones)
     }
 }
 
@@ -258,9 +261,11 @@ impl EmbeddedCluster {
                 api_port,
                 ca_file: control_plane.ca_file().to_path_buf(),
                 images: options.images.clone(),
-                lifeline: lifeline.clone(),
+                lifeline: Some(lifeline.clone()),
                 serving,
                 kubelet_port: free_port()?,
+                node_ip_route_to: None,
+                hostname_address: None,
             };
             agents.push(NodeAgentProcess::spawn(launch, &run_dir)?);
         }
@@ -483,7 +488,7 @@ fn remove_run_dir(dir: RunDir) -> Result<()> {
 }
 
 /// `https://127.0.0.1:6443` → (`127.0.0.1`, 6443).
-fn host_port(url: &str) -> (String, u16) {
+pub(crate) fn host_port(url: &str) -> (String, u16) {
     let authority = url
         .split_once("://")
         .map(|(_, rest)| rest)

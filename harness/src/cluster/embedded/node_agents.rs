@@ -31,17 +31,24 @@ pub(crate) struct NodeAgentLaunch {
     pub(crate) api_port: u16,
     pub(crate) ca_file: PathBuf,
     pub(crate) images: Vec<(String, PathBuf)>,
-    pub(crate) lifeline: Lifeline,
+    /// The run's lifeline (the embedded backend); `None` for a node in a container, whose
+    /// pods end with the container.
+    pub(crate) lifeline: Option<Lifeline>,
     /// The kubelet API's serving certificate and key (from the cluster CA).
     pub(crate) serving: crate::control_plane::CertFiles,
     /// The kubelet API's port, the same across restarts.
     pub(crate) kubelet_port: u16,
     /// The node's `--pod-env` variables (placeholders already replaced).
     pub(crate) pod_env: Vec<(String, String)>,
+    /// `--node-ip-route-to` (a node in a container learns its address); `None`: loopback.
+    pub(crate) node_ip_route_to: Option<std::net::IpAddr>,
+    /// `--hostname-address`; `None`: the node's name.
+    pub(crate) hostname_address: Option<String>,
 }
 
 impl NodeAgentLaunch {
-    fn args(&self) -> Vec<OsString> {
+    /// The agent's command-line arguments (without the binary).
+    pub(crate) fn args(&self) -> Vec<OsString> {
         let mut args: Vec<OsString> = vec![
             "--node-name".into(),
             self.node.name.clone().into(),
@@ -76,6 +83,14 @@ impl NodeAgentLaunch {
             args.push("--pod-env".into());
             args.push(format!("{name}={value}").into());
         }
+        if let Some(peer) = self.node_ip_route_to {
+            args.push("--node-ip-route-to".into());
+            args.push(peer.to_string().into());
+        }
+        if let Some(hostname) = &self.hostname_address {
+            args.push("--hostname-address".into());
+            args.push(hostname.into());
+        }
         args
     }
 }
@@ -90,11 +105,13 @@ pub(crate) struct NodeAgentProcess {
 impl NodeAgentProcess {
     /// Starts the agent and records it in the cluster's run directory.
     pub(crate) fn spawn(launch: NodeAgentLaunch, run_dir: &RunDir) -> Result<Self> {
-        let (lifeline_var, lifeline_fd) = launch.lifeline.env();
         let mut command = Command::new(&launch.binary);
+        if let Some(lifeline) = &launch.lifeline {
+            let (lifeline_var, lifeline_fd) = lifeline.env();
+            command.env(lifeline_var, lifeline_fd);
+        }
         command
             .args(launch.args())
-            .env(lifeline_var, lifeline_fd)
             .env(
                 "RUST_LOG",
                 std::env::var("HARNESS_NODE_AGENT_LOG").unwrap_or_else(|_| "info".into()),
