@@ -385,22 +385,17 @@ fn a_cluster_in_containers_runs_the_suites_with_the_driver_the_operator_installe
     assert!(report.contains("containers cluster"), "{report}");
     // No container or network of the backend is left (those of runs still in progress,
     // other tests of this nextest run, aside).
-    let label = harness::cluster::containers::RUN_DIR_LABEL;
-    let filter = format!("label={label}");
-    let format = format!("{{{{.Label \"{label}\"}}}}");
-    for kind in [&["ps", "-a"][..], &["network", "ls"][..]] {
-        let listed = Command::new("docker")
-            .args(kind)
-            .args(["--filter", &filter, "--format", &format])
-            .output()
-            .unwrap();
-        let left: Vec<String> = text(&listed.stdout)
-            .lines()
-            .filter(|dir| !harness::control_plane::run_dir::is_held(Path::new(dir)))
-            .map(str::to_string)
-            .collect();
-        assert!(left.is_empty(), "left behind ({kind:?}): {left:?}");
-    }
+    let objects = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap()
+        .block_on(harness::cluster::containers::labelled_objects())
+        .unwrap();
+    let left: Vec<_> = objects
+        .iter()
+        .filter(|o| !harness::control_plane::run_dir::is_held(&o.run_dir))
+        .collect();
+    assert!(left.is_empty(), "left behind: {left:?}");
 }
 
 /// The node-loss case of `disruption` on the containers backend: a node frozen under a writer

@@ -215,13 +215,8 @@ impl ManilaCsiEnvironment {
         // gateway (this host, as the containers see it) for the containers backend.
         let (cluster_guard, fake_listen) = match options.backend {
             ClusterBackend::Embedded => {
-                let fake_listen = match &options.cloud_source {
-                    CloudSource::Fake => Some(free_address(std::net::Ipv4Addr::LOCALHOST.into())?),
-                    CloudSource::External(_) => None,
-                };
-                let pod_env = fake_listen
-                    .map(|addr| metadata_pod_env(addr, options.cloud_tls))
-                    .unwrap_or_default();
+                let (fake_listen, pod_env) =
+                    fake_cloud_address(&options, std::net::Ipv4Addr::LOCALHOST.into())?;
                 let embedded = EmbeddedCluster::start(EmbeddedOptions {
                     nodes: options.nodes,
                     zones: options.zones.clone(),
@@ -249,13 +244,8 @@ impl ManilaCsiEnvironment {
                     ..Default::default()
                 })
                 .await?;
-                let fake_listen = match &options.cloud_source {
-                    CloudSource::Fake => Some(free_address(prepared.network().gateway())?),
-                    CloudSource::External(_) => None,
-                };
-                let pod_env = fake_listen
-                    .map(|addr| metadata_pod_env(addr, options.cloud_tls))
-                    .unwrap_or_default();
+                let (fake_listen, pod_env) =
+                    fake_cloud_address(&options, prepared.network().gateway())?;
                 let mut guard = ClusterGuard::containers(prepared, options.keep_run_dir);
                 if let Some(cluster) = guard.containers_mut() {
                     cluster.boot(pod_env).await?;
@@ -485,6 +475,25 @@ pub(crate) fn metadata_pod_env(addr: std::net::SocketAddr, tls: bool) -> Vec<(St
         fakes::metadata::DOCUMENT
     );
     vec![(METADATA_URL_ENV.to_string(), url)]
+}
+
+/// Where the fake cloud listens, and the pod environment naming its metadata documents.
+type FakeCloudAddress = (Option<std::net::SocketAddr>, Vec<(String, String)>);
+
+/// Where the run's own fake cloud will listen, on this host's address `ip` (a port free
+/// now), and the node agents' pod environment pointing each node at its metadata document
+/// there; neither for a cloud the environment does not start.
+fn fake_cloud_address(
+    options: &EnvironmentOptions,
+    ip: std::net::IpAddr,
+) -> Result<FakeCloudAddress> {
+    match &options.cloud_source {
+        CloudSource::Fake => {
+            let addr = free_address(ip)?;
+            Ok((Some(addr), metadata_pod_env(addr, options.cloud_tls)))
+        }
+        CloudSource::External(_) => Ok((None, Vec::new())),
+    }
 }
 
 /// A loopback address with a port free right now (the fake cloud binds it moments later).

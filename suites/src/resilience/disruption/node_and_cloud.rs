@@ -20,7 +20,7 @@ pub(super) async fn node_agent_restarted_steps(ctx: &TestContext<'_>) -> TestRes
     let on_node = ["writer-a", "writer-c"];
     let containers_before = container_ids(ctx, &on_node).await?;
     let volumes = scene.volume_names();
-    let mounts_before = mounts_of(ctx, &volumes)?;
+    let mounts_before = mounts_of(ctx, &volumes).await?;
     let before = scene.writers.read().await?;
     let since = SystemTime::now();
 
@@ -48,7 +48,7 @@ pub(super) async fn node_agent_restarted_steps(ctx: &TestContext<'_>) -> TestRes
         containers_before,
         "the containers (id, restarts) of {on_node:?} across the restart of {node}'s agent"
     );
-    let mounts_after = mounts_of(ctx, &volumes)?;
+    let mounts_after = mounts_of(ctx, &volumes).await?;
     ensure_eq!(
         mounts_after,
         mounts_before,
@@ -75,7 +75,7 @@ pub(super) async fn node_agent_restarted_steps(ctx: &TestContext<'_>) -> TestRes
     }
     // … publishes and unpublishes for a new pod, and leaves the writers' mounts alone.
     let lines = read_through_new_pod(ctx, &node).await?;
-    let mounts_later = mounts_of(ctx, &volumes)?;
+    let mounts_later = mounts_of(ctx, &volumes).await?;
     ensure_eq!(
         mounts_later,
         mounts_before,

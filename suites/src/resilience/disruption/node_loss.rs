@@ -16,6 +16,7 @@ use kube::api::PostParams;
 
 use super::*;
 use harness::cluster::NodeAction;
+use harness::cluster::embedded::is_node_ready;
 
 /// The writer's Deployment (its pods are labelled `app=<this>`).
 const KEEPER: &str = "keeper";
@@ -99,16 +100,6 @@ fn merge_affinity(mut spec: serde_json::Value, node: &str) -> serde_json::Value 
         );
     }
     spec
-}
-
-fn node_ready(node: &Node) -> Option<String> {
-    node.status
-        .as_ref()?
-        .conditions
-        .as_ref()?
-        .iter()
-        .find(|c| c.type_ == "Ready")
-        .map(|c| c.status.clone())
 }
 
 /// The keeper pods: (name, node, being deleted).
@@ -217,7 +208,7 @@ async fn node_lost_steps(ctx: &TestContext<'_>) -> TestResult {
     wait::wait_for(
         &nodes_api,
         &lost,
-        |n: Option<&Node>| n.and_then(node_ready).as_deref() == Some("True"),
+        |n: Option<&Node>| n.is_some_and(is_node_ready),
         NOT_READY_WAIT,
     )
     .await
@@ -271,7 +262,7 @@ async fn while_lost(ctx: &TestContext<'_>, lost: &str, first: &str) -> TestResul
     wait::wait_for(
         &nodes_api,
         lost,
-        |n: Option<&Node>| n.and_then(node_ready).is_some_and(|s| s != "True"),
+        |n: Option<&Node>| n.is_some_and(|n| !is_node_ready(n)),
         NOT_READY_WAIT,
     )
     .await

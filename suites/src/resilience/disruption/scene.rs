@@ -189,14 +189,14 @@ pub(super) async fn read_through_new_pod(ctx: &TestContext<'_>, node: &str) -> T
 /// Waits until no mount of `volumes` is left below the run's mount root (nothing to check
 /// where the mounts are on other machines).
 pub(super) async fn wait_unmounted(ctx: &TestContext<'_>, volumes: &[String]) -> TestResult {
-    if mounts_of(ctx, volumes)?.is_none() {
+    if mounts_of(ctx, volumes).await?.is_none() {
         return Ok(());
     }
     wait::wait_until(
         format!("no mount of {} left", volumes.join(", ")),
         ctx.workload().timeouts().pod_deleted,
         || async {
-            match mounts_of(ctx, volumes) {
+            match mounts_of(ctx, volumes).await {
                 Ok(Some(left)) if left.is_empty() => Ok(Some(())),
                 Ok(Some(left)) => Err(left.join(", ")),
                 Ok(None) => Ok(Some(())),
@@ -213,15 +213,19 @@ pub(super) async fn wait_unmounted(ctx: &TestContext<'_>, volumes: &[String]) ->
 }
 
 /// The mount points of `volumes` (their staging and publish paths) below the run's mount
-/// root, sorted; `None` when the mounts are not visible from here.
-pub(super) fn mounts_of(
+/// root, wherever the nodes mount (this host, or each node's container), sorted; `None`
+/// when the mounts are not visible from here.
+pub(super) async fn mounts_of(
     ctx: &TestContext<'_>,
     volumes: &[String],
 ) -> TestResult<Option<Vec<String>>> {
     let Some(root) = ctx.mounts_root() else {
         return Ok(None);
     };
-    let mut mounts: Vec<String> = harness::runtime::host_mounts::mount_points_under(root)?
+    let mut mounts: Vec<String> = ctx
+        .cluster()
+        .mount_points_under(root)
+        .await?
         .iter()
         .map(|m| m.display().to_string())
         .filter(|m| {
