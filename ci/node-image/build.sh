@@ -3,6 +3,13 @@
 # filesystem:
 #
 #   build.sh [kind]         the node image of a kind-style cluster (below)
+#   build.sh image REF OUT BINARY...
+#                           an image archive OUT (docker-archive and OCI layout in one tarball,
+#                           as `ctr images import` and `docker load` read) named REF holding
+#                           the BINARY files in /usr/local/bin with the shared libraries they
+#                           load (from this host); its command is the first BINARY. The kind
+#                           backend imports such archives of the project's binaries into its
+#                           nodes.
 #   build.sh container-node the image of the containers backend's control-plane and node
 #                           containers (harness::cluster::containers): the root filesystem
 #                           alone; the project's binaries and the control-plane binaries are
@@ -37,8 +44,8 @@ packages=containerd,runc,containernetworking-plugins,iptables,iproute2,mount,uti
 base_recipe="debootstrap bookworm minbase $packages base-2"
 target=${1:-kind}
 case "$target" in
-    kind | container-node) ;;
-    *) fail "unknown image $target: build.sh [kind|container-node]" ;;
+    kind | container-node | image) ;;
+    *) fail "unknown image $target: build.sh [kind|container-node|image REF OUT BINARY...]" ;;
 esac
 
 root="$CACHE_DIR/node-image"
@@ -98,36 +105,38 @@ build_base() {
     step "node image: base root filesystem in $((SECONDS - start))s ($(du -h "$base_tar" | cut -f1))"
 }
 
-# --- kubelet and pause from the control plane's Kubernetes source ---------------------------
-build_kubelet() {
-    local out="$root/bin/kubelet" stamp="$root/bin/kubelet.recipe"
-    local recipe="kubelet $k8s_version go-1.15 CGO_ENABLED=0"
+# --- kubelet, kubeadm, kube-proxy and pause from the control plane's Kubernetes source ----
+# build_k8s NAME: cmd/NAME built as the control plane's binaries are (Go 1.15, GOPATH mode,
+# the same version ldflags), static (CGO_ENABLED=0), into $root/bin/NAME.
+build_k8s() {
+    local name="$1" out="$root/bin/$1" stamp="$root/bin/$1.recipe"
+    local recipe="$name $k8s_version go-1.15 CGO_ENABLED=0"
     [ -x "$out" ] && [ "$(cat "$stamp" 2>/dev/null)" = "$recipe" ] && return 0
     if [ ! -f "$tree/cmd/kubelet/kubelet.go" ] || [ ! -x "$cp_work/go/usr/lib/go-1.15/bin/go" ]; then
         step "node image: no control-plane work tree; running ci/install-control-plane.sh"
         "$here/../install-control-plane.sh" >/dev/null
     fi
-    [ -f "$tree/cmd/kubelet/kubelet.go" ] || fail "no Kubernetes source in $tree (remove \
-$CACHE_DIR/control-plane/$k8s_version/.complete so ci/install-control-plane.sh rebuilds it)"
+    [ -f "$tree/cmd/$name/$name.go" ] || [ -d "$tree/cmd/$name" ] || fail "no Kubernetes source \
+in $tree (remove $CACHE_DIR/control-plane/$k8s_version/.complete so ci/install-control-plane.sh rebuilds it)"
     local start=$SECONDS flags="-s -w"
     for pkg in component-base/version client-go/pkg/version; do
         local p="k8s.io/kubernetes/vendor/k8s.io/$pkg"
         flags+=" -X $p.gitVersion=$k8s_version -X $p.gitMajor=1 -X $p.gitMinor=20"
         flags+=" -X $p.gitTreeState=clean -X $p.buildDate=1970-01-01T00:00:00Z"
     done
-    step "node image: build kubelet (go 1.15, GOPATH mode, log $root/logs/kubelet.log)"
+    step "node image: build $name (go 1.15, GOPATH mode, log $root/logs/$name.log)"
     (
         export GOROOT="$cp_work/go/usr/lib/go-1.15" GOPATH="$cp_work/gopath" GO111MODULE=off \
             GOFLAGS= GOCACHE="$cp_work/gocache" GOTMPDIR="$cp_work/tmp" CGO_ENABLED=0
         export PATH="$GOROOT/bin:$PATH"
         mkdir -p "$GOTMPDIR"
         cd "$tree"
-        nice -n 19 go build -o "$out.partial" -ldflags "$flags" ./cmd/kubelet
-        "$out.partial" --version
-    ) >"$root/logs/kubelet.log" 2>&1 || { tail -n 20 "$root/logs/kubelet.log" >&2; fail "kubelet build failed"; }
+        nice -n 19 go build -o "$out.partial" -ldflags "$flags" "./cmd/$name"
+        "$out.partial" version 2>/dev/null || "$out.partial" --version
+    ) >"$root/logs/$name.log" 2>&1 || { tail -n 20 "$root/logs/$name.log" >&2; fail "$name build failed"; }
     mv "$out.partial" "$out"
     echo "$recipe" >"$stamp"
-    step "node image: kubelet built in $((SECONDS - start))s: $("$out" --version)"
+    step "node image: $name built in $((SECONDS - start))s"
 }
 
 build_pause() {
@@ -150,7 +159,7 @@ image_tar() {
     local layer layer_size config config_size manifest manifest_size
     layer=$(sha "$d/layer.tar") layer_size=$(stat -c %s "$d/layer.tar")
     mv "$d/layer.tar" "$d/blobs/sha256/$layer"
-    printf '{"architecture":"amd64","os":"linux","config":{"Cmd":%s,"Env":["PATH=/bin:/usr/bin:/sbin:/usr/sbin"]},"rootfs":{"type":"layers","diff_ids":["sha256:%s"]},"history":[{"created_by":"ci/node-image/build.sh"}]}' \
+    printf '{"architecture":"amd64","os":"linux","config":{"Cmd":%s,"Env":["PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"]},"rootfs":{"type":"layers","diff_ids":["sha256:%s"]},"history":[{"created_by":"ci/node-image/build.sh"}]}' \
         "$cmd" "$layer" >"$d/config.json"
     config=$(sha "$d/config.json") config_size=$(stat -c %s "$d/config.json")
     mv "$d/config.json" "$d/blobs/sha256/$config"
@@ -195,6 +204,107 @@ build_images() {
     fi
 }
 
+# --- the control plane's and kube-proxy's images (kind mode: kubeadm runs them as static pods
+# and a DaemonSet) -----------------------------------------------------------------------------
+# copy_in ROOT OUT PATH: PATH of the tree ROOT copied to OUT at the same place, following its
+# symlinks (each link and what it points to are copied, as in the tree; directories are
+# resolved, so merged /usr's /lib -> usr/lib lands in usr/lib).
+copy_in() {
+    local root out="$2" path="$3" n target dir
+    root=$(cd "$1" && pwd -P)
+    [ "$root" = / ] && root=
+    for n in $(seq 16); do
+        dir=$(cd "$root$(dirname "$path")" && pwd -P) || return 1
+        dir=${dir#"$root"}
+        path="${dir%/}/$(basename "$path")"
+        mkdir -p "$out$dir"
+        cp -a "$root$path" "$out$path"
+        [ -L "$root$path" ] || return 0
+        target=$(readlink "$root$path")
+        case "$target" in /*) path="$target" ;; *) path="$dir/$target" ;; esac
+    done
+}
+# libraries_of ROOT OUT FILE...: the shared libraries FILE (paths in ROOT) load, as ldd run in
+# ROOT lists them, copied from ROOT to OUT; nothing for a static binary.
+libraries_of() {
+    local root="$1" out="$2" file lib
+    shift 2
+    for file in "$@"; do
+        for lib in $(chroot "$root" ldd "$file" 2>/dev/null | grep -o '/[^ ]*' || true); do
+            copy_in "$root" "$out" "$lib"
+        done
+    done
+}
+# merged_usr_tree DIR: the skeleton every image layer starts from.
+merged_usr_tree() {
+    mkdir -p "$1/usr/bin" "$1/usr/sbin" "$1/usr/lib" "$1/usr/lib64" "$1/usr/local/bin" "$1/etc" "$1/tmp" "$1/var/run"
+    chmod 1777 "$1/tmp"
+    ln -s usr/bin "$1/bin" && ln -s usr/sbin "$1/sbin" && ln -s usr/lib "$1/lib" && ln -s usr/lib64 "$1/lib64"
+    echo 'root:x:0:0:root:/root:/bin/sh' >"$1/etc/passwd"
+    echo 'root:x:0:' >"$1/etc/group"
+    echo 'hosts: files dns' >"$1/etc/nsswitch.conf"
+}
+cp_bin="$CACHE_DIR/control-plane/$k8s_version/bin"
+image_repository=localhost/openstack-csi-conformance
+# build_cluster_images ROOTFS: kube-apiserver, kube-controller-manager, kube-scheduler and
+# etcd from the control plane's binaries (the same ones the embedded cluster runs), and
+# kube-proxy with Debian's iptables and conntrack from ROOTFS (the extracted base).
+build_cluster_images() {
+    local rootfs="$1" name d out
+    [ -x "$cp_bin/etcd" ] || "$here/../install-control-plane.sh" >/dev/null
+    for name in kube-apiserver kube-controller-manager kube-scheduler etcd kube-proxy; do
+        out="$root/images/$name.tar"
+        [ -f "$out" ] && [ "$(cat "$out.recipe" 2>/dev/null)" = "$cluster_images_recipe" ] && continue
+        d=$(mktemp -d "$root/tmp/$name.XXXXXX")
+        merged_usr_tree "$d"
+        local tag=$k8s_version bin="$cp_bin/$name"
+        [ "$name" = kube-proxy ] && bin="$root/bin/kube-proxy"
+        install -m 0755 "$bin" "$d/usr/local/bin/$name"
+        libraries_of / "$d" "$bin"
+        case "$name" in
+            kube-proxy)
+                # kube-proxy's iptables mode runs iptables(-save,-restore) and conntrack.
+                local f
+                for f in iptables iptables-save iptables-restore ip6tables ip6tables-save \
+                    ip6tables-restore iptables-nft iptables-legacy conntrack; do
+                    [ -e "$rootfs/usr/sbin/$f" ] || continue
+                    copy_in "$rootfs" "$d" "/usr/sbin/$f"
+                    libraries_of "$rootfs" "$d" "/usr/sbin/$f"
+                done
+                for f in "$rootfs"/usr/lib/x86_64-linux-gnu/xtables/*.so; do
+                    copy_in "$rootfs" "$d" "${f#"$rootfs"}"
+                    libraries_of "$rootfs" "$d" "${f#"$rootfs"}"
+                done
+                ;;
+            etcd)
+                tag="$("$bin" --version | sed -n 's/^etcd Version: //p')-debian"
+                ;;
+        esac
+        step "node image: $name image ($image_repository/$name:$tag)"
+        image_tar "$image_repository/$name:$tag" "$d" "[\"/usr/local/bin/$name\"]" "$out"
+        echo "$tag" >"$out.tag"
+        echo "$cluster_images_recipe" >"$out.recipe"
+        rm -rf "$d"
+    done
+}
+
+if [ "$target" = image ]; then
+    [ $# -ge 4 ] || fail "usage: build.sh image REF OUT BINARY..."
+    ref="$2" out="$3"
+    shift 3
+    d=$(mktemp -d "$root/tmp/image.XXXXXX")
+    merged_usr_tree "$d"
+    for binary in "$@"; do
+        [ -x "$binary" ] || fail "image $ref: $binary is not an executable file"
+        install -m 0755 "$binary" "$d/usr/local/bin/$(basename "$binary")"
+        libraries_of / "$d" "$(readlink -f "$binary")"
+    done
+    image_tar "$ref" "$d" "[\"/usr/local/bin/$(basename "$1")\"]" "$out"
+    rm -rf "$d"
+    step "image $ref: $out ($(du -h "$out" | cut -f1))"
+    exit 0
+fi
+
 # --- the containers backend's image --------------------------------------------------------
 # import_tree DIR IMAGE CHANGE...: `docker import` of DIR, then older tags of the repository go
 # (docker refuses, harmlessly, those a container still uses).
@@ -233,14 +343,32 @@ fi
 
 # --- assemble and import -------------------------------------------------------------------
 build_base
-build_kubelet
+build_k8s kubelet
+build_k8s kubeadm
+build_k8s kube-proxy
 build_pause
 build_images
+[ -x "$cp_bin/etcd" ] || "$here/../install-control-plane.sh" >/dev/null
+cluster_images=(kube-apiserver kube-controller-manager kube-scheduler etcd kube-proxy)
+cluster_images_recipe=$(
+    sha "$here/build.sh" "$cp_bin/kube-apiserver" "$cp_bin/kube-controller-manager" \
+        "$cp_bin/kube-scheduler" "$cp_bin/etcd" "$root/bin/kube-proxy" "$base_tar" | sha | cut -c1-12
+)
+for name in "${cluster_images[@]}"; do
+    if [ "$(cat "$root/images/$name.tar.recipe" 2>/dev/null)" != "$cluster_images_recipe" ]; then
+        dir="$root/tmp/cluster-images-rootfs"
+        rm -rf "$dir" && mkdir -p "$dir"
+        tar -C "$dir" --numeric-owner -xf "$base_tar"
+        build_cluster_images "$dir"
+        rm -rf "$dir"
+        break
+    fi
+done
 
 recipe_hash=$(
     {
-        echo "$base_recipe"
-        sha "$root/bin/kubelet" "$root/images/pause-$pause_tag.tar" "$root/images/busybox.tar"
+        echo "$base_recipe $cluster_images_recipe"
+        sha "$root/bin/kubelet" "$root/bin/kubeadm" "$root/images/pause-$pause_tag.tar" "$root/images/busybox.tar"
         sha "$here/build.sh" "$here/files/node-entrypoint.sh" "$here/files/containerd-config.toml"
     } | sha | cut -c1-12
 )
@@ -257,11 +385,24 @@ dir="$root/tmp/node-rootfs"
 rm -rf "$dir" && mkdir -p "$dir"
 tar -C "$dir" --numeric-owner -xf "$base_tar"
 install -m 0755 "$root/bin/kubelet" "$dir/usr/local/bin/kubelet"
+install -m 0755 "$root/bin/kubeadm" "$dir/usr/local/bin/kubeadm"
 install -m 0755 "$here/files/node-entrypoint.sh" "$dir/usr/local/bin/node-entrypoint"
 mkdir -p "$dir/etc/containerd" "$dir/opt/node-images" "$dir/etc/kubernetes/manifests" \
-    "$dir/var/lib/kubelet" "$dir/etc/cni/net.d"
+    "$dir/var/lib/kubelet" "$dir/etc/cni/net.d" "$dir/kind"
 install -m 0644 "$here/files/containerd-config.toml" "$dir/etc/containerd/config.toml.in"
 cp "$root/images/pause-$pause_tag.tar" "$root/images/busybox.tar" "$dir/opt/node-images/"
+for name in "${cluster_images[@]}"; do
+    cp "$root/images/$name.tar" "$dir/opt/node-images/"
+done
+# What the kind backend (harness::cluster::kind) reads to write kubeadm's configuration.
+{
+    echo "KUBERNETES_VERSION=$k8s_version"
+    echo "IMAGE_REPOSITORY=$image_repository"
+    echo "ETCD_IMAGE_TAG=$(cat "$root/images/etcd.tar.tag")"
+    echo "SANDBOX_IMAGE=$pause_ref"
+    echo "BUSYBOX_IMAGE=$busybox_ref"
+} >"$dir/kind/images.env"
+echo "$k8s_version" >"$dir/kind/version"
 echo "$image" >"$dir/etc/openstack-csi-conformance-node-image"
 import_tree "$dir" "$image" \
     --change 'ENTRYPOINT ["/usr/local/bin/node-entrypoint"]' \

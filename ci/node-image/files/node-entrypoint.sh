@@ -1,19 +1,35 @@
 #!/bin/bash
-# PID 1 of a node container: prepares the container the way kind's entrypoint does (as far
-# as the capabilities granted allow), starts containerd, imports the node's images, then
-# execs kubelet with /etc/kubernetes/kubelet.flags (written by whoever creates the node,
-# e.g. ci/node-image/prove-one-pod.sh, with `docker cp` before `docker start`).
+# PID 1's child of a node container (docker's init is PID 1): prepares the container the way
+# kind's entrypoint does (as far as the capabilities granted allow), starts containerd,
+# imports the node's images, then runs kubelet in one of two ways:
+#
+# - /etc/kubernetes/kubelet.flags present (written by whoever creates the node, e.g.
+#   ci/node-image/prove-one-pod.sh, with `docker cp` before `docker start`): exec kubelet
+#   with those flags.
+# - otherwise, as kubeadm expects of systemd with its kubelet drop-in (the kind backend,
+#   harness::cluster::kind): kubelet is started once `kubeadm init` or `kubeadm join` has
+#   written /var/lib/kubelet/config.yaml and a kubeconfig, with the flags of
+#   /var/lib/kubelet/kubeadm-flags.env, and restarted whenever it exits (systemd's
+#   Restart=always). There is no systemd here: kubeadm warns that it found no init system
+#   and goes on; this loop plays its part.
 #
 # Environment:
 #   SNAPSHOTTER   containerd snapshotter (default overlayfs; `native` as fallback)
-#   POD_SUBNET    this node's pod CIDR for the bridge CNI config (default 10.244.1.0/24)
+#   POD_SUBNET    this node's pod CIDR for a bridge CNI config written at start (the proof
+#                 sets it; unset, whoever bootstraps the node writes the CNI config later,
+#                 as kind's CNI does once the node has its pod CIDR)
 #   CGROUP_ROOT   kubelet's cgroup root; created in every v1 hierarchy (default /<hostname>)
 #   SYSCTL_SHIM   1 (default): bind-mount the values kubelet insists on over the read-only
 #                 /proc/sys files (see below); 0: leave /proc/sys alone
+#   KUBELET_LOG   where kubelet's output goes in the kubeadm mode (default
+#                 /var/log/node/kubelet.log)
+#
+# /run/node-entrypoint.ready appears once containerd runs with the images imported.
 set -euo pipefail
 log() { printf 'node-entrypoint: %s\n' "$*" >&2; }
 
-: "${SNAPSHOTTER:=overlayfs}" "${POD_SUBNET:=10.244.1.0/24}" "${SYSCTL_SHIM:=1}"
+: "${SNAPSHOTTER:=overlayfs}" "${POD_SUBNET:=}" "${SYSCTL_SHIM:=1}"
+: "${KUBELET_LOG:=/var/log/node/kubelet.log}"
 : "${CGROUP_ROOT:=/$(hostname)}"
 
 # kubelet/cAdvisor read the machine id; debootstrap's minbase has none (kind writes one too).
@@ -49,10 +65,10 @@ for h in /sys/fs/cgroup/*/; do
     mkdir -p "$h${CGROUP_ROOT#/}"
 done
 
-# Pod network: one bridge on this node, addresses from POD_SUBNET (no masquerade: the proof
-# needs no traffic off the node).
+# Pod network of the proof: one bridge on this node, addresses from POD_SUBNET (no
+# masquerade: the proof needs no traffic off the node).
 mkdir -p /etc/cni/net.d
-cat >/etc/cni/net.d/10-bridge.conflist <<CNI
+[ -z "$POD_SUBNET" ] || cat >/etc/cni/net.d/10-bridge.conflist <<CNI
 {
   "cniVersion": "0.4.0",
   "name": "node-bridge",
@@ -81,7 +97,28 @@ for img in /opt/node-images/*.tar; do
 done
 ctr -n k8s.io images ls -q >&2
 
-[ -f /etc/kubernetes/kubelet.flags ] || { log "no /etc/kubernetes/kubelet.flags"; exit 1; }
-mapfile -t flags < <(grep -v '^#' /etc/kubernetes/kubelet.flags | sed '/^$/d')
-log "exec kubelet ${flags[*]}"
-exec kubelet "${flags[@]}" --cgroup-root="$CGROUP_ROOT"
+touch /run/node-entrypoint.ready
+
+if [ -f /etc/kubernetes/kubelet.flags ]; then
+    mapfile -t flags < <(grep -v '^#' /etc/kubernetes/kubelet.flags | sed '/^$/d')
+    log "exec kubelet ${flags[*]}"
+    exec kubelet "${flags[@]}" --cgroup-root="$CGROUP_ROOT"
+fi
+
+# kubeadm mode: kubeadm's systemd drop-in (10-kubeadm.conf), played by a loop.
+mkdir -p "$(dirname "$KUBELET_LOG")"
+log "kubelet waits for kubeadm (log $KUBELET_LOG)"
+while :; do
+    if [ -f /var/lib/kubelet/config.yaml ] && [ -f /var/lib/kubelet/kubeadm-flags.env ] &&
+        { [ -f /etc/kubernetes/kubelet.conf ] || [ -f /etc/kubernetes/bootstrap-kubelet.conf ]; }; then
+        KUBELET_KUBEADM_ARGS=
+        # shellcheck disable=SC1091
+        . /var/lib/kubelet/kubeadm-flags.env
+        # shellcheck disable=SC2086
+        kubelet --bootstrap-kubeconfig=/etc/kubernetes/bootstrap-kubelet.conf \
+            --kubeconfig=/etc/kubernetes/kubelet.conf --config=/var/lib/kubelet/config.yaml \
+            $KUBELET_KUBEADM_ARGS --cgroup-root="$CGROUP_ROOT" >>"$KUBELET_LOG" 2>&1 || true
+        log "kubelet exited; starting it again in 1s"
+    fi
+    sleep 1
+done

@@ -193,6 +193,19 @@ pub enum Error {
     #[error("the container-node image: {0}")]
     NodeImage(String),
 
+    /// A step of the kind backend's bootstrap (kubeadm init, join, the pod network) failed.
+    #[error("kind node {node}: {step} failed: {reason} (run directory {})", run_dir.display())]
+    Bootstrap {
+        /// The node.
+        node: String,
+        /// The step, e.g. `kubeadm init`.
+        step: String,
+        /// What failed, with the step's last output.
+        reason: String,
+        /// The cluster's run directory (kubeadm's configuration and logs).
+        run_dir: PathBuf,
+    },
+
     /// The operation needs a backend this cluster does not have.
     #[error("{operation} needs {needs}")]
     Unsupported {

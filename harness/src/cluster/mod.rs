@@ -12,7 +12,8 @@
 //! ([`EmbeddedCluster::connect`]). [`containers`]: the same control plane and node agents,
 //! each in a container of its own on a private docker network ([`ContainerCluster`]), so
 //! nodes have their own addresses and can be powered off, frozen or cut off
-//! ([`Cluster::node_action`]). Any other cluster is reached through its kubeconfig
+//! ([`Cluster::node_action`]). [`kind`]: real kubelets and containerd in node containers,
+//! bootstrapped with kubeadm as kind does ([`KindCluster`]). Any other cluster is reached through its kubeconfig
 //! ([`Cluster::from_kubeconfig`]): exec and logs then go through the apiserver.
 //!
 //! # One cluster per test run
@@ -54,6 +55,7 @@
 pub mod containers;
 pub mod embedded;
 mod error;
+pub mod kind;
 mod namespace;
 mod remote;
 mod shared;
@@ -65,6 +67,7 @@ use std::sync::Arc;
 pub use containers::{ContainerCluster, ContainerNetwork, ContainerOptions, NodeAction};
 pub use embedded::{ClusterDescription, EmbeddedCluster, EmbeddedOptions, NODE_PLACEHOLDER};
 pub use error::{Error, Result};
+pub use kind::{KindCluster, KindOptions};
 pub use namespace::{TEST_NAMESPACE_LABEL, TestNamespace};
 pub use shared::CLUSTER_DIR_ENV;
 pub use wait::WaitError;

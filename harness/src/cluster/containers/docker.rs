@@ -10,7 +10,9 @@ use std::collections::HashMap;
 use std::net::IpAddr;
 use std::path::{Path, PathBuf};
 
+use futures::StreamExt;
 use testcontainers::bollard::Docker;
+use testcontainers::bollard::exec::{CreateExecOptions, StartExecResults};
 use testcontainers::bollard::models::{
     EndpointSettings, Ipam, NetworkConnectRequest, NetworkCreateRequest, NetworkDisconnectRequest,
 };
@@ -206,6 +208,61 @@ pub(crate) async fn init_pid(container: &str) -> Result<Option<u32>> {
         .and_then(|s| s.pid)
         .filter(|pid| *pid > 0)
         .and_then(|pid| u32::try_from(pid).ok()))
+}
+
+/// What a command run in a container ([`exec`]) ended with.
+#[derive(Debug, Clone)]
+pub struct ContainerExec {
+    /// Its exit code (`-1` when the engine did not report one).
+    pub code: i64,
+    /// Its standard output and standard error, interleaved as written.
+    pub output: String,
+}
+
+impl ContainerExec {
+    /// Whether it exited 0.
+    pub fn success(&self) -> bool {
+        self.code == 0
+    }
+}
+
+/// Runs `argv` in the running `container` (`docker exec`) and waits for it to end.
+pub async fn exec(container: &str, argv: &[&str]) -> Result<ContainerExec> {
+    let docker = engine()?;
+    let action = || format!("running {argv:?} in container {container}");
+    let created = docker
+        .create_exec(
+            container,
+            CreateExecOptions {
+                attach_stdout: Some(true),
+                attach_stderr: Some(true),
+                cmd: Some(argv.to_vec()),
+                ..Default::default()
+            },
+        )
+        .await
+        .map_err(Error::docker(action()))?;
+    let mut output = String::new();
+    if let StartExecResults::Attached {
+        output: mut stream, ..
+    } = docker
+        .start_exec(&created.id, None)
+        .await
+        .map_err(Error::docker(action()))?
+    {
+        while let Some(chunk) = stream.next().await {
+            let chunk = chunk.map_err(Error::docker(action()))?;
+            output.push_str(&String::from_utf8_lossy(&chunk.into_bytes()));
+        }
+    }
+    let inspect = docker
+        .inspect_exec(&created.id)
+        .await
+        .map_err(Error::docker(action()))?;
+    Ok(ContainerExec {
+        code: inspect.exit_code.unwrap_or(-1),
+        output,
+    })
 }
 
 /// Removes `containers` (killed if running, with their anonymous volumes) and then

@@ -34,7 +34,7 @@
 //!   that died leaves objects labelled with its run directory, which the next start removes
 //!   ([`remove_stale`]).
 
-mod docker;
+pub(crate) mod docker;
 pub mod image;
 
 use std::collections::BTreeMap;
