@@ -10,6 +10,7 @@ machine stays clean; the exit status says whether anything was found. Docker con
 and networks of the harness's containers backend whose run directory (their label) is in
 the directory count too.
 """
+import glob
 import os
 import shutil
 import signal
@@ -64,6 +65,26 @@ def docker_objects(d):
     return found
 
 
+def kind_cgroups():
+    """The kind backend's node cgroup roots (/sys/fs/cgroup/<hierarchy>/ock-*): named after
+    the node containers, not the run directory, so any of them is a leftover once the run
+    is over."""
+    return sorted(glob.glob("/sys/fs/cgroup/*/ock-*"))
+
+
+def remove_cgroup_tree(path):
+    for root, dirs, _ in os.walk(path, topdown=False):
+        for name in dirs:
+            try:
+                os.rmdir(os.path.join(root, name))
+            except OSError:
+                pass
+    try:
+        os.rmdir(path)
+    except OSError:
+        pass
+
+
 def describe(path):
     """What a leftover holds and when it was last changed, to find the test that left it."""
     try:
@@ -111,6 +132,13 @@ def main():
         for kind, name in sorted(left):  # containers before networks
             rm = ["rm", "-f", "-v", name] if kind == "container" else ["network", "rm", name]
             subprocess.run(["docker", *rm], capture_output=True, check=False)
+    left = kind_cgroups()
+    if left:
+        found = True
+        print("==> leftover cgroups of kind nodes:", file=sys.stderr)
+        for path in left:
+            print(f"  {path}", file=sys.stderr)
+            remove_cgroup_tree(path)
     left = mounts(d)
     if left:
         found = True
@@ -136,7 +164,7 @@ def main():
         print("error: the test run left the above behind (removed now); "
               "every test must clean up after itself", file=sys.stderr)
         return 1
-    print("==> no leftover files, mounts, processes or docker objects of the test run",
+    print("==> no leftover files, mounts, processes, docker objects or cgroups of the test run",
           file=sys.stderr)
     return 0
 

@@ -15,8 +15,11 @@ fi
 ci/install-openstack-clients.sh
 ci/install-control-plane.sh
 ci/install-host-tools.sh
-# The containers backend's image (a Debian root filesystem, no registry; cached).
+# The containers backend's image (a Debian root filesystem, no registry; cached), and the
+# kind backend's node image (kubelet, kubeadm, kube-proxy and the control-plane images from
+# the same Kubernetes source; ≈ 10 min cold, then cached).
 ci/node-image/build.sh container-node >/dev/null
+ci/node-image/build.sh kind >/dev/null
 
 step "cargo fmt --check"
 cargo fmt --all -- --check

@@ -1,8 +1,10 @@
-//! The two backends side by side, in one run: boot time to every node Ready (control plane,
+//! The three backends side by side, in one run: boot time to every node Ready (control plane,
 //! nodes, total), pod creation → Running (one pod per node, at once), and memory: the peak
 //! over the boot and pods, and the steady resident memory once the pods run (every process
 //! of the cluster and its pods, see `support/memory.rs`). Binaries and the containers
-//! backend's image are located (or built) before any clock starts.
+//! backends' images are located (or built) before any clock starts. The kind backend's
+//! clusters have a control-plane node besides the N workers (kubeadm's static pods run
+//! there); its "control plane" time runs to `kubeadm init` done.
 //!
 //! `cargo bench -p harness --bench backends [-- --nodes N --boots N]`
 
@@ -14,7 +16,8 @@ use std::time::{Duration, Instant};
 
 use anyhow::Context;
 use harness::cluster::{
-    Cluster, ClusterBackend, ContainerCluster, ContainerOptions, EmbeddedCluster, EmbeddedOptions,
+    Cluster, ContainerCluster, ContainerOptions, EmbeddedCluster, EmbeddedOptions, KindCluster,
+    KindOptions,
 };
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::{Api, PostParams};
@@ -54,10 +57,38 @@ struct Figures {
     steady_mib: f64,
 }
 
+/// The backends compared.
+#[derive(Debug, Clone, Copy)]
+enum Backend {
+    Embedded,
+    Containers,
+    Kind,
+}
+
+impl Backend {
+    fn name(self) -> &'static str {
+        match self {
+            Backend::Embedded => "embedded",
+            Backend::Containers => "containers",
+            Backend::Kind => "kind",
+        }
+    }
+
+    /// The image of the bench's pods: the embedded and containers backends map `busybox` to
+    /// a host binary; kind's nodes run real images (the local node image's busybox).
+    fn pod_image(self) -> &'static str {
+        match self {
+            Backend::Kind => "localhost/openstack-csi-conformance/busybox:bookworm",
+            _ => "busybox",
+        }
+    }
+}
+
 /// The clusters a bench boots, for a uniform stop.
 enum Booted {
     Embedded(Box<EmbeddedCluster>),
     Containers(Box<ContainerCluster>),
+    Kind(Box<KindCluster>),
 }
 
 impl Booted {
@@ -65,29 +96,32 @@ impl Booted {
         match self {
             Booted::Embedded(c) => c.stop().await?,
             Booted::Containers(c) => c.stop().await?,
+            Booted::Kind(c) => c.stop().await?,
         }
         Ok(())
     }
 }
 
-fn pod_on(node: &str) -> anyhow::Result<Pod> {
+fn pod_on(node: &str, image: &str) -> anyhow::Result<Pod> {
     Ok(serde_json::from_value(serde_json::json!({
         "apiVersion": "v1", "kind": "Pod",
         "metadata": { "name": format!("bench-{node}") },
         "spec": {
             "nodeName": node,
             "terminationGracePeriodSeconds": 1,
-            "containers": [{ "name": "app", "image": "busybox", "command": ["sleep", "3600"] }]
+            "containers": [{ "name": "app", "image": image, "imagePullPolicy": "Never",
+                             "command": ["sleep", "3600"] }]
         }
     }))?)
 }
 
 /// Creates a pod on every node at once; returns when all run.
-async fn pods_running(cluster: &Cluster) -> anyhow::Result<Duration> {
+async fn pods_running(cluster: &Cluster, image: &str) -> anyhow::Result<Duration> {
     let pods: Api<Pod> = Api::namespaced(cluster.client(), "default");
     let started = Instant::now();
     for node in cluster.node_names() {
-        pods.create(&PostParams::default(), &pod_on(&node)?).await?;
+        pods.create(&PostParams::default(), &pod_on(&node, image)?)
+            .await?;
     }
     for node in cluster.node_names() {
         harness::cluster::wait::wait_for(
@@ -101,17 +135,13 @@ async fn pods_running(cluster: &Cluster) -> anyhow::Result<Duration> {
     Ok(started.elapsed())
 }
 
-async fn boot(
-    backend: ClusterBackend,
-    nodes: usize,
-    base: &std::path::Path,
-) -> anyhow::Result<Figures> {
+async fn boot(backend: Backend, nodes: usize, base: &std::path::Path) -> anyhow::Result<Figures> {
     let node_agent = PathBuf::from(env!("CARGO_BIN_EXE_node-agent"));
     let zones = vec!["zone-a".to_string(), "zone-b".to_string()];
     // The run directory is not known before the start: sample everything naming the base.
     let mut sampler = MemorySampler::start(base.to_path_buf());
     let (booted, timings) = match backend {
-        ClusterBackend::Embedded => {
+        Backend::Embedded => {
             let c = EmbeddedCluster::start(EmbeddedOptions {
                 nodes,
                 zones,
@@ -123,7 +153,7 @@ async fn boot(
             let t = c.timings();
             (Booted::Embedded(Box::new(c)), t)
         }
-        ClusterBackend::Containers => {
+        Backend::Containers => {
             let c = ContainerCluster::start(ContainerOptions {
                 nodes,
                 zones,
@@ -135,12 +165,24 @@ async fn boot(
             let t = c.timings();
             (Booted::Containers(Box::new(c)), t)
         }
+        Backend::Kind => {
+            let c = KindCluster::start(KindOptions {
+                nodes,
+                zones,
+                base_dir: base.to_path_buf(),
+                ..Default::default()
+            })
+            .await?;
+            let t = c.timings();
+            (Booted::Kind(Box::new(c)), t)
+        }
     };
     let cluster = match &booted {
         Booted::Embedded(c) => c.cluster().await?,
         Booted::Containers(c) => c.cluster().await?,
+        Booted::Kind(c) => c.cluster().await?,
     };
-    let pods_running = pods_running(&cluster).await?;
+    let pods_running = pods_running(&cluster, backend.pod_image()).await?;
     // Steady state: the median of a few samples once the pods run.
     let mut samples = Vec::new();
     for _ in 0..10 {
@@ -167,6 +209,7 @@ async fn main() -> anyhow::Result<()> {
     // Found (or built) before any clock starts: the control-plane binaries and the image.
     tokio::task::spawn_blocking(harness::control_plane::Binaries::locate).await??;
     harness::cluster::containers::node_image().await?;
+    harness::cluster::kind::kind_node_image().await?;
     let base = tempfile::Builder::new().prefix("bench-").tempdir_in(
         std::env::var_os("TMPDIR").map_or_else(|| PathBuf::from("/tmp"), PathBuf::from),
     )?;
@@ -185,7 +228,7 @@ async fn main() -> anyhow::Result<()> {
         "peak MiB",
         "steady MiB"
     );
-    for backend in [ClusterBackend::Embedded, ClusterBackend::Containers] {
+    for backend in [Backend::Embedded, Backend::Containers, Backend::Kind] {
         for i in 1..=args.boots {
             let f = boot(backend, args.nodes, base.path()).await?;
             println!(

@@ -1,7 +1,9 @@
 //! The memory of a cluster of the harness, for the benches: the resident memory of every
 //! process whose command line names the cluster's run directory (control-plane components,
 //! node agents, sandbox helpers; for the containers backend also each container's init,
-//! whose command names its log there) and all their descendants (the pods' processes),
+//! whose command names its log there; for the kind backend each node container's init, whose
+//! environment names its kubelet's log there) and all their descendants (the pods'
+//! processes, kubelet, containerd),
 //! sampled every 100 ms.
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -33,7 +35,11 @@ pub fn cluster_rss_kib(run_dir: &Path) -> u64 {
             .unwrap_or(0);
         parents.insert(pid, ppid);
         let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
-        if String::from_utf8_lossy(&cmdline).contains(&needle) {
+        // A kind node container's init names the run directory in its environment only.
+        let environ = std::fs::read(format!("/proc/{pid}/environ")).unwrap_or_default();
+        if String::from_utf8_lossy(&cmdline).contains(&needle)
+            || String::from_utf8_lossy(&environ).contains(&needle)
+        {
             roots.insert(pid);
         }
     }
