@@ -239,3 +239,89 @@ async fn a_kind_cluster_runs_pods_across_nodes_with_services_and_project_images(
         }
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bad_input_is_named_and_a_failed_bootstrap_leaves_nothing_behind() {
+    testkit::init_tracing("harness=info");
+    // Refused before anything starts.
+    let err = KindCluster::start(KindOptions {
+        image_archives: vec!["/nonexistent/driver.tar".into()],
+        ..Default::default()
+    })
+    .await
+    .unwrap_err()
+    .to_string();
+    assert!(
+        err.contains("image_archives") && err.contains("/nonexistent/driver.tar"),
+        "{err}"
+    );
+    let err = KindCluster::start(KindOptions {
+        nodes: 0,
+        ..Default::default()
+    })
+    .await
+    .unwrap_err()
+    .to_string();
+    assert!(err.contains("nodes"), "{err}");
+
+    // An archive containerd cannot import fails the bootstrap on the first node, by name;
+    // everything started so far goes with the failed start.
+    let work = tempfile::tempdir().unwrap();
+    let archive = work.path().join("not-an-image.tar");
+    std::fs::write(&archive, "not a tarball").unwrap();
+    let err = KindCluster::start(KindOptions {
+        nodes: 1,
+        image_archives: vec![archive.clone()],
+        ..Default::default()
+    })
+    .await
+    .unwrap_err();
+    let harness::cluster::Error::Bootstrap {
+        node,
+        step,
+        reason,
+        run_dir,
+    } = &err
+    else {
+        panic!("not a bootstrap error: {err}");
+    };
+    assert_eq!(node, kind::CONTROL_PLANE_NODE, "{err}");
+    assert_eq!(step, "importing an image archive", "{err}");
+    assert!(reason.contains(&archive.display().to_string()), "{err}");
+    let run_dir = run_dir.display().to_string();
+    assert!(!Path::new(&run_dir).exists(), "{run_dir} was left");
+    wait_until(
+        "the failed cluster's containers and network gone",
+        WAIT,
+        || async {
+            let left: Vec<LabelledObject> = labelled_objects()
+                .await
+                .map_err(|e| e.to_string())?
+                .into_iter()
+                .filter(|o| o.run_dir.as_os_str() == run_dir.as_str())
+                .collect();
+            if left.is_empty() {
+                Ok(Some(()))
+            } else {
+                Err(format!("{left:?}"))
+            }
+        },
+    )
+    .await
+    .unwrap();
+    // Nor the nodes' cgroups (named after the containers: ock-<run directory id>-…).
+    let id = run_dir
+        .rsplit_once("kind-")
+        .map(|(_, id)| id.to_ascii_lowercase())
+        .unwrap();
+    for hierarchy in std::fs::read_dir("/sys/fs/cgroup").unwrap().flatten() {
+        for entry in std::fs::read_dir(hierarchy.path())
+            .into_iter()
+            .flatten()
+            .flatten()
+        {
+            let name = entry.file_name().to_string_lossy().into_owned();
+            assert!(!name.starts_with(&format!("ock-{id}-")), "{name} was left");
+        }
+    }
+}

@@ -32,7 +32,7 @@ mod boot;
 mod components;
 mod error;
 mod kubeconfig;
-mod pki;
+pub(crate) mod pki;
 pub(crate) mod process;
 mod readiness;
 pub mod run_dir;

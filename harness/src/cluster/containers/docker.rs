@@ -299,6 +299,24 @@ pub(crate) async fn remove_all(containers: &[String], network: Option<&str>) -> 
     first_error.map_or(Ok(()), Err)
 }
 
+/// [`remove_all`] without a runtime, for drops: `docker rm -f -v` of `containers`, then
+/// `docker network rm network`, through the CLI, synchronously; errors are ignored (what is
+/// left is labelled and goes with the next [`remove_stale`]).
+pub(crate) fn remove_now(containers: &[String], network: &str) {
+    let quiet = |command: &mut std::process::Command| {
+        let _ = command
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .status();
+    };
+    quiet(
+        std::process::Command::new("docker")
+            .args(["rm", "-f", "-v"])
+            .args(containers),
+    );
+    quiet(std::process::Command::new("docker").args(["network", "rm", network]));
+}
+
 /// A container or network of the backend, and the run directory its label names.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct LabelledObject {

@@ -32,15 +32,25 @@ pub async fn node_image() -> Result<String> {
         .cloned()
 }
 
-fn build_script() -> PathBuf {
+pub(crate) fn build_script() -> PathBuf {
     crate::workspace::root().join("ci/node-image/build.sh")
 }
 
 async fn build() -> Result<String> {
+    build_image(
+        "container-node",
+        "openstack-csi-conformance/container-node:",
+    )
+    .await
+}
+
+/// Runs `ci/node-image/build.sh TARGET` (progress on stderr) and returns the image it printed,
+/// the last line of its output starting with `prefix`.
+pub(crate) async fn build_image(target: &str, prefix: &str) -> Result<String> {
     let script = build_script();
-    tracing::info!(script = %script.display(), "building (or finding) the container-node image");
+    tracing::info!(script = %script.display(), target, "building (or finding) a node image");
     let output = tokio::process::Command::new(&script)
-        .arg("container-node")
+        .arg(target)
         .stdin(Stdio::null())
         .stderr(Stdio::inherit())
         .output()
@@ -48,7 +58,7 @@ async fn build() -> Result<String> {
         .map_err(|e| Error::NodeImage(format!("running {}: {e}", script.display())))?;
     if !output.status.success() {
         return Err(Error::NodeImage(format!(
-            "{} container-node failed ({}); its progress and error are above",
+            "{} {target} failed ({}); its progress and error are above",
             script.display(),
             output.status
         )));
@@ -58,11 +68,11 @@ async fn build() -> Result<String> {
         .lines()
         .rev()
         .map(str::trim)
-        .find(|line| line.starts_with("openstack-csi-conformance/container-node:"))
+        .find(|line| line.starts_with(prefix))
         .map(str::to_string)
         .ok_or_else(|| {
             Error::NodeImage(format!(
-                "{} printed no image name (stdout: {stdout:?})",
+                "{} {target} printed no image name (stdout: {stdout:?})",
                 script.display()
             ))
         })

@@ -582,19 +582,7 @@ impl Drop for ContainerCluster {
         // container they missed go through the CLI, synchronously (no runtime is needed).
         self.nodes.clear();
         self.control_plane = None;
-        let mut command = std::process::Command::new("docker");
-        command
-            .args(["rm", "-f", "-v"])
-            .args(self.container_names());
-        let _ = command
-            .stdout(std::process::Stdio::null())
-            .stderr(std::process::Stdio::null())
-            .status();
-        let _ = std::process::Command::new("docker")
-            .args(["network", "rm", self.network.name()])
-            .stdout(std::process::Stdio::null())
-            .stderr(std::process::Stdio::null())
-            .status();
+        docker::remove_now(&self.container_names(), self.network.name());
         if let Some(dir) = self.run_dir.take()
             && !self.keep_run_dir
         {

@@ -2,7 +2,6 @@
 //! it, otherwise the image `ci/node-image/build.sh kind` builds from Debian's packages (no
 //! registry needed), cached and tagged with a hash of its recipe.
 
-use std::process::Stdio;
 use std::time::Duration;
 
 use futures::StreamExt;
@@ -10,7 +9,8 @@ use testcontainers::bollard::query_parameters::CreateImageOptionsBuilder;
 use tokio::sync::OnceCell;
 
 use super::super::containers::docker::engine;
-use super::super::error::{Error, Result};
+use super::super::containers::image::build_image;
+use super::super::error::Result;
 
 /// The environment variable naming a node image to use instead of looking for one.
 pub const KIND_NODE_IMAGE_ENV: &str = "HARNESS_KIND_NODE_IMAGE";
@@ -98,35 +98,7 @@ async fn kindest() -> std::result::Result<(), String> {
 }
 
 async fn build() -> Result<String> {
-    let script = crate::workspace::root().join("ci/node-image/build.sh");
-    tracing::info!(script = %script.display(), "building (or finding) the kind node image");
-    let output = tokio::process::Command::new(&script)
-        .arg("kind")
-        .stdin(Stdio::null())
-        .stderr(Stdio::inherit())
-        .output()
-        .await
-        .map_err(|e| Error::NodeImage(format!("running {}: {e}", script.display())))?;
-    if !output.status.success() {
-        return Err(Error::NodeImage(format!(
-            "{} kind failed ({}); its progress and error are above",
-            script.display(),
-            output.status
-        )));
-    }
-    let stdout = String::from_utf8_lossy(&output.stdout);
-    stdout
-        .lines()
-        .rev()
-        .map(str::trim)
-        .find(|line| line.starts_with("openstack-csi-conformance/node:"))
-        .map(str::to_string)
-        .ok_or_else(|| {
-            Error::NodeImage(format!(
-                "{} printed no image name (stdout: {stdout:?})",
-                script.display()
-            ))
-        })
+    build_image("kind", "openstack-csi-conformance/node:").await
 }
 
 #[cfg(test)]

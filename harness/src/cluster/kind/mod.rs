@@ -543,7 +543,7 @@ impl KindCluster {
         );
         let text = out.output.replace(&endpoint, &reachable);
         let path = self.root.join("admin.kubeconfig");
-        write_private(&path, &text)?;
+        crate::control_plane::pki::write_private(&path, &text)?;
         Ok(path)
     }
 
@@ -713,18 +713,7 @@ impl Drop for KindCluster {
         // testcontainers' drop removes its containers in the background; the CLI makes sure,
         // synchronously (no runtime is needed), and removes the network.
         self.containers.clear();
-        let quiet = |command: &mut std::process::Command| {
-            let _ = command
-                .stdout(std::process::Stdio::null())
-                .stderr(std::process::Stdio::null())
-                .status();
-        };
-        quiet(
-            std::process::Command::new("docker")
-                .args(["rm", "-f", "-v"])
-                .args(self.container_names()),
-        );
-        quiet(std::process::Command::new("docker").args(["network", "rm", self.network.name()]));
+        docker::remove_now(&self.container_names(), self.network.name());
         remove_cgroups(&self.cgroup_roots);
         if let Some(dir) = self.run_dir.take()
             && !self.keep_run_dir
@@ -744,20 +733,6 @@ fn host_and_port(address: IpAddr, port: u16) -> String {
         IpAddr::V4(v4) => format!("{v4}:{port}"),
         IpAddr::V6(v6) => format!("[{v6}]:{port}"),
     }
-}
-
-fn write_private(path: &Path, text: &str) -> Result<()> {
-    use std::io::Write;
-    use std::os::unix::fs::OpenOptionsExt;
-    let mut file = std::fs::OpenOptions::new()
-        .write(true)
-        .create(true)
-        .truncate(true)
-        .mode(0o600)
-        .open(path)
-        .map_err(Error::io("writing", path))?;
-    file.write_all(text.as_bytes())
-        .map_err(Error::io("writing", path))
 }
 
 async fn container_log(container: &str) -> String {
@@ -820,7 +795,7 @@ pub async fn project_image_archive(
             reason: format!("the image {reference} needs at least one binary"),
         });
     }
-    let script = crate::workspace::root().join("ci/node-image/build.sh");
+    let script = super::containers::image::build_script();
     let output = tokio::process::Command::new(&script)
         .arg("image")
         .arg(reference)
