@@ -135,7 +135,12 @@ async fn pods_running(cluster: &Cluster, image: &str) -> anyhow::Result<Duration
     Ok(started.elapsed())
 }
 
-async fn boot(backend: Backend, nodes: usize, base: &std::path::Path) -> anyhow::Result<Figures> {
+async fn boot(
+    backend: Backend,
+    nodes: usize,
+    base: &std::path::Path,
+    kind_image: &harness::cluster::kind::KindNodeImage,
+) -> anyhow::Result<Figures> {
     let node_agent = PathBuf::from(env!("CARGO_BIN_EXE_node-agent"));
     let zones = vec!["zone-a".to_string(), "zone-b".to_string()];
     // The run directory is not known before the start: sample everything naming the base.
@@ -170,6 +175,7 @@ async fn boot(backend: Backend, nodes: usize, base: &std::path::Path) -> anyhow:
                 nodes,
                 zones,
                 base_dir: base.to_path_buf(),
+                image: Some(kind_image.clone()),
                 ..Default::default()
             })
             .await?;
@@ -209,7 +215,8 @@ async fn main() -> anyhow::Result<()> {
     // Found (or built) before any clock starts: the control-plane binaries and the image.
     tokio::task::spawn_blocking(harness::control_plane::Binaries::locate).await??;
     harness::cluster::containers::node_image().await?;
-    harness::cluster::kind::kind_node_image().await?;
+    // The local node image, whose busybox the pods run.
+    let kind_image = harness::cluster::kind::local_kind_node_image().await?;
     let base = tempfile::Builder::new().prefix("bench-").tempdir_in(
         std::env::var_os("TMPDIR").map_or_else(|| PathBuf::from("/tmp"), PathBuf::from),
     )?;
@@ -230,7 +237,7 @@ async fn main() -> anyhow::Result<()> {
     );
     for backend in [Backend::Embedded, Backend::Containers, Backend::Kind] {
         for i in 1..=args.boots {
-            let f = boot(backend, args.nodes, base.path()).await?;
+            let f = boot(backend, args.nodes, base.path(), &kind_image).await?;
             println!(
                 "{:<11} {:>5} {:>12.2} s {:>10.2} s {:>8.2} s {:>12.2} s {:>12.0} {:>14.0}",
                 backend.name(),

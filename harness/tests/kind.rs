@@ -62,19 +62,21 @@ async fn a_kind_cluster_runs_pods_across_nodes_with_services_and_project_images(
     .await
     .expect("the project image archive is built");
 
+    // The local image on every machine (its busybox image is what the pods run; a machine
+    // with kindest/node would otherwise use that).
+    let image = kind::local_kind_node_image().await.unwrap();
     let cluster = KindCluster::start(KindOptions {
         nodes: 2,
         zones: vec!["zone-a".into(), "zone-b".into()],
         image_archives: vec![archive],
+        image: Some(image),
         ..Default::default()
     })
     .await
     .expect("the kind cluster starts");
     let run_dir = cluster.run_dir().display().to_string();
-    let busybox = match cluster.image() {
-        KindNodeImage::Local(_) => "localhost/openstack-csi-conformance/busybox:bookworm",
-        KindNodeImage::Kindest(_) => panic!("this test expects the local node image"),
-    };
+    assert!(matches!(cluster.image(), KindNodeImage::Local(_)));
+    let busybox = "localhost/openstack-csi-conformance/busybox:bookworm";
     let handle = cluster.cluster().await.unwrap();
     let client = handle.client();
     assert_eq!(handle.node_names(), vec!["node-1", "node-2"]);
@@ -272,6 +274,7 @@ async fn bad_input_is_named_and_a_failed_bootstrap_leaves_nothing_behind() {
     let err = KindCluster::start(KindOptions {
         nodes: 1,
         image_archives: vec![archive.clone()],
+        image: Some(kind::local_kind_node_image().await.unwrap()),
         ..Default::default()
     })
     .await

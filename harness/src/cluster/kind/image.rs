@@ -97,6 +97,12 @@ async fn kindest() -> std::result::Result<(), String> {
         .map_err(|_| format!("pulling it took over {PULL_TIMEOUT:?}"))?
 }
 
+/// The node image `ci/node-image/build.sh kind` builds from Debian's packages (built when
+/// missing), whatever else this machine has.
+pub async fn local_kind_node_image() -> Result<KindNodeImage> {
+    build().await.map(KindNodeImage::Local)
+}
+
 async fn build() -> Result<String> {
     build_image("kind", "openstack-csi-conformance/node:").await
 }

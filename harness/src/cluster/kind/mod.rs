@@ -58,7 +58,9 @@ use crate::control_plane::{RunDir, run_dir};
 use crate::errors::IoContext;
 
 pub use config::NodeImageInfo;
-pub use image::{KIND_NODE_IMAGE_ENV, KINDEST_NODE_IMAGE, KindNodeImage, kind_node_image};
+pub use image::{
+    KIND_NODE_IMAGE_ENV, KINDEST_NODE_IMAGE, KindNodeImage, kind_node_image, local_kind_node_image,
+};
 
 /// The control-plane node's name.
 pub const CONTROL_PLANE_NODE: &str = "control-plane";
@@ -76,6 +78,9 @@ pub struct KindOptions {
     pub base_dir: PathBuf,
     /// Image archives imported into every node's containerd once it runs.
     pub image_archives: Vec<PathBuf>,
+    /// The node image; default [`kind_node_image`] (`kindest/node` when available, else the
+    /// local build).
+    pub image: Option<KindNodeImage>,
     /// How long each step (kubeadm init, join, nodes Ready) may take (default 240 s).
     pub step_timeout: Duration,
     /// Keep the run directory (kubeadm's and the kubelets' logs) after
@@ -91,6 +96,7 @@ impl Default for KindOptions {
             region: "RegionOne".into(),
             base_dir: run_dir::default_base(),
             image_archives: Vec::new(),
+            image: None,
             step_timeout: Duration::from_secs(240),
             keep_run_dir: false,
         }
@@ -147,7 +153,10 @@ impl KindCluster {
         for stale in docker::remove_stale().await? {
             tracing::info!(object = %stale, "removed a container or network a dead harness left");
         }
-        let image = kind_node_image().await?;
+        let image = match &options.image {
+            Some(image) => image.clone(),
+            None => kind_node_image().await?,
+        };
         for stale in run_dir::clean_stale(&options.base_dir)? {
             tracing::info!(path = %stale.path.display(), "cleaned a stale run directory");
         }
