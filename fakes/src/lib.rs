@@ -78,6 +78,7 @@ pub mod paths {
 pub struct FakeCloudBuilder {
     config: CloudConfig,
     listen: SocketAddr,
+    listener: Option<TcpListener>,
     backend_root: Option<PathBuf>,
     tls: bool,
 }
@@ -98,6 +99,15 @@ impl FakeCloudBuilder {
         self
     }
 
+    /// Serves on `listener`, bound beforehand by the caller (instead of binding
+    /// [`Self::listen`]'s address): an address handed out before the cloud starts, e.g. to
+    /// the nodes of a cluster, stays this cloud's, with no window in which another process
+    /// could take its port.
+    pub fn listener(mut self, listener: TcpListener) -> Self {
+        self.listener = Some(listener);
+        self
+    }
+
     /// Keeps share directories under `root` (default: a temporary directory removed when
     /// the cloud is dropped).
     pub fn backend_root(mut self, root: impl Into<PathBuf>) -> Self {
@@ -108,10 +118,13 @@ impl FakeCloudBuilder {
     /// Validates the seed, binds, and serves.
     pub async fn start(self) -> Result<FakeCloud> {
         self.config.validate()?;
-        let listener = TcpListener::bind(self.listen).map_err(|source| Error::Bind {
-            addr: self.listen.to_string(),
-            source,
-        })?;
+        let listener = match self.listener {
+            Some(listener) => listener,
+            None => TcpListener::bind(self.listen).map_err(|source| Error::Bind {
+                addr: self.listen.to_string(),
+                source,
+            })?,
+        };
         let addr = listener.local_addr().map_err(|source| Error::Bind {
             addr: self.listen.to_string(),
             source,
@@ -232,6 +245,7 @@ impl FakeCloud {
         FakeCloudBuilder {
             config,
             listen: SocketAddr::from(([127, 0, 0, 1], 0)),
+            listener: None,
             backend_root: None,
             tls: false,
         }

@@ -38,8 +38,8 @@ use super::environment::deploy::{
     apply_snapshot_crds, free_port, wait_pod_ready_in, wait_registered_as,
 };
 use super::environment::{
-    SNAPSHOT_CONTROLLER_SELECTOR, StartTimings, free_loopback_address, metadata_pod_env,
-    pod_diagnostics,
+    SNAPSHOT_CONTROLLER_SELECTOR, StartTimings, metadata_pod_env, pod_diagnostics,
+    reserve_loopback_address,
 };
 use super::error::{Error, Result};
 use super::manifests::{self, Applier};
@@ -156,8 +156,8 @@ impl CinderCsiEnvironment {
             std::fs::create_dir_all(dir).map_err(Error::io("creating", dir))?;
         }
 
-        let fake_listen = free_loopback_address()?;
-        let mut pod_env = metadata_pod_env(fake_listen, false);
+        let fake_listen = reserve_loopback_address()?;
+        let mut pod_env = metadata_pod_env(fake_listen.addr, false);
         pod_env.push((
             DISK_DIR_ENV.to_string(),
             disks.join(NODE_PLACEHOLDER).display().to_string(),
@@ -182,7 +182,7 @@ impl CinderCsiEnvironment {
         cloud_config.cinder.availability_zones = distinct(&options.zones);
         let cloud = FakeCloud::builder(cloud_config)
             .backend_root(&backend)
-            .listen(fake_listen)
+            .listener(fake_listen.listener)
             .start()
             .await?;
         tracing::info!(

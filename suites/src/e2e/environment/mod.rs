@@ -264,8 +264,8 @@ impl ManilaCsiEnvironment {
                 let mut builder = FakeCloud::builder(cloud_config)
                     .backend_root(&export_root)
                     .tls(options.cloud_tls);
-                if let Some(addr) = fake_listen {
-                    builder = builder.listen(addr);
+                if let Some(reserved) = fake_listen {
+                    builder = builder.listener(reserved.listener);
                 }
                 let cloud = builder.start().await?;
                 tracing::info!(cloud = cloud.base_url(), exports = %export_root.display(), "fake cloud started");
@@ -478,7 +478,7 @@ pub(crate) fn metadata_pod_env(addr: std::net::SocketAddr, tls: bool) -> Vec<(St
 }
 
 /// Where the fake cloud listens, and the pod environment naming its metadata documents.
-type FakeCloudAddress = (Option<std::net::SocketAddr>, Vec<(String, String)>);
+type FakeCloudAddress = (Option<ReservedAddress>, Vec<(String, String)>);
 
 /// Where the run's own fake cloud will listen, on this host's address `ip` (a port free
 /// now), and the node agents' pod environment pointing each node at its metadata document
@@ -489,24 +489,37 @@ fn fake_cloud_address(
 ) -> Result<FakeCloudAddress> {
     match &options.cloud_source {
         CloudSource::Fake => {
-            let addr = free_address(ip)?;
-            Ok((Some(addr), metadata_pod_env(addr, options.cloud_tls)))
+            let reserved = reserve_address(ip)?;
+            let env = metadata_pod_env(reserved.addr, options.cloud_tls);
+            Ok((Some(reserved), env))
         }
         CloudSource::External(_) => Ok((None, Vec::new())),
     }
 }
 
-/// A loopback address with a port free right now (the fake cloud binds it moments later).
-pub(crate) fn free_loopback_address() -> Result<std::net::SocketAddr> {
-    free_address(std::net::Ipv4Addr::LOCALHOST.into())
+/// An address of this host taken for the fake cloud before it starts: the listener stays
+/// bound until the cloud serves on it ([`fakes::FakeCloudBuilder::listener`]), so no other
+/// process can take the port the nodes were told in between.
+#[derive(Debug)]
+pub(crate) struct ReservedAddress {
+    /// The address (the listener's).
+    pub(crate) addr: std::net::SocketAddr,
+    /// The bound listener.
+    pub(crate) listener: std::net::TcpListener,
 }
 
-/// An address of this host, `ip`, with a port free right now.
-pub(crate) fn free_address(ip: std::net::IpAddr) -> Result<std::net::SocketAddr> {
+/// A loopback address reserved for the fake cloud (see [`ReservedAddress`]).
+pub(crate) fn reserve_loopback_address() -> Result<ReservedAddress> {
+    reserve_address(std::net::Ipv4Addr::LOCALHOST.into())
+}
+
+/// An address of this host, `ip`, with a port of its own, reserved for the fake cloud.
+pub(crate) fn reserve_address(ip: std::net::IpAddr) -> Result<ReservedAddress> {
     let what = std::path::PathBuf::from(format!("{ip}:0"));
     let listener = std::net::TcpListener::bind((ip, 0))
         .map_err(super::error::Error::io("binding", what.as_path()))?;
-    listener
+    let addr = listener
         .local_addr()
-        .map_err(super::error::Error::io("binding", what.as_path()))
+        .map_err(super::error::Error::io("binding", what.as_path()))?;
+    Ok(ReservedAddress { addr, listener })
 }
