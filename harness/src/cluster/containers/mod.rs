@@ -180,9 +180,75 @@ fn dir_of(binary: &Path) -> Result<PathBuf> {
         .map_or_else(|| PathBuf::from("/"), Path::to_path_buf))
 }
 
-fn bind(path: &Path) -> Mount {
+/// A read-write bind mount of `path` at the same path.
+pub(crate) fn bind(path: &Path) -> Mount {
     let path = path.display().to_string();
     Mount::bind_mount(path.clone(), path)
+}
+
+/// What a container-based backend's start makes before any container: a run directory and
+/// a network, named alike.
+pub(crate) struct NewRun {
+    /// The run directory (held: its lock tells a live harness from a dead one).
+    pub(crate) run_dir: RunDir,
+    /// Its canonical path (the containers' label and bind mount).
+    pub(crate) root: PathBuf,
+    /// Its random part, lower case: the containers' and network's names carry it.
+    pub(crate) id: String,
+    /// The cluster's network.
+    pub(crate) network: ContainerNetwork,
+}
+
+/// Cleans stale run directories under `base_dir`, creates `<prefix>XXXXXX` there, and the
+/// network `<network_prefix>-<id>` unless one is given; a failure to create the network
+/// removes the fresh run directory (nothing runs yet).
+pub(crate) async fn new_run(
+    base_dir: &Path,
+    prefix: &str,
+    network_prefix: &str,
+    network: Option<ContainerNetwork>,
+) -> Result<NewRun> {
+    for stale in run_dir::clean_stale(base_dir)? {
+        tracing::info!(path = %stale.path.display(), "cleaned a stale run directory");
+    }
+    let run_dir = RunDir::create_in(base_dir, prefix)?;
+    let root =
+        std::fs::canonicalize(run_dir.path()).map_err(Error::io("resolving", run_dir.path()))?;
+    let id = root
+        .file_name()
+        .and_then(|n| n.to_str())
+        .and_then(|n| n.strip_prefix(prefix))
+        .unwrap_or("x")
+        .to_ascii_lowercase();
+    let network = match network {
+        Some(network) => network,
+        None => match ContainerNetwork::create(&format!("{network_prefix}-{id}"), &root).await {
+            Ok(network) => network,
+            Err(e) => {
+                let _ = run_dir.remove();
+                return Err(e);
+            }
+        },
+    };
+    Ok(NewRun {
+        run_dir,
+        root,
+        id,
+        network,
+    })
+}
+
+/// The end of a container-based backend's run directory: removed, or kept (logged) when
+/// asked; nothing when already taken.
+pub(crate) fn end_run_dir(run_dir: Option<RunDir>, keep: bool) -> Result<()> {
+    match run_dir {
+        Some(dir) if keep => {
+            tracing::info!(run_dir = %dir.path().display(), "keeping the run directory");
+            Ok(())
+        }
+        Some(dir) => Ok(dir.remove()?),
+        None => Ok(()),
+    }
 }
 
 fn bind_read_only(path: &Path) -> Mount {
@@ -253,29 +319,18 @@ impl ContainerCluster {
         };
         let assets = dir_of(&binaries.kube_apiserver)?;
 
-        for stale in run_dir::clean_stale(&options.base_dir)? {
-            tracing::info!(path = %stale.path.display(), "cleaned a stale run directory");
-        }
-        let run_dir = RunDir::create_in(&options.base_dir, RUN_DIR_PREFIX)?;
-        let root = std::fs::canonicalize(run_dir.path())
-            .map_err(Error::io("resolving", run_dir.path()))?;
-        let id = root
-            .file_name()
-            .and_then(|n| n.to_str())
-            .and_then(|n| n.strip_prefix(RUN_DIR_PREFIX))
-            .unwrap_or("x")
-            .to_ascii_lowercase();
-        let network = match &options.network {
-            Some(network) => network.clone(),
-            None => match ContainerNetwork::create(&format!("occ-{id}"), &root).await {
-                Ok(network) => network,
-                Err(e) => {
-                    // Nothing runs yet: the run directory goes with the failed start.
-                    let _ = run_dir.remove();
-                    return Err(e);
-                }
-            },
-        };
+        let NewRun {
+            run_dir,
+            root,
+            id,
+            network,
+        } = new_run(
+            &options.base_dir,
+            RUN_DIR_PREFIX,
+            "occ",
+            options.network.clone(),
+        )
+        .await?;
         let layout = node_layout(options.nodes, &options.zones);
         let names = ContainersDescription {
             network: network.name().to_string(),
@@ -561,12 +616,8 @@ impl ContainerCluster {
         {
             first_error.get_or_insert(e);
         }
-        if let Some(dir) = self.run_dir.take() {
-            if self.keep_run_dir {
-                tracing::info!(run_dir = %self.root.display(), "keeping the run directory");
-            } else if let Err(e) = dir.remove() {
-                first_error.get_or_insert(e.into());
-            }
+        if let Err(e) = end_run_dir(self.run_dir.take(), self.keep_run_dir) {
+            first_error.get_or_insert(e);
         }
         first_error.map_or(Ok(()), Err)
     }

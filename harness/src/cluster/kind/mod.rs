@@ -43,11 +43,11 @@ use std::time::{Duration, Instant};
 use k8s_openapi::api::core::v1::Node;
 use kube::Api;
 use testcontainers::bollard::models::{DeviceMapping, Mount as DockerMount, MountType};
-use testcontainers::core::Mount;
 use testcontainers::runners::AsyncRunner;
 use testcontainers::{ContainerAsync, GenericImage, ImageExt};
 
 use super::containers::docker::{self, ContainerExec, ContainerNetwork, RUN_DIR_LABEL};
+use super::containers::{NewRun, bind, end_run_dir, new_run};
 use super::embedded::{
     ClusterDescription, ContainersDescription, NodeDescription, StartTimings,
     check_nodes_and_zones, node_layout, wait_nodes_ready_checking, wait_usable,
@@ -157,25 +157,12 @@ impl KindCluster {
             Some(image) => image.clone(),
             None => kind_node_image().await?,
         };
-        for stale in run_dir::clean_stale(&options.base_dir)? {
-            tracing::info!(path = %stale.path.display(), "cleaned a stale run directory");
-        }
-        let run_dir = RunDir::create_in(&options.base_dir, RUN_DIR_PREFIX)?;
-        let root = std::fs::canonicalize(run_dir.path())
-            .map_err(Error::io("resolving", run_dir.path()))?;
-        let id = root
-            .file_name()
-            .and_then(|n| n.to_str())
-            .and_then(|n| n.strip_prefix(RUN_DIR_PREFIX))
-            .unwrap_or("x")
-            .to_ascii_lowercase();
-        let network = match ContainerNetwork::create(&format!("ock-{id}"), &root).await {
-            Ok(network) => network,
-            Err(e) => {
-                let _ = run_dir.remove();
-                return Err(e);
-            }
-        };
+        let NewRun {
+            run_dir,
+            root,
+            id,
+            network,
+        } = new_run(&options.base_dir, RUN_DIR_PREFIX, "ock", None).await?;
         let layout = node_layout(options.nodes, &options.zones);
         let names = ContainersDescription {
             network: network.name().to_string(),
@@ -338,7 +325,7 @@ impl KindCluster {
             kubeconfig,
             api_url: format!(
                 "https://{}",
-                host_and_port(cp_address, config::API_SERVER_PORT)
+                std::net::SocketAddr::new(cp_address, config::API_SERVER_PORT)
             ),
             nodes: layout
                 .iter()
@@ -548,7 +535,7 @@ impl KindCluster {
         let endpoint = format!("https://{container}:{}", config::API_SERVER_PORT);
         let reachable = format!(
             "https://{}",
-            host_and_port(address, config::API_SERVER_PORT)
+            std::net::SocketAddr::new(address, config::API_SERVER_PORT)
         );
         let text = out.output.replace(&endpoint, &reachable);
         let path = self.root.join("admin.kubeconfig");
@@ -702,12 +689,8 @@ impl KindCluster {
                 reason: format!("still there: {}", left.join(", ")),
             });
         }
-        if let Some(dir) = self.run_dir.take() {
-            if self.keep_run_dir {
-                tracing::info!(run_dir = %self.root.display(), "keeping the run directory");
-            } else if let Err(e) = dir.remove() {
-                first_error.get_or_insert(e.into());
-            }
+        if let Err(e) = end_run_dir(self.run_dir.take(), self.keep_run_dir) {
+            first_error.get_or_insert(e);
         }
         first_error.map_or(Ok(()), Err)
     }
@@ -729,18 +712,6 @@ impl Drop for KindCluster {
         {
             let _ = dir.remove();
         }
-    }
-}
-
-fn bind(path: &Path) -> Mount {
-    let path = path.display().to_string();
-    Mount::bind_mount(path.clone(), path)
-}
-
-fn host_and_port(address: IpAddr, port: u16) -> String {
-    match address {
-        IpAddr::V4(v4) => format!("{v4}:{port}"),
-        IpAddr::V6(v6) => format!("[{v6}]:{port}"),
     }
 }
 
