@@ -1,17 +1,20 @@
 //! The service catalog: where each API is mounted on the fake's one port, the URLs clients
-//! are given, and the catalog a scoped token carries. Keystone serves the catalog and Manila
-//! is listed in it; both depend on this module, and Manila on Keystone (token validation)
-//! only, so neither service module needs the other to describe the cloud.
+//! are given, and the catalog a scoped token carries. Keystone serves the catalog and the
+//! other services are listed in it; all depend on this module (and the services on Keystone,
+//! for token validation), so that no service module needs another to describe the cloud.
 
 use serde_json::{Value, json};
 
-use crate::config::INTERFACES;
-use crate::state::CloudState;
+use crate::config::{CloudConfig, INTERFACES};
 
 /// Where Keystone is mounted.
 pub const KEYSTONE_PREFIX: &str = "/identity";
 /// Where Manila is mounted.
 pub const MANILA_PREFIX: &str = "/share";
+/// Where Cinder is mounted.
+pub const CINDER_PREFIX: &str = "/volume";
+/// Where Nova is mounted.
+pub const NOVA_PREFIX: &str = "/compute";
 
 /// Keystone's URL as clients are given it (`…/identity/v3`).
 pub(crate) fn auth_url(base_url: &str) -> String {
@@ -23,22 +26,31 @@ pub(crate) fn manila_url(base_url: &str) -> String {
     format!("{base_url}{MANILA_PREFIX}/v2")
 }
 
+/// Cinder's catalog URL (`…/volume/v3/<project_id>`).
+pub(crate) fn cinder_url(base_url: &str, project_id: &str) -> String {
+    format!("{base_url}{CINDER_PREFIX}/v3/{project_id}")
+}
+
+/// Nova's catalog URL (`…/compute/v2.1`).
+pub(crate) fn nova_url(base_url: &str) -> String {
+    format!("{base_url}{NOVA_PREFIX}/v2.1")
+}
+
 /// The catalog: Keystone, and Manila (under `shared-file-system` and `sharev2`) when present;
 /// each with a `public`, `internal` and `admin` endpoint in every region (the seed's
 /// `region` first, then `catalog.extra_regions`), Manila's URLs replaced where the seed's
 /// `catalog.manila_endpoints` says so.
-pub(crate) fn catalog(state: &CloudState) -> Value {
-    let base = &state.base_url;
+pub(crate) fn catalog(config: &CloudConfig, base_url: &str) -> Value {
+    let base = base_url;
     let keystone = format!("{base}{KEYSTONE_PREFIX}");
     let mut services = vec![json!({
         "type": "identity", "name": "keystone", "id": "5e1b2d4c6a8f4e0b9d7c3a1f2e4b6d8a",
-        "endpoints": endpoints(state, "identity", &|_, _| keystone.clone()),
+        "endpoints": endpoints(config, "identity", &|_, _| keystone.clone()),
     })];
-    if state.config.manila.present {
+    if config.manila.present {
         let url = manila_url(base);
         let manila = |region: &str, interface: &str| {
-            state
-                .config
+            config
                 .catalog
                 .manila_endpoints
                 .iter()
@@ -51,32 +63,32 @@ pub(crate) fn catalog(state: &CloudState) -> Value {
         ] {
             services.push(json!({
                 "type": kind, "name": "manilav2", "id": id,
-                "endpoints": endpoints(state, kind, &manila),
+                "endpoints": endpoints(config, kind, &manila),
             }));
         }
     }
-    if state.config.cinder.present {
-        let url = crate::cinder::cinder_url(base, &state.config.account.project_id);
+    if config.cinder.present {
+        let url = cinder_url(base, &config.account.project_id);
         for (kind, id) in [
             ("block-storage", "3c4d5e6f7a8b4c9d0e1f2a3b4c5d6e7f"),
             ("volumev3", "4d5e6f7a8b9c4d0e1f2a3b4c5d6e7f80"),
         ] {
             services.push(json!({
                 "type": kind, "name": "cinderv3", "id": id,
-                "endpoints": endpoints(state, kind, &|_, _| url.clone()),
+                "endpoints": endpoints(config, kind, &|_, _| url.clone()),
             }));
         }
-        let nova = crate::nova::nova_url(base);
+        let nova = nova_url(base);
         services.push(json!({
             "type": "compute", "name": "nova", "id": "5e6f7a8b9c0d4e1f2a3b4c5d6e7f8091",
-            "endpoints": endpoints(state, "compute", &|_, _| nova.clone()),
+            "endpoints": endpoints(config, "compute", &|_, _| nova.clone()),
         }));
     }
     Value::Array(services)
 }
 
-fn endpoints(state: &CloudState, service: &str, url: &dyn Fn(&str, &str) -> String) -> Value {
-    let regions = state.config.regions();
+fn endpoints(config: &CloudConfig, service: &str, url: &dyn Fn(&str, &str) -> String) -> Value {
+    let regions = config.regions();
     let first = regions.first().copied().unwrap_or_default();
     regions
         .iter()

@@ -411,12 +411,12 @@ fn token_body(state: &CloudState, token: &Token, grant: &Grant) -> Value {
             body["project"] = json!({"id": a.project_id, "name": a.project_name, "domain": domain});
             body["is_domain"] = json!(false);
             body["roles"] = roles;
-            body["catalog"] = catalog(state);
+            body["catalog"] = catalog(&state.config, &state.base_url);
         }
         Grant::Domain => {
             body["domain"] = domain;
             body["roles"] = roles;
-            body["catalog"] = catalog(state);
+            body["catalog"] = catalog(&state.config, &state.base_url);
         }
     }
     if let (Grant::Trust, Some(t)) = (grant, &a.trustee) {

@@ -33,8 +33,10 @@ mod error;
 pub mod faults;
 mod journal;
 mod keystone;
+mod lifecycle;
 mod manila;
 pub mod metadata;
+mod microversion;
 mod nova;
 mod outage;
 mod reply;
@@ -57,8 +59,8 @@ pub use credentials::SecretKind;
 pub use error::{Error, Result};
 pub use faults::{ActiveFault, FaultAction, FaultRule, Operation, Times};
 pub use journal::{JournalEntry, Leftover, Leftovers, Service};
-pub use manila::microversion::Microversion;
 pub use metadata::NodeMetadata;
+pub use microversion::Microversion;
 
 use backend::{Backend, TemporaryRoot};
 use router::lock;
@@ -66,11 +68,11 @@ use state::CloudState;
 
 /// Path prefixes of the three APIs on the fake's single port.
 pub mod paths {
+    pub use crate::catalog::CINDER_PREFIX as CINDER;
     pub use crate::catalog::KEYSTONE_PREFIX as KEYSTONE;
     pub use crate::catalog::MANILA_PREFIX as MANILA;
-    pub use crate::cinder::PREFIX as CINDER;
+    pub use crate::catalog::NOVA_PREFIX as NOVA;
     pub use crate::control::PREFIX as CONTROL;
-    pub use crate::nova::PREFIX as NOVA;
 }
 
 /// How to start a [`FakeCloud`]: where to listen and where the share directories live.
@@ -463,11 +465,11 @@ impl FakeCloud {
     }
     /// Cinder's catalog URL (`…/volume/v3/<project_id>`).
     pub fn cinder_url(&self) -> String {
-        cinder::cinder_url(&self.base_url, &self.state().config.account.project_id)
+        catalog::cinder_url(&self.base_url, &self.state().config.account.project_id)
     }
     /// Nova's catalog URL (`…/compute/v2.1`).
     pub fn nova_url(&self) -> String {
-        nova::nova_url(&self.base_url)
+        catalog::nova_url(&self.base_url)
     }
     /// Adds a Nova server (a node): its disk directory (default
     /// `<backend>/servers/<name>/by-id`) receives the `virtio-…` links of the volumes

@@ -1,8 +1,9 @@
-//! The response a handler builds, turned into a wiremock `ResponseTemplate` at the edge.
+//! The response a handler builds, turned into a wiremock `ResponseTemplate` at the edge, and
+//! the error body Manila, Cinder and Nova share (`{"<fault name>": {"code", "message"}}`).
 
 use std::time::Duration;
 
-use serde_json::Value;
+use serde_json::{Value, json};
 use wiremock::ResponseTemplate;
 
 /// A response under construction.
@@ -65,4 +66,36 @@ impl Reply {
         }
         t
     }
+}
+
+/// The error body of Manila, Cinder and Nova (`{"<name>":{"code","message"}}`, with the
+/// fault names their WSGI layer gives each status).
+pub(crate) fn fault(status: u16, message: impl Into<String>) -> Reply {
+    let name = match status {
+        400 => "badRequest",
+        401 => "unauthorized",
+        403 => "forbidden",
+        404 => "itemNotFound",
+        405 => "badMethod",
+        409 => "conflictingRequest",
+        413 => "overLimit",
+        415 => "badMediaType",
+        501 => "notImplemented",
+        503 => "serviceUnavailable",
+        _ => "computeFault",
+    };
+    Reply::json(
+        status,
+        json!({name: {"code": status, "message": message.into()}}),
+    )
+}
+
+/// 404 for a resource.
+pub(crate) fn not_found(message: impl Into<String>) -> Reply {
+    fault(404, message)
+}
+
+/// 400.
+pub(crate) fn bad_request(message: impl Into<String>) -> Reply {
+    fault(400, message)
 }

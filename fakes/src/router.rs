@@ -8,9 +8,9 @@ use chrono::{SecondsFormat, Utc};
 use wiremock::{Request, Respond, ResponseTemplate};
 
 use crate::backend::CopyPause;
-use crate::catalog::{KEYSTONE_PREFIX, MANILA_PREFIX};
+use crate::catalog::{CINDER_PREFIX, KEYSTONE_PREFIX, MANILA_PREFIX, NOVA_PREFIX};
 use crate::journal::{JournalEntry, Service};
-use crate::manila::microversion;
+use crate::microversion;
 use crate::reply::Reply;
 use crate::state::{CloudState, PendingCopy};
 use crate::{cinder, control, keystone, manila, metadata, nova};
@@ -146,9 +146,9 @@ impl Router {
             (Service::Keystone, keystone::handle(state, req, rest))
         } else if let Some(rest) = below(path, MANILA_PREFIX) {
             (Service::Manila, manila::handle(state, req, rest))
-        } else if let Some(rest) = below(path, cinder::PREFIX) {
+        } else if let Some(rest) = below(path, CINDER_PREFIX) {
             (Service::Cinder, cinder::handle(state, req, rest))
-        } else if let Some(rest) = below(path, nova::PREFIX) {
+        } else if let Some(rest) = below(path, NOVA_PREFIX) {
             (Service::Nova, nova::handle(state, req, rest))
         } else if let Some(node) = metadata::node_of(path) {
             (

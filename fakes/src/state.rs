@@ -11,9 +11,11 @@ use crate::config::{CloudConfig, ShareTypeSeed};
 use crate::error::Result;
 use crate::faults::FaultTable;
 use crate::journal::{JournalEntry, Leftover, Leftovers};
+use crate::lifecycle::Pending;
+use crate::lifecycle::new_id;
 use crate::manila::model::{
-    AccessOutcome, Failure, MessageAction, Pending, Share, ShareNetwork, ShareOutcome, ShareType,
-    Snapshot, SnapshotOutcome, UserMessage, detail_text,
+    AccessOutcome, Failure, MessageAction, Share, ShareNetwork, ShareOutcome, ShareType, Snapshot,
+    SnapshotOutcome, UserMessage, detail_text,
 };
 
 /// How many requests the journal keeps (the oldest are dropped beyond that).
@@ -92,16 +94,6 @@ pub(crate) enum CopyTarget {
     },
     /// A Cinder volume or snapshot (a sparse file).
     Block(crate::cinder::model::BlockCopyTarget),
-}
-
-/// A fresh id in Manila's form (UUID with dashes).
-pub(crate) fn new_id() -> String {
-    uuid::Uuid::new_v4().to_string()
-}
-
-/// Timestamps as Manila prints them (`2025-01-01T00:00:00.000000`).
-pub(crate) fn manila_time(t: &DateTime<Utc>) -> String {
-    t.format("%Y-%m-%dT%H:%M:%S%.6f").to_string()
 }
 
 /// Builds a runtime share type from its seed.

@@ -22,98 +22,20 @@ use wiremock::http::Method;
 
 use crate::faults::{FaultAction, Operation};
 use crate::keystone;
-use crate::manila::{AsyncFault, fault};
+use crate::lifecycle::AsyncFault;
+use crate::microversion::{parse_pair, requested_in_generic_header};
 use crate::reply::Reply;
+use crate::reply::fault;
 use crate::state::CloudState;
 pub(crate) use model::BlockState;
 
-/// Where Cinder is mounted.
-pub const PREFIX: &str = "/volume";
-/// Cinder's (and Nova's) microversion header.
-pub const VERSION_HEADER: &str = "OpenStack-API-Version";
+pub use crate::catalog::CINDER_PREFIX as PREFIX;
+pub use crate::microversion::GENERIC_HEADER as VERSION_HEADER;
 /// The lowest microversion.
 pub const MIN_VERSION: (u32, u32) = (3, 0);
 
-/// Cinder's catalog URL (`…/volume/v3/<project_id>`).
-pub(crate) fn cinder_url(base_url: &str, project_id: &str) -> String {
-    format!("{base_url}{PREFIX}/v3/{project_id}")
-}
-
-/// Checks the block-storage seed sections.
-pub(crate) fn validate_seed(
-    cinder: &seed::CinderConfig,
-    nova: &seed::NovaConfig,
-) -> Result<(), String> {
-    let mut names = std::collections::BTreeSet::new();
-    for t in &cinder.volume_types {
-        if t.name.is_empty() || !names.insert(t.name.as_str()) {
-            return Err(format!(
-                "cinder.volume_types: empty or duplicate type name {:?}",
-                t.name
-            ));
-        }
-    }
-    if let Some(default) = &cinder.default_volume_type
-        && !names.contains(default.as_str())
-    {
-        return Err(format!(
-            "cinder.default_volume_type {default:?} is not among cinder.volume_types"
-        ));
-    }
-    if cinder.availability_zones.is_empty() {
-        return Err("cinder.availability_zones must not be empty".into());
-    }
-    match parse_version(&cinder.max_microversion) {
-        Some((3, _)) => {}
-        _ => {
-            return Err(format!(
-                "cinder.max_microversion {:?} is not of the form 3.N",
-                cinder.max_microversion
-            ));
-        }
-    }
-    cinder
-        .delays
-        .validate()
-        .map_err(|e| format!("cinder.delays.{e}"))?;
-    let mut servers = std::collections::BTreeSet::new();
-    for s in &nova.servers {
-        if s.name.is_empty() || s.availability_zone.is_empty() || !servers.insert(&s.name) {
-            return Err(format!(
-                "nova.servers: a server needs a unique name and a zone ({:?})",
-                s.name
-            ));
-        }
-    }
-    Ok(())
-}
-
-/// `3.N` as a pair.
-pub(crate) fn parse_version(text: &str) -> Option<(u32, u32)> {
-    let (major, minor) = text.trim().split_once('.')?;
-    let ok = |s: &str| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit());
-    if !ok(major) || !ok(minor) || (minor.len() > 1 && minor.starts_with('0')) {
-        return None;
-    }
-    Some((major.parse().ok()?, minor.parse().ok()?))
-}
-
 pub(crate) fn max_version(state: &CloudState) -> (u32, u32) {
-    parse_version(&state.config.cinder.max_microversion).unwrap_or((3, 70))
-}
-
-/// The value `service` asks for in an `OpenStack-API-Version` header (`volume 3.50`,
-/// possibly among others separated by commas).
-pub(crate) fn requested_version<'a>(req: &'a Request, service: &str) -> Option<&'a str> {
-    req.headers
-        .get_all(VERSION_HEADER)
-        .iter()
-        .filter_map(|v| v.to_str().ok())
-        .flat_map(|v| v.split(','))
-        .find_map(|item| {
-            let (name, version) = item.trim().split_once(' ')?;
-            name.eq_ignore_ascii_case(service).then(|| version.trim())
-        })
+    parse_pair(&state.config.cinder.max_microversion).unwrap_or((3, 70))
 }
 
 /// Stuff the leftover report lists about block storage.
@@ -392,10 +314,10 @@ pub(crate) fn handle(state: &mut CloudState, req: &Request, rest: &str) -> Reply
         Err(reply) => return reply,
     };
     let max = max_version(state);
-    let version = match requested_version(req, "volume") {
+    let version = match requested_in_generic_header(&req.headers, "volume") {
         None => MIN_VERSION,
         Some(v) if v.eq_ignore_ascii_case("latest") => max,
-        Some(v) => match parse_version(v) {
+        Some(v) => match parse_pair(v) {
             None => {
                 return fault(
                     400,

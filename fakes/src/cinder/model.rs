@@ -8,11 +8,11 @@ use std::time::Instant;
 use chrono::{DateTime, Utc};
 
 use super::disk::{self, LoopRegistry};
-use super::seed::{CinderConfig, NovaConfig, ServerSeed, VolumeTypeSeed};
+use crate::config::{CinderConfig, NovaConfig, ServerSeed, VolumeTypeSeed};
 use crate::error::Result;
-use crate::manila::model::Pending;
+use crate::lifecycle::Pending;
+use crate::lifecycle::new_id;
 use crate::metadata::NodeMetadata;
-use crate::state::new_id;
 
 /// How an asynchronous operation ends in error.
 #[derive(Debug, Clone)]

@@ -8,19 +8,21 @@ use super::Ctx;
 use super::disk;
 use super::model::{BlockCopyTarget, BlockFailure, SnapshotOutcome, VolumeSnapshot, VolumeType};
 use crate::backend::Copy;
-use crate::config::due_after;
 use crate::faults::Operation;
-use crate::manila::model::Pending;
-use crate::manila::{AsyncFault, fault};
+use crate::lifecycle::AsyncFault;
+use crate::lifecycle::Pending;
+use crate::lifecycle::{api_time, new_id};
+use crate::lifecycle::{due_after, plan};
 use crate::reply::Reply;
-use crate::state::{CloudState, CopyTarget, PendingCopy, manila_time, new_id};
+use crate::reply::fault;
+use crate::state::{CloudState, CopyTarget, PendingCopy};
 
 fn snapshot_view(state: &CloudState, ctx: &Ctx<'_>, s: &VolumeSnapshot) -> Value {
     let mut body = json!({
         "id": s.id, "name": s.name, "description": s.description, "volume_id": s.volume_id,
         "size": s.size, "status": s.status, "metadata": s.metadata,
-        "created_at": manila_time(&s.created_at),
-        "updated_at": s.updated_at.as_ref().map(manila_time),
+        "created_at": api_time(&s.created_at),
+        "updated_at": s.updated_at.as_ref().map(api_time),
         "links": ctx.links(state, "snapshots", &s.id),
     });
     if ctx.at_least(65)
@@ -148,28 +150,19 @@ pub(crate) fn create_snapshot(state: &mut CloudState, ctx: &mut Ctx<'_>) -> Repl
         Err(r) => return r,
     };
     let due = due_after(ctx.now, state.config.cinder.delays.snapshot_create_ms);
-    let (pending, stuck) = match injected {
-        AsyncFault::None => (
-            due.map(|due| Pending {
-                due,
-                outcome: SnapshotOutcome::Available,
-            }),
-            None,
-        ),
-        AsyncFault::Stuck(status) => (None, status),
-        AsyncFault::Error { detail_id, message } => (
-            due.map(|due| Pending {
-                due,
-                outcome: SnapshotOutcome::Failed(BlockFailure {
-                    status: "error".into(),
-                    action: "004",
-                    detail_id,
-                    message,
-                }),
-            }),
-            None,
-        ),
-    };
+    let (pending, stuck) = plan(
+        due,
+        injected,
+        SnapshotOutcome::Available,
+        |detail_id, message| {
+            SnapshotOutcome::Failed(BlockFailure {
+                status: "error".into(),
+                action: "004",
+                detail_id,
+                message,
+            })
+        },
+    );
     let id = new_id();
     let seq = state.block.next_seq();
     let snap = VolumeSnapshot {
@@ -376,7 +369,7 @@ fn message_view(m: &super::model::BlockMessage) -> Value {
         "id": m.id, "event_id": m.event_id, "user_message": m.user_message,
         "message_level": "ERROR", "resource_type": m.resource_type,
         "resource_uuid": m.resource_id, "request_id": m.request_id,
-        "created_at": manila_time(&m.created_at), "guaranteed_until": manila_time(&guaranteed),
+        "created_at": api_time(&m.created_at), "guaranteed_until": api_time(&guaranteed),
         "links": [],
     })
 }
@@ -433,7 +426,7 @@ fn attachment_views(state: &CloudState, detail: bool) -> Vec<(String, Value)> {
                 });
                 if detail && let Some(map) = body.as_object_mut() {
                     map.insert("attach_mode".into(), json!("rw"));
-                    map.insert("attached_at".into(), json!(manila_time(&a.attached_at)));
+                    map.insert("attached_at".into(), json!(api_time(&a.attached_at)));
                     map.insert("detached_at".into(), Value::Null);
                     map.insert(
                         "connection_info".into(),

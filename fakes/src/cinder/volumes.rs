@@ -9,12 +9,14 @@ use super::Ctx;
 use super::disk;
 use super::model::{BlockCopyTarget, BlockFailure, Volume, VolumeOutcome};
 use crate::backend::Copy;
-use crate::config::due_after;
 use crate::faults::Operation;
-use crate::manila::model::Pending;
-use crate::manila::{AsyncFault, fault};
+use crate::lifecycle::AsyncFault;
+use crate::lifecycle::Pending;
+use crate::lifecycle::{api_time, new_id};
+use crate::lifecycle::{due_after, plan};
 use crate::reply::Reply;
-use crate::state::{CloudState, CopyTarget, PendingCopy, manila_time, new_id};
+use crate::reply::fault;
+use crate::state::{CloudState, CopyTarget, PendingCopy};
 
 pub(crate) fn view(state: &CloudState, ctx: &Ctx<'_>, v: &Volume) -> Value {
     let attachments: Vec<Value> = v
@@ -24,7 +26,7 @@ pub(crate) fn view(state: &CloudState, ctx: &Ctx<'_>, v: &Volume) -> Value {
             json!({
                 "id": v.id, "attachment_id": a.id, "volume_id": v.id, "server_id": a.server_id,
                 "host_name": a.host_name, "device": a.device,
-                "attached_at": manila_time(&a.attached_at),
+                "attached_at": api_time(&a.attached_at),
             })
         })
         .collect();
@@ -35,8 +37,8 @@ pub(crate) fn view(state: &CloudState, ctx: &Ctx<'_>, v: &Volume) -> Value {
         "source_volid": v.source_volid, "metadata": v.metadata,
         "multiattach": v.multiattach, "bootable": "false", "encrypted": false,
         "attachments": attachments,
-        "created_at": manila_time(&v.created_at),
-        "updated_at": v.updated_at.as_ref().map(manila_time),
+        "created_at": api_time(&v.created_at),
+        "updated_at": v.updated_at.as_ref().map(api_time),
         "user_id": state.config.account.user_id,
         "replication_status": null, "consistencygroup_id": null, "migration_status": null,
         "links": ctx.links(state, "volumes", &v.id),
@@ -120,7 +122,7 @@ pub(crate) fn list(state: &mut CloudState, ctx: &mut Ctx<'_>, detail: bool) -> R
     let mut body = json!({"volumes": items});
     if more && let (Some(last), Some(n)) = (volumes.last(), limit) {
         let collection = if detail { "volumes/detail" } else { "volumes" };
-        let url = super::cinder_url(&state.base_url, &state.config.account.project_id);
+        let url = crate::catalog::cinder_url(&state.base_url, &state.config.account.project_id);
         body["volumes_links"] = json!([{
             "rel": "next",
             "href": format!("{url}/{collection}?limit={n}&marker={}", last.id),
@@ -408,31 +410,22 @@ pub(crate) fn create(state: &mut CloudState, ctx: &mut Ctx<'_>) -> Reply {
         return fault(500, format!("The backend could not make the volume: {e}"));
     }
     let due = due_after(ctx.now, state.config.cinder.delays.volume_create_ms);
-    let (pending, stuck) = match injected {
-        AsyncFault::None => (
-            due.map(|due| Pending {
-                due,
-                outcome: VolumeOutcome::Settle {
-                    status: "available".into(),
-                    size,
-                },
-            }),
-            None,
-        ),
-        AsyncFault::Stuck(status) => (None, status),
-        AsyncFault::Error { detail_id, message } => (
-            due.map(|due| Pending {
-                due,
-                outcome: VolumeOutcome::Failed(BlockFailure {
-                    status: "error".into(),
-                    action: "001",
-                    detail_id,
-                    message,
-                }),
-            }),
-            None,
-        ),
-    };
+    let (pending, stuck) = plan(
+        due,
+        injected,
+        VolumeOutcome::Settle {
+            status: "available".into(),
+            size,
+        },
+        |detail_id, message| {
+            VolumeOutcome::Failed(BlockFailure {
+                status: "error".into(),
+                action: "001",
+                detail_id,
+                message,
+            })
+        },
+    );
     let seq = state.block.next_seq();
     let volume = Volume {
         id: id.clone(),

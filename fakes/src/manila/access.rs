@@ -6,12 +6,14 @@ use std::net::IpAddr;
 use chrono::Utc;
 use serde_json::{Value, json};
 
+use super::Ctx;
 use super::model::{AccessOutcome, AccessRule, Failure, MessageAction, Share};
 use super::shares::{pending_outcome, share_not_found};
-use super::{Ctx, bad_request, not_found};
 use crate::faults::Operation;
+use crate::lifecycle::{api_time, new_id};
 use crate::reply::Reply;
-use crate::state::{CloudState, manila_time, new_id};
+use crate::reply::{bad_request, not_found};
+use crate::state::CloudState;
 
 const TYPES: [&str; 4] = ["ip", "user", "cert", "cephx"];
 
@@ -32,8 +34,8 @@ fn view(ctx: &Ctx<'_>, share: &Share, r: &AccessRule, full: bool) -> Value {
         v["access_key"] = json!(r.access_key);
     }
     if ctx.at_least(33) {
-        v["created_at"] = json!(manila_time(&r.created_at));
-        v["updated_at"] = json!(r.updated_at.as_ref().map(manila_time));
+        v["created_at"] = json!(api_time(&r.created_at));
+        v["updated_at"] = json!(r.updated_at.as_ref().map(api_time));
     }
     if full {
         v["share_id"] = json!(share.id);

@@ -4,10 +4,12 @@
 use chrono::Utc;
 use serde_json::Value;
 
-use super::model::{Pending, ShareOutcome};
+use super::Ctx;
+use super::model::ShareOutcome;
 use super::shares::share_not_found;
-use super::{Ctx, bad_request, fault};
+use crate::lifecycle::Pending;
 use crate::reply::Reply;
+use crate::reply::{bad_request, fault};
 use crate::state::CloudState;
 
 /// Statuses `reset_status` accepts.

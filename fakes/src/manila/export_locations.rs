@@ -3,11 +3,12 @@
 
 use serde_json::json;
 
+use super::Ctx;
 use super::model::{ExportLocation, Share};
 use super::shares::share_not_found;
-use super::{Ctx, not_found};
 use crate::faults::Operation;
 use crate::reply::Reply;
+use crate::reply::not_found;
 use crate::state::CloudState;
 
 /// Export locations exist once the share is created; admin-only ones only for admins.

@@ -3,11 +3,13 @@
 use chrono::Duration;
 use serde_json::{Value, json};
 
+use super::Ctx;
 use super::model::UserMessage;
-use super::{Ctx, not_found};
 use crate::faults::Operation;
+use crate::lifecycle::api_time;
 use crate::reply::Reply;
-use crate::state::{CloudState, manila_time};
+use crate::reply::not_found;
+use crate::state::CloudState;
 
 fn view(state: &CloudState, ctx: &Ctx<'_>, m: &UserMessage) -> Value {
     json!({
@@ -20,8 +22,8 @@ fn view(state: &CloudState, ctx: &Ctx<'_>, m: &UserMessage) -> Value {
         "message_level": "ERROR",
         "user_message": m.user_message,
         "request_id": m.request_id,
-        "created_at": manila_time(&m.created_at),
-        "expires_at": manila_time(&(m.created_at + Duration::days(30))),
+        "created_at": api_time(&m.created_at),
+        "expires_at": api_time(&(m.created_at + Duration::days(30))),
         "links": ctx.links(state, "messages", &m.id),
     })
 }

@@ -3,11 +3,12 @@
 
 use serde_json::json;
 
+use super::Ctx;
 use super::model::Share;
 use super::shares::{share_not_found, string_map};
-use super::{Ctx, bad_request, fault, not_found};
 use crate::faults::Operation;
 use crate::reply::Reply;
+use crate::reply::{bad_request, fault, not_found};
 use crate::state::CloudState;
 
 /// `/shares/{id}/metadata[/{key}]`: GET, POST (merge), PUT (replace), DELETE (one key).

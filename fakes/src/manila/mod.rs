@@ -6,7 +6,6 @@ mod admin_actions;
 mod export_locations;
 mod messages;
 mod metadata;
-pub(crate) mod microversion;
 pub(crate) mod model;
 mod networks;
 mod quotas;
@@ -25,55 +24,11 @@ use wiremock::http::Method;
 use crate::catalog::MANILA_PREFIX as PREFIX;
 use crate::faults::{FaultAction, Operation};
 use crate::keystone;
+use crate::lifecycle::AsyncFault;
+use crate::microversion::{self, Microversion, VersionError};
 use crate::reply::Reply;
+use crate::reply::{bad_request, fault, not_found};
 use crate::state::CloudState;
-use microversion::{Microversion, VersionError};
-
-/// Manila's error body `{"<name>":{"code","message"}}`, with Manila's fault names.
-pub(crate) fn fault(status: u16, message: impl Into<String>) -> Reply {
-    let name = match status {
-        400 => "badRequest",
-        401 => "unauthorized",
-        403 => "forbidden",
-        404 => "itemNotFound",
-        405 => "badMethod",
-        409 => "conflictingRequest",
-        413 => "overLimit",
-        415 => "badMediaType",
-        501 => "notImplemented",
-        503 => "serviceUnavailable",
-        _ => "computeFault",
-    };
-    Reply::json(
-        status,
-        json!({name: {"code": status, "message": message.into()}}),
-    )
-}
-
-/// 404 for a resource.
-pub(crate) fn not_found(message: impl Into<String>) -> Reply {
-    fault(404, message)
-}
-
-/// 400.
-pub(crate) fn bad_request(message: impl Into<String>) -> Reply {
-    fault(400, message)
-}
-
-/// How an injected fault shapes an asynchronous operation that goes ahead.
-#[derive(Debug, Clone, Default)]
-pub(crate) enum AsyncFault {
-    /// Complete normally.
-    #[default]
-    None,
-    /// Never complete; optionally hang in this status.
-    Stuck(Option<String>),
-    /// End in the operation's error state with this user message.
-    Error {
-        detail_id: String,
-        message: Option<String>,
-    },
-}
 
 /// One Manila request being served.
 pub(crate) struct Ctx<'a> {

@@ -5,9 +5,10 @@
 //! are due. No background task runs; time alone moves resources along.
 
 use std::collections::BTreeMap;
-use std::time::Instant;
 
 use chrono::{DateTime, Utc};
+
+use crate::lifecycle::Pending;
 
 /// Manila's message action ids (`action_id` of a user message).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -61,13 +62,6 @@ pub(crate) fn detail_text(detail_id: &str) -> &'static str {
         }
         _ => "An unknown error occurred.",
     }
-}
-
-/// An asynchronous outcome and when it is due.
-#[derive(Debug, Clone)]
-pub(crate) struct Pending<T> {
-    pub due: Instant,
-    pub outcome: T,
 }
 
 /// How an asynchronous operation ends in error.

@@ -3,11 +3,13 @@
 use chrono::Utc;
 use serde_json::{Value, json};
 
+use super::Ctx;
 use super::model::ShareNetwork;
-use super::{Ctx, fault, not_found};
 use crate::faults::Operation;
+use crate::lifecycle::{api_time, new_id};
 use crate::reply::Reply;
-use crate::state::{CloudState, manila_time, new_id};
+use crate::reply::{fault, not_found};
+use crate::state::CloudState;
 
 fn view(state: &CloudState, ctx: &Ctx<'_>, n: &ShareNetwork) -> Value {
     let mut v = json!({
@@ -15,7 +17,7 @@ fn view(state: &CloudState, ctx: &Ctx<'_>, n: &ShareNetwork) -> Value {
         "name": n.name,
         "description": n.description,
         "project_id": state.config.account.project_id,
-        "created_at": manila_time(&n.created_at),
+        "created_at": api_time(&n.created_at),
         "updated_at": null,
     });
     if ctx.at_least(51) {

@@ -10,10 +10,12 @@
 use chrono::Utc;
 use serde_json::{Map, Value, json};
 
-use super::{Ctx, bad_request, fault, not_found};
+use super::Ctx;
 use crate::config::{ShareGroupSeed, ShareGroupTypeSeed};
+use crate::lifecycle::{api_time, new_id};
 use crate::reply::Reply;
-use crate::state::{CloudState, manila_time, new_id};
+use crate::reply::{bad_request, fault, not_found};
+use crate::state::CloudState;
 
 /// The microversion from which share groups exist.
 const MIN_MINOR: u32 = 31;
@@ -46,7 +48,7 @@ fn settle(state: &mut CloudState) {
             t.id = Some(new_id());
         }
     }
-    let now = manila_time(&Utc::now());
+    let now = api_time(&Utc::now());
     for g in &mut manila.share_groups {
         if g.id.is_none() {
             g.id = Some(new_id());
@@ -354,7 +356,7 @@ fn create_checked(
         status: "available".into(),
         availability_zone: zone,
         share_network_id: network,
-        created_at: Some(manila_time(&Utc::now())),
+        created_at: Some(api_time(&Utc::now())),
     };
     let mut view = group_view(state, ctx, &group, true);
     view["status"] = json!("creating");

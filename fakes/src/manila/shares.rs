@@ -5,12 +5,15 @@ use chrono::Utc;
 use serde_json::{Map, Value, json};
 use std::collections::BTreeMap;
 
-use super::model::{ExportLocation, Failure, MessageAction, Pending, Share, ShareOutcome};
-use super::{AsyncFault, Ctx, bad_request, fault, not_found};
-use crate::config::{MAX_SHARE_SIZE_GIB, due_after};
+use super::Ctx;
+use super::model::{ExportLocation, Failure, MessageAction, Share, ShareOutcome};
+use crate::config::MAX_SHARE_SIZE_GIB;
 use crate::faults::Operation;
+use crate::lifecycle::{AsyncFault, Plan, due_after, plan};
+use crate::lifecycle::{api_time, new_id};
 use crate::reply::Reply;
-use crate::state::{CloudState, manila_time, new_id};
+use crate::reply::{bad_request, fault, not_found};
+use crate::state::CloudState;
 
 /// The protocols this cloud's `enabled_share_protocols` names (a CSI deployment's NFS and
 /// CephFS); Manila refuses every other one, known or not, with a 400 naming it.
@@ -31,27 +34,12 @@ pub(crate) fn pending_outcome<T>(
     fault: AsyncFault,
     success: T,
     failure: impl FnOnce(String, Option<String>) -> T,
-) -> (Option<Pending<T>>, Option<String>) {
-    // A delay beyond what the clock can hold (set in process, unchecked): never due.
-    let Some(due) = due_after(ctx.now, delay_ms) else {
-        return (None, None);
-    };
-    match fault {
-        AsyncFault::None => (
-            Some(Pending {
-                due,
-                outcome: success,
-            }),
-            None,
-        ),
-        AsyncFault::Stuck(status) => (None, status),
-        AsyncFault::Error { detail_id, message } => (
-            Some(Pending {
-                due,
-                outcome: failure(detail_id, message),
-            }),
-            None,
-        ),
+) -> Plan<T> {
+    match due_after(ctx.now, delay_ms) {
+        // A delay beyond what the clock can hold (set in process, unchecked): never due,
+        // whatever the fault.
+        None => (None, None),
+        due => plan(due, fault, success, failure),
     }
 }
 
@@ -69,7 +57,7 @@ fn view(state: &CloudState, ctx: &Ctx<'_>, s: &Share) -> Value {
         "status": status,
         "share_proto": s.share_proto,
         "availability_zone": s.availability_zone,
-        "created_at": manila_time(&s.created_at),
+        "created_at": api_time(&s.created_at),
         "project_id": state.config.account.project_id,
         "snapshot_id": s.snapshot_id,
         "share_network_id": s.share_network_id,
@@ -115,7 +103,7 @@ fn view(state: &CloudState, ctx: &Ctx<'_>, s: &Share) -> Value {
     add(69, "scheduled_to_be_deleted_at", Value::Null);
     add(84, "mount_point_name", Value::Null);
     if let Some(updated) = &s.updated_at {
-        v["updated_at"] = json!(manila_time(updated));
+        v["updated_at"] = json!(api_time(updated));
     } else {
         v["updated_at"] = Value::Null;
     }

@@ -3,13 +3,15 @@
 use chrono::Utc;
 use serde_json::{Value, json};
 
-use super::model::Pending;
 use super::model::{Failure, MessageAction, Snapshot, SnapshotOutcome};
 use super::shares::pending_outcome;
-use super::{Ctx, action_name, bad_request, fault, not_found};
+use super::{Ctx, action_name};
 use crate::faults::Operation;
+use crate::lifecycle::Pending;
+use crate::lifecycle::{api_time, new_id};
 use crate::reply::Reply;
-use crate::state::{CloudState, manila_time, new_id};
+use crate::reply::{bad_request, fault, not_found};
+use crate::state::CloudState;
 
 fn snapshot_not_found(id: &str) -> Reply {
     not_found(format!("Snapshot {id} could not be found."))
@@ -25,8 +27,8 @@ fn view(state: &CloudState, ctx: &Ctx<'_>, s: &Snapshot) -> Value {
         "size": s.size,
         "share_size": s.share_size,
         "share_proto": s.share_proto,
-        "created_at": manila_time(&s.created_at),
-        "updated_at": s.updated_at.as_ref().map(manila_time),
+        "created_at": api_time(&s.created_at),
+        "updated_at": s.updated_at.as_ref().map(api_time),
         "links": ctx.links(state, "snapshots", &s.id),
     });
     if ctx.at_least(17) {

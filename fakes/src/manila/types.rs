@@ -2,10 +2,11 @@
 
 use serde_json::{Value, json};
 
+use super::Ctx;
 use super::model::ShareType;
-use super::{Ctx, fault, not_found};
 use crate::faults::Operation;
 use crate::reply::Reply;
+use crate::reply::{bad_request, fault, not_found};
 use crate::state::CloudState;
 
 fn capitalised(b: bool) -> &'static str {
@@ -182,7 +183,7 @@ pub(crate) fn create(state: &mut CloudState, ctx: &mut Ctx<'_>) -> Reply {
         .and_then(Value::as_str)
         .filter(|n| !n.is_empty())
     else {
-        return super::bad_request("Share type name is not valid.");
+        return bad_request("Share type name is not valid.");
     };
     let specs = body
         .get("extra_specs")
@@ -192,12 +193,12 @@ pub(crate) fn create(state: &mut CloudState, ctx: &mut Ctx<'_>) -> Reply {
     let dhss = match spec_bool(specs.get("driver_handles_share_servers")) {
         Ok(Some(b)) => b,
         Ok(None) => {
-            return super::bad_request(
+            return bad_request(
                 "Invalid share type: required extra specs driver_handles_share_servers is missing.",
             );
         }
         Err(e) => {
-            return super::bad_request(format!(
+            return bad_request(format!(
                 "Invalid extra spec driver_handles_share_servers: {e}."
             ));
         }
@@ -218,7 +219,7 @@ pub(crate) fn create(state: &mut CloudState, ctx: &mut Ctx<'_>) -> Reply {
         match spec_bool(specs.get(key)) {
             Ok(Some(b)) => *slot = b,
             Ok(None) => *slot = false,
-            Err(e) => return super::bad_request(format!("Invalid extra spec {key}: {e}.")),
+            Err(e) => return bad_request(format!("Invalid extra spec {key}: {e}.")),
         }
     }
     for (k, v) in &specs {
@@ -246,7 +247,7 @@ pub(crate) fn create(state: &mut CloudState, ctx: &mut Ctx<'_>) -> Reply {
             }
             None => not_found(format!("Share type {id} could not be found.")),
         },
-        Err(e) => super::bad_request(e.to_string()),
+        Err(e) => bad_request(e.to_string()),
     }
 }
 
@@ -262,7 +263,7 @@ pub(crate) fn delete(state: &mut CloudState, ctx: &mut Ctx<'_>, id: &str) -> Rep
         return not_found(format!("Share type {id} could not be found."));
     };
     if state.shares.values().any(|s| s.share_type_id == t.id) {
-        return super::bad_request(format!(
+        return bad_request(format!(
             "Invalid share type: Share Type {id} deletion is not allowed with shares present with the type."
         ));
     }

@@ -9,26 +9,23 @@ use wiremock::Request;
 use wiremock::http::Method;
 
 use crate::cinder::model::{Attachment, Server, VolumeOutcome};
-use crate::cinder::{Ctx, disk, parse_version, requested_version};
-use crate::config::due_after;
+use crate::cinder::{Ctx, disk};
 use crate::faults::Operation;
 use crate::keystone;
-use crate::manila::model::Pending;
-use crate::manila::{AsyncFault, fault};
+use crate::lifecycle::AsyncFault;
+use crate::lifecycle::Pending;
+use crate::lifecycle::due_after;
+use crate::lifecycle::new_id;
+use crate::microversion::{parse_pair, requested_in_generic_header};
 use crate::reply::Reply;
-use crate::state::{CloudState, new_id};
+use crate::reply::fault;
+use crate::state::CloudState;
 
-/// Where Nova is mounted.
-pub const PREFIX: &str = "/compute";
+use crate::catalog::nova_url;
 /// The highest compute microversion announced (Zed's).
 pub const MAX_VERSION: (u32, u32) = (2, 93);
 /// Nova's legacy microversion header.
 const LEGACY_HEADER: &str = "X-OpenStack-Nova-API-Version";
-
-/// Nova's catalog URL (`…/compute/v2.1`).
-pub(crate) fn nova_url(base_url: &str) -> String {
-    format!("{base_url}{PREFIX}/v2.1")
-}
 
 fn versions(state: &CloudState) -> Value {
     json!([{
@@ -39,7 +36,7 @@ fn versions(state: &CloudState) -> Value {
     }])
 }
 
-/// Handles a request under [`PREFIX`]; `rest` is the path after it.
+/// Handles a request under [`crate::catalog::NOVA_PREFIX`]; `rest` is the path after it.
 pub(crate) fn handle(state: &mut CloudState, req: &Request, rest: &str) -> Reply {
     if !state.config.cinder.present {
         return Reply::text(404, "404 Not Found".into(), "text/plain");
@@ -58,12 +55,12 @@ pub(crate) fn handle(state: &mut CloudState, req: &Request, rest: &str) -> Reply
         Ok(token) => token,
         Err(reply) => return reply,
     };
-    let raw = requested_version(req, "compute")
+    let raw = requested_in_generic_header(&req.headers, "compute")
         .or_else(|| req.headers.get(LEGACY_HEADER).and_then(|v| v.to_str().ok()));
     let version = match raw {
         None => (2, 1),
         Some(v) if v.eq_ignore_ascii_case("latest") => MAX_VERSION,
-        Some(v) => match parse_version(v) {
+        Some(v) => match parse_pair(v) {
             Some(v) if v >= (2, 1) && v <= MAX_VERSION => v,
             _ => {
                 return fault(

@@ -1,4 +1,7 @@
-//! Manila microversions: parsing the request headers, range checks, echoing.
+//! Microversions: Manila's (`X-OpenStack-Manila-API-Version: 2.N`, [`Microversion`],
+//! [`requested`]) and the generic header Cinder and Nova read (`OpenStack-API-Version:
+//! volume 3.N`, [`parse_pair`], [`requested_in_generic_header`]), each parsed as its service
+//! parses it; the seed's highest versions are checked with the same parsers.
 
 use std::fmt;
 
@@ -6,9 +9,9 @@ use wiremock::http::HeaderMap;
 
 /// The header Manila reads and echoes.
 pub const MANILA_HEADER: &str = "X-OpenStack-Manila-API-Version";
-/// The generic microversion header (`shared-file-system 2.N`), which Manila ignores.
-#[cfg(test)]
-const GENERIC_HEADER: &str = "OpenStack-API-Version";
+/// The generic microversion header (`volume 3.N`, `compute 2.N`): Cinder and Nova read and
+/// answer it; Manila ignores it (`shared-file-system 2.N`).
+pub const GENERIC_HEADER: &str = "OpenStack-API-Version";
 
 /// A `major.minor` API microversion.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -80,6 +83,33 @@ pub fn requested(headers: &HeaderMap, max: Microversion) -> Result<Microversion,
         return Err(VersionError::OutOfRange(version));
     }
     Ok(version)
+}
+
+/// `M.N` as a pair, as Cinder and Nova parse it (ASCII digits, no leading zero in the minor).
+pub(crate) fn parse_pair(text: &str) -> Option<(u32, u32)> {
+    let (major, minor) = text.trim().split_once('.')?;
+    let ok = |s: &str| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit());
+    if !ok(major) || !ok(minor) || (minor.len() > 1 && minor.starts_with('0')) {
+        return None;
+    }
+    Some((major.parse().ok()?, minor.parse().ok()?))
+}
+
+/// The value `service` asks for in the [`GENERIC_HEADER`] (`volume 3.50`, possibly among
+/// others separated by commas).
+pub(crate) fn requested_in_generic_header<'a>(
+    headers: &'a HeaderMap,
+    service: &str,
+) -> Option<&'a str> {
+    headers
+        .get_all(GENERIC_HEADER)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(','))
+        .find_map(|item| {
+            let (name, version) = item.trim().split_once(' ')?;
+            name.eq_ignore_ascii_case(service).then(|| version.trim())
+        })
 }
 
 #[cfg(test)]
