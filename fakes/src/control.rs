@@ -1,7 +1,7 @@
 //! The control API under `/_fake/`: drives faults, share types, delays, Manila's presence,
 //! tokens, the journal, leftovers and reset over HTTP, for processes that cannot hold a
-//! [`crate::FakeCloud`]. Each endpoint calls the same `CloudState` operation as the
-//! in-process API. Answers are JSON; errors are `{"error": "<what is wrong>"}`.
+//! [`crate::FakeCloud`]. Each endpoint calls the same state operation as the in-process
+//! API. Answers are JSON; errors are `{"error": "<what is wrong>"}`.
 
 use serde::Deserialize;
 use serde_json::{Value, json};
@@ -9,11 +9,11 @@ use wiremock::Request;
 
 use crate::config::{Delays, ShareTypeSeed, check_token_lifetime};
 use crate::credentials::{self, SecretKind};
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::faults::FaultRule;
 use crate::metadata::NodeMetadata;
 use crate::reply::Reply;
-use crate::state::{CloudState, share_type_from_seed};
+use crate::state::CloudState;
 
 /// Where the control API is mounted.
 pub const PREFIX: &str = "/_fake";
@@ -38,62 +38,6 @@ struct DefaultType {
 #[serde(deny_unknown_fields)]
 struct TokenLifetime {
     seconds: u64,
-}
-
-impl CloudState {
-    /// Adds a share type at run time; its id.
-    pub(crate) fn add_share_type(&mut self, seed: &ShareTypeSeed) -> Result<String> {
-        if seed.name.is_empty() {
-            return Err(Error::Control("a share type needs a name".into()));
-        }
-        if self.share_types.iter().any(|t| t.name == seed.name) {
-            return Err(Error::Control(format!(
-                "share type {:?} already exists",
-                seed.name
-            )));
-        }
-        let t = share_type_from_seed(seed);
-        let id = t.id.clone();
-        self.share_types.push(t);
-        Ok(id)
-    }
-
-    /// Removes a share type (by name or id); shares keep their type id, as in Manila.
-    pub(crate) fn remove_share_type(&mut self, name_or_id: &str) -> Result<()> {
-        let Some(index) = self
-            .share_types
-            .iter()
-            .position(|t| t.name == name_or_id || t.id == name_or_id)
-        else {
-            return Err(Error::Control(format!(
-                "no share type named {name_or_id:?}"
-            )));
-        };
-        let removed = self.share_types.remove(index);
-        if self.config.manila.default_share_type.as_deref() == Some(removed.name.as_str()) {
-            self.config.manila.default_share_type = None;
-        }
-        Ok(())
-    }
-
-    /// Sets (or clears) the default share type.
-    pub(crate) fn set_default_share_type(&mut self, name: Option<&str>) -> Result<()> {
-        if let Some(name) = name
-            && !self.share_types.iter().any(|t| t.name == name)
-        {
-            return Err(Error::Control(format!("no share type named {name:?}")));
-        }
-        self.config.manila.default_share_type = name.map(str::to_owned);
-        Ok(())
-    }
-
-    /// Makes every issued token expired.
-    pub(crate) fn expire_tokens(&mut self) {
-        let past = chrono::Utc::now() - chrono::Duration::seconds(1);
-        for t in self.tokens.values_mut() {
-            t.expires_at = past;
-        }
-    }
 }
 
 fn bad(message: impl Into<String>) -> Reply {
@@ -143,7 +87,7 @@ fn handle_checked(
         ("GET", ["health"]) => ok(json!({"status": "ok"})),
         ("GET", ["journal"]) => {
             let since: u64 = query("since").and_then(|s| s.parse().ok()).unwrap_or(0);
-            let entries: Vec<_> = state.journal.iter().filter(|e| e.seq > since).collect();
+            let entries: Vec<_> = state.journal.entries().filter(|e| e.seq > since).collect();
             ok(json!(entries))
         }
         ("DELETE", ["journal"]) => {
@@ -204,6 +148,7 @@ fn handle_checked(
         },
         ("GET", ["share-types"]) => ok(json!(
             state
+                .manila
                 .share_types
                 .iter()
                 .map(|t| json!({"id": t.id, "name": t.name}))
@@ -212,17 +157,18 @@ fn handle_checked(
         ("POST", ["share-types"]) => {
             let seed: ShareTypeSeed = parse(req)?;
             let id = state
+                .manila
                 .add_share_type(&seed)
                 .map_err(|e| bad(e.to_string()))?;
             Reply::json(201, json!({"id": id, "name": seed.name}))
         }
-        ("DELETE", ["share-types", name]) => match state.remove_share_type(name) {
+        ("DELETE", ["share-types", name]) => match state.manila.remove_share_type(name) {
             Ok(()) => Reply::empty(204),
             Err(e) => missing(e.to_string()),
         },
         ("PUT", ["default-share-type"]) => {
             let body: DefaultType = parse(req)?;
-            done(state.set_default_share_type(body.name.as_deref()))
+            done(state.manila.set_default_share_type(body.name.as_deref()))
         }
         ("GET", ["delays"]) => ok(json!(state.config.manila.delays)),
         ("PUT", ["delays"]) => {
@@ -252,7 +198,7 @@ fn handle_checked(
             Reply::empty(204)
         }
         ("POST", ["tokens", "expire"]) => {
-            state.expire_tokens();
+            state.keystone.expire_all();
             Reply::empty(204)
         }
         ("POST", ["reset"]) => done(state.reset()),

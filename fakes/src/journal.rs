@@ -1,6 +1,47 @@
 //! The request journal and the leftover-resource report.
 
+use std::collections::VecDeque;
+
 use serde::{Deserialize, Serialize};
+
+/// How many requests the journal keeps (the oldest are dropped beyond that); Keystone keeps
+/// as many issued token ids.
+pub(crate) const JOURNAL_LIMIT: usize = 100_000;
+
+/// The newest [`JOURNAL_LIMIT`] requests one cloud served.
+#[derive(Debug, Default)]
+pub(crate) struct Journal {
+    entries: VecDeque<JournalEntry>,
+    /// Sequence number of the last journalled request (survives clearing).
+    seq: u64,
+}
+
+impl Journal {
+    /// Records the entry `make` builds with the next sequence number.
+    pub(crate) fn record(&mut self, make: impl FnOnce(u64) -> JournalEntry) {
+        self.seq += 1;
+        if self.entries.len() >= JOURNAL_LIMIT {
+            self.entries.pop_front();
+        }
+        self.entries.push_back(make(self.seq));
+    }
+
+    /// The entries, oldest first.
+    pub(crate) fn entries(&self) -> impl Iterator<Item = &JournalEntry> {
+        self.entries.iter()
+    }
+
+    /// Forgets the entries; numbering goes on.
+    pub(crate) fn clear(&mut self) {
+        self.entries.clear();
+    }
+
+    /// Forgets the entries and numbers from 1 again.
+    pub(crate) fn reset(&mut self) {
+        self.entries.clear();
+        self.seq = 0;
+    }
+}
 
 /// Which API a journalled request went to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]

@@ -40,6 +40,7 @@ mod microversion;
 mod nova;
 mod outage;
 mod reply;
+mod request;
 mod router;
 mod state;
 pub mod tls;
@@ -315,7 +316,7 @@ impl FakeCloud {
     }
     /// The directory holding `shares/<id>` and `snapshots/<id>`.
     pub fn backend_root(&self) -> PathBuf {
-        self.state().backend.root().to_path_buf()
+        self.state().manila.backend.root().to_path_buf()
     }
     /// Pauses the backend's data copies (snapshot creation, share creation from a snapshot)
     /// until [`CopyPause::release`]; the copies run outside the state lock, so the API
@@ -328,7 +329,7 @@ impl FakeCloud {
 
     /// The directory backing share `id` (whether or not the share exists).
     pub fn share_dir(&self, id: &str) -> PathBuf {
-        self.state().backend.share_dir(id)
+        self.state().manila.backend.share_dir(id)
     }
     /// The seed account (user, project, credentials).
     pub fn account(&self) -> config::Account {
@@ -377,13 +378,13 @@ impl FakeCloud {
     /// The ids of the Keystone tokens issued so far (the newest 100 000; revoked, expired
     /// and reset ones too), oldest first: secrets that must never appear in a log.
     pub fn issued_tokens(&self) -> Vec<String> {
-        self.state().issued_tokens.iter().cloned().collect()
+        self.state().keystone.issued.iter().cloned().collect()
     }
 
     /// The cloud requests so far, oldest first (control requests excluded; the newest
     /// 100 000 are kept).
     pub fn journal(&self) -> Vec<JournalEntry> {
-        self.state().journal.iter().cloned().collect()
+        self.state().journal.entries().cloned().collect()
     }
     /// Forgets the journal.
     pub fn clear_journal(&self) {
@@ -414,15 +415,15 @@ impl FakeCloud {
 
     /// Adds a share type; its id.
     pub fn add_share_type(&self, seed: &ShareTypeSeed) -> Result<String> {
-        self.state().add_share_type(seed)
+        self.state().manila.add_share_type(seed)
     }
     /// Removes a share type by name or id.
     pub fn remove_share_type(&self, name_or_id: &str) -> Result<()> {
-        self.state().remove_share_type(name_or_id)
+        self.state().manila.remove_share_type(name_or_id)
     }
     /// Sets or clears the default share type.
     pub fn set_default_share_type(&self, name: Option<&str>) -> Result<()> {
-        self.state().set_default_share_type(name)
+        self.state().manila.set_default_share_type(name)
     }
     /// Changes the transition delays (affects operations started afterwards). Unlike the
     /// control API this does not check [`config::MAX_DELAY_MS`]: a transition due beyond
@@ -446,7 +447,7 @@ impl FakeCloud {
     }
     /// Expires every token issued so far (clients must re-authenticate).
     pub fn expire_tokens(&self) {
-        self.state().expire_tokens();
+        self.state().keystone.expire_all();
     }
     /// Takes the cloud off the network (`false`) or back (`true`): while it is off nothing
     /// listens on its address (clients get connection refused; with TLS, connections closed

@@ -4,7 +4,8 @@
 //! No background task runs: every request first applies the outcomes that are due (each
 //! service's `advance`), so time alone moves resources along. An injected fault shapes the
 //! outcome ([`AsyncFault`]: never finish, or end in error); [`plan`] turns the operation's
-//! delay and fault into the outcome to record.
+//! delay and fault into the outcome to record, and [`Lifecycle`] starts, settles and ends the
+//! copies of any resource with a status.
 
 use std::time::{Duration, Instant};
 
@@ -77,5 +78,51 @@ pub(crate) fn plan<T>(
             }),
             None,
         ),
+    }
+}
+
+/// A resource with a status that asynchronous operations move along.
+pub(crate) trait Lifecycle {
+    /// What its pending operations end in.
+    type Outcome;
+    /// Its status.
+    fn status_mut(&mut self) -> &mut String;
+    /// Its pending outcome.
+    fn pending_mut(&mut self) -> &mut Option<Pending<Self::Outcome>>;
+    /// Sets its `updated_at`.
+    fn touch(&mut self, at: DateTime<Utc>);
+
+    /// Starts an operation: the resource takes `transitional` status (or the stuck fault's)
+    /// and the plan's pending outcome, updated now.
+    fn start(&mut self, transitional: &str, (pending, stuck): Plan<Self::Outcome>) {
+        *self.status_mut() = stuck.unwrap_or_else(|| transitional.to_owned());
+        *self.pending_mut() = pending;
+        self.touch(Utc::now());
+    }
+
+    /// The outcome due at `now`, taken; the resource updated at `stamp`.
+    fn take_due(&mut self, now: Instant, stamp: DateTime<Utc>) -> Option<Self::Outcome> {
+        let pending = self.pending_mut().take_if(|p| p.due <= now)?;
+        self.touch(stamp);
+        Some(pending.outcome)
+    }
+
+    /// Ends the data copy a new resource waited for in its initial status: when `copied`,
+    /// the plan it was created with starts; otherwise it takes `failed_status`.
+    fn end_copy(
+        &mut self,
+        (pending, stuck): Plan<Self::Outcome>,
+        copied: bool,
+        failed_status: &str,
+    ) {
+        self.touch(Utc::now());
+        if copied {
+            *self.pending_mut() = pending;
+            if let Some(status) = stuck {
+                *self.status_mut() = status;
+            }
+        } else {
+            *self.status_mut() = failed_status.to_owned();
+        }
     }
 }

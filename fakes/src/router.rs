@@ -100,7 +100,7 @@ impl Respond for Router {
                 return control::handle(&mut state, req, rest).into_template();
             }
             let (service, reply) = Self::serve(&mut state, req, path);
-            let copies = std::mem::take(&mut state.copies);
+            let copies = state.take_copies();
             (service, reply, copies, state.copy_pause.clone())
         };
         if !copies.is_empty() {
@@ -113,13 +113,8 @@ impl Respond for Router {
                 .and_then(|v| v.to_str().ok())
                 .map(str::to_owned)
         };
-        state.journal_seq += 1;
-        let seq = state.journal_seq;
         tracing::debug!(method = %req.method, path, status = reply.status, "served");
-        if state.journal.len() >= crate::state::JOURNAL_LIMIT {
-            state.journal.pop_front();
-        }
-        state.journal.push_back(JournalEntry {
+        state.journal.record(|seq| JournalEntry {
             seq,
             at: Utc::now().to_rfc3339_opts(SecondsFormat::Micros, true),
             method: req.method.to_string(),
@@ -143,13 +138,24 @@ impl Router {
     /// Keystone, Manila, Cinder, Nova, the metadata service, or 404.
     fn serve(state: &mut CloudState, req: &Request, path: &str) -> (Service, Reply) {
         if let Some(rest) = below(path, KEYSTONE_PREFIX) {
-            (Service::Keystone, keystone::handle(state, req, rest))
+            let reply = keystone::handle(
+                &mut state.keystone,
+                &state.config,
+                &state.base_url,
+                &mut state.faults,
+                req,
+                rest,
+            );
+            (Service::Keystone, reply)
         } else if let Some(rest) = below(path, MANILA_PREFIX) {
-            (Service::Manila, manila::handle(state, req, rest))
+            let (shared, manila, _) = state.shared();
+            (Service::Manila, manila::handle(manila, shared, req, rest))
         } else if let Some(rest) = below(path, CINDER_PREFIX) {
-            (Service::Cinder, cinder::handle(state, req, rest))
+            let (shared, _, block) = state.shared();
+            (Service::Cinder, cinder::handle(block, shared, req, rest))
         } else if let Some(rest) = below(path, NOVA_PREFIX) {
-            (Service::Nova, nova::handle(state, req, rest))
+            let (shared, _, block) = state.shared();
+            (Service::Nova, nova::handle(block, shared, req, rest))
         } else if let Some(node) = metadata::node_of(path) {
             (
                 Service::Metadata,

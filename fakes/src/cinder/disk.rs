@@ -8,8 +8,6 @@
 //! left (and removes the links) when it is dropped, whoever holds the state then.
 
 use std::collections::BTreeMap;
-use std::fs::File;
-use std::io::{Read, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -63,36 +61,6 @@ pub(crate) fn remove(path: &Path) -> Result<()> {
         }),
         _ => Ok(()),
     }
-}
-
-/// Copies a file keeping it sparse: blocks of zeros are skipped (left as holes), and the
-/// copy has the source's length.
-pub(crate) fn copy_sparse(from: &Path, to: &Path) -> Result<()> {
-    if let Some(dir) = to.parent() {
-        std::fs::create_dir_all(dir).map_err(io_error(dir))?;
-    }
-    let mut source = File::open(from).map_err(io_error(from))?;
-    let len = source.metadata().map_err(io_error(from))?.len();
-    let mut target = File::create(to).map_err(io_error(to))?;
-    let mut block = vec![0u8; 1 << 20];
-    let zeros = vec![0u8; 1 << 20];
-    let mut offset = 0u64;
-    loop {
-        let n = source.read(&mut block).map_err(io_error(from))?;
-        if n == 0 {
-            break;
-        }
-        let chunk = &block[..n];
-        // A slice comparison (memcmp), fast even in unoptimised builds.
-        if chunk != &zeros[..n] {
-            target.seek(SeekFrom::Start(offset)).map_err(io_error(to))?;
-            target.write_all(chunk).map_err(io_error(to))?;
-        }
-        offset += n as u64;
-    }
-    target.set_len(len).map_err(io_error(to))?;
-    target.sync_all().map_err(io_error(to))?;
-    Ok(())
 }
 
 /// The name of a volume's disk link: `virtio-` and the first 20 characters of its id.
@@ -247,24 +215,6 @@ impl Drop for LoopGuard {
 mod tests {
     #![allow(clippy::unwrap_used, clippy::expect_used)]
     use super::*;
-
-    #[test]
-    fn sparse_copy_keeps_data_and_length() {
-        let dir = tempfile::tempdir().unwrap();
-        let a = dir.path().join("a");
-        allocate(&a, 1).unwrap();
-        let mut f = std::fs::OpenOptions::new().write(true).open(&a).unwrap();
-        f.seek(SeekFrom::Start(5 << 20)).unwrap();
-        f.write_all(b"hello").unwrap();
-        drop(f);
-        let b = dir.path().join("copies/b");
-        copy_sparse(&a, &b).unwrap();
-        let data = std::fs::read(&b).unwrap();
-        assert_eq!(data.len() as u64, GIB);
-        assert_eq!(&data[5 << 20..(5 << 20) + 5], b"hello");
-        use std::os::unix::fs::MetadataExt;
-        assert!(std::fs::metadata(&b).unwrap().blocks() * 512 < 16 << 20);
-    }
 
     #[test]
     fn link_names_cut_the_id() {

@@ -10,231 +10,43 @@ pub(crate) mod disk;
 pub(crate) mod model;
 mod resources;
 pub mod seed;
+mod state;
 mod volumes;
 
-use std::collections::BTreeMap;
-use std::time::{Duration, Instant};
-
-use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 use wiremock::Request;
 use wiremock::http::Method;
 
+use crate::config::CloudConfig;
 use crate::faults::{FaultAction, Operation};
-use crate::keystone;
-use crate::lifecycle::AsyncFault;
 use crate::microversion::{parse_pair, requested_in_generic_header};
-use crate::reply::Reply;
-use crate::reply::fault;
-use crate::state::CloudState;
-pub(crate) use model::BlockState;
+use crate::reply::{Reply, fault};
+use crate::request::{self, Shared};
+pub use state::{BlockLeftover, BlockLeftovers, LoopLeftover, VolumeView};
+pub(crate) use state::{BlockState, CopyTarget};
 
 pub use crate::catalog::CINDER_PREFIX as PREFIX;
 pub use crate::microversion::GENERIC_HEADER as VERSION_HEADER;
 /// The lowest microversion.
 pub const MIN_VERSION: (u32, u32) = (3, 0);
 
-pub(crate) fn max_version(state: &CloudState) -> (u32, u32) {
-    parse_pair(&state.config.cinder.max_microversion).unwrap_or((3, 70))
+fn max_version(config: &CloudConfig) -> (u32, u32) {
+    parse_pair(&config.cinder.max_microversion).unwrap_or((3, 70))
 }
 
-/// Stuff the leftover report lists about block storage.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct BlockLeftovers {
-    /// Volumes not yet deleted (those still `deleting` too).
-    pub volumes: Vec<BlockLeftover>,
-    /// Volume snapshots not yet deleted.
-    pub volume_snapshots: Vec<BlockLeftover>,
-    /// Volumes still attached to servers (`id` is the attachment's).
-    pub attachments: Vec<BlockLeftover>,
-    /// Loop devices still set up on the host: `{device, file, link}`.
-    pub loop_devices: Vec<LoopLeftover>,
-}
+/// One Cinder (or Nova) request being served; the version is the one asked of the service
+/// (Cinder's `3.N`, Nova's `2.N`).
+pub(crate) type Ctx<'a> = request::Ctx<'a, (u32, u32)>;
 
-impl BlockLeftovers {
-    /// True when nothing is left.
-    pub fn is_empty(&self) -> bool {
-        self.volumes.is_empty()
-            && self.volume_snapshots.is_empty()
-            && self.attachments.is_empty()
-            && self.loop_devices.is_empty()
-    }
-}
-
-/// A volume, snapshot or attachment still present.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct BlockLeftover {
-    /// Its id.
-    pub id: String,
-    /// Its name.
-    pub name: Option<String>,
-    /// Its status.
-    pub status: String,
-    /// The volume it belongs to (snapshots, attachments).
-    pub volume_id: Option<String>,
-    /// The server (attachments).
-    pub server_id: Option<String>,
-}
-
-/// What a test may want to know of a volume: where it is, how big, to which servers it is
-/// attached (the cloud's view, as an administrator sees it).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct VolumeView {
-    /// Its id.
-    pub id: String,
-    /// Its name.
-    pub name: Option<String>,
-    /// Size in GiB.
-    pub size: u64,
-    /// Status (`available`, `in-use`, …).
-    pub status: String,
-    /// Availability zone.
-    pub availability_zone: String,
-    /// Volume type name.
-    pub volume_type: String,
-    /// Whether it may be attached to several servers.
-    pub multiattach: bool,
-    /// The snapshot it was made from.
-    pub snapshot_id: Option<String>,
-    /// The volume it was cloned from.
-    pub source_volid: Option<String>,
-    /// The ids of the servers it is attached to, in attachment order.
-    pub attached_to: Vec<String>,
-    /// Its metadata.
-    pub metadata: BTreeMap<String, String>,
-    /// The `same_host`/`different_host` scheduler hints it was created with (volume ids,
-    /// a single-string hint as a one-item list); empty without hints.
-    pub scheduler_hints: BTreeMap<String, Vec<String>>,
-}
-
-/// A loop device still set up.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct LoopLeftover {
-    /// `/dev/loopN`.
-    pub device: String,
-    /// The volume file behind it.
-    pub file: String,
-    /// Its link in the server's disk directory.
-    pub link: String,
-}
-
-impl BlockState {
-    /// The view of volume `id`, transitions due by now applied.
-    pub(crate) fn volume_view(&mut self, id: &str) -> Option<VolumeView> {
-        self.advance(Instant::now());
-        self.volumes.get(id).map(|v| VolumeView {
-            id: v.id.clone(),
-            name: v.name.clone(),
-            size: v.size,
-            status: v.status.clone(),
-            availability_zone: v.availability_zone.clone(),
-            volume_type: v.type_name.clone(),
-            multiattach: v.multiattach,
-            snapshot_id: v.snapshot_id.clone(),
-            source_volid: v.source_volid.clone(),
-            attached_to: v.attachments.iter().map(|a| a.server_id.clone()).collect(),
-            metadata: v.metadata.clone(),
-            scheduler_hints: v.scheduler_hints.clone(),
-        })
-    }
-
-    /// What is still present, in creation order.
-    pub(crate) fn leftovers(&mut self) -> BlockLeftovers {
-        self.advance(Instant::now());
-        let mut volumes: Vec<&model::Volume> = self.volumes.values().collect();
-        volumes.sort_by_key(|v| v.seq);
-        let mut snapshots: Vec<&model::VolumeSnapshot> = self.snapshots.values().collect();
-        snapshots.sort_by_key(|s| s.seq);
-        BlockLeftovers {
-            volumes: volumes
-                .iter()
-                .map(|v| BlockLeftover {
-                    id: v.id.clone(),
-                    name: v.name.clone(),
-                    status: v.status.clone(),
-                    volume_id: None,
-                    server_id: None,
-                })
-                .collect(),
-            volume_snapshots: snapshots
-                .iter()
-                .map(|s| BlockLeftover {
-                    id: s.id.clone(),
-                    name: s.name.clone(),
-                    status: s.status.clone(),
-                    volume_id: Some(s.volume_id.clone()),
-                    server_id: None,
-                })
-                .collect(),
-            attachments: volumes
-                .iter()
-                .flat_map(|v| {
-                    v.attachments.iter().map(|a| BlockLeftover {
-                        id: a.id.clone(),
-                        name: Some(a.device.clone()),
-                        status: "attached".into(),
-                        volume_id: Some(v.id.clone()),
-                        server_id: Some(a.server_id.clone()),
-                    })
-                })
-                .collect(),
-            loop_devices: self
-                .loops
-                .list()
-                .into_iter()
-                .map(|l| LoopLeftover {
-                    device: l.device.display().to_string(),
-                    file: l.file.display().to_string(),
-                    link: l.link.display().to_string(),
-                })
-                .collect(),
-        }
-    }
-}
-
-/// One Cinder (or Nova) request being served.
-pub(crate) struct Ctx<'a> {
-    pub req: &'a Request,
-    pub version: (u32, u32),
-    pub now: Instant,
-    pub admin: bool,
-    query: Vec<(String, String)>,
-    pub latency: Option<Duration>,
-}
-
-impl<'a> Ctx<'a> {
-    pub(crate) fn new(req: &'a Request, version: (u32, u32), admin: bool) -> Self {
-        Self {
-            req,
-            version,
-            now: Instant::now(),
-            admin,
-            query: req
-                .url
-                .query_pairs()
-                .map(|(k, v)| (k.into_owned(), v.into_owned()))
-                .collect(),
-            latency: None,
-        }
-    }
-
+impl Ctx<'_> {
     /// Whether the microversion is at least 3.`minor`.
     pub(crate) fn at_least(&self, minor: u32) -> bool {
         self.version >= (3, minor)
     }
 
-    pub(crate) fn query(&self, key: &str) -> Option<&str> {
-        self.query
-            .iter()
-            .find(|(k, _)| k == key)
-            .map(|(_, v)| v.as_str())
-    }
-
     /// The object under `key` in the JSON body, or 400.
     pub(crate) fn body_object(&self, key: &str) -> Result<serde_json::Map<String, Value>, Reply> {
-        let body: Value = serde_json::from_slice(&self.req.body)
-            .map_err(|_| fault(400, "Malformed request body"))?;
-        match body.get(key) {
+        match self.body()?.get(key) {
             Some(Value::Object(map)) => Ok(map.clone()),
             _ => Err(fault(
                 400,
@@ -243,33 +55,9 @@ impl<'a> Ctx<'a> {
         }
     }
 
-    /// Consumes a fault rule for `operation` about `resources`.
-    pub(crate) fn fault(
-        &mut self,
-        state: &mut CloudState,
-        operation: Operation,
-        resources: &[String],
-    ) -> Result<AsyncFault, Reply> {
-        match state.faults.take(operation, resources) {
-            None => Ok(AsyncFault::None),
-            Some(FaultAction::HttpError { status, message }) => Err(fault(
-                status,
-                message.unwrap_or_else(|| format!("Injected fault on {operation:?}.")),
-            )),
-            Some(FaultAction::Latency { ms }) => {
-                self.latency = Some(Duration::from_millis(ms));
-                Ok(AsyncFault::None)
-            }
-            Some(FaultAction::Stuck { status }) => Ok(AsyncFault::Stuck(status)),
-            Some(FaultAction::Error { detail_id, message }) => {
-                Ok(AsyncFault::Error { detail_id, message })
-            }
-        }
-    }
-
-    pub(crate) fn links(&self, state: &CloudState, collection: &str, id: &str) -> Value {
-        let base = &state.base_url;
-        let project = &state.config.account.project_id;
+    pub(crate) fn links(&self, collection: &str, id: &str) -> Value {
+        let base = self.base_url;
+        let project = self.project_id();
         json!([
             {"rel": "self", "href": format!("{base}{PREFIX}/v3/{project}/{collection}/{id}")},
             {"rel": "bookmark", "href": format!("{base}{PREFIX}/{project}/{collection}/{id}")},
@@ -277,43 +65,52 @@ impl<'a> Ctx<'a> {
     }
 }
 
-fn versions(state: &CloudState) -> Value {
-    let (major, minor) = max_version(state);
+fn versions(config: &CloudConfig, base_url: &str) -> Value {
+    let (major, minor) = max_version(config);
     json!([{
         "id": "v3.0", "status": "CURRENT",
         "version": format!("{major}.{minor}"), "min_version": "3.0",
         "updated": "2022-08-31T00:00:00Z",
         "links": [
             {"rel": "describedby", "type": "text/html", "href": "https://docs.openstack.org/"},
-            {"rel": "self", "href": format!("{}{PREFIX}/v3/", state.base_url)},
+            {"rel": "self", "href": format!("{base_url}{PREFIX}/v3/")},
         ],
         "media-types": [{"base": "application/json", "type": "application/vnd.openstack.volume+json;version=3"}],
     }])
 }
 
 /// Handles a request under [`PREFIX`]; `rest` is the path after it.
-pub(crate) fn handle(state: &mut CloudState, req: &Request, rest: &str) -> Reply {
-    if !state.config.cinder.present {
+pub(crate) fn handle(
+    state: &mut BlockState,
+    shared: Shared<'_>,
+    req: &Request,
+    rest: &str,
+) -> Reply {
+    let config = shared.config;
+    if !config.cinder.present {
         return Reply::text(404, "404 Not Found".into(), "text/plain");
     }
     let trimmed = rest.trim_end_matches('/');
     if req.method == Method::GET && (trimmed.is_empty() || trimmed == "/v3") {
         if let Some(FaultAction::HttpError { status, message }) =
-            state.faults.take(Operation::CinderVersions, &[])
+            shared.faults.take(Operation::CinderVersions, &[])
         {
             return fault(status, message.unwrap_or_else(|| "Injected fault.".into()));
         }
         let status = if trimmed.is_empty() { 300 } else { 200 };
-        return Reply::json(status, json!({"versions": versions(state)}));
+        return Reply::json(
+            status,
+            json!({"versions": versions(config, shared.base_url)}),
+        );
     }
     let Some(path) = trimmed.strip_prefix("/v3/") else {
         return fault(404, "The resource could not be found.");
     };
-    let token = match keystone::authenticate(state, &req.headers) {
+    let token = match shared.keystone.authenticate(shared.base_url, &req.headers) {
         Ok(token) => token,
         Err(reply) => return reply,
     };
-    let max = max_version(state);
+    let max = max_version(config);
     let version = match requested_in_generic_header(&req.headers, "volume") {
         None => MIN_VERSION,
         Some(v) if v.eq_ignore_ascii_case("latest") => max,
@@ -339,10 +136,10 @@ pub(crate) fn handle(state: &mut CloudState, req: &Request, rest: &str) -> Reply
         },
     };
     let mut segments: Vec<&str> = path.split('/').collect();
-    if segments.first() == Some(&state.config.account.project_id.as_str()) {
+    if segments.first() == Some(&config.account.project_id.as_str()) {
         segments.remove(0);
     }
-    let mut ctx = Ctx::new(req, version, token.admin);
+    let mut ctx = Ctx::new(req, version, token.admin, shared);
     state.advance(ctx.now);
     let mut reply = route(state, &mut ctx, &segments);
     reply.delay = ctx.latency;
@@ -354,7 +151,7 @@ pub(crate) fn handle(state: &mut CloudState, req: &Request, rest: &str) -> Reply
         .header("Vary", VERSION_HEADER)
 }
 
-fn route(state: &mut CloudState, ctx: &mut Ctx<'_>, segments: &[&str]) -> Reply {
+fn route(state: &mut BlockState, ctx: &mut Ctx<'_>, segments: &[&str]) -> Reply {
     let method = ctx.req.method.clone();
     let m = method.as_str();
     match segments {
@@ -375,7 +172,7 @@ fn route(state: &mut CloudState, ctx: &mut Ctx<'_>, segments: &[&str]) -> Reply 
         }
         ["types", id] if m == "GET" => resources::show_type(state, ctx, id),
         ["types", id, "extra_specs"] if m == "GET" => resources::extra_specs(state, ctx, id),
-        ["os-availability-zone"] if m == "GET" => resources::zones(state, ctx),
+        ["os-availability-zone"] if m == "GET" => resources::zones(ctx),
         ["os-quota-sets", _project] if m == "GET" => resources::quotas(state, ctx),
         ["limits"] if m == "GET" => resources::limits(state, ctx),
         ["messages"] if m == "GET" && ctx.at_least(3) => resources::list_messages(state, ctx),

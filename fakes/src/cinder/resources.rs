@@ -4,26 +4,20 @@
 use chrono::Utc;
 use serde_json::{Value, json};
 
-use super::Ctx;
-use super::disk;
-use super::model::{BlockCopyTarget, BlockFailure, SnapshotOutcome, VolumeSnapshot, VolumeType};
+use super::model::{BlockFailure, SnapshotOutcome, VolumeSnapshot, VolumeType};
+use super::{BlockState, CopyTarget, Ctx, disk};
 use crate::backend::Copy;
 use crate::faults::Operation;
-use crate::lifecycle::AsyncFault;
-use crate::lifecycle::Pending;
-use crate::lifecycle::{api_time, new_id};
-use crate::lifecycle::{due_after, plan};
-use crate::reply::Reply;
-use crate::reply::fault;
-use crate::state::{CloudState, CopyTarget, PendingCopy};
+use crate::lifecycle::{Lifecycle, api_time, due_after, new_id, plan};
+use crate::reply::{Reply, fault};
 
-fn snapshot_view(state: &CloudState, ctx: &Ctx<'_>, s: &VolumeSnapshot) -> Value {
+fn snapshot_view(ctx: &Ctx<'_>, s: &VolumeSnapshot) -> Value {
     let mut body = json!({
         "id": s.id, "name": s.name, "description": s.description, "volume_id": s.volume_id,
         "size": s.size, "status": s.status, "metadata": s.metadata,
         "created_at": api_time(&s.created_at),
         "updated_at": s.updated_at.as_ref().map(api_time),
-        "links": ctx.links(state, "snapshots", &s.id),
+        "links": ctx.links("snapshots", &s.id),
     });
     if ctx.at_least(65)
         && let Some(map) = body.as_object_mut()
@@ -37,12 +31,11 @@ fn snapshot_missing(id: &str) -> Reply {
     fault(404, format!("Snapshot {id} could not be found."))
 }
 
-pub(crate) fn list_snapshots(state: &mut CloudState, ctx: &mut Ctx<'_>, detail: bool) -> Reply {
-    if let Err(r) = ctx.fault(state, Operation::VolumeSnapshotList, &[]) {
+pub(crate) fn list_snapshots(state: &mut BlockState, ctx: &mut Ctx<'_>, detail: bool) -> Reply {
+    if let Err(r) = ctx.fault(Operation::VolumeSnapshotList, &[]) {
         return r;
     }
     let mut snaps: Vec<&VolumeSnapshot> = state
-        .block
         .snapshots
         .values()
         .filter(|s| {
@@ -56,7 +49,7 @@ pub(crate) fn list_snapshots(state: &mut CloudState, ctx: &mut Ctx<'_>, detail: 
     let items: Vec<Value> = snaps
         .iter()
         .map(|s| {
-            let full = snapshot_view(state, ctx, s);
+            let full = snapshot_view(ctx, s);
             if detail {
                 full
             } else {
@@ -68,17 +61,17 @@ pub(crate) fn list_snapshots(state: &mut CloudState, ctx: &mut Ctx<'_>, detail: 
     Reply::json(200, json!({"snapshots": items}))
 }
 
-pub(crate) fn show_snapshot(state: &mut CloudState, ctx: &mut Ctx<'_>, id: &str) -> Reply {
-    if let Err(r) = ctx.fault(state, Operation::VolumeSnapshotGet, &[id.to_owned()]) {
+pub(crate) fn show_snapshot(state: &mut BlockState, ctx: &mut Ctx<'_>, id: &str) -> Reply {
+    if let Err(r) = ctx.fault(Operation::VolumeSnapshotGet, &[id.to_owned()]) {
         return r;
     }
-    match state.block.snapshots.get(id) {
-        Some(s) => Reply::json(200, json!({"snapshot": snapshot_view(state, ctx, s)})),
+    match state.snapshots.get(id) {
+        Some(s) => Reply::json(200, json!({"snapshot": snapshot_view(ctx, s)})),
         None => snapshot_missing(id),
     }
 }
 
-pub(crate) fn create_snapshot(state: &mut CloudState, ctx: &mut Ctx<'_>) -> Reply {
+pub(crate) fn create_snapshot(state: &mut BlockState, ctx: &mut Ctx<'_>) -> Reply {
     let body = match ctx.body_object("snapshot") {
         Ok(b) => b,
         Err(r) => return r,
@@ -109,7 +102,7 @@ pub(crate) fn create_snapshot(state: &mut CloudState, ctx: &mut Ctx<'_>) -> Repl
                 .collect()
         })
         .unwrap_or_default();
-    let Some(volume) = state.block.volumes.get(&volume_id) else {
+    let Some(volume) = state.volumes.get(&volume_id) else {
         return fault(404, format!("Volume {volume_id} could not be found."));
     };
     let ok = volume.status == "available" || (force && volume.status == "in-use");
@@ -123,8 +116,8 @@ pub(crate) fn create_snapshot(state: &mut CloudState, ctx: &mut Ctx<'_>) -> Repl
         );
     }
     let size = volume.size;
-    let quotas = &state.config.cinder.quotas;
-    if state.block.snapshots.len() as u64 >= quotas.snapshots {
+    let quotas = &ctx.config.cinder.quotas;
+    if state.snapshots.len() as u64 >= quotas.snapshots {
         return fault(
             413,
             format!(
@@ -133,9 +126,7 @@ pub(crate) fn create_snapshot(state: &mut CloudState, ctx: &mut Ctx<'_>) -> Repl
             ),
         );
     }
-    let used: u64 = state.block.volumes.values().map(|v| v.size).sum::<u64>()
-        + state.block.snapshots.values().map(|s| s.size).sum::<u64>();
-    if used + size > quotas.gigabytes {
+    if state.gigabytes_used() + size > quotas.gigabytes {
         return fault(
             413,
             format!(
@@ -145,11 +136,11 @@ pub(crate) fn create_snapshot(state: &mut CloudState, ctx: &mut Ctx<'_>) -> Repl
         );
     }
     let keys: Vec<String> = name.iter().cloned().collect();
-    let injected = match ctx.fault(state, Operation::VolumeSnapshotCreate, &keys) {
+    let injected = match ctx.fault(Operation::VolumeSnapshotCreate, &keys) {
         Ok(f) => f,
         Err(r) => return r,
     };
-    let due = due_after(ctx.now, state.config.cinder.delays.snapshot_create_ms);
+    let due = due_after(ctx.now, ctx.config.cinder.delays.snapshot_create_ms);
     let (pending, stuck) = plan(
         due,
         injected,
@@ -164,7 +155,7 @@ pub(crate) fn create_snapshot(state: &mut CloudState, ctx: &mut Ctx<'_>) -> Repl
         },
     );
     let id = new_id();
-    let seq = state.block.next_seq();
+    let seq = state.next_seq();
     let snap = VolumeSnapshot {
         id: id.clone(),
         seq,
@@ -178,33 +169,31 @@ pub(crate) fn create_snapshot(state: &mut CloudState, ctx: &mut Ctx<'_>) -> Repl
         updated_at: None,
         pending: None,
     };
-    let reply = Reply::json(202, json!({"snapshot": snapshot_view(state, ctx, &snap)}));
-    let root = state.block.root().to_path_buf();
-    state.copies.push(PendingCopy {
-        copy: Copy {
-            from: disk::volume_file(&root, &volume_id),
-            to: disk::snapshot_file(&root, &id),
-        },
-        target: CopyTarget::Block(BlockCopyTarget::Snapshot {
-            id: id.clone(),
-            pending,
-            stuck,
-        }),
-    });
-    state.block.snapshots.insert(id, snap);
+    let reply = Reply::json(202, json!({"snapshot": snapshot_view(ctx, &snap)}));
+    let root = state.root().to_path_buf();
+    let copy = Copy {
+        from: disk::volume_file(&root, &volume_id),
+        to: disk::snapshot_file(&root, &id),
+    };
+    let target = CopyTarget::Snapshot {
+        id: id.clone(),
+        plan: (pending, stuck),
+    };
+    state.copies.push((copy, target));
+    state.snapshots.insert(id, snap);
     reply
 }
 
-pub(crate) fn delete_snapshot(state: &mut CloudState, ctx: &mut Ctx<'_>, id: &str) -> Reply {
-    let Some(keys) = state.block.snapshots.get(id).map(VolumeSnapshot::keys) else {
+pub(crate) fn delete_snapshot(state: &mut BlockState, ctx: &mut Ctx<'_>, id: &str) -> Reply {
+    let Some(keys) = state.snapshots.get(id).map(VolumeSnapshot::keys) else {
         return snapshot_missing(id);
     };
-    let injected = match ctx.fault(state, Operation::VolumeSnapshotDelete, &keys) {
+    let injected = match ctx.fault(Operation::VolumeSnapshotDelete, &keys) {
         Ok(f) => f,
         Err(r) => return r,
     };
-    let due = due_after(ctx.now, state.config.cinder.delays.snapshot_delete_ms);
-    let Some(s) = state.block.snapshots.get_mut(id) else {
+    let due = due_after(ctx.now, ctx.config.cinder.delays.snapshot_delete_ms);
+    let Some(s) = state.snapshots.get_mut(id) else {
         return snapshot_missing(id);
     };
     if !["available", "error", "error_deleting"].contains(&s.status.as_str()) {
@@ -216,29 +205,22 @@ pub(crate) fn delete_snapshot(state: &mut CloudState, ctx: &mut Ctx<'_>, id: &st
             ),
         );
     }
-    s.status = "deleting".into();
-    s.updated_at = Some(Utc::now());
-    s.pending = match injected {
-        AsyncFault::None => due.map(|due| Pending {
+    s.start(
+        "deleting",
+        plan(
             due,
-            outcome: SnapshotOutcome::Gone,
-        }),
-        AsyncFault::Stuck(status) => {
-            if let Some(st) = status {
-                s.status = st;
-            }
-            None
-        }
-        AsyncFault::Error { detail_id, message } => due.map(|due| Pending {
-            due,
-            outcome: SnapshotOutcome::Failed(BlockFailure {
-                status: "error_deleting".into(),
-                action: "005",
-                detail_id,
-                message,
-            }),
-        }),
-    };
+            injected,
+            SnapshotOutcome::Gone,
+            |detail_id, message| {
+                SnapshotOutcome::Failed(BlockFailure {
+                    status: "error_deleting".into(),
+                    action: "005",
+                    detail_id,
+                    message,
+                })
+            },
+        ),
+    );
     Reply::empty(202)
 }
 
@@ -250,38 +232,37 @@ fn type_view(t: &VolumeType, default: bool) -> Value {
     })
 }
 
-fn is_default(state: &CloudState, t: &VolumeType) -> bool {
-    state.config.cinder.default_volume_type.as_deref() == Some(t.name.as_str())
+fn is_default(ctx: &Ctx<'_>, t: &VolumeType) -> bool {
+    ctx.config.cinder.default_volume_type.as_deref() == Some(t.name.as_str())
 }
 
-pub(crate) fn list_types(state: &mut CloudState, ctx: &mut Ctx<'_>) -> Reply {
-    if let Err(r) = ctx.fault(state, Operation::VolumeTypes, &[]) {
+pub(crate) fn list_types(state: &mut BlockState, ctx: &mut Ctx<'_>) -> Reply {
+    if let Err(r) = ctx.fault(Operation::VolumeTypes, &[]) {
         return r;
     }
     let types: Vec<Value> = state
-        .block
         .types
         .iter()
-        .map(|t| type_view(t, is_default(state, t)))
+        .map(|t| type_view(t, is_default(ctx, t)))
         .collect();
     Reply::json(200, json!({"volume_types": types}))
 }
 
-pub(crate) fn show_type(state: &mut CloudState, ctx: &mut Ctx<'_>, id: &str) -> Reply {
-    if let Err(r) = ctx.fault(state, Operation::VolumeTypes, &[id.to_owned()]) {
+pub(crate) fn show_type(state: &mut BlockState, ctx: &mut Ctx<'_>, id: &str) -> Reply {
+    if let Err(r) = ctx.fault(Operation::VolumeTypes, &[id.to_owned()]) {
         return r;
     }
-    match state.block.volume_type(id) {
+    match state.volume_type(id) {
         Some(t) => Reply::json(
             200,
-            json!({"volume_type": type_view(t, is_default(state, t))}),
+            json!({"volume_type": type_view(t, is_default(ctx, t))}),
         ),
         None => fault(404, format!("Volume type {id} could not be found.")),
     }
 }
 
-pub(crate) fn default_type(state: &mut CloudState, ctx: &mut Ctx<'_>) -> Reply {
-    let name = state
+pub(crate) fn default_type(state: &mut BlockState, ctx: &mut Ctx<'_>) -> Reply {
+    let name = ctx
         .config
         .cinder
         .default_volume_type
@@ -290,21 +271,21 @@ pub(crate) fn default_type(state: &mut CloudState, ctx: &mut Ctx<'_>) -> Reply {
     show_type(state, ctx, &name)
 }
 
-pub(crate) fn extra_specs(state: &mut CloudState, ctx: &mut Ctx<'_>, id: &str) -> Reply {
-    if let Err(r) = ctx.fault(state, Operation::VolumeTypes, &[id.to_owned()]) {
+pub(crate) fn extra_specs(state: &mut BlockState, ctx: &mut Ctx<'_>, id: &str) -> Reply {
+    if let Err(r) = ctx.fault(Operation::VolumeTypes, &[id.to_owned()]) {
         return r;
     }
-    match state.block.volume_type(id) {
+    match state.volume_type(id) {
         Some(t) => Reply::json(200, json!({"extra_specs": t.extra_specs})),
         None => fault(404, format!("Volume type {id} could not be found.")),
     }
 }
 
-pub(crate) fn zones(state: &mut CloudState, ctx: &mut Ctx<'_>) -> Reply {
-    if let Err(r) = ctx.fault(state, Operation::VolumeAvailabilityZones, &[]) {
+pub(crate) fn zones(ctx: &mut Ctx<'_>) -> Reply {
+    if let Err(r) = ctx.fault(Operation::VolumeAvailabilityZones, &[]) {
         return r;
     }
-    let zones: Vec<Value> = state
+    let zones: Vec<Value> = ctx
         .config
         .cinder
         .availability_zones
@@ -314,20 +295,21 @@ pub(crate) fn zones(state: &mut CloudState, ctx: &mut Ctx<'_>) -> Reply {
     Reply::json(200, json!({"availabilityZoneInfo": zones}))
 }
 
-fn usage(state: &CloudState) -> (u64, u64, u64) {
-    let b = &state.block;
-    let gib = b.volumes.values().map(|v| v.size).sum::<u64>()
-        + b.snapshots.values().map(|s| s.size).sum::<u64>();
-    (b.volumes.len() as u64, gib, b.snapshots.len() as u64)
+fn usage(state: &BlockState) -> (u64, u64, u64) {
+    (
+        state.volumes.len() as u64,
+        state.gigabytes_used(),
+        state.snapshots.len() as u64,
+    )
 }
 
-pub(crate) fn quotas(state: &mut CloudState, ctx: &mut Ctx<'_>) -> Reply {
-    if let Err(r) = ctx.fault(state, Operation::VolumeQuotas, &[]) {
+pub(crate) fn quotas(state: &mut BlockState, ctx: &mut Ctx<'_>) -> Reply {
+    if let Err(r) = ctx.fault(Operation::VolumeQuotas, &[]) {
         return r;
     }
-    let q = state.config.cinder.quotas.clone();
+    let q = ctx.config.cinder.quotas.clone();
     let (volumes, gigabytes, snapshots) = usage(state);
-    let project = state.config.account.project_id.clone();
+    let project = ctx.config.account.project_id.clone();
     let body = if ctx
         .query("usage")
         .is_some_and(|u| u.eq_ignore_ascii_case("true"))
@@ -345,11 +327,11 @@ pub(crate) fn quotas(state: &mut CloudState, ctx: &mut Ctx<'_>) -> Reply {
     Reply::json(200, json!({"quota_set": body}))
 }
 
-pub(crate) fn limits(state: &mut CloudState, ctx: &mut Ctx<'_>) -> Reply {
-    if let Err(r) = ctx.fault(state, Operation::VolumeQuotas, &[]) {
+pub(crate) fn limits(state: &mut BlockState, ctx: &mut Ctx<'_>) -> Reply {
+    if let Err(r) = ctx.fault(Operation::VolumeQuotas, &[]) {
         return r;
     }
-    let q = state.config.cinder.quotas.clone();
+    let q = ctx.config.cinder.quotas.clone();
     let (volumes, gigabytes, snapshots) = usage(state);
     Reply::json(
         200,
@@ -374,12 +356,11 @@ fn message_view(m: &super::model::BlockMessage) -> Value {
     })
 }
 
-pub(crate) fn list_messages(state: &mut CloudState, ctx: &mut Ctx<'_>) -> Reply {
-    if let Err(r) = ctx.fault(state, Operation::VolumeMessages, &[]) {
+pub(crate) fn list_messages(state: &mut BlockState, ctx: &mut Ctx<'_>) -> Reply {
+    if let Err(r) = ctx.fault(Operation::VolumeMessages, &[]) {
         return r;
     }
     let items: Vec<Value> = state
-        .block
         .messages
         .iter()
         .filter(|m| {
@@ -391,30 +372,30 @@ pub(crate) fn list_messages(state: &mut CloudState, ctx: &mut Ctx<'_>) -> Reply 
     Reply::json(200, json!({"messages": items}))
 }
 
-pub(crate) fn show_message(state: &mut CloudState, ctx: &mut Ctx<'_>, id: &str) -> Reply {
-    if let Err(r) = ctx.fault(state, Operation::VolumeMessages, &[id.to_owned()]) {
+pub(crate) fn show_message(state: &mut BlockState, ctx: &mut Ctx<'_>, id: &str) -> Reply {
+    if let Err(r) = ctx.fault(Operation::VolumeMessages, &[id.to_owned()]) {
         return r;
     }
-    match state.block.messages.iter().find(|m| m.id == id) {
+    match state.messages.iter().find(|m| m.id == id) {
         Some(m) => Reply::json(200, json!({"message": message_view(m)})),
         None => fault(404, format!("Message {id} could not be found.")),
     }
 }
 
-pub(crate) fn delete_message(state: &mut CloudState, ctx: &mut Ctx<'_>, id: &str) -> Reply {
-    if let Err(r) = ctx.fault(state, Operation::VolumeMessages, &[id.to_owned()]) {
+pub(crate) fn delete_message(state: &mut BlockState, ctx: &mut Ctx<'_>, id: &str) -> Reply {
+    if let Err(r) = ctx.fault(Operation::VolumeMessages, &[id.to_owned()]) {
         return r;
     }
-    let before = state.block.messages.len();
-    state.block.messages.retain(|m| m.id != id);
-    if state.block.messages.len() == before {
+    let before = state.messages.len();
+    state.messages.retain(|m| m.id != id);
+    if state.messages.len() == before {
         return fault(404, format!("Message {id} could not be found."));
     }
     Reply::empty(204)
 }
 
-fn attachment_views(state: &CloudState, detail: bool) -> Vec<(String, Value)> {
-    let mut volumes: Vec<_> = state.block.volumes.values().collect();
+fn attachment_views(state: &BlockState, detail: bool) -> Vec<(String, Value)> {
+    let mut volumes: Vec<_> = state.volumes.values().collect();
     volumes.sort_by_key(|v| v.seq);
     volumes
         .iter()
@@ -439,7 +420,7 @@ fn attachment_views(state: &CloudState, detail: bool) -> Vec<(String, Value)> {
         .collect()
 }
 
-pub(crate) fn list_attachments(state: &mut CloudState, ctx: &mut Ctx<'_>, detail: bool) -> Reply {
+pub(crate) fn list_attachments(state: &mut BlockState, ctx: &mut Ctx<'_>, detail: bool) -> Reply {
     let _ = ctx;
     let items: Vec<Value> = attachment_views(state, detail)
         .into_iter()
@@ -448,7 +429,7 @@ pub(crate) fn list_attachments(state: &mut CloudState, ctx: &mut Ctx<'_>, detail
     Reply::json(200, json!({"attachments": items}))
 }
 
-pub(crate) fn show_attachment(state: &mut CloudState, ctx: &mut Ctx<'_>, id: &str) -> Reply {
+pub(crate) fn show_attachment(state: &mut BlockState, ctx: &mut Ctx<'_>, id: &str) -> Reply {
     let _ = ctx;
     match attachment_views(state, true)
         .into_iter()

@@ -6,14 +6,11 @@ use std::net::IpAddr;
 use chrono::Utc;
 use serde_json::{Value, json};
 
-use super::Ctx;
 use super::model::{AccessOutcome, AccessRule, Failure, MessageAction, Share};
-use super::shares::{pending_outcome, share_not_found};
+use super::{Ctx, ManilaState, pending_outcome, share_not_found};
 use crate::faults::Operation;
-use crate::lifecycle::{api_time, new_id};
-use crate::reply::Reply;
-use crate::reply::{bad_request, not_found};
-use crate::state::CloudState;
+use crate::lifecycle::{Lifecycle, api_time, new_id};
+use crate::reply::{Reply, bad_request, not_found};
 
 const TYPES: [&str; 4] = ["ip", "user", "cert", "cephx"];
 
@@ -116,7 +113,7 @@ fn cephx_key() -> String {
 }
 
 /// The `allow_access` action.
-pub(crate) fn allow(state: &mut CloudState, ctx: &mut Ctx<'_>, id: &str, args: &Value) -> Reply {
+pub(crate) fn allow(state: &mut ManilaState, ctx: &mut Ctx<'_>, id: &str, args: &Value) -> Reply {
     let Some(share) = state.shares.get(id) else {
         return share_not_found(id);
     };
@@ -183,13 +180,13 @@ pub(crate) fn allow(state: &mut CloudState, ctx: &mut Ctx<'_>, id: &str, args: &
         return bad_request(format!("Share access {access_type}:{access_to} exists."));
     }
     let keys = share.keys();
-    let injected = match ctx.fault(state, Operation::AccessAllow, &keys) {
+    let injected = match ctx.fault(Operation::AccessAllow, &keys) {
         Ok(f) => f,
         Err(r) => return r,
     };
     let (pending, stuck) = pending_outcome(
         ctx,
-        state.config.manila.delays.access_ms,
+        ctx.config.manila.delays.access_ms,
         injected,
         AccessOutcome::Active,
         |detail_id, message| {
@@ -229,7 +226,7 @@ pub(crate) fn allow(state: &mut CloudState, ctx: &mut Ctx<'_>, id: &str, args: &
 }
 
 /// The `deny_access` action.
-pub(crate) fn deny(state: &mut CloudState, ctx: &mut Ctx<'_>, id: &str, args: &Value) -> Reply {
+pub(crate) fn deny(state: &mut ManilaState, ctx: &mut Ctx<'_>, id: &str, args: &Value) -> Reply {
     let Some(share) = state.shares.get(id) else {
         return share_not_found(id);
     };
@@ -245,13 +242,13 @@ pub(crate) fn deny(state: &mut CloudState, ctx: &mut Ctx<'_>, id: &str, args: &V
     }
     let mut keys = share.keys();
     keys.push(access_id.clone());
-    let injected = match ctx.fault(state, Operation::AccessDeny, &keys) {
+    let injected = match ctx.fault(Operation::AccessDeny, &keys) {
         Ok(f) => f,
         Err(r) => return r,
     };
-    let (pending, stuck) = pending_outcome(
+    let plan = pending_outcome(
         ctx,
-        state.config.manila.delays.access_ms,
+        ctx.config.manila.delays.access_ms,
         injected,
         AccessOutcome::Gone,
         |detail_id, message| {
@@ -268,28 +265,26 @@ pub(crate) fn deny(state: &mut CloudState, ctx: &mut Ctx<'_>, id: &str, args: &V
         .get_mut(id)
         .and_then(|s| s.access_rules.iter_mut().find(|r| r.id == access_id))
     {
-        rule.state = stuck.unwrap_or_else(|| "queued_to_deny".into());
-        rule.pending = pending;
-        rule.updated_at = Some(Utc::now());
+        rule.start("queued_to_deny", plan);
     }
     Reply::empty(202)
 }
 
 /// The `access_list` action: Manila serves it from 2.0 to 2.44 only (then
 /// `GET /share-access-rules`); above, the action is not found (404).
-pub(crate) fn list_action(state: &mut CloudState, ctx: &mut Ctx<'_>, id: &str) -> Reply {
+pub(crate) fn list_action(state: &mut ManilaState, ctx: &mut Ctx<'_>, id: &str) -> Reply {
     if ctx.at_least(45) {
         return not_found("The resource could not be found.");
     }
     list(state, ctx, id)
 }
 
-fn list(state: &mut CloudState, ctx: &mut Ctx<'_>, id: &str) -> Reply {
+fn list(state: &mut ManilaState, ctx: &mut Ctx<'_>, id: &str) -> Reply {
     let Some(share) = state.shares.get(id) else {
         return share_not_found(id);
     };
     let keys = share.keys();
-    if let Err(r) = ctx.fault(state, Operation::AccessList, &keys) {
+    if let Err(r) = ctx.fault(Operation::AccessList, &keys) {
         return r;
     }
     let Some(share) = state.shares.get(id) else {
@@ -304,7 +299,7 @@ fn list(state: &mut CloudState, ctx: &mut Ctx<'_>, id: &str) -> Reply {
 }
 
 /// `GET /share-access-rules?share_id=`.
-pub(crate) fn rules(state: &mut CloudState, ctx: &mut Ctx<'_>) -> Reply {
+pub(crate) fn rules(state: &mut ManilaState, ctx: &mut Ctx<'_>) -> Reply {
     let Some(id) = ctx.query("share_id").map(str::to_owned) else {
         return bad_request("The share_id query parameter is required to list access rules.");
     };
@@ -312,9 +307,9 @@ pub(crate) fn rules(state: &mut CloudState, ctx: &mut Ctx<'_>) -> Reply {
 }
 
 /// `GET /share-access-rules/{id}`.
-pub(crate) fn rule(state: &mut CloudState, ctx: &mut Ctx<'_>, access_id: &str) -> Reply {
+pub(crate) fn rule(state: &mut ManilaState, ctx: &mut Ctx<'_>, access_id: &str) -> Reply {
     let keys = vec![access_id.to_owned()];
-    if let Err(r) = ctx.fault(state, Operation::AccessList, &keys) {
+    if let Err(r) = ctx.fault(Operation::AccessList, &keys) {
         return r;
     }
     state

@@ -4,13 +4,10 @@
 use chrono::Utc;
 use serde_json::Value;
 
-use super::Ctx;
 use super::model::ShareOutcome;
-use super::shares::share_not_found;
+use super::{Ctx, ManilaState, share_not_found};
 use crate::lifecycle::Pending;
-use crate::reply::Reply;
-use crate::reply::{bad_request, fault};
-use crate::state::CloudState;
+use crate::reply::{Reply, bad_request, fault};
 
 /// Statuses `reset_status` accepts.
 const SETTABLE: [&str; 10] = [
@@ -27,7 +24,7 @@ const SETTABLE: [&str; 10] = [
 ];
 
 /// The admin `force_delete` action: gone regardless of status (snapshots must still go first).
-pub(crate) fn force_delete(state: &mut CloudState, ctx: &mut Ctx<'_>, id: &str) -> Reply {
+pub(crate) fn force_delete(state: &mut ManilaState, ctx: &mut Ctx<'_>, id: &str) -> Reply {
     if !ctx.admin {
         return fault(
             403,
@@ -50,7 +47,7 @@ pub(crate) fn force_delete(state: &mut CloudState, ctx: &mut Ctx<'_>, id: &str) 
 
 /// The admin `reset_status` action: sets the status and cancels the pending transition.
 pub(crate) fn reset_status(
-    state: &mut CloudState,
+    state: &mut ManilaState,
     ctx: &mut Ctx<'_>,
     id: &str,
     args: &Value,

@@ -3,13 +3,10 @@
 
 use serde_json::json;
 
-use super::Ctx;
 use super::model::{ExportLocation, Share};
-use super::shares::share_not_found;
+use super::{Ctx, ManilaState, share_not_found};
 use crate::faults::Operation;
-use crate::reply::Reply;
-use crate::reply::not_found;
-use crate::state::CloudState;
+use crate::reply::{Reply, not_found};
 
 /// Export locations exist once the share is created; admin-only ones only for admins.
 pub(crate) fn visible<'a>(ctx: &Ctx<'_>, s: &'a Share) -> Vec<&'a ExportLocation> {
@@ -23,9 +20,14 @@ pub(crate) fn visible<'a>(ctx: &Ctx<'_>, s: &'a Share) -> Vec<&'a ExportLocation
 }
 
 /// `GET /shares/{id}/export_locations[/{el}]`.
-pub(crate) fn show(state: &mut CloudState, ctx: &mut Ctx<'_>, id: &str, el: Option<&str>) -> Reply {
+pub(crate) fn show(
+    state: &mut ManilaState,
+    ctx: &mut Ctx<'_>,
+    id: &str,
+    el: Option<&str>,
+) -> Reply {
     let keys = state.shares.get(id).map(Share::keys).unwrap_or_default();
-    if let Err(r) = ctx.fault(state, Operation::ExportLocations, &keys) {
+    if let Err(r) = ctx.fault(Operation::ExportLocations, &keys) {
         return r;
     }
     let Some(share) = state.shares.get(id) else {

@@ -3,18 +3,16 @@
 use chrono::Duration;
 use serde_json::{Value, json};
 
-use super::Ctx;
 use super::model::UserMessage;
+use super::{Ctx, ManilaState};
 use crate::faults::Operation;
 use crate::lifecycle::api_time;
-use crate::reply::Reply;
-use crate::reply::not_found;
-use crate::state::CloudState;
+use crate::reply::{Reply, not_found};
 
-fn view(state: &CloudState, ctx: &Ctx<'_>, m: &UserMessage) -> Value {
+fn view(ctx: &Ctx<'_>, m: &UserMessage) -> Value {
     json!({
         "id": m.id,
-        "project_id": state.config.account.project_id,
+        "project_id": ctx.config.account.project_id,
         "resource_type": m.resource_type,
         "resource_id": m.resource_id,
         "action_id": m.action_id,
@@ -24,14 +22,14 @@ fn view(state: &CloudState, ctx: &Ctx<'_>, m: &UserMessage) -> Value {
         "request_id": m.request_id,
         "created_at": api_time(&m.created_at),
         "expires_at": api_time(&(m.created_at + Duration::days(30))),
-        "links": ctx.links(state, "messages", &m.id),
+        "links": ctx.links("messages", &m.id),
     })
 }
 
 /// `GET /messages` with filters `resource_id`, `resource_type`, `action_id`, `detail_id`,
 /// `message_level`, `request_id`; newest first unless `sort_dir=asc`; `limit`.
-pub(crate) fn list(state: &mut CloudState, ctx: &mut Ctx<'_>) -> Reply {
-    if let Err(r) = ctx.fault(state, Operation::Messages, &[]) {
+pub(crate) fn list(state: &mut ManilaState, ctx: &mut Ctx<'_>) -> Reply {
+    if let Err(r) = ctx.fault(Operation::Messages, &[]) {
         return r;
     }
     let matches = |m: &&UserMessage| {
@@ -57,25 +55,25 @@ pub(crate) fn list(state: &mut CloudState, ctx: &mut Ctx<'_>) -> Reply {
     let items: Vec<Value> = items
         .into_iter()
         .take(limit)
-        .map(|m| view(state, ctx, m))
+        .map(|m| view(ctx, m))
         .collect();
     Reply::json(200, json!({"messages": items}))
 }
 
 /// `GET /messages/{id}`.
-pub(crate) fn show(state: &mut CloudState, ctx: &mut Ctx<'_>, id: &str) -> Reply {
-    if let Err(r) = ctx.fault(state, Operation::Messages, &[id.to_owned()]) {
+pub(crate) fn show(state: &mut ManilaState, ctx: &mut Ctx<'_>, id: &str) -> Reply {
+    if let Err(r) = ctx.fault(Operation::Messages, &[id.to_owned()]) {
         return r;
     }
     match state.messages.iter().find(|m| m.id == id) {
-        Some(m) => Reply::json(200, json!({"message": view(state, ctx, m)})),
+        Some(m) => Reply::json(200, json!({"message": view(ctx, m)})),
         None => not_found(format!("Message {id} could not be found.")),
     }
 }
 
 /// `DELETE /messages/{id}`.
-pub(crate) fn delete(state: &mut CloudState, ctx: &mut Ctx<'_>, id: &str) -> Reply {
-    if let Err(r) = ctx.fault(state, Operation::Messages, &[id.to_owned()]) {
+pub(crate) fn delete(state: &mut ManilaState, ctx: &mut Ctx<'_>, id: &str) -> Reply {
+    if let Err(r) = ctx.fault(Operation::Messages, &[id.to_owned()]) {
         return r;
     }
     let before = state.messages.len();

@@ -3,23 +3,21 @@
 
 use serde_json::json;
 
-use super::Ctx;
+use super::input::string_map;
 use super::model::Share;
-use super::shares::{share_not_found, string_map};
+use super::{Ctx, ManilaState, share_not_found};
 use crate::faults::Operation;
-use crate::reply::Reply;
-use crate::reply::{bad_request, fault, not_found};
-use crate::state::CloudState;
+use crate::reply::{Reply, bad_request, fault, not_found};
 
 /// `/shares/{id}/metadata[/{key}]`: GET, POST (merge), PUT (replace), DELETE (one key).
 pub(crate) fn handle(
-    state: &mut CloudState,
+    state: &mut ManilaState,
     ctx: &mut Ctx<'_>,
     id: &str,
     key: Option<&str>,
 ) -> Reply {
     let keys = state.shares.get(id).map(Share::keys).unwrap_or_default();
-    if let Err(r) = ctx.fault(state, Operation::ShareMetadata, &keys) {
+    if let Err(r) = ctx.fault(Operation::ShareMetadata, &keys) {
         return r;
     }
     let method = ctx.req.method.as_str().to_owned();

@@ -4,6 +4,7 @@
 mod access;
 mod admin_actions;
 mod export_locations;
+mod input;
 mod messages;
 mod metadata;
 pub(crate) mod model;
@@ -12,51 +13,30 @@ mod quotas;
 mod share_groups;
 mod shares;
 mod snapshots;
+mod state;
 mod types;
 mod zones;
-
-use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 use wiremock::Request;
 use wiremock::http::Method;
 
 use crate::catalog::MANILA_PREFIX as PREFIX;
+use crate::config::CloudConfig;
 use crate::faults::{FaultAction, Operation};
-use crate::keystone;
-use crate::lifecycle::AsyncFault;
+use crate::lifecycle::{AsyncFault, Plan, due_after, plan};
 use crate::microversion::{self, Microversion, VersionError};
-use crate::reply::Reply;
-use crate::reply::{bad_request, fault, not_found};
-use crate::state::CloudState;
+use crate::reply::{Reply, bad_request, fault, not_found};
+use crate::request::{self, Shared};
+pub(crate) use state::{CopyTarget, ManilaState};
 
 /// One Manila request being served.
-pub(crate) struct Ctx<'a> {
-    pub req: &'a Request,
-    pub version: Microversion,
-    pub admin: bool,
-    pub now: Instant,
-    query: Vec<(String, String)>,
-    latency: Option<Duration>,
-}
+pub(crate) type Ctx<'a> = request::Ctx<'a, Microversion>;
 
 impl Ctx<'_> {
     /// Whether the request's microversion is at least 2.`minor`.
     pub(crate) fn at_least(&self, minor: u32) -> bool {
         self.version >= Microversion::v2(minor)
-    }
-
-    /// A query parameter.
-    pub(crate) fn query(&self, key: &str) -> Option<&str> {
-        self.query
-            .iter()
-            .find(|(k, _)| k == key)
-            .map(|(_, v)| v.as_str())
-    }
-
-    /// The JSON body, or Manila's 400 for a malformed one.
-    pub(crate) fn body(&self) -> Result<Value, Reply> {
-        serde_json::from_slice(&self.req.body).map_err(|_| bad_request("Malformed request body"))
     }
 
     /// The object under `key` in the body, or Manila's 422 when absent (`is_valid_body`).
@@ -67,34 +47,9 @@ impl Ctx<'_> {
         }
     }
 
-    /// Consumes a fault rule for `operation` about `resources`: an HTTP error ends the
-    /// request, latency is remembered for the reply, stuck/error shape the async outcome.
-    pub(crate) fn fault(
-        &mut self,
-        state: &mut CloudState,
-        operation: Operation,
-        resources: &[String],
-    ) -> Result<AsyncFault, Reply> {
-        match state.faults.take(operation, resources) {
-            None => Ok(AsyncFault::None),
-            Some(FaultAction::HttpError { status, message }) => Err(fault(
-                status,
-                message.unwrap_or_else(|| format!("Injected fault on {operation:?}.")),
-            )),
-            Some(FaultAction::Latency { ms }) => {
-                self.latency = Some(Duration::from_millis(ms));
-                Ok(AsyncFault::None)
-            }
-            Some(FaultAction::Stuck { status }) => Ok(AsyncFault::Stuck(status)),
-            Some(FaultAction::Error { detail_id, message }) => {
-                Ok(AsyncFault::Error { detail_id, message })
-            }
-        }
-    }
-
     /// Self link of a resource.
-    pub(crate) fn links(&self, state: &CloudState, collection: &str, id: &str) -> Value {
-        let base = &state.base_url;
+    pub(crate) fn links(&self, collection: &str, id: &str) -> Value {
+        let base = self.base_url;
         json!([
             {"rel": "self", "href": format!("{base}{PREFIX}/v2/{collection}/{id}")},
             {"rel": "bookmark", "href": format!("{base}{PREFIX}/{collection}/{id}")},
@@ -102,12 +57,32 @@ impl Ctx<'_> {
     }
 }
 
-fn max_version(state: &CloudState) -> Microversion {
-    Microversion::parse(&state.config.manila.max_microversion).unwrap_or(Microversion::v2(84))
+/// The 404 for an unknown share.
+pub(crate) fn share_not_found(id: &str) -> Reply {
+    not_found(format!("Share {id} could not be found."))
 }
 
-fn version_entries(state: &CloudState, with_v1: bool) -> Value {
-    let base = &state.base_url;
+/// How an async operation with `delay_ms` and an injected `fault` ends.
+pub(crate) fn pending_outcome<T>(
+    ctx: &Ctx<'_>,
+    delay_ms: u64,
+    fault: AsyncFault,
+    success: T,
+    failure: impl FnOnce(String, Option<String>) -> T,
+) -> Plan<T> {
+    match due_after(ctx.now, delay_ms) {
+        // A delay beyond what the clock can hold (set in process, unchecked): never due,
+        // whatever the fault.
+        None => (None, None),
+        due => plan(due, fault, success, failure),
+    }
+}
+
+fn max_version(config: &CloudConfig) -> Microversion {
+    Microversion::parse(&config.manila.max_microversion).unwrap_or(Microversion::v2(84))
+}
+
+fn version_entries(config: &CloudConfig, base: &str, with_v1: bool) -> Value {
     let mut versions = Vec::new();
     if with_v1 {
         versions.push(json!({
@@ -119,7 +94,7 @@ fn version_entries(state: &CloudState, with_v1: bool) -> Value {
     }
     versions.push(json!({
         "id": "v2.0", "status": "CURRENT",
-        "version": max_version(state).to_string(), "min_version": Microversion::MIN.to_string(),
+        "version": max_version(config).to_string(), "min_version": Microversion::MIN.to_string(),
         "updated": "2015-08-27T11:33:21Z",
         "links": [
             {"rel": "describedby", "type": "text/html", "href": "http://docs.openstack.org/"},
@@ -131,32 +106,44 @@ fn version_entries(state: &CloudState, with_v1: bool) -> Value {
 }
 
 /// Handles a request under [`PREFIX`]; `rest` is the path after it.
-pub(crate) fn handle(state: &mut CloudState, req: &Request, rest: &str) -> Reply {
-    if !state.config.manila.present {
+pub(crate) fn handle(
+    state: &mut ManilaState,
+    shared: Shared<'_>,
+    req: &Request,
+    rest: &str,
+) -> Reply {
+    let config = shared.config;
+    if !config.manila.present {
         return Reply::text(404, "404 Not Found".into(), "text/plain");
     }
     let trimmed = rest.trim_end_matches('/');
     if req.method == Method::GET && (trimmed.is_empty() || trimmed == "/v2") {
         if let Some(FaultAction::HttpError { status, message }) =
-            state.faults.take(Operation::ManilaVersions, &[])
+            shared.faults.take(Operation::ManilaVersions, &[])
         {
             return fault(status, message.unwrap_or_else(|| "Injected fault.".into()));
         }
         // The unversioned root lists all versions with 300 Multiple Choices.
         return if trimmed.is_empty() {
-            Reply::json(300, json!({"versions": version_entries(state, true)}))
+            Reply::json(
+                300,
+                json!({"versions": version_entries(config, shared.base_url, true)}),
+            )
         } else {
-            Reply::json(200, json!({"versions": version_entries(state, false)}))
+            Reply::json(
+                200,
+                json!({"versions": version_entries(config, shared.base_url, false)}),
+            )
         };
     }
     let Some(path) = trimmed.strip_prefix("/v2/") else {
         return not_found("The resource could not be found.");
     };
-    let token = match keystone::authenticate(state, &req.headers) {
+    let token = match shared.keystone.authenticate(shared.base_url, &req.headers) {
         Ok(token) => token,
         Err(reply) => return reply,
     };
-    let max = max_version(state);
+    let max = max_version(config);
     let version = match microversion::requested(&req.headers, max) {
         Ok(v) => v,
         Err(VersionError::Malformed(raw)) => {
@@ -176,21 +163,10 @@ pub(crate) fn handle(state: &mut CloudState, req: &Request, rest: &str) -> Reply
     };
     let mut segments: Vec<&str> = path.split('/').collect();
     // URLs may still carry the project id (required before 2.60).
-    if segments.first() == Some(&state.config.account.project_id.as_str()) {
+    if segments.first() == Some(&config.account.project_id.as_str()) {
         segments.remove(0);
     }
-    let mut ctx = Ctx {
-        req,
-        version,
-        admin: token.admin,
-        now: Instant::now(),
-        query: req
-            .url
-            .query_pairs()
-            .map(|(k, v)| (k.into_owned(), v.into_owned()))
-            .collect(),
-        latency: None,
-    };
+    let mut ctx = Ctx::new(req, version, token.admin, shared);
     state.advance(ctx.now);
     let mut reply = route(state, &mut ctx, &segments);
     reply.delay = ctx.latency;
@@ -201,7 +177,7 @@ pub(crate) fn handle(state: &mut CloudState, req: &Request, rest: &str) -> Reply
         .header("Vary", microversion::MANILA_HEADER)
 }
 
-fn route(state: &mut CloudState, ctx: &mut Ctx<'_>, segments: &[&str]) -> Reply {
+fn route(state: &mut ManilaState, ctx: &mut Ctx<'_>, segments: &[&str]) -> Reply {
     let method = ctx.req.method.clone();
     let m = method.as_str();
     match segments {
@@ -237,8 +213,8 @@ fn route(state: &mut CloudState, ctx: &mut Ctx<'_>, segments: &[&str]) -> Reply 
         ["snapshots", id] if m == "PUT" => snapshots::update(state, ctx, id),
         ["snapshots", id] if m == "DELETE" => snapshots::delete(state, ctx, id),
         ["snapshots", id, "action"] if m == "POST" => snapshots::action(state, ctx, id),
-        ["availability-zones"] if m == "GET" && ctx.at_least(7) => zones::list(state, ctx),
-        ["os-availability-zone"] if m == "GET" && !ctx.at_least(7) => zones::list(state, ctx),
+        ["availability-zones"] if m == "GET" && ctx.at_least(7) => zones::list(ctx),
+        ["os-availability-zone"] if m == "GET" && !ctx.at_least(7) => zones::list(ctx),
         ["share-networks"] if m == "GET" => networks::list(state, ctx, false),
         ["share-networks"] if m == "POST" => networks::create(state, ctx),
         ["share-networks", "detail"] if m == "GET" => networks::list(state, ctx, true),
@@ -302,7 +278,7 @@ pub(crate) fn action_name(ctx: &Ctx<'_>) -> Result<(String, Value, String), Repl
 }
 
 /// `POST /shares/{id}/action`.
-fn action(state: &mut CloudState, ctx: &mut Ctx<'_>, id: &str) -> Reply {
+fn action(state: &mut ManilaState, ctx: &mut Ctx<'_>, id: &str) -> Reply {
     let (name, args, key) = match action_name(ctx) {
         Ok(parts) => parts,
         Err(reply) => return reply,

@@ -1,14 +1,15 @@
 //! Manila's resources as the fake stores them, with their lazy state transitions.
 //!
-//! An asynchronous operation records a [`Pending`] outcome and when it is due; every
-//! request first calls [`crate::state::CloudState::advance`], which applies the outcomes that
-//! are due. No background task runs; time alone moves resources along.
+//! An asynchronous operation records a [`Pending`] outcome and when it is due; every Manila
+//! request first calls [`super::ManilaState::advance`], which applies the outcomes that are
+//! due. No background task runs; time alone moves resources along ([`crate::lifecycle`]).
 
 use std::collections::BTreeMap;
 
 use chrono::{DateTime, Utc};
 
-use crate::lifecycle::Pending;
+use crate::config::ShareTypeSeed;
+use crate::lifecycle::{Lifecycle, Pending, new_id};
 
 /// Manila's message action ids (`action_id` of a user message).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -191,6 +192,29 @@ pub(crate) struct Snapshot {
     pub pending: Option<Pending<SnapshotOutcome>>,
 }
 
+/// Share, snapshot and access-rule transitions: status (an access rule's `state`), pending
+/// outcome and `updated_at`.
+macro_rules! lifecycle {
+    ($resource:ty, $status:ident, $outcome:ty) => {
+        impl Lifecycle for $resource {
+            type Outcome = $outcome;
+            fn status_mut(&mut self) -> &mut String {
+                &mut self.$status
+            }
+            fn pending_mut(&mut self) -> &mut Option<Pending<$outcome>> {
+                &mut self.pending
+            }
+            fn touch(&mut self, at: DateTime<Utc>) {
+                self.updated_at = Some(at);
+            }
+        }
+    };
+}
+
+lifecycle!(Share, status, ShareOutcome);
+lifecycle!(Snapshot, status, SnapshotOutcome);
+lifecycle!(AccessRule, state, AccessOutcome);
+
 impl Snapshot {
     pub(crate) fn keys(&self) -> Vec<String> {
         let mut keys = vec![self.id.clone()];
@@ -209,6 +233,21 @@ pub(crate) struct ShareType {
     pub snapshot_support: bool,
     pub create_share_from_snapshot_support: bool,
     pub extra_specs: BTreeMap<String, String>,
+}
+
+impl ShareType {
+    /// A runtime share type from its seed (a fresh id unless the seed names one).
+    pub(crate) fn from_seed(seed: &ShareTypeSeed) -> Self {
+        Self {
+            id: seed.id.clone().unwrap_or_else(new_id),
+            name: seed.name.clone(),
+            description: seed.description.clone(),
+            dhss: seed.driver_handles_share_servers,
+            snapshot_support: seed.snapshot_support,
+            create_share_from_snapshot_support: seed.create_share_from_snapshot_support,
+            extra_specs: seed.extra_specs.clone(),
+        }
+    }
 }
 
 /// A share network.

@@ -3,20 +3,18 @@
 use chrono::Utc;
 use serde_json::{Value, json};
 
-use super::Ctx;
 use super::model::ShareNetwork;
+use super::{Ctx, ManilaState};
 use crate::faults::Operation;
 use crate::lifecycle::{api_time, new_id};
-use crate::reply::Reply;
-use crate::reply::{fault, not_found};
-use crate::state::CloudState;
+use crate::reply::{Reply, fault, not_found};
 
-fn view(state: &CloudState, ctx: &Ctx<'_>, n: &ShareNetwork) -> Value {
+fn view(ctx: &Ctx<'_>, n: &ShareNetwork) -> Value {
     let mut v = json!({
         "id": n.id,
         "name": n.name,
         "description": n.description,
-        "project_id": state.config.account.project_id,
+        "project_id": ctx.config.account.project_id,
         "created_at": api_time(&n.created_at),
         "updated_at": null,
     });
@@ -38,8 +36,8 @@ fn view(state: &CloudState, ctx: &Ctx<'_>, n: &ShareNetwork) -> Value {
 }
 
 /// `GET /share-networks[/detail]`.
-pub(crate) fn list(state: &mut CloudState, ctx: &mut Ctx<'_>, detail: bool) -> Reply {
-    if let Err(r) = ctx.fault(state, Operation::ShareNetworks, &[]) {
+pub(crate) fn list(state: &mut ManilaState, ctx: &mut Ctx<'_>, detail: bool) -> Reply {
+    if let Err(r) = ctx.fault(Operation::ShareNetworks, &[]) {
         return r;
     }
     let items: Vec<Value> = state
@@ -51,7 +49,7 @@ pub(crate) fn list(state: &mut CloudState, ctx: &mut Ctx<'_>, detail: bool) -> R
         })
         .map(|n| {
             if detail {
-                view(state, ctx, n)
+                view(ctx, n)
             } else {
                 json!({"id": n.id, "name": n.name})
             }
@@ -61,26 +59,26 @@ pub(crate) fn list(state: &mut CloudState, ctx: &mut Ctx<'_>, detail: bool) -> R
 }
 
 /// `GET /share-networks/{id}`.
-pub(crate) fn show(state: &mut CloudState, ctx: &mut Ctx<'_>, id: &str) -> Reply {
-    if let Err(r) = ctx.fault(state, Operation::ShareNetworks, &[id.to_owned()]) {
+pub(crate) fn show(state: &mut ManilaState, ctx: &mut Ctx<'_>, id: &str) -> Reply {
+    if let Err(r) = ctx.fault(Operation::ShareNetworks, &[id.to_owned()]) {
         return r;
     }
     match state.share_networks.iter().find(|n| n.id == id) {
-        Some(n) => Reply::json(200, json!({"share_network": view(state, ctx, n)})),
+        Some(n) => Reply::json(200, json!({"share_network": view(ctx, n)})),
         None => not_found(format!("Share network {id} could not be found.")),
     }
 }
 
 /// `POST /share-networks`.
-pub(crate) fn create(state: &mut CloudState, ctx: &mut Ctx<'_>) -> Reply {
+pub(crate) fn create(state: &mut ManilaState, ctx: &mut Ctx<'_>) -> Reply {
     let body = match ctx.body_object("share_network") {
         Ok(b) => b,
         Err(r) => return r,
     };
-    if let Err(r) = ctx.fault(state, Operation::ShareNetworks, &[]) {
+    if let Err(r) = ctx.fault(Operation::ShareNetworks, &[]) {
         return r;
     }
-    let limit = state.config.manila.quotas.share_networks;
+    let limit = ctx.config.manila.quotas.share_networks;
     if state.share_networks.len() as u64 >= limit {
         return fault(
             413,
@@ -94,14 +92,14 @@ pub(crate) fn create(state: &mut CloudState, ctx: &mut Ctx<'_>) -> Reply {
         description: text("description"),
         created_at: Utc::now(),
     };
-    let v = view(state, ctx, &network);
+    let v = view(ctx, &network);
     state.share_networks.push(network);
     Reply::json(200, json!({"share_network": v}))
 }
 
 /// `DELETE /share-networks/{id}`.
-pub(crate) fn delete(state: &mut CloudState, ctx: &mut Ctx<'_>, id: &str) -> Reply {
-    if let Err(r) = ctx.fault(state, Operation::ShareNetworks, &[id.to_owned()]) {
+pub(crate) fn delete(state: &mut ManilaState, ctx: &mut Ctx<'_>, id: &str) -> Reply {
+    if let Err(r) = ctx.fault(Operation::ShareNetworks, &[id.to_owned()]) {
         return r;
     }
     if !state.share_networks.iter().any(|n| n.id == id) {

@@ -2,34 +2,29 @@
 
 use serde_json::{Value, json};
 
-use super::Ctx;
+use super::{Ctx, ManilaState};
 use crate::faults::Operation;
 use crate::reply::Reply;
-use crate::state::CloudState;
 
 /// `GET /quota-sets/{project}[/defaults|/detail]`.
 pub(crate) fn show(
-    state: &mut CloudState,
+    state: &mut ManilaState,
     ctx: &mut Ctx<'_>,
     project: &str,
     detail: bool,
 ) -> Reply {
-    if let Err(r) = ctx.fault(state, Operation::Quotas, &[project.to_owned()]) {
+    if let Err(r) = ctx.fault(Operation::Quotas, &[project.to_owned()]) {
         return r;
     }
-    let q = &state.config.manila.quotas;
+    let q = &ctx.config.manila.quotas;
     let in_use = [
         ("shares", q.shares, state.shares.len() as u64),
-        (
-            "gigabytes",
-            q.gigabytes,
-            super::shares::total(state.shares.values().map(|s| s.size)),
-        ),
+        ("gigabytes", q.gigabytes, state.share_gigabytes()),
         ("snapshots", q.snapshots, state.snapshots.len() as u64),
         (
             "snapshot_gigabytes",
             q.snapshot_gigabytes,
-            super::shares::total(state.snapshots.values().map(|s| s.size)),
+            state.snapshot_gigabytes(),
         ),
         (
             "share_networks",

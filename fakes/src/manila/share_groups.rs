@@ -1,8 +1,9 @@
 //! Share groups (microversion 2.31; experimental, behind `X-OpenStack-Manila-API-Experimental:
 //! True`, until 2.55) and share group types.
 //!
-//! Groups and group types live in the configuration's `share_groups`/`share_group_types`
-//! (seeded ones, plus those created through the API), so that a reset goes back to the seed.
+//! Groups and group types are kept as their seeds ([`ManilaState::share_groups`], seeded from
+//! the configuration's `share_groups`/`share_group_types`, plus those created through the
+//! API), so that a reset goes back to the seeded ones.
 //! A new group is answered `creating` and is `available` from the next read on (Manila
 //! creates it in the share manager; no backend work is simulated). A share joins a group with
 //! `share_group_id` on `POST /shares` (see `shares.rs`); a group with shares cannot be deleted.
@@ -10,12 +11,10 @@
 use chrono::Utc;
 use serde_json::{Map, Value, json};
 
-use super::Ctx;
+use super::{Ctx, ManilaState};
 use crate::config::{ShareGroupSeed, ShareGroupTypeSeed};
 use crate::lifecycle::{api_time, new_id};
-use crate::reply::Reply;
-use crate::reply::{bad_request, fault, not_found};
-use crate::state::CloudState;
+use crate::reply::{Reply, bad_request, fault, not_found};
 
 /// The microversion from which share groups exist.
 const MIN_MINOR: u32 = 31;
@@ -41,15 +40,14 @@ pub(crate) fn api_enabled(ctx: &Ctx<'_>) -> bool {
 
 /// Gives every seeded group type and group an id (and a creation time) the first time
 /// they are looked at, in place, so that they keep them.
-fn settle(state: &mut CloudState) {
-    let manila = &mut state.config.manila;
-    for t in &mut manila.share_group_types {
+fn settle(state: &mut ManilaState) {
+    for t in &mut state.share_group_types {
         if t.id.is_none() {
             t.id = Some(new_id());
         }
     }
     let now = api_time(&Utc::now());
-    for g in &mut manila.share_groups {
+    for g in &mut state.share_groups {
         if g.id.is_none() {
             g.id = Some(new_id());
         }
@@ -59,8 +57,8 @@ fn settle(state: &mut CloudState) {
     }
 }
 
-fn group_type<'a>(state: &'a CloudState, name_or_id: &str) -> Option<&'a ShareGroupTypeSeed> {
-    let types = &state.config.manila.share_group_types;
+fn group_type<'a>(state: &'a ManilaState, name_or_id: &str) -> Option<&'a ShareGroupTypeSeed> {
+    let types = &state.share_group_types;
     types
         .iter()
         .find(|t| t.id.as_deref() == Some(name_or_id))
@@ -68,7 +66,7 @@ fn group_type<'a>(state: &'a CloudState, name_or_id: &str) -> Option<&'a ShareGr
 }
 
 /// The ids of share types named (by name or id) in `refs`; unknown ones are left out.
-fn type_ids(state: &CloudState, refs: &[String]) -> Vec<String> {
+fn type_ids(state: &ManilaState, refs: &[String]) -> Vec<String> {
     refs.iter()
         .filter_map(|r| state.share_type(r).map(|t| t.id.clone()))
         .collect()
@@ -84,11 +82,9 @@ pub(crate) struct GroupForShare {
 }
 
 /// The group `id` as a new share sees it; `None` when there is no such group.
-pub(crate) fn group_for_share(state: &mut CloudState, id: &str) -> Option<GroupForShare> {
+pub(crate) fn group_for_share(state: &mut ManilaState, id: &str) -> Option<GroupForShare> {
     settle(state);
     let group = state
-        .config
-        .manila
         .share_groups
         .iter()
         .find(|g| g.id.as_deref() == Some(id))?
@@ -101,7 +97,7 @@ pub(crate) fn group_for_share(state: &mut CloudState, id: &str) -> Option<GroupF
     })
 }
 
-fn group_share_type_ids(state: &CloudState, group: &ShareGroupSeed) -> Vec<String> {
+fn group_share_type_ids(state: &ManilaState, group: &ShareGroupSeed) -> Vec<String> {
     if group.share_types.is_empty() {
         group_type(state, &group.share_group_type)
             .map(|t| type_ids(state, &t.share_types))
@@ -111,7 +107,7 @@ fn group_share_type_ids(state: &CloudState, group: &ShareGroupSeed) -> Vec<Strin
     }
 }
 
-fn type_view(state: &CloudState, ctx: &Ctx<'_>, t: &ShareGroupTypeSeed) -> Value {
+fn type_view(state: &ManilaState, ctx: &Ctx<'_>, t: &ShareGroupTypeSeed) -> Value {
     let mut v = json!({
         "id": t.id,
         "name": t.name,
@@ -125,10 +121,10 @@ fn type_view(state: &CloudState, ctx: &Ctx<'_>, t: &ShareGroupTypeSeed) -> Value
     v
 }
 
-fn group_view(state: &CloudState, ctx: &Ctx<'_>, g: &ShareGroupSeed, detail: bool) -> Value {
+fn group_view(state: &ManilaState, ctx: &Ctx<'_>, g: &ShareGroupSeed, detail: bool) -> Value {
     let id = g.id.clone().unwrap_or_default();
     if !detail {
-        return json!({"id": id, "name": g.name, "links": ctx.links(state, "share-groups", &id)});
+        return json!({"id": id, "name": g.name, "links": ctx.links("share-groups", &id)});
     }
     let type_id = group_type(state, &g.share_group_type)
         .and_then(|t| t.id.clone())
@@ -146,9 +142,9 @@ fn group_view(state: &CloudState, ctx: &Ctx<'_>, g: &ShareGroupSeed, detail: boo
         "source_share_group_snapshot_id": Value::Null,
         "consistent_snapshot_support": Value::Null,
         "host": Value::Null,
-        "project_id": state.config.account.project_id,
+        "project_id": ctx.config.account.project_id,
         "created_at": g.created_at,
-        "links": ctx.links(state, "share-groups", &id),
+        "links": ctx.links("share-groups", &id),
     })
 }
 
@@ -157,11 +153,9 @@ fn group_not_found(id: &str) -> Reply {
 }
 
 /// `GET /share-group-types`.
-pub(crate) fn list_types(state: &mut CloudState, ctx: &Ctx<'_>) -> Reply {
+pub(crate) fn list_types(state: &mut ManilaState, ctx: &Ctx<'_>) -> Reply {
     settle(state);
     let types: Vec<Value> = state
-        .config
-        .manila
         .share_group_types
         .iter()
         .map(|t| type_view(state, ctx, t))
@@ -170,7 +164,7 @@ pub(crate) fn list_types(state: &mut CloudState, ctx: &Ctx<'_>) -> Reply {
 }
 
 /// `GET /share-group-types/{id}`.
-pub(crate) fn show_type(state: &mut CloudState, ctx: &Ctx<'_>, id: &str) -> Reply {
+pub(crate) fn show_type(state: &mut ManilaState, ctx: &Ctx<'_>, id: &str) -> Reply {
     settle(state);
     match group_type(state, id) {
         Some(t) => Reply::json(200, json!({"share_group_type": type_view(state, ctx, t)})),
@@ -179,11 +173,9 @@ pub(crate) fn show_type(state: &mut CloudState, ctx: &Ctx<'_>, id: &str) -> Repl
 }
 
 /// `GET /share-groups[/detail]`.
-pub(crate) fn list(state: &mut CloudState, ctx: &Ctx<'_>, detail: bool) -> Reply {
+pub(crate) fn list(state: &mut ManilaState, ctx: &Ctx<'_>, detail: bool) -> Reply {
     settle(state);
     let groups: Vec<Value> = state
-        .config
-        .manila
         .share_groups
         .iter()
         .filter(|g| {
@@ -197,11 +189,9 @@ pub(crate) fn list(state: &mut CloudState, ctx: &Ctx<'_>, detail: bool) -> Reply
 }
 
 /// `GET /share-groups/{id}`.
-pub(crate) fn show(state: &mut CloudState, ctx: &Ctx<'_>, id: &str) -> Reply {
+pub(crate) fn show(state: &mut ManilaState, ctx: &Ctx<'_>, id: &str) -> Reply {
     settle(state);
     match state
-        .config
-        .manila
         .share_groups
         .iter()
         .find(|g| g.id.as_deref() == Some(id))
@@ -224,7 +214,7 @@ fn string_field(body: &Map<String, Value>, key: &str) -> Result<Option<String>, 
 /// `POST /share-groups`: the group type (given, else the default one), its share types
 /// (given ones must all belong to the group type), zone and network are checked as Manila
 /// checks them.
-pub(crate) fn create(state: &mut CloudState, ctx: &Ctx<'_>) -> Reply {
+pub(crate) fn create(state: &mut ManilaState, ctx: &Ctx<'_>) -> Reply {
     settle(state);
     let body = match ctx.body_object("share_group") {
         Ok(b) => b,
@@ -236,7 +226,7 @@ pub(crate) fn create(state: &mut CloudState, ctx: &Ctx<'_>) -> Reply {
 }
 
 fn create_checked(
-    state: &mut CloudState,
+    state: &mut ManilaState,
     ctx: &Ctx<'_>,
     body: &Map<String, Value>,
 ) -> Result<Reply, Reply> {
@@ -277,8 +267,6 @@ fn create_checked(
             .cloned()
             .ok_or_else(|| not_found(format!("Share group type {id} could not be found.")))?,
         None => state
-            .config
-            .manila
             .share_group_types
             .iter()
             .find(|t| t.is_default)
@@ -335,7 +323,7 @@ fn create_checked(
     }
     let zone = string_field(body, "availability_zone")?;
     if let Some(z) = &zone
-        && !state.config.manila.availability_zones.contains(z)
+        && !ctx.config.manila.availability_zones.contains(z)
     {
         return Err(not_found(format!(
             "Availability zone {z} could not be found."
@@ -360,15 +348,15 @@ fn create_checked(
     };
     let mut view = group_view(state, ctx, &group, true);
     view["status"] = json!("creating");
-    state.config.manila.share_groups.push(group);
+    state.share_groups.push(group);
     Ok(Reply::json(202, json!({"share_group": view})))
 }
 
 /// `DELETE /share-groups/{id}`: refused (409) while the group holds shares, or while it is
 /// neither `available` nor `error`.
-pub(crate) fn delete(state: &mut CloudState, _ctx: &Ctx<'_>, id: &str) -> Reply {
+pub(crate) fn delete(state: &mut ManilaState, _ctx: &Ctx<'_>, id: &str) -> Reply {
     settle(state);
-    let groups = &state.config.manila.share_groups;
+    let groups = &state.share_groups;
     let Some(index) = groups.iter().position(|g| g.id.as_deref() == Some(id)) else {
         return group_not_found(id);
     };
@@ -394,6 +382,6 @@ pub(crate) fn delete(state: &mut CloudState, _ctx: &Ctx<'_>, id: &str) -> Reply 
             ),
         );
     }
-    state.config.manila.share_groups.remove(index);
+    state.share_groups.remove(index);
     Reply::empty(202)
 }

@@ -3,21 +3,18 @@
 use chrono::Utc;
 use serde_json::{Value, json};
 
+use super::input::query_number;
 use super::model::{Failure, MessageAction, Snapshot, SnapshotOutcome};
-use super::shares::pending_outcome;
-use super::{Ctx, action_name};
+use super::{CopyTarget, Ctx, ManilaState, action_name, pending_outcome};
 use crate::faults::Operation;
-use crate::lifecycle::Pending;
-use crate::lifecycle::{api_time, new_id};
-use crate::reply::Reply;
-use crate::reply::{bad_request, fault, not_found};
-use crate::state::CloudState;
+use crate::lifecycle::{Lifecycle, Pending, api_time, new_id};
+use crate::reply::{Reply, bad_request, fault, not_found};
 
 fn snapshot_not_found(id: &str) -> Reply {
     not_found(format!("Snapshot {id} could not be found."))
 }
 
-fn view(state: &CloudState, ctx: &Ctx<'_>, s: &Snapshot) -> Value {
+fn view(ctx: &Ctx<'_>, s: &Snapshot) -> Value {
     let mut v = json!({
         "id": s.id,
         "share_id": s.share_id,
@@ -29,11 +26,11 @@ fn view(state: &CloudState, ctx: &Ctx<'_>, s: &Snapshot) -> Value {
         "share_proto": s.share_proto,
         "created_at": api_time(&s.created_at),
         "updated_at": s.updated_at.as_ref().map(api_time),
-        "links": ctx.links(state, "snapshots", &s.id),
+        "links": ctx.links("snapshots", &s.id),
     });
     if ctx.at_least(17) {
-        v["user_id"] = json!(state.config.account.user_id);
-        v["project_id"] = json!(state.config.account.project_id);
+        v["user_id"] = json!(ctx.config.account.user_id);
+        v["project_id"] = json!(ctx.config.account.project_id);
     }
     if ctx.at_least(73) {
         v["metadata"] = json!({});
@@ -45,7 +42,7 @@ fn view(state: &CloudState, ctx: &Ctx<'_>, s: &Snapshot) -> Value {
 }
 
 /// `POST /snapshots`.
-pub(crate) fn create(state: &mut CloudState, ctx: &mut Ctx<'_>) -> Reply {
+pub(crate) fn create(state: &mut ManilaState, ctx: &mut Ctx<'_>) -> Reply {
     let body = match ctx.body_object("snapshot") {
         Ok(b) => b,
         Err(r) => return r,
@@ -74,8 +71,8 @@ pub(crate) fn create(state: &mut CloudState, ctx: &mut Ctx<'_>) -> Reply {
         ));
     }
     let (size, proto) = (share.size, share.share_proto.clone());
-    let quotas = &state.config.manila.quotas;
-    let used = super::shares::total(state.snapshots.values().map(|s| s.size));
+    let quotas = &ctx.config.manila.quotas;
+    let used = state.snapshot_gigabytes();
     if state.snapshots.len() as u64 >= quotas.snapshots {
         return fault(
             413,
@@ -95,15 +92,15 @@ pub(crate) fn create(state: &mut CloudState, ctx: &mut Ctx<'_>) -> Reply {
         );
     }
     let keys: Vec<String> = name.iter().cloned().chain([share_id.clone()]).collect();
-    let injected = match ctx.fault(state, Operation::SnapshotCreate, &keys) {
+    let injected = match ctx.fault(Operation::SnapshotCreate, &keys) {
         Ok(f) => f,
         Err(r) => return r,
     };
     let id = new_id();
     let copy = state.backend.snapshot_copy(&id, &share_id);
-    let (pending, stuck) = pending_outcome(
+    let plan = pending_outcome(
         ctx,
-        state.config.manila.delays.snapshot_create_ms,
+        ctx.config.manila.delays.snapshot_create_ms,
         injected,
         SnapshotOutcome::Available,
         |detail_id, message| {
@@ -117,14 +114,11 @@ pub(crate) fn create(state: &mut CloudState, ctx: &mut Ctx<'_>) -> Reply {
     );
     // The share's bytes are copied once the router released the state lock; the snapshot
     // stays `creating` with nothing pending until then.
-    state.copies.push(crate::state::PendingCopy {
-        copy,
-        target: crate::state::CopyTarget::Snapshot {
-            id: id.clone(),
-            pending,
-            stuck,
-        },
-    });
+    let target = CopyTarget::Snapshot {
+        id: id.clone(),
+        plan,
+    };
+    state.copies.push((copy, target));
     let snapshot = Snapshot {
         id: id.clone(),
         seq: state.next_seq(),
@@ -139,23 +133,23 @@ pub(crate) fn create(state: &mut CloudState, ctx: &mut Ctx<'_>) -> Reply {
         updated_at: None,
         pending: None,
     };
-    let body = json!({"snapshot": view(state, ctx, &snapshot)});
+    let body = json!({"snapshot": view(ctx, &snapshot)});
     state.snapshots.insert(id, snapshot);
     Reply::json(202, body)
 }
 
 /// `GET /snapshots/{id}`.
-pub(crate) fn show(state: &mut CloudState, ctx: &mut Ctx<'_>, id: &str) -> Reply {
+pub(crate) fn show(state: &mut ManilaState, ctx: &mut Ctx<'_>, id: &str) -> Reply {
     let keys = state
         .snapshots
         .get(id)
         .map(Snapshot::keys)
         .unwrap_or_default();
-    if let Err(r) = ctx.fault(state, Operation::SnapshotGet, &keys) {
+    if let Err(r) = ctx.fault(Operation::SnapshotGet, &keys) {
         return r;
     }
     match state.snapshots.get(id) {
-        Some(s) => Reply::json(200, json!({"snapshot": view(state, ctx, s)})),
+        Some(s) => Reply::json(200, json!({"snapshot": view(ctx, s)})),
         None => snapshot_not_found(id),
     }
 }
@@ -173,8 +167,8 @@ const LIST_PARAMS: [&str; 8] = [
 ];
 
 /// `GET /snapshots[/detail]?name=&share_id=&status=&limit=&offset=&sort_dir=`.
-pub(crate) fn list(state: &mut CloudState, ctx: &mut Ctx<'_>, detail: bool) -> Reply {
-    if let Err(r) = ctx.fault(state, Operation::SnapshotList, &[]) {
+pub(crate) fn list(state: &mut ManilaState, ctx: &mut Ctx<'_>, detail: bool) -> Reply {
+    if let Err(r) = ctx.fault(Operation::SnapshotList, &[]) {
         return r;
     }
     if let Some((key, _)) = ctx
@@ -186,14 +180,7 @@ pub(crate) fn list(state: &mut CloudState, ctx: &mut Ctx<'_>, detail: bool) -> R
             "Invalid filter {key:?}: the snapshots list does not support it."
         ));
     }
-    let number = |key: &str| match ctx.query(key) {
-        None => Ok(None),
-        Some(v) => v.parse::<usize>().map(Some).map_err(|_| {
-            bad_request(format!(
-                "Invalid {key} {v:?}: it must be a non-negative integer."
-            ))
-        }),
-    };
+    let number = |key: &str| query_number(ctx.query(key), key);
     let (offset, limit) = match (number("offset"), number("limit")) {
         (Ok(o), Ok(l)) => (o.unwrap_or(0), l.unwrap_or(usize::MAX)),
         (Err(r), _) | (_, Err(r)) => return r,
@@ -207,7 +194,7 @@ pub(crate) fn list(state: &mut CloudState, ctx: &mut Ctx<'_>, detail: bool) -> R
             ));
         }
     };
-    let project = state.config.account.project_id.clone();
+    let project = ctx.config.account.project_id.clone();
     let mut snaps: Vec<&Snapshot> = state
         .snapshots
         .values()
@@ -229,9 +216,9 @@ pub(crate) fn list(state: &mut CloudState, ctx: &mut Ctx<'_>, detail: bool) -> R
         .take(limit)
         .map(|s| {
             if detail {
-                view(state, ctx, s)
+                view(ctx, s)
             } else {
-                json!({"id": s.id, "name": s.name, "links": ctx.links(state, "snapshots", &s.id)})
+                json!({"id": s.id, "name": s.name, "links": ctx.links("snapshots", &s.id)})
             }
         })
         .collect();
@@ -239,7 +226,7 @@ pub(crate) fn list(state: &mut CloudState, ctx: &mut Ctx<'_>, detail: bool) -> R
 }
 
 /// `PUT /snapshots/{id}`: name and description.
-pub(crate) fn update(state: &mut CloudState, ctx: &mut Ctx<'_>, id: &str) -> Reply {
+pub(crate) fn update(state: &mut ManilaState, ctx: &mut Ctx<'_>, id: &str) -> Reply {
     let body = match ctx.body_object("snapshot") {
         Ok(b) => b,
         Err(r) => return r,
@@ -263,11 +250,11 @@ pub(crate) fn update(state: &mut CloudState, ctx: &mut Ctx<'_>, id: &str) -> Rep
     }
     snap.updated_at = Some(Utc::now());
     let snap = snap.clone();
-    Reply::json(200, json!({"snapshot": view(state, ctx, &snap)}))
+    Reply::json(200, json!({"snapshot": view(ctx, &snap)}))
 }
 
 /// `DELETE /snapshots/{id}`: `deleting`, then gone.
-pub(crate) fn delete(state: &mut CloudState, ctx: &mut Ctx<'_>, id: &str) -> Reply {
+pub(crate) fn delete(state: &mut ManilaState, ctx: &mut Ctx<'_>, id: &str) -> Reply {
     let Some(snap) = state.snapshots.get(id) else {
         return snapshot_not_found(id);
     };
@@ -281,13 +268,13 @@ pub(crate) fn delete(state: &mut CloudState, ctx: &mut Ctx<'_>, id: &str) -> Rep
         );
     }
     let keys = snap.keys();
-    let injected = match ctx.fault(state, Operation::SnapshotDelete, &keys) {
+    let injected = match ctx.fault(Operation::SnapshotDelete, &keys) {
         Ok(f) => f,
         Err(r) => return r,
     };
-    let (pending, stuck) = pending_outcome(
+    let plan = pending_outcome(
         ctx,
-        state.config.manila.delays.snapshot_delete_ms,
+        ctx.config.manila.delays.snapshot_delete_ms,
         injected,
         SnapshotOutcome::Gone,
         |detail_id, message| {
@@ -300,15 +287,13 @@ pub(crate) fn delete(state: &mut CloudState, ctx: &mut Ctx<'_>, id: &str) -> Rep
         },
     );
     if let Some(snap) = state.snapshots.get_mut(id) {
-        snap.status = stuck.unwrap_or_else(|| "deleting".into());
-        snap.pending = pending;
-        snap.updated_at = Some(Utc::now());
+        snap.start("deleting", plan);
     }
     Reply::empty(202)
 }
 
 /// `POST /snapshots/{id}/action`: the admin `force_delete` and `reset_status` actions.
-pub(crate) fn action(state: &mut CloudState, ctx: &mut Ctx<'_>, id: &str) -> Reply {
+pub(crate) fn action(state: &mut ManilaState, ctx: &mut Ctx<'_>, id: &str) -> Reply {
     let (name, args, key) = match action_name(ctx) {
         Ok(parts) => parts,
         Err(reply) => return reply,

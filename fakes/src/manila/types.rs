@@ -2,12 +2,10 @@
 
 use serde_json::{Value, json};
 
-use super::Ctx;
 use super::model::ShareType;
+use super::{Ctx, ManilaState};
 use crate::faults::Operation;
-use crate::reply::Reply;
-use crate::reply::{bad_request, fault, not_found};
-use crate::state::CloudState;
+use crate::reply::{Reply, bad_request, fault, not_found};
 
 fn capitalised(b: bool) -> &'static str {
     if b { "True" } else { "False" }
@@ -56,7 +54,7 @@ fn visible_extra_specs(ctx: &Ctx<'_>, t: &ShareType) -> serde_json::Map<String, 
     specs
 }
 
-fn view(state: &CloudState, ctx: &Ctx<'_>, t: &ShareType) -> Value {
+fn view(state: &ManilaState, ctx: &Ctx<'_>, t: &ShareType) -> Value {
     let access_key = if ctx.at_least(7) {
         "share_type_access:is_public"
     } else {
@@ -73,25 +71,24 @@ fn view(state: &CloudState, ctx: &Ctx<'_>, t: &ShareType) -> Value {
         v["description"] = json!(t.description);
     }
     if ctx.at_least(46) {
-        v["is_default"] =
-            json!(state.config.manila.default_share_type.as_deref() == Some(t.name.as_str()));
+        v["is_default"] = json!(state.default_share_type.as_deref() == Some(t.name.as_str()));
     }
     v
 }
 
-fn guard(state: &mut CloudState, ctx: &mut Ctx<'_>, action: &str) -> Result<(), Reply> {
-    if state.config.manila.types_forbidden {
+fn guard(ctx: &mut Ctx<'_>, action: &str) -> Result<(), Reply> {
+    if ctx.config.manila.types_forbidden {
         return Err(fault(
             403,
             format!("Policy doesn't allow share_type:{action} to be performed."),
         ));
     }
-    ctx.fault(state, Operation::ShareTypes, &[]).map(|_| ())
+    ctx.fault(Operation::ShareTypes, &[]).map(|_| ())
 }
 
 /// `GET /types` (answers both `share_types` and the legacy `volume_types`).
-pub(crate) fn list(state: &mut CloudState, ctx: &mut Ctx<'_>) -> Reply {
-    if let Err(r) = guard(state, ctx, "index") {
+pub(crate) fn list(state: &mut ManilaState, ctx: &mut Ctx<'_>) -> Reply {
+    if let Err(r) = guard(ctx, "index") {
         return r;
     }
     let items: Vec<Value> = state
@@ -103,8 +100,8 @@ pub(crate) fn list(state: &mut CloudState, ctx: &mut Ctx<'_>) -> Reply {
 }
 
 /// `GET /types/default`.
-pub(crate) fn default(state: &mut CloudState, ctx: &mut Ctx<'_>) -> Reply {
-    if let Err(r) = guard(state, ctx, "default") {
+pub(crate) fn default(state: &mut ManilaState, ctx: &mut Ctx<'_>) -> Reply {
+    if let Err(r) = guard(ctx, "default") {
         return r;
     }
     match state.default_share_type() {
@@ -118,13 +115,13 @@ pub(crate) fn default(state: &mut CloudState, ctx: &mut Ctx<'_>) -> Reply {
 
 /// The share type with this id: Manila's `GET /types/{id}` looks up ids only (a name is
 /// not found).
-fn by_id<'s>(state: &'s CloudState, id: &str) -> Option<&'s ShareType> {
+fn by_id<'s>(state: &'s ManilaState, id: &str) -> Option<&'s ShareType> {
     state.share_types.iter().find(|t| t.id == id)
 }
 
 /// `GET /types/{id}`.
-pub(crate) fn show(state: &mut CloudState, ctx: &mut Ctx<'_>, id: &str) -> Reply {
-    if let Err(r) = guard(state, ctx, "show") {
+pub(crate) fn show(state: &mut ManilaState, ctx: &mut Ctx<'_>, id: &str) -> Reply {
+    if let Err(r) = guard(ctx, "show") {
         return r;
     }
     match by_id(state, id) {
@@ -137,8 +134,8 @@ pub(crate) fn show(state: &mut CloudState, ctx: &mut Ctx<'_>, id: &str) -> Reply
 }
 
 /// `GET /types/{id}/extra_specs` (admin only).
-pub(crate) fn extra_specs_of(state: &mut CloudState, ctx: &mut Ctx<'_>, id: &str) -> Reply {
-    if let Err(r) = guard(state, ctx, "show") {
+pub(crate) fn extra_specs_of(state: &mut ManilaState, ctx: &mut Ctx<'_>, id: &str) -> Reply {
+    if let Err(r) = guard(ctx, "show") {
         return r;
     }
     if !ctx.admin {
@@ -164,7 +161,7 @@ fn spec_bool(value: Option<&Value>) -> Result<Option<bool>, String> {
 }
 
 /// `POST /types` (admin): `{"share_type": {"name", "extra_specs": {...}, "description"}}`.
-pub(crate) fn create(state: &mut CloudState, ctx: &mut Ctx<'_>) -> Reply {
+pub(crate) fn create(state: &mut ManilaState, ctx: &mut Ctx<'_>) -> Reply {
     if !ctx.admin {
         return fault(
             403,
@@ -252,7 +249,7 @@ pub(crate) fn create(state: &mut CloudState, ctx: &mut Ctx<'_>) -> Reply {
 }
 
 /// `DELETE /types/{id}` (admin): refused while shares use the type.
-pub(crate) fn delete(state: &mut CloudState, ctx: &mut Ctx<'_>, id: &str) -> Reply {
+pub(crate) fn delete(state: &mut ManilaState, ctx: &mut Ctx<'_>, id: &str) -> Reply {
     if !ctx.admin {
         return fault(
             403,

@@ -5,14 +5,13 @@ use serde_json::json;
 use super::Ctx;
 use crate::faults::Operation;
 use crate::reply::Reply;
-use crate::state::CloudState;
 
 /// Lists the seeded zones.
-pub(crate) fn list(state: &mut CloudState, ctx: &mut Ctx<'_>) -> Reply {
-    if let Err(r) = ctx.fault(state, Operation::AvailabilityZones, &[]) {
+pub(crate) fn list(ctx: &mut Ctx<'_>) -> Reply {
+    if let Err(r) = ctx.fault(Operation::AvailabilityZones, &[]) {
         return r;
     }
-    let zones: Vec<_> = state
+    let zones: Vec<_> = ctx
         .config
         .manila
         .availability_zones

@@ -8,50 +8,50 @@ use serde_json::{Value, json};
 use wiremock::Request;
 use wiremock::http::Method;
 
-use crate::cinder::model::{Attachment, Server, VolumeOutcome};
-use crate::cinder::{Ctx, disk};
-use crate::faults::Operation;
-use crate::keystone;
-use crate::lifecycle::AsyncFault;
-use crate::lifecycle::Pending;
-use crate::lifecycle::due_after;
-use crate::lifecycle::new_id;
-use crate::microversion::{parse_pair, requested_in_generic_header};
-use crate::reply::Reply;
-use crate::reply::fault;
-use crate::state::CloudState;
-
 use crate::catalog::nova_url;
+use crate::cinder::model::{Attachment, Server, VolumeOutcome};
+use crate::cinder::{BlockState, Ctx, disk};
+use crate::faults::Operation;
+use crate::lifecycle::{AsyncFault, Lifecycle, Plan, due_after, new_id, plan};
+use crate::microversion::{parse_pair, requested_in_generic_header};
+use crate::reply::{Reply, fault};
+use crate::request::Shared;
 /// The highest compute microversion announced (Zed's).
 pub const MAX_VERSION: (u32, u32) = (2, 93);
 /// Nova's legacy microversion header.
 const LEGACY_HEADER: &str = "X-OpenStack-Nova-API-Version";
 
-fn versions(state: &CloudState) -> Value {
+fn versions(base_url: &str) -> Value {
     json!([{
         "id": "v2.1", "status": "CURRENT",
         "version": format!("{}.{}", MAX_VERSION.0, MAX_VERSION.1), "min_version": "2.1",
         "updated": "2013-07-23T11:33:21Z",
-        "links": [{"rel": "self", "href": format!("{}/", nova_url(&state.base_url))}],
+        "links": [{"rel": "self", "href": format!("{}/", nova_url(base_url))}],
     }])
 }
 
 /// Handles a request under [`crate::catalog::NOVA_PREFIX`]; `rest` is the path after it.
-pub(crate) fn handle(state: &mut CloudState, req: &Request, rest: &str) -> Reply {
-    if !state.config.cinder.present {
+pub(crate) fn handle(
+    state: &mut BlockState,
+    shared: Shared<'_>,
+    req: &Request,
+    rest: &str,
+) -> Reply {
+    let config = shared.config;
+    if !config.cinder.present {
         return Reply::text(404, "404 Not Found".into(), "text/plain");
     }
     let trimmed = rest.trim_end_matches('/');
     if req.method == Method::GET && trimmed.is_empty() {
-        return Reply::json(200, json!({"versions": versions(state)}));
+        return Reply::json(200, json!({"versions": versions(shared.base_url)}));
     }
     if req.method == Method::GET && trimmed == "/v2.1" {
-        return Reply::json(200, json!({"version": versions(state)[0]}));
+        return Reply::json(200, json!({"version": versions(shared.base_url)[0]}));
     }
     let Some(path) = trimmed.strip_prefix("/v2.1/") else {
         return fault(404, "The resource could not be found.");
     };
-    let token = match keystone::authenticate(state, &req.headers) {
+    let token = match shared.keystone.authenticate(shared.base_url, &req.headers) {
         Ok(token) => token,
         Err(reply) => return reply,
     };
@@ -73,17 +73,17 @@ pub(crate) fn handle(state: &mut CloudState, req: &Request, rest: &str) -> Reply
         },
     };
     let mut segments: Vec<&str> = path.split('/').collect();
-    if segments.first() == Some(&state.config.account.project_id.as_str()) {
+    if segments.first() == Some(&config.account.project_id.as_str()) {
         segments.remove(0);
     }
-    let mut ctx = Ctx::new(req, version, token.admin);
+    let mut ctx = Ctx::new(req, version, token.admin, shared);
     state.advance(ctx.now);
     let m = req.method.as_str();
     let mut reply = match segments.as_slice() {
         ["servers"] if m == "GET" => list(state, &ctx, false),
         ["servers", "detail"] if m == "GET" => list(state, &ctx, true),
-        ["servers", id] if m == "GET" => match state.block.server(id) {
-            Some(s) => Reply::json(200, json!({"server": server_view(state, s)})),
+        ["servers", id] if m == "GET" => match state.server(id) {
+            Some(s) => Reply::json(200, json!({"server": server_view(state, &ctx, s)})),
             None => server_missing(id),
         },
         ["servers", id, "os-volume_attachments"] if m == "GET" => attachments(state, id, None),
@@ -113,9 +113,8 @@ fn server_missing(id: &str) -> Reply {
     fault(404, format!("Instance {id} could not be found."))
 }
 
-fn server_view(state: &CloudState, s: &Server) -> Value {
+fn server_view(state: &BlockState, ctx: &Ctx<'_>, s: &Server) -> Value {
     let attached: Vec<Value> = state
-        .block
         .volumes
         .values()
         .filter(|v| v.attachments.iter().any(|a| a.server_id == s.id))
@@ -124,22 +123,21 @@ fn server_view(state: &CloudState, s: &Server) -> Value {
     json!({
         "id": s.id, "name": s.name, "status": "ACTIVE",
         "OS-EXT-AZ:availability_zone": s.availability_zone,
-        "tenant_id": state.config.account.project_id,
-        "user_id": state.config.account.user_id,
+        "tenant_id": ctx.config.account.project_id,
+        "user_id": ctx.config.account.user_id,
         "created": s.created_at.to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
         "os-extended-volumes:volumes_attached": attached,
-        "links": [{"rel": "self", "href": format!("{}/servers/{}", nova_url(&state.base_url), s.id)}],
+        "links": [{"rel": "self", "href": format!("{}/servers/{}", nova_url(&ctx.base_url), s.id)}],
     })
 }
 
-fn list(state: &CloudState, ctx: &Ctx<'_>, detail: bool) -> Reply {
+fn list(state: &BlockState, ctx: &Ctx<'_>, detail: bool) -> Reply {
     let servers: Vec<Value> = state
-        .block
         .servers
         .values()
         .filter(|s| ctx.query("name").is_none_or(|n| s.name == n))
         .map(|s| {
-            let full = server_view(state, s);
+            let full = server_view(state, ctx, s);
             if detail {
                 full
             } else {
@@ -175,12 +173,12 @@ fn attachment_view(
     body
 }
 
-fn attachments(state: &CloudState, server: &str, volume: Option<&str>) -> Reply {
-    let Some(s) = state.block.server(server) else {
+fn attachments(state: &BlockState, server: &str, volume: Option<&str>) -> Reply {
+    let Some(s) = state.server(server) else {
         return server_missing(server);
     };
     let mut found: Vec<Value> = Vec::new();
-    let mut volumes: Vec<_> = state.block.volumes.values().collect();
+    let mut volumes: Vec<_> = state.volumes.values().collect();
     volumes.sort_by_key(|v| v.seq);
     for v in volumes {
         if volume.is_some_and(|want| want != v.id) {
@@ -203,9 +201,8 @@ fn attachments(state: &CloudState, server: &str, volume: Option<&str>) -> Reply 
 }
 
 /// The first `/dev/vdX` (from `vdb`) not used on `server_id`.
-fn next_device(state: &CloudState, server_id: &str) -> Option<String> {
+fn next_device(state: &BlockState, server_id: &str) -> Option<String> {
     let used: Vec<&str> = state
-        .block
         .volumes
         .values()
         .flat_map(|v| v.attachments.iter())
@@ -217,13 +214,8 @@ fn next_device(state: &CloudState, server_id: &str) -> Option<String> {
         .find(|d| !used.contains(&d.as_str()))
 }
 
-fn injected(
-    state: &mut CloudState,
-    ctx: &mut Ctx<'_>,
-    op: Operation,
-    keys: &[String],
-) -> Result<AsyncFault, Reply> {
-    match ctx.fault(state, op, keys) {
+fn injected(ctx: &mut Ctx<'_>, op: Operation, keys: &[String]) -> Result<AsyncFault, Reply> {
+    match ctx.fault(op, keys) {
         // An attachment that fails is Nova's error, not a volume state: answer it.
         Ok(AsyncFault::Error { message, .. }) => Err(fault(
             500,
@@ -233,8 +225,19 @@ fn injected(
     }
 }
 
-fn attach(state: &mut CloudState, ctx: &mut Ctx<'_>, server: &str) -> Reply {
-    let Some(s) = state.block.server(server).cloned() else {
+/// An attachment change settles the volume in its new status when due, unless a stuck fault
+/// hangs it (an error fault was answered already, see [`injected`]).
+fn settle_unless_stuck(
+    due: Option<std::time::Instant>,
+    fault: AsyncFault,
+    settle: VolumeOutcome,
+) -> Plan<VolumeOutcome> {
+    let on_error = settle.clone();
+    plan(due, fault, settle, |_, _| on_error)
+}
+
+fn attach(state: &mut BlockState, ctx: &mut Ctx<'_>, server: &str) -> Reply {
+    let Some(s) = state.server(server).cloned() else {
         return server_missing(server);
     };
     let body = match ctx.body_object("volumeAttachment") {
@@ -252,11 +255,11 @@ fn attach(state: &mut CloudState, ctx: &mut Ctx<'_>, server: &str) -> Reply {
         );
     };
     let keys = vec![volume_id.clone(), s.id.clone(), s.name.clone()];
-    let outcome = match injected(state, ctx, Operation::VolumeAttach, &keys) {
+    let outcome = match injected(ctx, Operation::VolumeAttach, &keys) {
         Ok(f) => f,
         Err(r) => return r,
     };
-    let Some(v) = state.block.volumes.get(&volume_id) else {
+    let Some(v) = state.volumes.get(&volume_id) else {
         return fault(404, format!("Volume {volume_id} could not be found."));
     };
     if v.attachments.iter().any(|a| a.server_id == s.id) {
@@ -287,15 +290,11 @@ fn attach(state: &mut CloudState, ctx: &mut Ctx<'_>, server: &str) -> Reply {
     let Some(device) = next_device(state, &s.id) else {
         return fault(400, "No free disk device names for prefix 'vd'");
     };
-    let file = disk::volume_file(state.block.root(), &volume_id);
-    if let Err(e) = state
-        .block
-        .loops
-        .attach(&volume_id, &s.id, &file, &s.disk_dir)
-    {
+    let file = disk::volume_file(state.root(), &volume_id);
+    if let Err(e) = state.loops.attach(&volume_id, &s.id, &file, &s.disk_dir) {
         return fault(500, format!("The host could not attach the volume: {e}"));
     }
-    let due = due_after(ctx.now, state.config.cinder.delays.attach_ms);
+    let due = due_after(ctx.now, ctx.config.cinder.delays.attach_ms);
     let attachment = Attachment {
         id: new_id(),
         server_id: s.id.clone(),
@@ -304,41 +303,29 @@ fn attach(state: &mut CloudState, ctx: &mut Ctx<'_>, server: &str) -> Reply {
         attached_at: Utc::now(),
     };
     let view = attachment_view(ctx.version, &volume_id, &s.id, &attachment);
-    let Some(v) = state.block.volumes.get_mut(&volume_id) else {
+    let Some(v) = state.volumes.get_mut(&volume_id) else {
         return fault(404, format!("Volume {volume_id} could not be found."));
     };
     v.attachments.push(attachment);
-    v.status = "attaching".into();
-    v.updated_at = Some(Utc::now());
-    v.pending = match outcome {
-        AsyncFault::Stuck(status) => {
-            if let Some(st) = status {
-                v.status = st;
-            }
-            None
-        }
-        _ => due.map(|due| Pending {
-            due,
-            outcome: VolumeOutcome::Settle {
-                status: "in-use".into(),
-                size: v.size,
-            },
-        }),
+    let settle = VolumeOutcome::Settle {
+        status: "in-use".into(),
+        size: v.size,
     };
+    v.start("attaching", settle_unless_stuck(due, outcome, settle));
     Reply::json(200, json!({"volumeAttachment": view}))
 }
 
-fn detach(state: &mut CloudState, ctx: &mut Ctx<'_>, server: &str, volume_id: &str) -> Reply {
-    let Some(s) = state.block.server(server).cloned() else {
+fn detach(state: &mut BlockState, ctx: &mut Ctx<'_>, server: &str, volume_id: &str) -> Reply {
+    let Some(s) = state.server(server).cloned() else {
         return server_missing(server);
     };
     let keys = vec![volume_id.to_owned(), s.id.clone(), s.name.clone()];
-    let outcome = match injected(state, ctx, Operation::VolumeDetach, &keys) {
+    let outcome = match injected(ctx, Operation::VolumeDetach, &keys) {
         Ok(f) => f,
         Err(r) => return r,
     };
-    let due = due_after(ctx.now, state.config.cinder.delays.attach_ms);
-    let Some(v) = state.block.volumes.get_mut(volume_id) else {
+    let due = due_after(ctx.now, ctx.config.cinder.delays.attach_ms);
+    let Some(v) = state.volumes.get_mut(volume_id) else {
         return fault(404, format!("Volume {volume_id} could not be found."));
     };
     let Some(index) = v.attachments.iter().position(|a| a.server_id == s.id) else {
@@ -353,23 +340,11 @@ fn detach(state: &mut CloudState, ctx: &mut Ctx<'_>, server: &str, volume_id: &s
     } else {
         "in-use"
     };
-    v.status = "detaching".into();
-    v.updated_at = Some(Utc::now());
-    v.pending = match outcome {
-        AsyncFault::Stuck(status) => {
-            if let Some(st) = status {
-                v.status = st;
-            }
-            None
-        }
-        _ => due.map(|due| Pending {
-            due,
-            outcome: VolumeOutcome::Settle {
-                status: settled.into(),
-                size: v.size,
-            },
-        }),
+    let settle = VolumeOutcome::Settle {
+        status: settled.into(),
+        size: v.size,
     };
-    state.block.loops.detach(volume_id, &s.id);
+    v.start("detaching", settle_unless_stuck(due, outcome, settle));
+    state.loops.detach(volume_id, &s.id);
     Reply::empty(202)
 }

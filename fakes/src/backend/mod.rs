@@ -1,125 +1,20 @@
 //! The share backend: one real directory per share (and per snapshot) under a root, so that
-//! a node plugin can mount the bytes an export location names.
+//! a node plugin can mount the bytes an export location names; the data copies that fill a
+//! snapshot, or a share or volume made from one, run outside the state lock ([`copy`]).
 //!
 //! A temporary root ([`TemporaryRoot`]) belongs to the [`crate::FakeCloud`], not to the
 //! [`Backend`]: the backend lives in the cloud's state, which the server's thread may still
 //! hold for a moment after the cloud is dropped (and forever if the process exits first),
 //! whereas the cloud's own fields are dropped, and the directory removed, right away.
 
+mod copy;
+
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Condvar, Mutex, MutexGuard};
-use std::time::Duration;
 
 use crate::error::{Error, Result};
 
-/// How long a paused copy waits at most for [`CopyPause::release`] (a test that forgot to
-/// release must not hang the copy's thread forever).
-const PAUSE_LIMIT: Duration = Duration::from_secs(120);
-
-/// A hook on the backend's data copies (snapshot creation, share creation from a snapshot),
-/// from [`crate::FakeCloud::pause_backend_copies`]: every copy announces that it started,
-/// then waits until [`CopyPause::release`] before copying, and counts when it is done. The
-/// copies run outside the cloud's state lock, so the API answers meanwhile; tests use this
-/// to order a request before the end of a copy without sleeping.
-#[derive(Debug, Clone, Default)]
-pub struct CopyPause {
-    inner: Arc<(Mutex<PauseCounts>, Condvar)>,
-}
-
-#[derive(Debug, Default)]
-struct PauseCounts {
-    released: bool,
-    started: usize,
-    finished: usize,
-}
-
-impl CopyPause {
-    fn counts(&self) -> MutexGuard<'_, PauseCounts> {
-        self.inner
-            .0
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-    }
-
-    /// Waits until `check` holds for the counts, at most `limit`; whether it held.
-    fn wait_until(&self, limit: Duration, check: impl Fn(&PauseCounts) -> bool) -> bool {
-        let guard = self.counts();
-        let (guard, _) = self
-            .inner
-            .1
-            .wait_timeout_while(guard, limit, |c| !check(c))
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
-        check(&guard)
-    }
-
-    /// Lets every waiting and future copy proceed.
-    pub fn release(&self) {
-        self.counts().released = true;
-        self.inner.1.notify_all();
-    }
-
-    /// How many copies have started (reached the pause).
-    pub fn started(&self) -> usize {
-        self.counts().started
-    }
-
-    /// How many copies have finished.
-    pub fn finished(&self) -> usize {
-        self.counts().finished
-    }
-
-    /// Waits (at most `limit`) until `n` copies have started; whether they have.
-    pub fn wait_started(&self, n: usize, limit: Duration) -> bool {
-        self.wait_until(limit, |c| c.started >= n)
-    }
-
-    /// Waits (at most `limit`) until `n` copies have finished; whether they have.
-    pub fn wait_finished(&self, n: usize, limit: Duration) -> bool {
-        self.wait_until(limit, |c| c.finished >= n)
-    }
-
-    /// Called by a copy before it starts: counts it and waits for the release.
-    pub(crate) fn enter(&self) {
-        self.counts().started += 1;
-        self.inner.1.notify_all();
-        if !self.wait_until(PAUSE_LIMIT, |c| c.released) {
-            tracing::warn!("a paused backend copy was never released; copying anyway");
-        }
-    }
-
-    /// Called by a copy when it is done.
-    pub(crate) fn leave(&self) {
-        self.counts().finished += 1;
-        self.inner.1.notify_all();
-    }
-}
-
-/// A data copy to run outside the state lock: `from` into the new directory `to`.
-#[derive(Debug, Clone)]
-pub(crate) struct Copy {
-    pub from: PathBuf,
-    pub to: PathBuf,
-}
-
-impl Copy {
-    /// Copies (waiting at `pause` first when given).
-    pub(crate) fn run(&self, pause: Option<&CopyPause>) -> Result<()> {
-        if let Some(p) = pause {
-            p.enter();
-        }
-        // A volume's file (block storage) is copied as a sparse file; a share's directory
-        // as a tree.
-        let result = if self.from.is_file() {
-            crate::cinder::disk::copy_sparse(&self.from, &self.to)
-        } else {
-            copy_tree(&self.from, &self.to)
-        };
-        if let Some(p) = pause {
-            p.leave();
-        }
-        result
-    }
-}
+pub(crate) use copy::Copy;
+pub use copy::CopyPause;
 
 /// Directories under `<root>/shares/<id>` and `<root>/snapshots/<id>`.
 #[derive(Debug)]
@@ -257,7 +152,7 @@ impl Backend {
 
 /// Creates `dir` in an existing parent: a request served while the cloud is being dropped
 /// must not bring back a removed root.
-fn create_dir(dir: &Path) -> Result<()> {
+pub(crate) fn create_dir(dir: &Path) -> Result<()> {
     match std::fs::create_dir(dir) {
         Err(e) if e.kind() != std::io::ErrorKind::AlreadyExists => Err(Error::Backend {
             path: dir.into(),
@@ -275,46 +170,6 @@ fn remove_tree(dir: &Path) -> Result<()> {
         }),
         _ => Ok(()),
     }
-}
-
-/// Copies regular files and directories (symlinks are recreated, not followed).
-fn copy_tree(from: &Path, to: &Path) -> Result<()> {
-    create_dir(to)?;
-    let entries = match std::fs::read_dir(from) {
-        Ok(entries) => entries,
-        // A source that vanished (or never existed) copies as empty.
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
-        Err(source) => {
-            return Err(Error::Backend {
-                path: from.into(),
-                source,
-            });
-        }
-    };
-    for entry in entries {
-        let entry = entry.map_err(|source| Error::Backend {
-            path: from.into(),
-            source,
-        })?;
-        let (src, dst) = (entry.path(), to.join(entry.file_name()));
-        let kind = entry.file_type().map_err(|source| Error::Backend {
-            path: src.clone(),
-            source,
-        })?;
-        let io = |source| Error::Backend {
-            path: src.clone(),
-            source,
-        };
-        if kind.is_dir() {
-            copy_tree(&src, &dst)?;
-        } else if kind.is_symlink() {
-            let target = std::fs::read_link(&src).map_err(io)?;
-            std::os::unix::fs::symlink(target, &dst).map_err(io)?;
-        } else {
-            std::fs::copy(&src, &dst).map_err(io)?;
-        }
-    }
-    Ok(())
 }
 
 #[cfg(test)]
