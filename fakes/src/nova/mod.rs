@@ -127,7 +127,7 @@ fn server_view(state: &BlockState, ctx: &Ctx<'_>, s: &Server) -> Value {
         "user_id": ctx.config.account.user_id,
         "created": s.created_at.to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
         "os-extended-volumes:volumes_attached": attached,
-        "links": [{"rel": "self", "href": format!("{}/servers/{}", nova_url(&ctx.base_url), s.id)}],
+        "links": [{"rel": "self", "href": format!("{}/servers/{}", nova_url(ctx.base_url), s.id)}],
     })
 }
 

@@ -119,7 +119,7 @@ pub(crate) fn list(state: &mut BlockState, ctx: &mut Ctx<'_>, detail: bool) -> R
     let mut body = json!({"volumes": items});
     if more && let (Some(last), Some(n)) = (volumes.last(), limit) {
         let collection = if detail { "volumes/detail" } else { "volumes" };
-        let url = crate::catalog::cinder_url(&ctx.base_url, &ctx.config.account.project_id);
+        let url = crate::catalog::cinder_url(ctx.base_url, ctx.project_id());
         body["volumes_links"] = json!([{
             "rel": "next",
             "href": format!("{url}/{collection}?limit={n}&marker={}", last.id),
