@@ -32,6 +32,45 @@ pub(crate) struct Shared<'a> {
     pub keystone: &'a KeystoneState,
 }
 
+/// The answer of a service the catalog does not list (Manila or Cinder switched off).
+pub(crate) fn absent() -> Reply {
+    Reply::text(404, "404 Not Found".into(), "text/plain")
+}
+
+impl Shared<'_> {
+    /// The error a fault rule on `operation` (a version document) answers instead, if any.
+    pub(crate) fn version_fault(&mut self, operation: Operation) -> Option<Reply> {
+        match self.faults.take(operation, &[]) {
+            Some(FaultAction::HttpError { status, message }) => Some(fault(
+                status,
+                message.unwrap_or_else(|| "Injected fault.".into()),
+            )),
+            _ => None,
+        }
+    }
+
+    /// Admits a request for `path` (trailing slashes trimmed) below the versioned root
+    /// `root` (`/v2/`, …): the path's segments, without a leading project id (URLs may
+    /// still carry it), and whether the caller is an administrator; 404 outside the root,
+    /// Keystone's 401 without a valid token.
+    pub(crate) fn admit<'p>(
+        &self,
+        req: &Request,
+        path: &'p str,
+        root: &str,
+    ) -> Result<(Vec<&'p str>, bool), Reply> {
+        let Some(path) = path.strip_prefix(root) else {
+            return Err(fault(404, "The resource could not be found."));
+        };
+        let token = self.keystone.authenticate(self.base_url, &req.headers)?;
+        let mut segments: Vec<&str> = path.split('/').collect();
+        if segments.first() == Some(&self.config.account.project_id.as_str()) {
+            segments.remove(0);
+        }
+        Ok((segments, token.admin))
+    }
+}
+
 /// One request being served, past authentication and version negotiation.
 pub(crate) struct Ctx<'a, V> {
     pub req: &'a Request,

@@ -55,14 +55,7 @@ impl Router {
                 let (state, pause, slot) =
                     (Arc::clone(&self.state), pause.clone(), Arc::clone(&slot));
                 move || {
-                    let job = slot
-                        .lock()
-                        .unwrap_or_else(std::sync::PoisonError::into_inner)
-                        .take();
-                    if let Some(PendingCopy { copy, target }) = job {
-                        let result = copy.run(pause.as_ref());
-                        lock(&state).finish_copy(target, result);
-                    }
+                    run_job(&slot, &state, pause.as_ref());
                     let _ = done.send(());
                 }
             };
@@ -73,14 +66,7 @@ impl Router {
                 Ok(_) => waiting.push(finished),
                 Err(e) => {
                     tracing::warn!(error = %e, "no thread for a backend copy; copying in the request");
-                    let job = slot
-                        .lock()
-                        .unwrap_or_else(std::sync::PoisonError::into_inner)
-                        .take();
-                    if let Some(PendingCopy { copy, target }) = job {
-                        let result = copy.run(pause.as_ref());
-                        lock(&self.state).finish_copy(target, result);
-                    }
+                    run_job(&slot, &self.state, pause.as_ref());
                 }
             }
         }
@@ -88,6 +74,22 @@ impl Router {
             let left = deadline.saturating_duration_since(Instant::now());
             let _ = finished.recv_timeout(left);
         }
+    }
+}
+
+/// Runs the copy in `slot` (if no one took it yet) and reports its outcome to the state.
+fn run_job(
+    slot: &Mutex<Option<PendingCopy>>,
+    state: &Mutex<CloudState>,
+    pause: Option<&CopyPause>,
+) {
+    let job = slot
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+        .take();
+    if let Some(PendingCopy { copy, target }) = job {
+        let result = copy.run(pause);
+        lock(state).finish_copy(target, result);
     }
 }
 

@@ -18,7 +18,7 @@ use wiremock::Request;
 use wiremock::http::Method;
 
 use crate::config::CloudConfig;
-use crate::faults::{FaultAction, Operation};
+use crate::faults::Operation;
 use crate::microversion::{parse_pair, requested_in_generic_header};
 use crate::reply::{Reply, fault};
 use crate::request::{self, Shared};
@@ -82,32 +82,25 @@ fn versions(config: &CloudConfig, base_url: &str) -> Value {
 /// Handles a request under [`PREFIX`]; `rest` is the path after it.
 pub(crate) fn handle(
     state: &mut BlockState,
-    shared: Shared<'_>,
+    mut shared: Shared<'_>,
     req: &Request,
     rest: &str,
 ) -> Reply {
     let config = shared.config;
     if !config.cinder.present {
-        return Reply::text(404, "404 Not Found".into(), "text/plain");
+        return request::absent();
     }
     let trimmed = rest.trim_end_matches('/');
     if req.method == Method::GET && (trimmed.is_empty() || trimmed == "/v3") {
-        if let Some(FaultAction::HttpError { status, message }) =
-            shared.faults.take(Operation::CinderVersions, &[])
-        {
-            return fault(status, message.unwrap_or_else(|| "Injected fault.".into()));
+        if let Some(reply) = shared.version_fault(Operation::CinderVersions) {
+            return reply;
         }
         let status = if trimmed.is_empty() { 300 } else { 200 };
-        return Reply::json(
-            status,
-            json!({"versions": versions(config, shared.base_url)}),
-        );
+        let versions = versions(config, shared.base_url);
+        return Reply::json(status, json!({ "versions": versions }));
     }
-    let Some(path) = trimmed.strip_prefix("/v3/") else {
-        return fault(404, "The resource could not be found.");
-    };
-    let token = match shared.keystone.authenticate(shared.base_url, &req.headers) {
-        Ok(token) => token,
+    let (segments, admin) = match shared.admit(req, trimmed, "/v3/") {
+        Ok(admitted) => admitted,
         Err(reply) => return reply,
     };
     let max = max_version(config);
@@ -135,11 +128,7 @@ pub(crate) fn handle(
             Some(v) => v,
         },
     };
-    let mut segments: Vec<&str> = path.split('/').collect();
-    if segments.first() == Some(&config.account.project_id.as_str()) {
-        segments.remove(0);
-    }
-    let mut ctx = Ctx::new(req, version, token.admin, shared);
+    let mut ctx = Ctx::new(req, version, admin, shared);
     state.advance(ctx.now);
     let mut reply = route(state, &mut ctx, &segments);
     reply.delay = ctx.latency;

@@ -91,13 +91,10 @@ pub(crate) fn handle(
             issue(state, config, base_url, req)
         }
         (&Method::GET, "/v3/auth/tokens") => {
-            if state.authenticate(base, &req.headers).is_err() {
-                return unauthorized(base);
-            }
-            let subject = req
-                .headers
-                .get("X-Subject-Token")
-                .and_then(|v| v.to_str().ok());
+            let subject = match subject_token(state, base, req) {
+                Ok(subject) => subject,
+                Err(reply) => return reply,
+            };
             match subject.and_then(|s| state.tokens.get(s).map(|t| (s.to_owned(), t.clone()))) {
                 Some((id, t)) if t.expires_at > Utc::now() => {
                     let grant = if t.scoped {
@@ -112,13 +109,10 @@ pub(crate) fn handle(
             }
         }
         (&Method::DELETE, "/v3/auth/tokens") => {
-            if state.authenticate(base, &req.headers).is_err() {
-                return unauthorized(base);
-            }
-            let subject = req
-                .headers
-                .get("X-Subject-Token")
-                .and_then(|v| v.to_str().ok());
+            let subject = match subject_token(state, base, req) {
+                Ok(subject) => subject,
+                Err(reply) => return reply,
+            };
             match subject.and_then(|s| state.tokens.remove(s)) {
                 Some(_) => Reply::empty(204),
                 None => error(404, "Could not find token."),
@@ -130,6 +124,22 @@ pub(crate) fn handle(
 
 /// `POST /v3/auth/tokens`: verifies the body and issues a token (201, its id in
 /// `X-Subject-Token`).
+/// The `X-Subject-Token` a validation or revocation is about, once the caller's own token
+/// (`X-Auth-Token`) is checked (401 otherwise).
+fn subject_token<'r>(
+    state: &KeystoneState,
+    base_url: &str,
+    req: &'r Request,
+) -> Result<Option<&'r str>, Reply> {
+    if state.authenticate(base_url, &req.headers).is_err() {
+        return Err(unauthorized(base_url));
+    }
+    Ok(req
+        .headers
+        .get("X-Subject-Token")
+        .and_then(|v| v.to_str().ok()))
+}
+
 fn issue(state: &mut KeystoneState, config: &CloudConfig, base_url: &str, req: &Request) -> Reply {
     let body: Value = match serde_json::from_slice(&req.body) {
         Ok(v) => v,

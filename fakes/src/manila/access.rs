@@ -112,6 +112,16 @@ fn cephx_key() -> String {
     format!("AQ{}{}==", &a[..26], &b[..26])
 }
 
+/// How a rule's change ends when it fails: `error`, with a message about updating rules.
+fn access_failure(detail_id: String, message: Option<String>) -> AccessOutcome {
+    AccessOutcome::Failed(Failure {
+        status: "error".into(),
+        action: MessageAction::UpdateAccessRules,
+        detail_id,
+        message,
+    })
+}
+
 /// The `allow_access` action.
 pub(crate) fn allow(state: &mut ManilaState, ctx: &mut Ctx<'_>, id: &str, args: &Value) -> Reply {
     let Some(share) = state.shares.get(id) else {
@@ -189,14 +199,7 @@ pub(crate) fn allow(state: &mut ManilaState, ctx: &mut Ctx<'_>, id: &str, args: 
         ctx.config.manila.delays.access_ms,
         injected,
         AccessOutcome::Active,
-        |detail_id, message| {
-            AccessOutcome::Failed(Failure {
-                status: "error".into(),
-                action: MessageAction::UpdateAccessRules,
-                detail_id,
-                message,
-            })
-        },
+        access_failure,
     );
     let rule = AccessRule {
         id: new_id(),
@@ -251,14 +254,7 @@ pub(crate) fn deny(state: &mut ManilaState, ctx: &mut Ctx<'_>, id: &str, args: &
         ctx.config.manila.delays.access_ms,
         injected,
         AccessOutcome::Gone,
-        |detail_id, message| {
-            AccessOutcome::Failed(Failure {
-                status: "error".into(),
-                action: MessageAction::UpdateAccessRules,
-                detail_id,
-                message,
-            })
-        },
+        access_failure,
     );
     if let Some(rule) = state
         .shares

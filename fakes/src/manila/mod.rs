@@ -23,7 +23,7 @@ use wiremock::http::Method;
 
 use crate::catalog::MANILA_PREFIX as PREFIX;
 use crate::config::CloudConfig;
-use crate::faults::{FaultAction, Operation};
+use crate::faults::Operation;
 use crate::lifecycle::{AsyncFault, Plan, due_after, plan};
 use crate::microversion::{self, Microversion, VersionError};
 use crate::reply::{Reply, bad_request, fault, not_found};
@@ -108,39 +108,30 @@ fn version_entries(config: &CloudConfig, base: &str, with_v1: bool) -> Value {
 /// Handles a request under [`PREFIX`]; `rest` is the path after it.
 pub(crate) fn handle(
     state: &mut ManilaState,
-    shared: Shared<'_>,
+    mut shared: Shared<'_>,
     req: &Request,
     rest: &str,
 ) -> Reply {
     let config = shared.config;
     if !config.manila.present {
-        return Reply::text(404, "404 Not Found".into(), "text/plain");
+        return request::absent();
     }
     let trimmed = rest.trim_end_matches('/');
     if req.method == Method::GET && (trimmed.is_empty() || trimmed == "/v2") {
-        if let Some(FaultAction::HttpError { status, message }) =
-            shared.faults.take(Operation::ManilaVersions, &[])
-        {
-            return fault(status, message.unwrap_or_else(|| "Injected fault.".into()));
+        if let Some(reply) = shared.version_fault(Operation::ManilaVersions) {
+            return reply;
         }
         // The unversioned root lists all versions with 300 Multiple Choices.
-        return if trimmed.is_empty() {
-            Reply::json(
-                300,
-                json!({"versions": version_entries(config, shared.base_url, true)}),
-            )
+        let (status, with_v1) = if trimmed.is_empty() {
+            (300, true)
         } else {
-            Reply::json(
-                200,
-                json!({"versions": version_entries(config, shared.base_url, false)}),
-            )
+            (200, false)
         };
+        let versions = version_entries(config, shared.base_url, with_v1);
+        return Reply::json(status, json!({ "versions": versions }));
     }
-    let Some(path) = trimmed.strip_prefix("/v2/") else {
-        return not_found("The resource could not be found.");
-    };
-    let token = match shared.keystone.authenticate(shared.base_url, &req.headers) {
-        Ok(token) => token,
+    let (segments, admin) = match shared.admit(req, trimmed, "/v2/") {
+        Ok(admitted) => admitted,
         Err(reply) => return reply,
     };
     let max = max_version(config);
@@ -161,12 +152,7 @@ pub(crate) fn handle(
             );
         }
     };
-    let mut segments: Vec<&str> = path.split('/').collect();
-    // URLs may still carry the project id (required before 2.60).
-    if segments.first() == Some(&config.account.project_id.as_str()) {
-        segments.remove(0);
-    }
-    let mut ctx = Ctx::new(req, version, token.admin, shared);
+    let mut ctx = Ctx::new(req, version, admin, shared);
     state.advance(ctx.now);
     let mut reply = route(state, &mut ctx, &segments);
     reply.delay = ctx.latency;

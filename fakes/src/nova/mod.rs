@@ -15,7 +15,7 @@ use crate::faults::Operation;
 use crate::lifecycle::{AsyncFault, Lifecycle, Plan, due_after, new_id, plan};
 use crate::microversion::{parse_pair, requested_in_generic_header};
 use crate::reply::{Reply, fault};
-use crate::request::Shared;
+use crate::request::{self, Shared};
 /// The highest compute microversion announced (Zed's).
 pub const MAX_VERSION: (u32, u32) = (2, 93);
 /// Nova's legacy microversion header.
@@ -37,9 +37,8 @@ pub(crate) fn handle(
     req: &Request,
     rest: &str,
 ) -> Reply {
-    let config = shared.config;
-    if !config.cinder.present {
-        return Reply::text(404, "404 Not Found".into(), "text/plain");
+    if !shared.config.cinder.present {
+        return request::absent();
     }
     let trimmed = rest.trim_end_matches('/');
     if req.method == Method::GET && trimmed.is_empty() {
@@ -48,11 +47,8 @@ pub(crate) fn handle(
     if req.method == Method::GET && trimmed == "/v2.1" {
         return Reply::json(200, json!({"version": versions(shared.base_url)[0]}));
     }
-    let Some(path) = trimmed.strip_prefix("/v2.1/") else {
-        return fault(404, "The resource could not be found.");
-    };
-    let token = match shared.keystone.authenticate(shared.base_url, &req.headers) {
-        Ok(token) => token,
+    let (segments, admin) = match shared.admit(req, trimmed, "/v2.1/") {
+        Ok(admitted) => admitted,
         Err(reply) => return reply,
     };
     let raw = requested_in_generic_header(&req.headers, "compute")
@@ -72,11 +68,7 @@ pub(crate) fn handle(
             }
         },
     };
-    let mut segments: Vec<&str> = path.split('/').collect();
-    if segments.first() == Some(&config.account.project_id.as_str()) {
-        segments.remove(0);
-    }
-    let mut ctx = Ctx::new(req, version, token.admin, shared);
+    let mut ctx = Ctx::new(req, version, admin, shared);
     state.advance(ctx.now);
     let m = req.method.as_str();
     let mut reply = match segments.as_slice() {
