@@ -70,6 +70,9 @@ pub(crate) fn handle(state: &mut CloudState, req: &Request, rest: &str) -> Reply
     }
 }
 
+/// One control endpoint: the method and the path's segments.
+type Route<'r> = (&'r str, &'r [&'r str]);
+
 fn handle_checked(
     state: &mut CloudState,
     req: &Request,
@@ -77,16 +80,45 @@ fn handle_checked(
 ) -> std::result::Result<Reply, Reply> {
     let segments: Vec<&str> = rest.trim_matches('/').split('/').collect();
     let method = req.method.as_str();
-    let query = |key: &str| {
-        req.url
-            .query_pairs()
-            .find(|(k, _)| k == key)
-            .map(|(_, v)| v.into_owned())
+    let route = (method, segments.as_slice());
+    let topic = match segments.first().copied().unwrap_or_default() {
+        "health" | "journal" | "leftovers" | "block-leftovers" | "reset" => cloud,
+        "cinder-delays" | "servers" => block,
+        "faults" => faults,
+        "share-types" | "default-share-type" | "delays" | "manila" => manila,
+        "token-lifetime" | "tokens" => keystone,
+        "metadata" => metadata,
+        "clouds.yaml" | "secret" => credentials,
+        _ => none,
     };
-    Ok(match (method, segments.as_slice()) {
+    Ok(topic(state, req, route)?
+        .unwrap_or_else(|| missing(format!("no control endpoint {method} {PREFIX}{rest}"))))
+}
+
+/// A query parameter of `req`.
+fn query(req: &Request, key: &str) -> Option<String> {
+    req.url
+        .query_pairs()
+        .find(|(k, _)| k == key)
+        .map(|(_, v)| v.into_owned())
+}
+
+/// The endpoints of a topic: the reply, or `None` for no such endpoint.
+type Topic = std::result::Result<Option<Reply>, Reply>;
+
+/// No endpoint.
+fn none(_: &mut CloudState, _: &Request, _: Route<'_>) -> Topic {
+    Ok(None)
+}
+
+/// Health, the journal, the leftovers and reset.
+fn cloud(state: &mut CloudState, req: &Request, route: Route<'_>) -> Topic {
+    Ok(Some(match route {
         ("GET", ["health"]) => ok(json!({"status": "ok"})),
         ("GET", ["journal"]) => {
-            let since: u64 = query("since").and_then(|s| s.parse().ok()).unwrap_or(0);
+            let since: u64 = query(req, "since")
+                .and_then(|s| s.parse().ok())
+                .unwrap_or(0);
             let entries: Vec<_> = state.journal.entries().filter(|e| e.seq > since).collect();
             ok(json!(entries))
         }
@@ -106,6 +138,14 @@ fn handle_checked(
             ok(all)
         }
         ("GET", ["block-leftovers"]) => ok(json!(state.block.leftovers())),
+        ("POST", ["reset"]) => done(state.reset()),
+        _ => return Ok(None),
+    }))
+}
+
+/// Cinder's delays and Nova's servers.
+fn block(state: &mut CloudState, req: &Request, route: Route<'_>) -> Topic {
+    Ok(Some(match route {
         ("GET", ["cinder-delays"]) => ok(json!(state.config.cinder.delays)),
         ("PUT", ["cinder-delays"]) => {
             let delays = parse::<crate::config::CinderDelays>(req)?;
@@ -132,6 +172,13 @@ fn handle_checked(
                 Err(e) => bad(e.to_string()),
             }
         }
+        _ => return Ok(None),
+    }))
+}
+
+/// The fault rules.
+fn faults(state: &mut CloudState, req: &Request, route: Route<'_>) -> Topic {
+    Ok(Some(match route {
         ("GET", ["faults"]) => ok(json!(state.faults.list())),
         ("POST", ["faults"]) => {
             let rule: FaultRule = parse(req)?;
@@ -146,6 +193,13 @@ fn handle_checked(
             Ok(n) if state.faults.remove(n) => Reply::empty(204),
             _ => missing(format!("no fault rule with id {id:?}")),
         },
+        _ => return Ok(None),
+    }))
+}
+
+/// Manila's share types, default type, delays and switches.
+fn manila(state: &mut CloudState, req: &Request, route: Route<'_>) -> Topic {
+    Ok(Some(match route {
         ("GET", ["share-types"]) => ok(json!(
             state
                 .manila
@@ -191,6 +245,13 @@ fn handle_checked(
             }
             Reply::empty(204)
         }
+        _ => return Ok(None),
+    }))
+}
+
+/// Token lifetime and expiry.
+fn keystone(state: &mut CloudState, req: &Request, route: Route<'_>) -> Topic {
+    Ok(Some(match route {
         ("PUT", ["token-lifetime"]) => {
             let body: TokenLifetime = parse(req)?;
             check_token_lifetime("seconds", body.seconds).map_err(bad)?;
@@ -201,7 +262,13 @@ fn handle_checked(
             state.keystone.expire_all();
             Reply::empty(204)
         }
-        ("POST", ["reset"]) => done(state.reset()),
+        _ => return Ok(None),
+    }))
+}
+
+/// The metadata service's documents.
+fn metadata(state: &mut CloudState, req: &Request, route: Route<'_>) -> Topic {
+    Ok(Some(match route {
         ("GET", ["metadata"]) => ok(json!(state.node_metadata)),
         ("GET", ["metadata", node]) => match state.node_metadata.get(*node) {
             Some(metadata) => ok(json!(metadata)),
@@ -217,8 +284,15 @@ fn handle_checked(
             Some(_) => Reply::empty(204),
             None => missing(format!("no metadata document for node {node:?}")),
         },
+        _ => return Ok(None),
+    }))
+}
+
+/// The clouds.yaml and flat secret for this cloud.
+fn credentials(state: &mut CloudState, req: &Request, route: Route<'_>) -> Topic {
+    Ok(Some(match route {
         ("GET", ["clouds.yaml"]) => {
-            let cloud = query("cloud").unwrap_or_else(|| "fake".into());
+            let cloud = query(req, "cloud").unwrap_or_else(|| "fake".into());
             let text = credentials::clouds_yaml(
                 &state.config.account,
                 &state.config.region,
@@ -229,7 +303,7 @@ fn handle_checked(
             Reply::text(200, text, "application/yaml")
         }
         ("GET", ["secret"]) => {
-            let kind = match query("kind").as_deref() {
+            let kind = match query(req, "kind").as_deref() {
                 None | Some("password") => SecretKind::Password,
                 Some("application-credential") => SecretKind::ApplicationCredential,
                 Some(other) => {
@@ -249,6 +323,6 @@ fn handle_checked(
             }
             ok(json!(secret))
         }
-        _ => missing(format!("no control endpoint {method} {PREFIX}{rest}")),
-    })
+        _ => return Ok(None),
+    }))
 }

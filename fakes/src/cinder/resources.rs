@@ -1,8 +1,10 @@
 //! Cinder's other resources: snapshots, volume types, zones, quotas and limits, user
 //! messages, and the attachments Nova made (read-only, 3.27).
 
+use std::collections::BTreeMap;
+
 use chrono::Utc;
-use serde_json::{Value, json};
+use serde_json::{Map, Value, json};
 
 use super::model::{BlockFailure, SnapshotOutcome, VolumeSnapshot, VolumeType};
 use super::{BlockState, CopyTarget, Ctx, disk};
@@ -71,37 +73,73 @@ pub(crate) fn show_snapshot(state: &mut BlockState, ctx: &mut Ctx<'_>, id: &str)
     }
 }
 
+/// What a snapshot create asks for.
+struct SnapshotRequest {
+    volume_id: String,
+    name: Option<String>,
+    description: Option<String>,
+    /// Snapshot an `in-use` volume too.
+    force: bool,
+    metadata: BTreeMap<String, String>,
+}
+
+impl SnapshotRequest {
+    /// The body's fields (`volume_id` required; other fields of the wrong type ignored).
+    fn parse(body: &Map<String, Value>) -> Result<Self, Reply> {
+        let Some(volume_id) = body
+            .get("volume_id")
+            .and_then(Value::as_str)
+            .map(str::to_owned)
+        else {
+            return Err(fault(
+                400,
+                "Invalid input received: 'volume_id' must be specified",
+            ));
+        };
+        let name = body.get("name").and_then(Value::as_str).map(str::to_owned);
+        let description = body
+            .get("description")
+            .and_then(Value::as_str)
+            .map(str::to_owned);
+        let force = match body.get("force") {
+            Some(Value::Bool(b)) => *b,
+            Some(Value::String(s)) => s.eq_ignore_ascii_case("true"),
+            _ => false,
+        };
+        let metadata = body
+            .get("metadata")
+            .and_then(Value::as_object)
+            .map(|m| {
+                m.iter()
+                    .filter_map(|(k, v)| Some((k.clone(), v.as_str()?.to_owned())))
+                    .collect()
+            })
+            .unwrap_or_default();
+        Ok(Self {
+            volume_id,
+            name,
+            description,
+            force,
+            metadata,
+        })
+    }
+}
+
 pub(crate) fn create_snapshot(state: &mut BlockState, ctx: &mut Ctx<'_>) -> Reply {
     let body = match ctx.body_object("snapshot") {
         Ok(b) => b,
         Err(r) => return r,
     };
-    let Some(volume_id) = body
-        .get("volume_id")
-        .and_then(Value::as_str)
-        .map(str::to_owned)
-    else {
-        return fault(400, "Invalid input received: 'volume_id' must be specified");
+    let SnapshotRequest {
+        volume_id,
+        name,
+        description,
+        force,
+        metadata,
+    } = match SnapshotRequest::parse(&body) {
+        Ok(r) => r,
+        Err(r) => return r,
     };
-    let name = body.get("name").and_then(Value::as_str).map(str::to_owned);
-    let description = body
-        .get("description")
-        .and_then(Value::as_str)
-        .map(str::to_owned);
-    let force = match body.get("force") {
-        Some(Value::Bool(b)) => *b,
-        Some(Value::String(s)) => s.eq_ignore_ascii_case("true"),
-        _ => false,
-    };
-    let metadata = body
-        .get("metadata")
-        .and_then(Value::as_object)
-        .map(|m| {
-            m.iter()
-                .filter_map(|(k, v)| Some((k.clone(), v.as_str()?.to_owned())))
-                .collect()
-        })
-        .unwrap_or_default();
     let Some(volume) = state.volumes.get(&volume_id) else {
         return fault(404, format!("Volume {volume_id} could not be found."));
     };

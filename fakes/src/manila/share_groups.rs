@@ -230,6 +230,44 @@ fn create_checked(
     ctx: &Ctx<'_>,
     body: &Map<String, Value>,
 ) -> Result<Reply, Reply> {
+    check_fields(body)?;
+    let name = string_field(body, "name")?;
+    let description = string_field(body, "description")?;
+    let group_type = group_type_of(state, body)?;
+    let share_types = share_types_of(state, body, &group_type)?;
+    let zone = string_field(body, "availability_zone")?;
+    if let Some(z) = &zone
+        && !ctx.config.manila.availability_zones.contains(z)
+    {
+        return Err(not_found(format!(
+            "Availability zone {z} could not be found."
+        )));
+    }
+    let network = uuid_field(body, "share_network_id")?;
+    if let Some(n) = &network
+        && !state.share_networks.iter().any(|s| &s.id == n)
+    {
+        return Err(not_found(format!("Share network {n} could not be found.")));
+    }
+    let group = ShareGroupSeed {
+        id: Some(new_id()),
+        name,
+        description,
+        share_group_type: group_type.id.clone().unwrap_or(group_type.name.clone()),
+        share_types,
+        status: "available".into(),
+        availability_zone: zone,
+        share_network_id: network,
+        created_at: Some(api_time(&Utc::now())),
+    };
+    let mut view = group_view(state, ctx, &group, true);
+    view["status"] = json!("creating");
+    state.share_groups.push(group);
+    Ok(Reply::json(202, json!({"share_group": view})))
+}
+
+/// Only the fields Manila knows, and no group snapshot (not faked).
+fn check_fields(body: &Map<String, Value>) -> Result<(), Reply> {
     const FIELDS: [&str; 7] = [
         "name",
         "description",
@@ -251,18 +289,26 @@ fn create_checked(
             "Share group snapshots are not supported by this fake.",
         ));
     }
-    let uuid_field = |key: &str| -> Result<Option<String>, Reply> {
-        let value = string_field(body, key)?;
-        match &value {
-            Some(v) if uuid::Uuid::parse_str(v).is_err() => Err(bad_request(format!(
-                "The '{key}' attribute must be a uuid."
-            ))),
-            _ => Ok(value),
-        }
-    };
-    let name = string_field(body, "name")?;
-    let description = string_field(body, "description")?;
-    let group_type = match uuid_field("share_group_type_id")? {
+    Ok(())
+}
+
+/// A string field that must be a UUID when given.
+fn uuid_field(body: &Map<String, Value>, key: &str) -> Result<Option<String>, Reply> {
+    let value = string_field(body, key)?;
+    match &value {
+        Some(v) if uuid::Uuid::parse_str(v).is_err() => Err(bad_request(format!(
+            "The '{key}' attribute must be a uuid."
+        ))),
+        _ => Ok(value),
+    }
+}
+
+/// The group type given, else the default one.
+fn group_type_of(
+    state: &ManilaState,
+    body: &Map<String, Value>,
+) -> Result<ShareGroupTypeSeed, Reply> {
+    Ok(match uuid_field(body, "share_group_type_id")? {
         Some(id) => group_type(state, &id)
             .cloned()
             .ok_or_else(|| not_found(format!("Share group type {id} could not be found.")))?,
@@ -276,7 +322,15 @@ fn create_checked(
                     "Must specify a share group type or configure a default share group type.",
                 )
             })?,
-    };
+    })
+}
+
+/// The share types given (ids), else the default type; all must belong to the group type.
+fn share_types_of(
+    state: &ManilaState,
+    body: &Map<String, Value>,
+    group_type: &ShareGroupTypeSeed,
+) -> Result<Vec<String>, Reply> {
     // Share type ids (uuids); none given: the default share type, as Manila.
     let requested: Vec<String> = match body.get("share_types") {
         None | Some(Value::Null) => Vec::new(),
@@ -321,35 +375,7 @@ fn create_checked(
         }
         share_types.push(t.id.clone());
     }
-    let zone = string_field(body, "availability_zone")?;
-    if let Some(z) = &zone
-        && !ctx.config.manila.availability_zones.contains(z)
-    {
-        return Err(not_found(format!(
-            "Availability zone {z} could not be found."
-        )));
-    }
-    let network = uuid_field("share_network_id")?;
-    if let Some(n) = &network
-        && !state.share_networks.iter().any(|s| &s.id == n)
-    {
-        return Err(not_found(format!("Share network {n} could not be found.")));
-    }
-    let group = ShareGroupSeed {
-        id: Some(new_id()),
-        name,
-        description,
-        share_group_type: group_type.id.clone().unwrap_or(group_type.name.clone()),
-        share_types,
-        status: "available".into(),
-        availability_zone: zone,
-        share_network_id: network,
-        created_at: Some(api_time(&Utc::now())),
-    };
-    let mut view = group_view(state, ctx, &group, true);
-    view["status"] = json!("creating");
-    state.share_groups.push(group);
-    Ok(Reply::json(202, json!({"share_group": view})))
+    Ok(share_types)
 }
 
 /// `DELETE /share-groups/{id}`: refused (409) while the group holds shares, or while it is

@@ -70,61 +70,113 @@ fn list_checked(state: &ManilaState, ctx: &mut Ctx<'_>, detail: bool) -> Result<
             "Invalid filter {key:?}: the shares list does not support it."
         )));
     }
-    let metadata = ctx.query("metadata").map(metadata_filter).transpose()?;
-    let offset = query_number(ctx.query("offset"), "offset")?.unwrap_or(0);
-    let limit = query_number(ctx.query("limit"), "limit")?.unwrap_or(usize::MAX);
-    let descending = match ctx.query("sort_dir") {
-        None | Some("desc") => true,
-        Some("asc") => false,
-        Some(other) => {
+    let query = ListQuery::parse(ctx)?;
+    let mut shares = matching(state, ctx, &query);
+    sort(&mut shares, &query);
+    let count = shares.len();
+    let items: Vec<Value> = shares
+        .into_iter()
+        .skip(query.offset)
+        .take(query.limit)
+        .map(|s| {
+            if detail {
+                view(ctx, s)
+            } else {
+                json!({"id": s.id, "name": s.name, "links": ctx.links("shares", &s.id)})
+            }
+        })
+        .collect();
+    let mut body = json!({"shares": items});
+    if query.with_count {
+        body["count"] = json!(count);
+    }
+    Ok(Reply::json(200, body))
+}
+
+/// The list's query, once checked (the text filters are read as they are matched).
+struct ListQuery<'q> {
+    metadata: Option<BTreeMap<String, String>>,
+    offset: usize,
+    limit: usize,
+    descending: bool,
+    sort_key: &'q str,
+    soft_deleted: bool,
+    with_count: bool,
+}
+
+impl<'q> ListQuery<'q> {
+    /// Reads the paging, sorting and boolean parameters; 400 for a malformed one.
+    fn parse(ctx: &'q Ctx<'_>) -> Result<Self, Reply> {
+        let metadata = ctx.query("metadata").map(metadata_filter).transpose()?;
+        let offset = query_number(ctx.query("offset"), "offset")?.unwrap_or(0);
+        let limit = query_number(ctx.query("limit"), "limit")?.unwrap_or(usize::MAX);
+        let descending = match ctx.query("sort_dir") {
+            None | Some("desc") => true,
+            Some("asc") => false,
+            Some(other) => {
+                return Err(bad_request(format!(
+                    "Invalid sort_dir {other:?}: it must be asc or desc."
+                )));
+            }
+        };
+        let sort_key = ctx.query("sort_key").unwrap_or("created_at");
+        if ![
+            "created_at",
+            "updated_at",
+            "id",
+            "name",
+            "display_name",
+            "size",
+            "status",
+            "share_proto",
+            "availability_zone",
+            "share_type_id",
+        ]
+        .contains(&sort_key)
+        {
             return Err(bad_request(format!(
-                "Invalid sort_dir {other:?}: it must be asc or desc."
+                "Invalid sort_key {sort_key:?}: the shares list cannot be sorted by it."
             )));
         }
-    };
-    let sort_key = ctx.query("sort_key").unwrap_or("created_at");
-    if ![
-        "created_at",
-        "updated_at",
-        "id",
-        "name",
-        "display_name",
-        "size",
-        "status",
-        "share_proto",
-        "availability_zone",
-        "share_type_id",
-    ]
-    .contains(&sort_key)
-    {
-        return Err(bad_request(format!(
-            "Invalid sort_key {sort_key:?}: the shares list cannot be sorted by it."
-        )));
+        let flag = |key: &str| -> Result<Option<bool>, Reply> {
+            match ctx.query(key) {
+                None => Ok(None),
+                Some(v) if ["true", "1", "yes", "on"].contains(&v.to_lowercase().as_str()) => {
+                    Ok(Some(true))
+                }
+                Some(v) if ["false", "0", "no", "off"].contains(&v.to_lowercase().as_str()) => {
+                    Ok(Some(false))
+                }
+                Some(v) => Err(bad_request(format!(
+                    "Invalid {key} {v:?}: it must be a boolean."
+                ))),
+            }
+        };
+        let soft_deleted = flag("is_soft_deleted")?.unwrap_or(false);
+        let with_count = flag("with_count")?.unwrap_or(false) && ctx.at_least(42);
+        flag("all_tenants")?;
+        flag("is_public")?;
+        Ok(Self {
+            metadata,
+            offset,
+            limit,
+            descending,
+            sort_key,
+            soft_deleted,
+            with_count,
+        })
     }
-    let flag = |key: &str| -> Result<Option<bool>, Reply> {
-        match ctx.query(key) {
-            None => Ok(None),
-            Some(v) if ["true", "1", "yes", "on"].contains(&v.to_lowercase().as_str()) => {
-                Ok(Some(true))
-            }
-            Some(v) if ["false", "0", "no", "off"].contains(&v.to_lowercase().as_str()) => {
-                Ok(Some(false))
-            }
-            Some(v) => Err(bad_request(format!(
-                "Invalid {key} {v:?}: it must be a boolean."
-            ))),
-        }
-    };
-    let soft_deleted = flag("is_soft_deleted")?.unwrap_or(false);
-    let with_count = flag("with_count")?.unwrap_or(false) && ctx.at_least(42);
-    flag("all_tenants")?;
-    flag("is_public")?;
+}
+
+/// The shares the filters keep, in no particular order.
+fn matching<'s>(state: &'s ManilaState, ctx: &Ctx<'_>, query: &ListQuery<'_>) -> Vec<&'s Share> {
+    let (metadata, soft_deleted) = (&query.metadata, query.soft_deleted);
     let project = ctx.config.account.project_id.clone();
     let text_has = |value: &Option<String>, key: &str| {
         ctx.query(key)
             .is_none_or(|n| value.as_deref().is_some_and(|v| v.contains(n)))
     };
-    let mut shares: Vec<&Share> = state
+    state
         .shares
         .values()
         .filter(|s| {
@@ -177,8 +229,12 @@ fn list_checked(state: &ManilaState, ctx: &mut Ctx<'_>, detail: bool) -> Result<
             ctx.query("export_location_path")
                 .is_none_or(|x| s.export_locations.iter().any(|e| e.path == x))
         })
-        .collect();
-    // Creation order first (the seq breaks ties), then the requested key.
+        .collect()
+}
+
+/// Creation order first (the seq breaks ties), then the requested key and direction.
+fn sort(shares: &mut [&Share], query: &ListQuery<'_>) {
+    let (sort_key, descending) = (query.sort_key, query.descending);
     shares.sort_by_key(|s| s.seq);
     match sort_key {
         "updated_at" => shares.sort_by_key(|s| s.updated_at.unwrap_or(s.created_at)),
@@ -196,22 +252,4 @@ fn list_checked(state: &ManilaState, ctx: &mut Ctx<'_>, detail: bool) -> Result<
     if descending {
         shares.reverse();
     }
-    let count = shares.len();
-    let items: Vec<Value> = shares
-        .into_iter()
-        .skip(offset)
-        .take(limit)
-        .map(|s| {
-            if detail {
-                view(ctx, s)
-            } else {
-                json!({"id": s.id, "name": s.name, "links": ctx.links("shares", &s.id)})
-            }
-        })
-        .collect();
-    let mut body = json!({"shares": items});
-    if with_count {
-        body["count"] = json!(count);
-    }
-    Ok(Reply::json(200, body))
 }
