@@ -44,8 +44,8 @@ pub struct ManilaConfig {
     pub cephfs_filesystem_name: Option<String>,
     /// Share group types (`GET /share-group-types`, microversion 2.31); none by default.
     pub share_group_types: Vec<ShareGroupTypeSeed>,
-    /// Share groups that exist from the start. The fake also keeps the groups created
-    /// through the API here, so that a reset goes back to the seeded ones.
+    /// Share groups that exist from the start; those created through the API are kept
+    /// beside them in the cloud's state until a reset, which goes back to these.
     pub share_groups: Vec<ShareGroupSeed>,
 }
 
