@@ -1,6 +1,6 @@
 //! The data copies of the backends: a share's directory into a snapshot's (and back), a
 //! volume's sparse file into a snapshot's or a new volume's. A request only records the copy
-//! ([`Copy`]); the router runs it after releasing the state lock, so the API answers while
+//! ([`struct@Copy`]); the router runs it after releasing the state lock, so the API answers while
 //! the bytes move, and [`CopyPause`] lets a test hold copies at their start.
 
 use std::fs::File;

@@ -1,5 +1,5 @@
 //! Cinder v3 (block storage) under `/volume`, and the data plane behind it: volumes are
-//! sparse files that Nova ([`crate::nova`]) attaches to servers as loop devices.
+//! sparse files that Nova (`crate::nova`) attaches to servers as loop devices.
 //!
 //! Microversions are read from `OpenStack-API-Version: volume 3.N` (absent: 3.0; `latest`:
 //! the maximum; out of range: 406) and answered in the same header. What the Cinder CSI

@@ -3,12 +3,12 @@
 
 use serde::{Deserialize, Serialize};
 
-/// The catalog beyond [`CloudConfig::region`]: more regions, and Manila endpoints that point
+/// The catalog beyond [`super::CloudConfig::region`]: more regions, and Manila endpoints that point
 /// elsewhere (e.g. an unreachable URL, to prove a client picked another region or interface).
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct CatalogSeed {
-    /// Regions listed after [`CloudConfig::region`]; every service has the three interfaces
+    /// Regions listed after [`super::CloudConfig::region`]; every service has the three interfaces
     /// (`public`, `internal`, `admin`) in each.
     pub extra_regions: Vec<String>,
     /// Manila endpoint URLs replacing the fake's own for one region and interface.

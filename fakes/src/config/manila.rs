@@ -225,7 +225,7 @@ impl Default for Delays {
 }
 
 impl Delays {
-    /// Checks every delay is at most [`MAX_DELAY_MS`]; the error names the field.
+    /// Checks every delay is at most [`super::MAX_DELAY_MS`]; the error names the field.
     pub fn validate(&self) -> std::result::Result<(), String> {
         for (field, ms) in [
             ("share_create_ms", self.share_create_ms),

@@ -1,5 +1,5 @@
 //! Volumes: show, list and delete here; create (blank, from a snapshot, from a volume) in
-//! [`create`], the actions (extend, reset status, force delete) in [`actions`].
+//! [`mod@create`], the actions (extend, reset status, force delete) in [`actions`].
 
 mod actions;
 mod create;

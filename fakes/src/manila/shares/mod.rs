@@ -1,5 +1,5 @@
-//! Shares: show, update, delete, extend/shrink here; create ([`create`]) and list
-//! ([`list`]) in modules of their own.
+//! Shares: show, update, delete, extend/shrink here; create ([`mod@create`]) and list
+//! ([`mod@list`]) in modules of their own.
 
 mod create;
 mod list;
