@@ -149,7 +149,7 @@ pub async fn wait_object<K>(
 where
     K: Resource + Clone + Debug + serde::de::DeserializeOwned + serde::Serialize + Send + 'static,
 {
-    let object = harness::cluster::wait::wait_for_described(
+    let object = kube_support::wait::wait_for_described(
         api,
         name,
         what,

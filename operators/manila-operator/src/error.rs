@@ -35,7 +35,7 @@ pub enum Error {
     Invalid(String),
     /// Leader election failed.
     #[error(transparent)]
-    LeaderElection(#[from] sidecar_common::Error),
+    LeaderElection(#[from] kube_support::leader::LeaderError),
 }
 
 /// The operator's result type.

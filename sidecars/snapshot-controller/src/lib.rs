@@ -188,8 +188,8 @@ impl Error {
     }
 }
 
-impl From<sidecar_common::finalizers::FinalizerError> for Error {
-    fn from(error: sidecar_common::finalizers::FinalizerError) -> Self {
+impl From<kube_support::finalizers::FinalizerError> for Error {
+    fn from(error: kube_support::finalizers::FinalizerError) -> Self {
         Self::Kube {
             action: error.what,
             source: error.source,

@@ -28,9 +28,10 @@ use std::future::Future;
 use std::pin::Pin;
 use std::time::Duration;
 
-use harness::cluster::{Cluster, TestNamespace, wait};
+use harness::cluster::{Cluster, TestNamespace};
 use k8s_openapi::api::core::v1::{Event, PersistentVolume, PersistentVolumeClaim, Pod};
 use kube::api::{Api, DeleteParams, DynamicObject, PostParams};
+use kube_support::wait;
 
 use super::ManilaCsiEnvironment;
 use super::error::{Error, Result};

@@ -3,9 +3,9 @@
 
 use std::time::Duration;
 
-use harness::cluster::wait;
 use k8s_openapi::api::core::v1::{Event, PersistentVolume, PersistentVolumeClaim, Pod};
 use kube::api::{Api, ListParams};
+use kube_support::wait;
 
 use super::super::error::{Error, Result};
 use super::objects::{describe_pod, pod_is_ready};

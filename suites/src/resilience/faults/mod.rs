@@ -26,10 +26,10 @@ use std::collections::BTreeSet;
 use std::time::Duration;
 
 use fakes::{FakeCloud, FaultAction, FaultRule, Leftovers, Operation, Times};
-use harness::cluster::wait;
 use harness::driver_spec::Capability;
 use k8s_openapi::api::core::v1::{PersistentVolume, PersistentVolumeClaim};
 use kube::api::{Api, DeleteParams, DynamicObject, Patch, PatchParams, PostParams};
+use kube_support::wait;
 
 use crate::conformance::{Needs, TestCase, TestContext, TestError, TestResult, Timeline};
 use crate::e2e::cloud::CloudInspector;

@@ -22,7 +22,7 @@ use kube::{Resource, ResourceExt};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
-use crate::errors::error_chain;
+use crate::error::error_chain;
 
 /// How often [`wait_until`] re-runs its check.
 const POLL_INTERVAL: Duration = Duration::from_millis(100);
