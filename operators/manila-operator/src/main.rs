@@ -142,7 +142,7 @@ fn init_logging(verbosity: u8) -> controller::LogLevelHook {
     let (filter, handle) = tracing_subscriber::reload::Layer::new(filter);
     let _ = tracing_subscriber::registry()
         .with(filter)
-        .with(tracing_subscriber::fmt::layer().with_writer(std::io::stderr))
+        .with(kube_support::telemetry::stderr_layer())
         .try_init();
     let current = std::sync::Mutex::new(None::<LogLevel>);
     Box::new(move |level: LogLevel| {
