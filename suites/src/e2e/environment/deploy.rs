@@ -8,9 +8,7 @@ use std::time::Duration;
 use k8s_openapi::ByteString;
 use k8s_openapi::api::core::v1::{Namespace, Pod, Secret};
 use k8s_openapi::api::storage::v1::CSINode;
-use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::api::{Api, ListParams, PostParams};
-use kube::runtime::conditions;
 use kube_support::wait;
 
 use super::super::error::{Error, Result};
@@ -204,33 +202,28 @@ impl ManilaCsiEnvironment {
     }
 }
 
-/// Applies the snapshot CRDs of `fixtures/crds/` and waits (at most `timeout` each) until
-/// they are Established.
+/// Applies the CRDs of `fixtures/crds/` (the snapshot API's and the operator's) with
+/// `applier`, so the teardown deletes them, and waits (at most `timeout` in all) until they
+/// are Established.
 pub(crate) async fn apply_snapshot_crds(
     applier: &mut manifests::Applier,
     client: &kube::Client,
     timeout: Duration,
 ) -> Result<()> {
-    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
     let crd_dir = manifests::crds_dir();
     let mut crd_files = list_yaml(&crd_dir)?;
     crd_files.sort();
+    let mut names = Vec::new();
     for path in crd_files {
         let text = std::fs::read_to_string(&path).map_err(|e| Error::Fixture {
             path: path.clone(),
             reason: e.to_string(),
         })?;
         for object in manifests::parse(&path, &text)? {
-            let applied = applier.apply(object).await?;
-            wait::wait_for(
-                &crds,
-                &applied.name,
-                conditions::is_crd_established(),
-                timeout,
-            )
-            .await?;
+            names.push(applier.apply(object).await?.name);
         }
     }
+    kube_support::crd::wait_established(client, &names, timeout).await?;
     Ok(())
 }
 
