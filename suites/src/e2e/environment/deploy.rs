@@ -7,7 +7,6 @@ use std::time::Duration;
 
 use k8s_openapi::ByteString;
 use k8s_openapi::api::core::v1::{Namespace, Pod, Secret};
-use k8s_openapi::api::storage::v1::CSINode;
 use kube::api::{Api, ListParams, PostParams};
 use kube_support::wait;
 
@@ -198,7 +197,9 @@ impl ManilaCsiEnvironment {
 
     /// Waits until every node's CSINode lists the driver `driver`.
     pub(super) async fn wait_registered_as(&self, driver: &str, timeout: Duration) -> Result<()> {
-        wait_registered_as(&self.client(), &self.cluster.node_names(), driver, timeout).await
+        let nodes = self.cluster.node_names();
+        wait::wait_csi_drivers(&self.client(), &nodes, &[driver], timeout).await?;
+        Ok(())
     }
 }
 
@@ -262,44 +263,6 @@ pub(crate) async fn wait_pod_ready_in(
     )
     .await?;
     Ok(pod)
-}
-
-/// Waits until the CSINode of every one of `nodes` lists the driver `driver`.
-pub(crate) async fn wait_registered_as(
-    client: &kube::Client,
-    nodes: &[String],
-    driver: &str,
-    timeout: Duration,
-) -> Result<()> {
-    let csinodes: Api<CSINode> = Api::all(client.clone());
-    let nodes = nodes.to_vec();
-    wait::wait_until(
-        format!("every node's CSINode to list {driver}"),
-        timeout,
-        || {
-            let csinodes = csinodes.clone();
-            let nodes = nodes.clone();
-            async move {
-                let mut missing = Vec::new();
-                for node in &nodes {
-                    let found = csinodes.get_opt(node).await.map_err(|e| e.to_string())?;
-                    let drivers: Vec<String> = found
-                        .map(|c| c.spec.drivers.into_iter().map(|d| d.name).collect())
-                        .unwrap_or_default();
-                    if !drivers.iter().any(|d| d == driver) {
-                        missing.push(format!("{node}: drivers {drivers:?}"));
-                    }
-                }
-                if missing.is_empty() {
-                    Ok(Some(()))
-                } else {
-                    Err(missing.join(", "))
-                }
-            }
-        },
-    )
-    .await?;
-    Ok(())
 }
 
 pub(crate) fn list_yaml(dir: &Path) -> Result<Vec<PathBuf>> {
