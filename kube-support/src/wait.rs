@@ -225,28 +225,33 @@ pub async fn wait_event(
             let list = events.list(&about).await.map_err(|e| {
                 format!("listing events of {namespace}/{name}: {}", error_chain(&e))
             })?;
-            let wanted = |e: &&Event| {
-                e.reason.as_deref() == Some(reason)
-                    && e.message.as_deref().unwrap_or_default().contains(contains)
-            };
-            if let Some(event) = list.items.iter().find(wanted) {
-                return Ok(Some(event.clone()));
-            }
-            let seen: Vec<String> = list
-                .items
-                .iter()
-                .map(|e| {
-                    format!(
-                        "{} {}",
-                        e.reason.as_deref().unwrap_or("?"),
-                        e.message.as_deref().unwrap_or("")
-                    )
-                })
-                .collect();
-            Err(format!("events: {}", seen.join(" | ")))
+            find_event(&list.items, reason, contains).map(|event| Some(event.clone()))
         }
     })
     .await
+}
+
+/// The first of `events` with `reason` whose message contains `contains` (an event without a
+/// message has the empty one), else what the events were (`events: <reason> <message> | …`).
+fn find_event<'a>(events: &'a [Event], reason: &str, contains: &str) -> Result<&'a Event, String> {
+    let wanted = |e: &&Event| {
+        e.reason.as_deref() == Some(reason)
+            && e.message.as_deref().unwrap_or_default().contains(contains)
+    };
+    if let Some(event) = events.iter().find(wanted) {
+        return Ok(event);
+    }
+    let seen: Vec<String> = events
+        .iter()
+        .map(|e| {
+            format!(
+                "{} {}",
+                e.reason.as_deref().unwrap_or("?"),
+                e.message.as_deref().unwrap_or("")
+            )
+        })
+        .collect();
+    Err(format!("events: {}", seen.join(" | ")))
 }
 
 /// Waits until the CSINode of every one of `nodes` lists every driver of `drivers` (that is,
@@ -342,6 +347,40 @@ mod tests {
         let s = truncate("é".repeat(SUMMARY_LIMIT));
         assert!(s.len() <= SUMMARY_LIMIT + '…'.len_utf8());
         assert!(s.ends_with('…'));
+    }
+
+    fn event(reason: &str, message: Option<&str>) -> Event {
+        Event {
+            reason: Some(reason.into()),
+            message: message.map(Into::into),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn events_match_by_reason_and_message_text_and_a_miss_lists_what_was_seen() {
+        let events = [
+            event("Scheduled", Some("assigned to node-1")),
+            event(
+                "FailedMount",
+                Some("MountVolume.SetUp failed: missing secret"),
+            ),
+            event("Pulled", None),
+        ];
+        let found = find_event(&events, "FailedMount", "missing").unwrap();
+        assert_eq!(
+            found.message.as_deref(),
+            Some("MountVolume.SetUp failed: missing secret")
+        );
+        assert_eq!(
+            find_event(&events, "Pulled", "").unwrap().reason.as_deref(),
+            Some("Pulled")
+        );
+        assert_eq!(
+            find_event(&events, "FailedMount", "quota").unwrap_err(),
+            "events: Scheduled assigned to node-1 | FailedMount MountVolume.SetUp failed: \
+             missing secret | Pulled "
+        );
     }
 
     #[tokio::test]
