@@ -8,7 +8,6 @@ use std::path::{Path, PathBuf};
 use anyhow::Context;
 use clap::{Parser, ValueEnum};
 use fakes::{CloudConfig, Delays, FakeCloud, SecretKind, ShareTypeSeed};
-use tracing_subscriber::EnvFilter;
 
 /// Serve a stateful fake OpenStack cloud (Keystone v3 + Manila v2).
 #[derive(Debug, Parser)]
@@ -174,12 +173,7 @@ async fn shutdown_signal() -> anyhow::Result<&'static str> {
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info")),
-        )
-        .with_writer(std::io::stderr)
-        .init();
+    kube_support::telemetry::init_with_default("info");
     let args = Args::parse();
     let config = seed(&args)?;
     let cinder = config.cinder.present;

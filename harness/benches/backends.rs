@@ -124,7 +124,7 @@ async fn pods_running(cluster: &Cluster, image: &str) -> anyhow::Result<Duration
             .await?;
     }
     for node in cluster.node_names() {
-        harness::cluster::wait::wait_for(
+        kube_support::wait::wait_for(
             &pods,
             &format!("bench-{node}"),
             kube::runtime::conditions::is_pod_running(),

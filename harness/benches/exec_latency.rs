@@ -15,10 +15,11 @@ use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use anyhow::Context;
-use harness::cluster::{EmbeddedCluster, EmbeddedOptions, wait};
+use harness::cluster::{EmbeddedCluster, EmbeddedOptions};
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::{Api, PostParams};
 use kube::runtime::conditions::is_pod_running;
+use kube_support::wait;
 
 fn execs() -> anyhow::Result<usize> {
     let mut execs = 100;

@@ -11,12 +11,13 @@
 //! - [`workspace`]: this workspace's binaries (drivers, sidecars), built when missing, for
 //!   tests, suites and benches.
 //! - [`net`]: this host's own address on a network.
-//! - [`errors`]: an error with its causes as one line ([`errors::error_chain`]).
+//!
+//! Waits on cluster state, error chains and the other Kubernetes plumbing are
+//! [`kube_support`]'s.
 
 pub mod cluster;
 pub mod control_plane;
 pub mod driver_spec;
-pub mod errors;
 pub mod net;
 pub mod node;
 pub mod runtime;

@@ -9,7 +9,6 @@
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
-use harness::cluster::wait::{wait_deleted, wait_for, wait_until};
 use harness::cluster::{Cluster, TestNamespace};
 use k8s_openapi::api::apps::v1::{DaemonSet, Deployment};
 use k8s_openapi::api::batch::v1::{Job, JobStatus};
@@ -17,6 +16,7 @@ use k8s_openapi::api::core::v1::{ConfigMap, Pod, Secret, ServiceAccount};
 use k8s_openapi::api::rbac::v1::{Role, RoleBinding};
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use kube::runtime::conditions::is_pod_running;
+use kube_support::wait::{wait_deleted, wait_for, wait_until};
 use serde::de::DeserializeOwned;
 use serde_json::json;
 

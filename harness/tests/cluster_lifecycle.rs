@@ -7,11 +7,11 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::time::Duration;
 
-use harness::cluster::wait::{wait_for, wait_until};
 use harness::cluster::{Cluster, EmbeddedCluster, EmbeddedOptions, Error, TestNamespace};
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::PostParams;
 use kube::runtime::conditions::is_pod_running;
+use kube_support::wait::{wait_for, wait_until};
 
 const WAIT: Duration = Duration::from_secs(60);
 

@@ -10,11 +10,11 @@ use std::time::Duration;
 
 use harness::cluster::containers::{LabelledObject, labelled_objects};
 use harness::cluster::embedded::is_node_ready;
-use harness::cluster::wait::{wait_for, wait_until};
 use harness::cluster::{ContainerCluster, ContainerOptions, NodeAction};
 use k8s_openapi::api::core::v1::{Node, Pod};
 use kube::api::{Api, PostParams};
 use kube::runtime::conditions::is_pod_running;
+use kube_support::wait::{wait_for, wait_until};
 
 const WAIT: Duration = Duration::from_secs(90);
 

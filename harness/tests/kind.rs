@@ -11,11 +11,11 @@ use std::time::Duration;
 
 use harness::cluster::containers::{LabelledObject, labelled_objects};
 use harness::cluster::kind::{self, KindNodeImage};
-use harness::cluster::wait::{wait_for, wait_until};
 use harness::cluster::{KindCluster, KindOptions};
 use k8s_openapi::api::core::v1::{Node, Pod};
 use kube::api::{Api, PostParams};
 use kube::runtime::conditions::is_pod_running;
+use kube_support::wait::{wait_for, wait_until};
 
 const WAIT: Duration = Duration::from_secs(120);
 

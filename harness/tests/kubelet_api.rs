@@ -8,11 +8,11 @@ mod kubelet;
 
 use std::process::Stdio;
 
-use harness::cluster::wait::{wait_for, wait_until};
 use harness::cluster::{Cluster, TestNamespace};
 use k8s_openapi::api::authentication::v1::TokenRequest;
 use k8s_openapi::api::core::v1::{Pod, ServiceAccount};
 use kube::api::{Api, PostParams};
+use kube_support::wait::{wait_for, wait_until};
 use rstest::rstest;
 use serde_json::json;
 use tokio::io::{AsyncBufReadExt, BufReader};

@@ -8,9 +8,9 @@ mod kubelet;
 use std::process::Stdio;
 
 use harness::cluster::TestNamespace;
-use harness::cluster::wait::{wait_for, wait_until};
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::{Api, PostParams};
+use kube_support::wait::{wait_for, wait_until};
 use rstest::rstest;
 use serde_json::json;
 use tokio::io::{AsyncBufReadExt, BufReader};

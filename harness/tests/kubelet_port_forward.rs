@@ -6,9 +6,9 @@ mod kubelet;
 
 use std::process::Stdio;
 
-use harness::cluster::wait::wait_until;
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::Api;
+use kube_support::wait::wait_until;
 use tokio::io::{AsyncBufReadExt, BufReader};
 
 use kubelet::*;

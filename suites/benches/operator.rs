@@ -12,10 +12,10 @@ use std::time::{Duration, Instant};
 
 use anyhow::Context as _;
 use fakes::ShareTypeSeed;
-use harness::cluster::wait;
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::storage::v1::StorageClass;
 use kube::api::{Api, DeleteParams};
+use kube_support::wait;
 use suites::e2e::{
     DEFAULT_STORAGE_CLASS, EnvironmentOptions, Install, ManilaCsiEnvironment, OperatorOptions,
 };

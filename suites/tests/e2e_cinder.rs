@@ -13,12 +13,12 @@
 
 use std::collections::BTreeMap;
 
-use harness::cluster::wait;
 use k8s_openapi::api::core::v1::{
     PersistentVolume, PersistentVolumeClaim, TypedLocalObjectReference,
 };
 use k8s_openapi::api::storage::v1::{CSINode, VolumeAttachment};
 use kube::api::{Api, ListParams, Patch, PatchParams};
+use kube_support::wait;
 use suites::e2e::cinder::{
     CINDER_DEFAULT_CLASS, CINDER_DRIVER_NAME, CINDER_MULTIATTACH_CLASS, CINDER_SNAPSHOT_CLASS,
     CINDER_TOPOLOGY_KEY, CINDER_XFS_CLASS, CinderCsiEnvironment, CinderEnvironmentOptions,

@@ -8,11 +8,12 @@
 use std::time::Duration;
 
 use fakes::{CloudConfig, ShareTypeSeed};
-use harness::cluster::{ClusterBackend, wait};
+use harness::cluster::ClusterBackend;
 use k8s_openapi::api::apps::v1::{DaemonSet, Deployment};
 use k8s_openapi::api::core::v1::{ConfigMap, Event, Secret};
 use k8s_openapi::api::storage::v1::{CSIDriver, StorageClass};
 use kube::api::{Api, DeleteParams, DynamicObject, ListParams, Patch, PatchParams};
+use kube_support::wait;
 use suites::e2e::workload::{Workload, claim, pod_with_claim};
 use suites::e2e::{
     CA_CONFIG_MAP, CREDENTIALS_SECRET, DEFAULT_STORAGE_CLASS, DRIVER_NAME, EnvironmentOptions,

@@ -18,10 +18,10 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use fakes::NodeMetadata;
-use harness::cluster::wait;
 use k8s_openapi::api::core::v1::{Namespace, Node, PersistentVolumeClaim, Pod, Secret};
 use k8s_openapi::api::storage::v1::{CSINode, StorageClass};
 use kube::api::{Api, DeleteParams, DynamicObject, ListParams, Patch, PatchParams, PostParams};
+use kube_support::wait;
 use manila_csi_plugin::openstack::Connector;
 use manila_csi_plugin::openstack::model::NewShare;
 use suites::e2e::binaries::workspace_root;

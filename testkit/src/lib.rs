@@ -4,7 +4,7 @@
 //! were doing and what they saw, so a test reads as a list of steps:
 //!
 //! - [`wait_for`]: poll any check until it yields a value, panicking with the last state seen
-//!   (built on [`harness::cluster::wait::wait_until`]).
+//!   (built on [`kube_support::wait::wait_until`]).
 //! - [`init_tracing`]: logs of the crates under test into the test's output.
 //! - [`cloud`]: the fake OpenStack cloud in-process and its credentials as Secrets or CSI
 //!   secrets.

@@ -179,32 +179,17 @@ async fn read_volumes_in_use(nodes: &Api<Node>, node: &str) -> Result<Vec<String
 }
 
 /// Waits until the CSINode of `node` lists every driver in `drivers` (registered through
-/// the plugin registration socket) and returns it.
+/// the plugin registration socket) and returns it ([`kube_support::wait::wait_csi_drivers`]).
 pub async fn wait_csi_drivers(
     client: &Client,
     node: &str,
     drivers: &[&str],
     timeout: Duration,
 ) -> CSINode {
-    let csinodes: Api<CSINode> = Api::all(client.clone());
-    let what = format!("the drivers {drivers:?} in the CSINode {node}");
-    wait_for(&what, timeout, || async {
-        let Some(csinode) = csinodes.get_opt(node).await.map_err(|e| e.to_string())? else {
-            return Err("no CSINode yet".into());
-        };
-        let names: Vec<&str> = csinode
-            .spec
-            .drivers
-            .iter()
-            .map(|d| d.name.as_str())
-            .collect();
-        if drivers.iter().all(|d| names.contains(d)) {
-            Ok(Some(csinode))
-        } else {
-            Err(format!("drivers {names:?}"))
-        }
-    })
-    .await
+    kube_support::wait::wait_csi_drivers(client, &[node.to_string()], drivers, timeout)
+        .await
+        .unwrap_or_else(|e| panic!("{e}"))
+        .remove(0)
 }
 
 /// A node agent running in-process until [`RunningAgent::stop`].

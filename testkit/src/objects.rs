@@ -11,6 +11,7 @@ use k8s_openapi::api::core::v1::{
 use k8s_openapi::api::storage::v1::{CSIDriver, StorageClass};
 use kube::api::{Api, DeleteParams, ListParams, ObjectMeta, PostParams};
 use kube::{Client, Resource};
+use kube_support::wait;
 use serde_json::json;
 
 use crate::wait::wait_for;
@@ -91,7 +92,8 @@ pub async fn claim(
         .unwrap_or_else(|e| panic!("creating claim {namespace}/{name}: {e}"))
 }
 
-/// Waits until the claim `namespace/name` is Bound and returns it.
+/// Waits until the claim `namespace/name` is Bound and returns it
+/// ([`kube_support::wait::wait_claim_bound`]).
 pub async fn bound(
     client: &Client,
     namespace: &str,
@@ -99,20 +101,9 @@ pub async fn bound(
     timeout: Duration,
 ) -> PersistentVolumeClaim {
     let claims: Api<PersistentVolumeClaim> = Api::namespaced(client.clone(), namespace);
-    let what = format!("claim {namespace}/{name} Bound");
-    wait_for(&what, timeout, || async {
-        let claim = claims.get(name).await.map_err(|e| e.to_string())?;
-        let phase = claim.status.as_ref().and_then(|s| s.phase.clone());
-        if phase.as_deref() == Some("Bound") {
-            Ok(Some(claim))
-        } else {
-            Err(format!(
-                "phase {phase:?}, annotations {:?}",
-                claim.metadata.annotations
-            ))
-        }
-    })
-    .await
+    wait::wait_claim_bound(&claims, name, timeout)
+        .await
+        .unwrap_or_else(|e| panic!("{e}"))
 }
 
 /// A pod's phase (`""` before the first status).
@@ -149,7 +140,7 @@ pub async fn wait_object<K>(
 where
     K: Resource + Clone + Debug + serde::de::DeserializeOwned + serde::Serialize + Send + 'static,
 {
-    let object = harness::cluster::wait::wait_for_described(
+    let object = wait::wait_for_described(
         api,
         name,
         what,
@@ -227,7 +218,7 @@ pub async fn wait_events(
 }
 
 /// Waits for an Event about `namespace/name` with `reason` whose message contains `text`,
-/// and returns that message.
+/// and returns that message ([`kube_support::wait::wait_event`]).
 pub async fn wait_event(
     client: &Client,
     namespace: &str,
@@ -236,25 +227,11 @@ pub async fn wait_event(
     text: &str,
     timeout: Duration,
 ) -> String {
-    let events: Api<Event> = Api::namespaced(client.clone(), namespace);
-    let what = format!("a {reason} event of {namespace}/{name} with {text:?}");
-    wait_for(&what, timeout, || async {
-        let list = events
-            .list(&ListParams::default().fields(&format!("involvedObject.name={name}")))
-            .await
-            .map_err(|e| e.to_string())?;
-        let messages: Vec<String> = list
-            .items
-            .iter()
-            .filter(|e| e.reason.as_deref() == Some(reason))
-            .filter_map(|e| e.message.clone())
-            .collect();
-        match messages.iter().find(|m| m.contains(text)) {
-            Some(m) => Ok(Some(m.clone())),
-            None => Err(format!("{reason} events: {messages:?}")),
-        }
-    })
-    .await
+    wait::wait_event(client, namespace, name, reason, text, timeout)
+        .await
+        .unwrap_or_else(|e| panic!("{e}"))
+        .message
+        .unwrap_or_default()
 }
 
 /// Waits for an Event about `namespace/name` with `reason` and returns it whole (e.g. to
@@ -266,22 +243,9 @@ pub async fn wait_event_with_reason(
     reason: &str,
     timeout: Duration,
 ) -> Event {
-    let events: Api<Event> = Api::namespaced(client.clone(), namespace);
-    let about = ListParams::default().fields(&format!("involvedObject.name={name}"));
-    let what = format!("a {reason} event of {namespace}/{name}");
-    wait_for(&what, timeout, || async {
-        let list = events.list(&about).await.map_err(|e| e.to_string())?;
-        let reasons: Vec<Option<&str>> = list.items.iter().map(|e| e.reason.as_deref()).collect();
-        match list
-            .items
-            .iter()
-            .find(|e| e.reason.as_deref() == Some(reason))
-        {
-            Some(event) => Ok(Some(event.clone())),
-            None => Err(format!("reasons seen: {reasons:?}")),
-        }
-    })
-    .await
+    wait::wait_event(client, namespace, name, reason, "", timeout)
+        .await
+        .unwrap_or_else(|e| panic!("{e}"))
 }
 
 /// The status of the pod's first container (the default before it has one).

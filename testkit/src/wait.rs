@@ -12,7 +12,7 @@ where
     F: FnMut() -> Fut,
     Fut: Future<Output = Result<Option<T>, String>>,
 {
-    match harness::cluster::wait::wait_until(what, timeout, check).await {
+    match kube_support::wait::wait_until(what, timeout, check).await {
         Ok(value) => value,
         Err(e) => panic!("{e}"),
     }

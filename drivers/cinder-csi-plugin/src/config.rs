@@ -7,7 +7,7 @@ use clap::{ArgAction, Parser};
 use crate::error::{Error, Result};
 
 /// klog's flags, shared with the other drivers.
-pub use csi_proto::flags::LogFlags;
+pub use kube_support::klog::LogFlags;
 
 /// The driver's name as Kubernetes knows it.
 pub const DRIVER_NAME: &str = "cinder.csi.openstack.org";
@@ -92,7 +92,7 @@ pub struct Config {
     /// Resync period of upstream's claim informer (accepted, unused: claims are read, not
     /// watched).
     #[arg(long = "min-resync-period", default_value = "12h0m0s",
-          value_parser = csi_proto::flags::parse_duration)]
+          value_parser = kube_support::go_duration::parse_duration)]
     pub min_resync_period: std::time::Duration,
 
     /// The metadata document the node service reads its id and zone from (the harness points

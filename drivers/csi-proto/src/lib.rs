@@ -13,8 +13,6 @@
 //!   endpoint, over a unix socket or TCP.
 //! - [`Listener`] and [`serve`]: bind an endpoint (replacing a stale unix socket) and run a
 //!   tonic router on it until a shutdown future resolves.
-//! - [`flags::LogFlags`]: klog's command-line flags (a `clap::Args` to flatten) and
-//!   [`flags::parse_duration`] for Go durations, shared by the drivers.
 //! - [`identity::IdentityService`]: the Identity service both drivers serve, its Probe
 //!   asking a [`identity::Readiness`].
 //! - [`panic_guard::PanicGuard`]: wraps a generated service so a panic in a handler answers
@@ -37,7 +35,6 @@
 mod client;
 mod endpoint;
 mod error;
-pub mod flags;
 pub mod identity;
 pub mod panic_guard;
 pub mod rpc_log;

@@ -8,7 +8,8 @@ use clap::{ArgAction, Parser, ValueEnum};
 use crate::error::{Error, Result};
 
 /// klog's flags and Go's duration syntax, shared with the other drivers.
-pub use csi_proto::flags::{LogFlags, parse_duration};
+pub use kube_support::go_duration::parse_duration;
+pub use kube_support::klog::LogFlags;
 
 /// The share protocol one instance of the driver serves.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]

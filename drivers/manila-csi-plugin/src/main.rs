@@ -7,19 +7,12 @@ use anyhow::Context;
 use clap::Parser;
 use manila_csi_plugin::config::Config;
 use manila_csi_plugin::driver::Driver;
-use tracing_subscriber::EnvFilter;
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     let config = Config::parse();
     // RUST_LOG wins; otherwise upstream's `-v=N` picks the level.
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            EnvFilter::try_from_default_env()
-                .unwrap_or_else(|_| EnvFilter::new(config.logging.default_filter())),
-        )
-        .with_writer(std::io::stderr)
-        .init();
+    kube_support::telemetry::init_with_default(config.logging.default_filter());
     let listener = Driver::bind(&config.endpoint).await?;
     let driver = Driver::new(&config)
         .await

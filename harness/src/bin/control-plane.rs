@@ -74,13 +74,7 @@ struct Ready {
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()),
-        )
-        .with_writer(std::io::stderr)
-        .with_ansi(false)
-        .init();
+    kube_support::telemetry::init_with_default("info");
     let args = Args::parse();
     let advertise = match (args.advertise_route_to, args.advertise_address) {
         (Some(peer), _) => harness::net::route_source(peer)

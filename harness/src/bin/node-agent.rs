@@ -112,13 +112,7 @@ fn seconds(what: &str, value: f64) -> anyhow::Result<Duration> {
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()),
-        )
-        .with_writer(std::io::stderr)
-        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
-        .init();
+    kube_support::telemetry::init_with_default("info");
     let args = Args::parse();
     let mut images = ImageMap::new();
     for (image, binary) in &args.images {

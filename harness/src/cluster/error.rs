@@ -3,8 +3,8 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
-use super::wait::WaitError;
-use crate::errors::IoContext;
+use kube_support::error::IoContext;
+use kube_support::wait::WaitError;
 
 /// A [`Result`](std::result::Result) with the cluster module's [`Error`].
 pub type Result<T, E = Error> = std::result::Result<T, E>;

@@ -3,7 +3,7 @@
 //! A [`Cluster`] is a handle on a running cluster: an admin kube client, the admin
 //! kubeconfig (for `kubectl`), the node names, exec into a pod's container and its logs, a
 //! node-agent restart, and fresh [`TestNamespace`]s that isolate tests sharing the cluster.
-//! The [`wait`] helpers wait on cluster state with a timeout and report what they last saw.
+//! The waits on cluster state ([`kube_support::wait`]) report what they last saw.
 //!
 //! # Backends
 //!
@@ -37,8 +37,9 @@
 //! ```no_run
 //! # async fn demo() -> harness::cluster::Result<()> {
 //! use std::time::Duration;
-//! use harness::cluster::{Cluster, wait};
+//! use harness::cluster::Cluster;
 //! use k8s_openapi::api::core::v1::Pod;
+//! use kube_support::wait;
 //! use kube::runtime::conditions::is_pod_running;
 //!
 //! let cluster = Cluster::shared().await?;
@@ -59,7 +60,6 @@ pub mod kind;
 mod namespace;
 mod remote;
 mod shared;
-pub mod wait;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -70,7 +70,6 @@ pub use error::{Error, Result};
 pub use kind::{KindCluster, KindOptions};
 pub use namespace::{TEST_NAMESPACE_LABEL, TestNamespace};
 pub use shared::CLUSTER_DIR_ENV;
-pub use wait::WaitError;
 
 pub use crate::runtime::ExecOutput;
 

@@ -11,11 +11,11 @@ use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding};
 use k8s_openapi::api::storage::v1::StorageClass;
 use kube::api::{Api, DeleteParams, ListParams, ObjectMeta, PostParams};
 use kube::{Resource, ResourceExt};
+use kube_support::wait::{self, summarize};
 use serde::de::DeserializeOwned;
 
 use super::Cluster;
 use super::error::{Error, Result};
-use super::wait::{self, summarize};
 
 /// The label every test namespace carries (value: the namespace's name). Put it on the
 /// cluster-scoped objects a test creates ([`TestNamespace::labels`]) so that

@@ -11,11 +11,11 @@ use std::path::{Path, PathBuf};
 use futures::AsyncReadExt as _;
 use k8s_openapi::api::core::v1::{Node, Pod};
 use kube::api::{Api, AttachParams, ListParams, LogParams};
+use kube_support::error::IoContext;
 
 use super::embedded::{ClusterDescription, NodeDescription, description::DESCRIPTION_FILE};
 use super::error::{Error, Result};
 use super::{Backend, Cluster};
-use crate::errors::IoContext;
 use crate::runtime::{ExecOutput, ExitStatus};
 
 /// The label holding a node's zone.

@@ -4,8 +4,9 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
+use kube_support::error::IoContext;
+
 use super::error::{Error, Result};
-use crate::errors::IoContext;
 
 /// The Kubernetes version `ci/install-control-plane.sh` builds.
 pub const DEFAULT_KUBERNETES_VERSION: &str = "v1.20.2";

@@ -5,6 +5,8 @@ use std::net::{IpAddr, SocketAddr};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
+use kube_support::error::IoContext;
+
 use super::components::{self, KUBERNETES_SERVICE_IP, Layout, Ports};
 use super::error::{Error, Result};
 use super::pki::{self, ClientIdentity, ClusterCa};
@@ -12,7 +14,6 @@ use super::process::ComponentProcess;
 use super::readiness::{HealthCheck, wait_ready};
 use super::run_dir::RunDir;
 use super::{Binaries, BootTimings, ControlPlaneBuilder, KubernetesVersion, kubeconfig};
-use crate::errors::IoContext;
 
 /// What [`prepare`] wrote.
 pub(super) struct Prepared {

@@ -3,7 +3,7 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
-use crate::errors::IoContext;
+use kube_support::error::IoContext;
 
 /// What can go wrong while preparing, starting or stopping a control plane. Messages do not
 /// repeat the underlying error: it is the [`std::error::Error::source`] (print the chain,

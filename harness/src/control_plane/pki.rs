@@ -5,13 +5,13 @@
 use std::net::{IpAddr, Ipv4Addr};
 use std::path::{Path, PathBuf};
 
+use kube_support::error::IoContext;
 use rcgen::{
     BasicConstraints, CertificateParams, DistinguishedName, DnType, ExtendedKeyUsagePurpose, IsCa,
     Issuer, KeyPair, KeyUsagePurpose, SanType,
 };
 
 use super::error::{Error, Result};
-use crate::errors::IoContext;
 
 /// A certificate and its private key, both PEM.
 #[derive(Clone)]

@@ -7,13 +7,13 @@ use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::time::Duration;
 
+use kube_support::error::IoContext;
 use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;
 use tokio::process::{Child, Command};
 
 use super::error::{Error, Result};
 use super::run_dir::RunDir;
-use crate::errors::IoContext;
 
 /// A started child process: stdin closed, stdout and stderr appended to a log file,
 /// recorded in the run directory, killed on drop and when the harness dies (see

@@ -12,13 +12,13 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
+use kube_support::error::IoContext;
 use nix::errno::Errno;
 use nix::fcntl::{Flock, FlockArg};
 use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;
 
 use super::error::{Error, Result};
-use crate::errors::IoContext;
 
 const LOCK_FILE: &str = "run.lock";
 const PROCESSES_FILE: &str = "processes";

@@ -5,7 +5,7 @@
 //! `Min`, `Max` and `Step`; the same happens here. Upstream reads the quantities as Go
 //! strings, so `Min: 1024` (a YAML integer) fails there and is refused here.
 
-use sidecar_common::quantity::{format_bytes, parse_bytes};
+use kube_support::quantity::{format_bytes, parse_bytes};
 
 use super::node::Node;
 use super::reader::{Check, Field};

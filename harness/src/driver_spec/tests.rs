@@ -384,7 +384,7 @@ fn unreadable_files_are_named() {
     let error = DriverSpec::from_file(&missing).unwrap_err();
     assert_eq!(error.file(), missing);
     assert_eq!(
-        crate::errors::error_chain(&error),
+        kube_support::error::error_chain(&error),
         format!(
             "{}: cannot read the file: No such file or directory (os error 2)",
             missing.display()

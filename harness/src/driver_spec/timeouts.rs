@@ -10,7 +10,7 @@ use std::fmt;
 use std::str::FromStr;
 use std::time::Duration;
 
-use sidecar_common::flags::parse_duration;
+use kube_support::go_duration::parse_go_duration as parse_duration;
 
 use super::reader::{Check, Field, unknown};
 

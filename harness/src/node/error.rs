@@ -187,7 +187,7 @@ pub enum SubPathFault {
     },
 }
 
-impl crate::errors::IoContext for SubPathFault {
+impl kube_support::error::IoContext for SubPathFault {
     fn from_io(action: &'static str, path: PathBuf, source: std::io::Error) -> Self {
         SubPathFault::Io {
             action,
@@ -252,7 +252,7 @@ impl Error {
     }
 }
 
-impl crate::errors::IoContext for Error {
+impl kube_support::error::IoContext for Error {
     fn from_io(action: &'static str, path: PathBuf, source: std::io::Error) -> Self {
         Error::Io {
             action,

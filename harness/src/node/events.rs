@@ -1,14 +1,14 @@
 //! Events about pods, recorded as kubelet records them: core/v1 Events with source
-//! `kubelet` on this host, built and posted by sidecar-common's [`EventRecorder`] (the one
+//! `kubelet` on this host, built and posted by kube-support's [`EventRecorder`] (the one
 //! event recorder of the workspace). What is kubelet's own here: the reference to a pod or
 //! one of its containers (`spec.containers{name}`), and recording in the background, so it
 //! never blocks or fails the pod worker.
 
 use k8s_openapi::api::core::v1::{ObjectReference, Pod};
 use kube::Client;
-use sidecar_common::events::EventRecorder;
+use kube_support::events::EventRecorder;
 
-pub use sidecar_common::events::EventType;
+pub use kube_support::events::EventType;
 
 /// The component events are attributed to.
 pub const COMPONENT: &str = "kubelet";

@@ -125,12 +125,12 @@ mod ownership;
 mod pod;
 pub mod registration;
 
-use crate::errors::IoContext;
 use std::future::Future;
 use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::Node;
 use kube::api::Api;
+use kube_support::error::IoContext;
 
 pub use config::{Capacity, NodeAgentConfig, Timings};
 pub use error::{Error, Result};
@@ -288,4 +288,4 @@ async fn register_until_done(nodes: &Api<Node>, config: &NodeAgentConfig) -> Nod
     }
 }
 
-pub(crate) use crate::errors::error_chain;
+pub(crate) use kube_support::error::error_chain;

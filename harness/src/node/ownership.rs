@@ -21,11 +21,10 @@ use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 
 use k8s_openapi::api::core::v1::Pod;
+use kube_support::error::IoContext;
 use nix::fcntl::{AtFlags, OFlag};
 use nix::sys::stat::{FileStat, Mode, SFlag};
 use nix::unistd::Gid;
-
-use crate::errors::IoContext;
 
 /// Read-write for owner and group (kubelet's `rwMask`).
 const RW_MASK: u32 = 0o660;

@@ -6,11 +6,11 @@ use std::path::PathBuf;
 use std::process::Stdio;
 use std::time::Duration;
 
-use harness::cluster::wait::wait_for;
 use harness::cluster::{Cluster, TestNamespace};
 use k8s_openapi::api::core::v1::{Node, Pod};
 use kube::api::{Api, PostParams};
 use kube::runtime::conditions::is_pod_running;
+use kube_support::wait::wait_for;
 use serde_json::json;
 
 pub const WAIT: Duration = Duration::from_secs(60);

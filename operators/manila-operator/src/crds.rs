@@ -10,8 +10,7 @@ use std::time::Duration;
 
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::Client;
-use kube::api::{Api, Patch, PatchParams};
-use kube::runtime::wait::{await_condition, conditions};
+use kube_support::crd::{self, CrdError};
 
 /// The CRD manifests: (file name, YAML).
 pub const MANIFESTS: [(&str, &str); 2] = [
@@ -28,80 +27,16 @@ pub const MANIFESTS: [(&str, &str); 2] = [
 /// How long [`install`] waits for the CRDs to be Established, in all.
 pub const ESTABLISH_TIMEOUT: Duration = Duration::from_secs(60);
 
-/// Installing the CRDs failed.
-#[derive(Debug, thiserror::Error)]
-pub enum CrdError {
-    /// A manifest does not parse.
-    #[error("CRD manifest {file}: {source}")]
-    Manifest {
-        /// The file.
-        file: &'static str,
-        /// The parse error.
-        #[source]
-        source: serde_yaml::Error,
-    },
-    /// The API refused.
-    #[error("applying CRD {name}: {source}")]
-    Apply {
-        /// The CRD.
-        name: String,
-        /// The API error.
-        #[source]
-        source: kube::Error,
-    },
-    /// It was not Established.
-    #[error("CRD {name} not Established: {reason}")]
-    NotEstablished {
-        /// The CRD(s).
-        name: String,
-        /// Why: the watch failed, or the time ran out.
-        reason: String,
-    },
-}
-
 /// The two CRDs, parsed: ClusterCSIDriver, then ClusterOperator.
 pub fn definitions() -> Result<Vec<CustomResourceDefinition>, CrdError> {
-    MANIFESTS
-        .iter()
-        .map(|(file, yaml)| {
-            serde_yaml::from_str(yaml).map_err(|source| CrdError::Manifest { file, source })
-        })
-        .collect()
+    crd::parse_all(&MANIFESTS)
 }
 
 /// Applies the CRDs (server-side apply with force, field manager `field_manager`) and waits
-/// until each is Established, for at most [`ESTABLISH_TIMEOUT`] in all.
+/// until each is Established, for at most [`ESTABLISH_TIMEOUT`] in all
+/// ([`kube_support::crd::install`]).
 pub async fn install(client: &Client, field_manager: &str) -> Result<(), CrdError> {
-    let api: Api<CustomResourceDefinition> = Api::all(client.clone());
-    let params = PatchParams::apply(field_manager).force();
-    let mut names = Vec::new();
-    for crd in definitions()? {
-        let name = crd.metadata.name.clone().unwrap_or_default();
-        api.patch(&name, &params, &Patch::Apply(&crd))
-            .await
-            .map_err(|source| CrdError::Apply {
-                name: name.clone(),
-                source,
-            })?;
-        names.push(name);
-    }
-    let wait_all = async {
-        for name in &names {
-            await_condition(api.clone(), name, conditions::is_crd_established())
-                .await
-                .map_err(|e| CrdError::NotEstablished {
-                    name: name.clone(),
-                    reason: e.to_string(),
-                })?;
-        }
-        Ok(())
-    };
-    tokio::time::timeout(ESTABLISH_TIMEOUT, wait_all)
-        .await
-        .map_err(|_| CrdError::NotEstablished {
-            name: names.join(", "),
-            reason: format!("not within {ESTABLISH_TIMEOUT:?}"),
-        })?
+    crd::install(client, field_manager, &definitions()?, ESTABLISH_TIMEOUT).await
 }
 
 #[cfg(test)]

@@ -20,7 +20,7 @@ pub enum Error {
     StorageClasses(#[from] crate::storage_classes::SyncError),
     /// Installing the operator's CRDs.
     #[error(transparent)]
-    Crds(#[from] crate::crds::CrdError),
+    Crds(#[from] kube_support::crd::CrdError),
     /// Any other Kubernetes API call.
     #[error("{action}: {source}")]
     Kube {
@@ -35,7 +35,7 @@ pub enum Error {
     Invalid(String),
     /// Leader election failed.
     #[error(transparent)]
-    LeaderElection(#[from] sidecar_common::Error),
+    LeaderElection(#[from] kube_support::leader::LeaderError),
 }
 
 /// The operator's result type.

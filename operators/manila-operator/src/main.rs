@@ -9,15 +9,15 @@ use std::time::Duration;
 
 use anyhow::Context as _;
 use clap::{ArgAction, Parser};
+use kube_support::go_duration::parse_go_duration as parse_duration;
+use kube_support::leader::LeaderElection;
+use kube_support::telemetry::level_for;
 use manila_operator::OperatorConfig;
 use manila_operator::api::LogLevel;
 use manila_operator::assets::Release;
 use manila_operator::config::{Images, NfsMounter};
 use manila_operator::controller::{self, Context};
 use manila_operator::metrics::Metrics;
-use sidecar_common::flags::parse_duration;
-use sidecar_common::leader::LeaderElection;
-use sidecar_common::telemetry::level_for;
 use tracing_subscriber::EnvFilter;
 use tracing_subscriber::layer::SubscriberExt;
 use tracing_subscriber::util::SubscriberInitExt;
@@ -142,7 +142,7 @@ fn init_logging(verbosity: u8) -> controller::LogLevelHook {
     let (filter, handle) = tracing_subscriber::reload::Layer::new(filter);
     let _ = tracing_subscriber::registry()
         .with(filter)
-        .with(tracing_subscriber::fmt::layer().with_writer(std::io::stderr))
+        .with(kube_support::telemetry::stderr_layer())
         .try_init();
     let current = std::sync::Mutex::new(None::<LogLevel>);
     Box::new(move |level: LogLevel| {
@@ -188,10 +188,10 @@ async fn main() -> anyhow::Result<()> {
     let args = Args::parse();
     let hook = init_logging(args.verbosity);
     let config = args.config();
-    let client = sidecar_common::kube_client::client(args.kubeconfig.as_deref())
+    let client = kube_support::kube_client::client(args.kubeconfig.as_deref())
         .await
         .context("connecting to Kubernetes")?;
-    let instance = sidecar_common::instance::name("manila-csi-driver-operator");
+    let instance = kube_support::instance::name("manila-csi-driver-operator");
     let mut ctx = Context::new(client.clone(), config.clone(), &instance);
     ctx.operator_log_level = Some(hook);
     if let Some(address) = args.metrics_address {
@@ -201,7 +201,7 @@ async fn main() -> anyhow::Result<()> {
     let ctx = Arc::new(ctx);
     tracing::info!(namespace = %config.namespace, version = %config.version, release = %config.release, "starting");
     if !args.leader_election {
-        controller::run(ctx, sidecar_common::shutdown::signal_received()).await;
+        controller::run(ctx, kube_support::shutdown::signal_received()).await;
         return Ok(());
     }
     let election = LeaderElection {
@@ -223,7 +223,7 @@ async fn main() -> anyhow::Result<()> {
         Ok(())
     };
     let shutdown = async move {
-        sidecar_common::shutdown::signal_received().await;
+        kube_support::shutdown::signal_received().await;
         let _ = stop_tx.send(true);
     };
     election

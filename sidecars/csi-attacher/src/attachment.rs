@@ -13,9 +13,9 @@ use k8s_openapi::api::storage::v1::VolumeAttachment;
 use kube::api::{Api, Patch, PatchParams};
 use kube::runtime::controller::Action;
 use kube::{Client, ResourceExt};
+use kube_support::events::EventType;
+use kube_support::finalizers;
 use serde_json::json;
-use sidecar_common::events::EventType;
-use sidecar_common::finalizers;
 use sidecar_common::secrets::pv_request_secrets;
 use sidecar_common::volume::{csi_source, volume_capability};
 

@@ -24,9 +24,9 @@
 //! # async fn demo() -> anyhow::Result<()> {
 //! use clap::Parser;
 //! let config = csi_attacher::Config::parse_from(["csi-attacher", "--csi-address=/csi/csi.sock"]);
-//! let client = sidecar_common::kube_client::client(None).await?;
+//! let client = kube_support::kube_client::client(None).await?;
 //! let attacher = csi_attacher::Attacher::new(config, client).await?;
-//! attacher.run(sidecar_common::shutdown::signal_received()).await?;
+//! attacher.run(kube_support::shutdown::signal_received()).await?;
 //! # Ok(()) }
 //! ```
 

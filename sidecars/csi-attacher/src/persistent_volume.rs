@@ -8,7 +8,7 @@ use k8s_openapi::api::storage::v1::VolumeAttachment;
 use kube::api::{Api, ListParams};
 use kube::runtime::controller::Action;
 use kube::{Client, ResourceExt};
-use sidecar_common::finalizers;
+use kube_support::finalizers;
 
 use crate::{Context, Error, Result, finalizer};
 

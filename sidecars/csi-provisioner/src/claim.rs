@@ -11,9 +11,9 @@ use k8s_openapi::api::storage::v1::StorageClass;
 use kube::ResourceExt;
 use kube::api::{Api, PostParams};
 use kube::runtime::controller::Action;
+use kube_support::backoff::object_key;
+use kube_support::events::EventType;
 use sidecar_common::CsiCallError;
-use sidecar_common::backoff::object_key;
-use sidecar_common::events::EventType;
 use sidecar_common::secrets::{
     SecretKind, SecretRef, TemplateContext, request_secrets, secret_reference,
 };

@@ -13,8 +13,8 @@ use k8s_openapi::api::core::v1::PersistentVolume;
 use kube::ResourceExt;
 use kube::api::{Api, DeleteParams};
 use kube::runtime::controller::Action;
-use sidecar_common::events::EventType;
-use sidecar_common::finalizers;
+use kube_support::events::EventType;
+use kube_support::finalizers;
 use sidecar_common::secrets::{
     SecretKind, SecretRef, TemplateContext, request_secrets, secret_reference,
 };

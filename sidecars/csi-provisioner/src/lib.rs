@@ -20,9 +20,9 @@
 //! # async fn demo() -> anyhow::Result<()> {
 //! use clap::Parser;
 //! let config = csi_provisioner::Config::parse_from(["csi-provisioner", "--csi-address=/csi/csi.sock"]);
-//! let client = sidecar_common::kube_client::client(None).await?;
+//! let client = kube_support::kube_client::client(None).await?;
 //! let provisioner = csi_provisioner::Provisioner::new(config, client).await?;
-//! provisioner.run(sidecar_common::shutdown::signal_received()).await?;
+//! provisioner.run(kube_support::shutdown::signal_received()).await?;
 //! # Ok(()) }
 //! ```
 
@@ -42,7 +42,7 @@ use kube::ResourceExt;
 use kube::api::Api;
 use kube::runtime::controller::{self, Action, Controller};
 use kube::runtime::watcher;
-use sidecar_common::backoff::object_key;
+use kube_support::backoff::object_key;
 use sidecar_common::context::SidecarContext;
 use sidecar_common::run::{drain, stopped};
 use sidecar_common::sidecar::{ControllerSidecar, Sidecar};

@@ -8,10 +8,10 @@ use csi_proto::v1::volume_capability::{
 };
 use csi_proto::v1::{CapacityRange, VolumeCapability};
 use k8s_openapi::api::core::v1::PersistentVolumeClaim;
+use kube_support::quantity::parse_bytes;
 use sidecar_common::secrets::is_reserved_parameter;
 
 use crate::{Error, Result};
-use sidecar_common::quantity::parse_bytes;
 
 /// StorageClass parameter naming the filesystem type.
 pub const FSTYPE_PARAMETER: &str = "csi.storage.k8s.io/fstype";

@@ -10,10 +10,10 @@ use k8s_openapi::api::core::v1::{
 use k8s_openapi::api::storage::v1::StorageClass;
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use kube_support::quantity::format_bytes;
 use sidecar_common::secrets::{SecretKind, SecretRef};
 
 use crate::topology::node_affinity;
-use sidecar_common::quantity::format_bytes;
 
 /// Annotation naming the provisioner that made a PV.
 pub const ANN_PROVISIONED_BY: &str = "pv.kubernetes.io/provisioned-by";

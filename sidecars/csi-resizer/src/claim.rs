@@ -8,10 +8,10 @@ use k8s_openapi::api::core::v1::{PersistentVolume, PersistentVolumeClaim};
 use kube::api::{Api, Patch, PatchParams};
 use kube::runtime::controller::Action;
 use kube::{Client, ResourceExt};
+use kube_support::backoff::object_key;
+use kube_support::events::EventType;
+use kube_support::quantity::format_bytes;
 use serde_json::json;
-use sidecar_common::backoff::object_key;
-use sidecar_common::events::EventType;
-use sidecar_common::quantity::format_bytes;
 use sidecar_common::secrets::pv_request_secrets;
 
 use crate::{Context, Error, Result};
@@ -23,7 +23,7 @@ pub const FS_RESIZE_PENDING: &str = "FileSystemResizePending";
 
 /// Bytes of a storage quantity.
 pub fn bytes(quantity: &str) -> Result<i64> {
-    Ok(sidecar_common::quantity::parse_bytes(quantity)?)
+    Ok(kube_support::quantity::parse_bytes(quantity)?)
 }
 
 fn storage(

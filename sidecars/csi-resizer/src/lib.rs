@@ -19,9 +19,9 @@
 //! # async fn demo() -> anyhow::Result<()> {
 //! use clap::Parser;
 //! let config = csi_resizer::Config::parse_from(["csi-resizer", "--csi-address=/csi/csi.sock"]);
-//! let client = sidecar_common::kube_client::client(None).await?;
+//! let client = kube_support::kube_client::client(None).await?;
 //! let resizer = csi_resizer::Resizer::new(config, client).await?;
-//! resizer.run(sidecar_common::shutdown::signal_received()).await?;
+//! resizer.run(kube_support::shutdown::signal_received()).await?;
 //! # Ok(()) }
 //! ```
 
@@ -34,7 +34,7 @@ use k8s_openapi::api::core::v1::PersistentVolumeClaim;
 use kube::api::Api;
 use kube::runtime::controller::{self, Action, Controller};
 use kube::runtime::watcher;
-use sidecar_common::backoff::object_key;
+use kube_support::backoff::object_key;
 use sidecar_common::context::SidecarContext;
 use sidecar_common::run::{drain, stopped};
 use sidecar_common::sidecar::{ControllerSidecar, Sidecar};

@@ -17,7 +17,7 @@ use std::sync::Arc;
 
 use kube::runtime::controller::Action;
 use kube::{Resource, ResourceExt};
-use sidecar_common::events::EventType;
+use kube_support::events::EventType;
 use snapshot_controller::VolumeSnapshotContent;
 
 use crate::{Context, Error, Result, create, deletion, status};

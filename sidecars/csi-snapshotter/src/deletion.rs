@@ -6,7 +6,7 @@
 use csi_proto::v1::DeleteSnapshotRequest;
 use kube::api::Api;
 use kube::{Client, Resource, ResourceExt};
-use sidecar_common::finalizers;
+use kube_support::finalizers;
 use snapshot_controller::api::{BEING_DELETED_ANNOTATION, VOLUME_SNAPSHOT_CONTENT_FINALIZER};
 use snapshot_controller::{DeletionPolicy, VolumeSnapshot, VolumeSnapshotContent};
 

@@ -1,7 +1,7 @@
 //! The snapshotter's errors. Their `Display` is what `status.error` and the Warning events
 //! on a VolumeSnapshotContent say, so none of them carries secret values.
 
-use sidecar_common::finalizers::FinalizerError;
+use kube_support::finalizers::FinalizerError;
 use sidecar_common::{CsiCallError, ReconcileError};
 
 /// Why creating, checking or deleting a snapshot failed (this attempt; it is retried): the

@@ -23,9 +23,9 @@
 //! # async fn demo() -> anyhow::Result<()> {
 //! use clap::Parser;
 //! let config = csi_snapshotter::Config::parse_from(["csi-snapshotter", "--csi-address=/csi/csi.sock"]);
-//! let client = sidecar_common::kube_client::client(None).await?;
+//! let client = kube_support::kube_client::client(None).await?;
 //! let snapshotter = csi_snapshotter::Snapshotter::new(config, client).await?;
-//! snapshotter.run(sidecar_common::shutdown::signal_received()).await?;
+//! snapshotter.run(kube_support::shutdown::signal_received()).await?;
 //! # Ok(()) }
 //! ```
 

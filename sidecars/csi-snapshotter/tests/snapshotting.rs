@@ -13,11 +13,11 @@ use std::time::Duration;
 use csi_proto::v1::DeleteVolumeRequest;
 use csi_snapshotter::LEASE_PREFIX;
 use fakes::Delays;
-use harness::cluster::wait::wait_deleted;
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
 use kube::{Client, ResourceExt};
+use kube_support::wait::wait_deleted;
 use snapshot_controller::api::{
     SNAPSHOTTER_SECRET_NAME_PARAMETER, SNAPSHOTTER_SECRET_NAMESPACE_PARAMETER,
     VOLUME_SNAPSHOT_CONTENT_FINALIZER,

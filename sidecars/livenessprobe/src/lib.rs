@@ -26,8 +26,8 @@ use clap::Parser;
 use csi_proto::Endpoint;
 use csi_proto::v1::ProbeRequest;
 use csi_proto::v1::identity_client::IdentityClient;
+use kube_support::go_duration::parse_go_duration as parse_duration;
 use sidecar_common::CsiCallError;
-use sidecar_common::flags::parse_duration;
 use tonic::transport::Channel;
 
 /// What can stop the probe from serving.

@@ -2,8 +2,8 @@
 
 use anyhow::Context as _;
 use clap::Parser;
+use kube_support::{shutdown, telemetry};
 use livenessprobe::Config;
-use sidecar_common::{shutdown, telemetry};
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {

@@ -4,7 +4,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use clap::{Parser, ValueEnum};
-use sidecar_common::flags::parse_duration;
+use kube_support::go_duration::parse_go_duration as parse_duration;
 
 /// What the binary does.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]

@@ -1,8 +1,8 @@
 //! `node-driver-registrar`: see the library docs.
 
 use clap::Parser;
+use kube_support::{shutdown, telemetry};
 use node_driver_registrar::config::Config;
-use sidecar_common::{shutdown, telemetry};
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {

@@ -6,12 +6,12 @@ use std::time::{Instant, SystemTime};
 
 use csi_proto::v1::controller_client::ControllerClient;
 use kube::Client;
+use kube_support::backoff::KeyedBackoff;
+use kube_support::events::EventRecorder;
 use tonic::transport::Channel;
 
-use crate::backoff::KeyedBackoff;
 use crate::driver::{self, Driver};
 use crate::error::CsiCallError;
-use crate::events::EventRecorder;
 use crate::flags::{CommonFlags, RetryFlags};
 use crate::http::Metrics;
 
@@ -31,7 +31,7 @@ pub struct SidecarContext<C> {
     pub driver: Driver,
     /// The sidecar's flags.
     pub config: C,
-    /// This replica's name (see [`crate::instance::name`]), the events' `source.host`.
+    /// This replica's name (see [`kube_support::instance::name`]), the events' `source.host`.
     pub host: String,
     /// When this replica connected to its driver.
     pub started: SystemTime,

@@ -1,8 +1,13 @@
-//! The crate's errors: [`Error`] for the shared plumbing (start-up, flags, secrets,
-//! quantities), [`CsiCallError`] for one CSI call, and [`ReconcileError`], the error shape
-//! every controller sidecar's reconcile returns.
+//! The crate's errors: [`Error`] for the skeleton (start-up, flags, secrets, quantities),
+//! [`CsiCallError`] for one CSI call, and [`ReconcileError`], the error shape every
+//! controller sidecar's reconcile returns.
 
 use std::time::Duration;
+
+use kube_support::finalizers::FinalizerError;
+use kube_support::kube_client::ClientError;
+use kube_support::leader::LeaderError;
+use kube_support::quantity::QuantityError;
 
 /// What can go wrong in the shared sidecar plumbing.
 #[derive(Debug, thiserror::Error)]
@@ -34,9 +39,9 @@ pub enum Error {
         /// The driver's answer.
         status: tonic::Status,
     },
-    /// No Kubernetes client configuration could be loaded.
-    #[error("Kubernetes client configuration")]
-    KubeConfig(#[source] Box<dyn std::error::Error + Send + Sync>),
+    /// No Kubernetes client could be built.
+    #[error(transparent)]
+    Client(#[from] ClientError),
     /// A Kubernetes API call failed.
     #[error("Kubernetes API: {what}")]
     Kube {
@@ -46,12 +51,10 @@ pub enum Error {
         #[source]
         source: kube::Error,
     },
-    /// Leader election could not run.
-    #[error("leader election")]
-    LeaderElection(#[source] kube_lease_manager::LeaseManagerError),
-    /// Leadership was lost while leading: the process must stop, as upstream sidecars do.
-    #[error("lost the leader lease {0}")]
-    LeadershipLost(String),
+    /// Leader election could not run, or leadership was lost while leading (the process
+    /// must stop, as upstream sidecars do).
+    #[error(transparent)]
+    Leader(#[from] LeaderError),
     /// A flag value is invalid.
     #[error("invalid flag {flag}: {reason}")]
     InvalidFlag {
@@ -64,13 +67,8 @@ pub enum Error {
     #[error("{0}")]
     SecretReference(String),
     /// A storage quantity (`1Gi`, `500M`) could not be read as bytes.
-    #[error("invalid storage quantity {text:?}: {reason}")]
-    Quantity {
-        /// The quantity as given.
-        text: String,
-        /// Why.
-        reason: String,
-    },
+    #[error(transparent)]
+    Quantity(#[from] QuantityError),
     /// A PersistentVolume has none of the access modes CSI can express.
     #[error("the PersistentVolume has no supported access mode (has {0:?})")]
     UnsupportedAccessModes(Vec<String>),
@@ -153,8 +151,8 @@ impl ReconcileError {
     }
 }
 
-impl From<crate::finalizers::FinalizerError> for ReconcileError {
-    fn from(error: crate::finalizers::FinalizerError) -> Self {
+impl From<FinalizerError> for ReconcileError {
+    fn from(error: FinalizerError) -> Self {
         ReconcileError::Kube {
             what: error.what,
             error: error.source,
@@ -162,29 +160,8 @@ impl From<crate::finalizers::FinalizerError> for ReconcileError {
     }
 }
 
-/// An error with its causes, `a: b: c`. A cause whose text the message already contains is
-/// not repeated (some messages print their cause), and an API error ends the chain with its
-/// message and code, without the raw status.
-pub fn error_chain(e: &(dyn std::error::Error + 'static)) -> String {
-    let describe = |e: &(dyn std::error::Error + 'static)| match e.downcast_ref::<kube::Error>() {
-        Some(kube::Error::Api(status)) => format!("{} ({})", status.message, status.code),
-        _ => e.to_string(),
-    };
-    let mut text = describe(e);
-    let mut source = e.source();
-    while let Some(cause) = source {
-        let cause_text = describe(cause);
-        if !text.contains(&cause_text) {
-            text.push_str(": ");
-            text.push_str(&cause_text);
-        }
-        if matches!(
-            cause.downcast_ref::<kube::Error>(),
-            Some(kube::Error::Api(_))
-        ) {
-            break;
-        }
-        source = cause.source();
+impl From<QuantityError> for ReconcileError {
+    fn from(error: QuantityError) -> Self {
+        ReconcileError::Common(Error::Quantity(error))
     }
-    text
 }

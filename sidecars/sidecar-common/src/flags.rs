@@ -3,14 +3,16 @@
 //! Flatten [`CommonFlags`] into a sidecar's own clap struct, and [`RetryFlags`] into the
 //! controller sidecars' (provisioner, attacher, resizer, snapshotter). Booleans accept Go style
 //! (`--leader-election`, `--leader-election=false`); durations accept Go's syntax
-//! (`15s`, `1m30s`, `500ms`).
+//! (`15s`, `1m30s`, `500ms`; [`kube_support::go_duration::parse_go_duration`]).
 
 use std::path::PathBuf;
 use std::time::Duration;
 
 use clap::{ArgAction, Args};
+use kube_support::backoff::KeyedBackoff;
+use kube_support::go_duration::parse_go_duration as parse_duration;
+use kube_support::leader::LeaderElection;
 
-use crate::backoff::KeyedBackoff;
 use crate::error::{Error, Result};
 
 /// Flags shared by every sidecar.
@@ -82,6 +84,19 @@ impl CommonFlags {
         }
         Ok(())
     }
+
+    /// The leader election these flags describe for the Lease `lease_name` (see
+    /// [`kube_support::leader::lease_name`]): in `--leader-election-namespace`, else the
+    /// pod's namespace, else `default`.
+    pub fn leader_election(&self, lease_name: String) -> LeaderElection {
+        LeaderElection::new(
+            lease_name,
+            self.leader_election_namespace.clone(),
+            "sidecar",
+            self.lease_duration,
+            self.renew_deadline,
+        )
+    }
 }
 
 /// The retry flags of the controller sidecars: a failed object is retried after
@@ -115,16 +130,11 @@ pub fn name_from_uid(prefix: &str, uuid_length: i32, uid: &str) -> String {
     format!("{prefix}-{uid}")
 }
 
-/// Parses a Go duration as upstream's flags take it (`10s`, `1m30s`, `0`; a unit is
-/// required): [`csi_proto::flags::parse_go_duration`].
-pub use csi_proto::flags::parse_go_duration as parse_duration;
-
 #[cfg(test)]
 mod tests {
     #![allow(clippy::unwrap_used, clippy::expect_used)]
     use super::*;
     use clap::Parser;
-    use rstest::rstest;
 
     #[derive(Parser)]
     struct Cli {
@@ -140,27 +150,6 @@ mod tests {
 
     fn parse(args: &[&str]) -> std::result::Result<CommonFlags, clap::Error> {
         parse_all(args).map(|c| c.common)
-    }
-
-    #[rstest]
-    #[case("10s", 10_000)]
-    #[case("1m30s", 90_000)]
-    #[case("500ms", 500)]
-    #[case("1.5s", 1_500)]
-    #[case("2h", 7_200_000)]
-    #[case("0", 0)]
-    fn go_durations_parse(#[case] text: &str, #[case] millis: u128) {
-        assert_eq!(parse_duration(text).unwrap().as_millis(), millis);
-    }
-
-    #[rstest]
-    #[case("10", "missing unit")]
-    #[case("10x", "invalid unit \"x\"")]
-    #[case("", "empty")]
-    #[case("s", "invalid duration")]
-    fn bad_durations_name_the_problem(#[case] text: &str, #[case] expected: &str) {
-        let error = parse_duration(text).unwrap_err();
-        assert!(error.contains(expected), "{error}");
     }
 
     #[test]

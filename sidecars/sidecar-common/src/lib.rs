@@ -1,4 +1,6 @@
-//! What every Rust CSI sidecar of this workspace needs, each piece small.
+//! The skeleton every Rust CSI sidecar of this workspace shares, on top of the
+//! workspace's Kubernetes layer, [`kube_support`] (client, events, back-off, leader
+//! election, finalizers, quantities, logging set-up, shutdown).
 //!
 //! The controller sidecars (provisioner, attacher, resizer, snapshotter) share one
 //! skeleton, [`sidecar`]: each implements [`sidecar::ControllerSidecar`] (flags, Lease
@@ -15,23 +17,16 @@
 //!   `#[command(flatten)]` into a sidecar's own clap struct, and [`flags::RetryFlags`];
 //! - [`driver`]: connecting to the CSI driver with a wait-for-ready Probe loop, reading
 //!   GetPluginInfo and the plugin/controller capabilities, and timing one CSI call;
-//! - [`kube_client`]: a Kubernetes client from `--kubeconfig` or the in-cluster/default config;
-//! - [`instance`]: this replica's name (`$POD_NAME` or the host name);
-//! - [`leader`]: leader election by a `coordination.k8s.io/v1` Lease;
-//! - [`events`]: a core/v1 Event recorder;
-//! - [`backoff`]: per-key exponential, capped back-off for failed work items;
-//! - [`finalizers`]: adding and removing finalizers guarded by the resourceVersion;
 //! - [`secrets`]: the `csi.storage.k8s.io/*-secret-name/namespace` StorageClass parameters,
 //!   their `${pvc.name}`-style templates, and reading a Secret's data;
 //! - [`http`]: `/healthz` and `/metrics` on `--http-endpoint`;
-//! - [`quantity`]: storage quantities (`1Gi`, `500M`) as bytes and back;
 //! - [`volume`]: a PersistentVolume's CSI source and volume capability;
-//! - [`run`]: the run wiring (stop flag, HTTP endpoint, leader election, controller streams);
-//! - [`telemetry`] (tracing set-up) and [`shutdown`] (SIGTERM/SIGINT).
+//! - [`run`]: the run wiring (stop flag, HTTP endpoint, leader election, controller streams).
 //!
 //! ```no_run
 //! use clap::Parser;
-//! use sidecar_common::{driver, flags::CommonFlags, kube_client, telemetry};
+//! use kube_support::{kube_client, telemetry};
+//! use sidecar_common::{driver, flags::CommonFlags};
 //!
 //! #[derive(Parser)]
 //! struct Flags {
@@ -48,23 +43,14 @@
 //! # let _ = client; Ok(()) }
 //! ```
 
-pub mod backoff;
 pub mod context;
 pub mod driver;
 pub mod error;
-pub mod events;
-pub mod finalizers;
 pub mod flags;
 pub mod http;
-pub mod instance;
-pub mod kube_client;
-pub mod leader;
-pub mod quantity;
 pub mod run;
 pub mod secrets;
-pub mod shutdown;
 pub mod sidecar;
-pub mod telemetry;
 pub mod volume;
 
-pub use error::{CsiCallError, Error, ReconcileError, Result, error_chain};
+pub use error::{CsiCallError, Error, ReconcileError, Result};

@@ -8,12 +8,12 @@ use std::sync::Arc;
 
 use futures::{Stream, StreamExt};
 use kube::Client;
+use kube_support::leader::LeaderElection;
 use tokio::sync::watch;
 use tonic::transport::Channel;
 
 use crate::error::Result;
 use crate::http::Metrics;
-use crate::leader::LeaderElection;
 
 /// Runs `work` until `shutdown` resolves. `work` gets the stop flag (see [`stopped`]);
 /// with `election` it only runs while this replica holds the Lease, and losing the Lease
@@ -51,7 +51,8 @@ where
                 stopped(stop),
             )
             .await
-            .map(|_| ()),
+            .map(|_| ())
+            .map_err(Into::into),
         None => {
             work.await;
             Ok(())

@@ -21,14 +21,15 @@ use std::sync::Arc;
 
 use clap::Parser;
 use kube::Client;
+use kube_support::leader::{LeaderElection, lease_name};
+use kube_support::{instance, kube_client, shutdown, telemetry};
 use tokio::sync::watch;
 
 use crate::context::{SidecarConfig, SidecarContext};
 use crate::driver::Driver;
 use crate::error::{Error, Result};
 use crate::http::Metrics;
-use crate::leader::{LeaderElection, lease_name};
-use crate::{instance, kube_client, run, shutdown, telemetry};
+use crate::run;
 
 /// What makes one controller sidecar different from another.
 pub trait ControllerSidecar: Send + Sync + 'static {
@@ -83,9 +84,9 @@ impl<S: ControllerSidecar> Sidecar<S> {
         flags.validate()?;
         let driver = Driver::connect(&flags.csi_address, flags.timeout).await?;
         S::check_driver(&driver, &config)?;
-        let election = flags.leader_election.then(|| {
-            LeaderElection::from_flags(flags, lease_name(S::LEASE_PREFIX, &driver.info.name))
-        });
+        let election = flags
+            .leader_election
+            .then(|| flags.leader_election(lease_name(S::LEASE_PREFIX, &driver.info.name)));
         let host = instance::name("localhost");
         let component = S::event_component(&driver.info.name, &host);
         let ctx = SidecarContext::new(client, driver, config, host, component);
@@ -151,6 +152,7 @@ pub async fn main<S: ControllerSidecar>() -> std::result::Result<(), Stopped> {
     let stopped = |doing: String| move |source| Stopped { doing, source };
     let client = kube_client::client(config.common().kubeconfig.as_deref())
         .await
+        .map_err(Error::from)
         .map_err(stopped("Kubernetes client".into()))?;
     let sidecar = Sidecar::<S>::new(config, client)
         .await

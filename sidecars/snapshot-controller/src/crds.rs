@@ -6,10 +6,9 @@
 use std::time::Duration;
 
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
-use kube::api::{Api, Patch, PatchParams};
-use kube::runtime::wait::{await_condition, conditions};
+use kube_support::crd;
 
-use crate::{Error, Result};
+use crate::Result;
 
 /// The CRD manifests: (file name, YAML).
 pub const MANIFESTS: [(&str, &str); 3] = [
@@ -29,47 +28,13 @@ pub const MANIFESTS: [(&str, &str); 3] = [
 
 /// The three CRDs, parsed.
 pub fn definitions() -> Result<Vec<CustomResourceDefinition>> {
-    MANIFESTS
-        .iter()
-        .map(|(file, yaml)| {
-            serde_yaml::from_str(yaml).map_err(|source| Error::CrdManifest { file, source })
-        })
-        .collect()
+    Ok(crd::parse_all(&MANIFESTS)?)
 }
 
 /// Applies the CRDs (server-side apply, field manager `field_manager`) and waits until each
-/// is Established, for at most `timeout` in all.
+/// is Established, for at most `timeout` in all ([`kube_support::crd::install`]).
 pub async fn install(client: &kube::Client, field_manager: &str, timeout: Duration) -> Result<()> {
-    let api: Api<CustomResourceDefinition> = Api::all(client.clone());
-    let params = PatchParams::apply(field_manager).force();
-    let mut names = Vec::new();
-    for crd in definitions()? {
-        let name = crd.metadata.name.clone().unwrap_or_default();
-        api.patch(&name, &params, &Patch::Apply(&crd))
-            .await
-            .map_err(|source| Error::Kube {
-                action: format!("applying CRD {name}"),
-                source,
-            })?;
-        names.push(name);
-    }
-    let wait_all = async {
-        for name in &names {
-            await_condition(api.clone(), name, conditions::is_crd_established())
-                .await
-                .map_err(|e| Error::CrdNotEstablished {
-                    name: name.clone(),
-                    reason: e.to_string(),
-                })?;
-        }
-        Ok(())
-    };
-    tokio::time::timeout(timeout, wait_all)
-        .await
-        .map_err(|_| Error::CrdNotEstablished {
-            name: names.join(", "),
-            reason: format!("not Established within {timeout:?}"),
-        })?
+    Ok(crd::install(client, field_manager, &definitions()?, timeout).await?)
 }
 
 #[cfg(test)]

@@ -32,23 +32,10 @@ pub use api::{
 /// and as Warning events, and retried with back-off.
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
-    /// A CRD manifest compiled into the crate does not parse.
-    #[error("CRD manifest {file} does not parse")]
-    CrdManifest {
-        /// The manifest's file name in `fixtures/crds/`.
-        file: &'static str,
-        /// The parse error.
-        #[source]
-        source: serde_yaml::Error,
-    },
-    /// A CRD did not become Established.
-    #[error("CRD {name} did not become Established: {reason}")]
-    CrdNotEstablished {
-        /// The CRD(s).
-        name: String,
-        /// What was seen instead.
-        reason: String,
-    },
+    /// Installing the CRDs failed: a manifest compiled into the crate does not parse, the
+    /// API refused one, or one did not become Established.
+    #[error(transparent)]
+    Crd(#[from] kube_support::crd::CrdError),
     /// An API call failed.
     #[error("{action}")]
     Kube {
@@ -188,8 +175,8 @@ impl Error {
     }
 }
 
-impl From<sidecar_common::finalizers::FinalizerError> for Error {
-    fn from(error: sidecar_common::finalizers::FinalizerError) -> Self {
+impl From<kube_support::finalizers::FinalizerError> for Error {
+    fn from(error: kube_support::finalizers::FinalizerError) -> Self {
         Self::Kube {
             action: error.what,
             source: error.source,

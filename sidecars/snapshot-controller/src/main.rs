@@ -31,8 +31,8 @@ struct Flags {
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     let flags = Flags::parse();
-    sidecar_common::telemetry::init(flags.verbosity);
-    let client = sidecar_common::kube_client::client(flags.kubeconfig.as_deref())
+    kube_support::telemetry::init(flags.verbosity);
+    let client = kube_support::kube_client::client(flags.kubeconfig.as_deref())
         .await
         .context("connecting to the cluster")?;
     if flags.install_crds {
@@ -44,11 +44,11 @@ async fn main() -> anyhow::Result<()> {
         .await
         .context("installing the snapshot CRDs")?;
     }
-    let host = sidecar_common::instance::name(controller::CONTROLLER_NAME);
+    let host = kube_support::instance::name(controller::CONTROLLER_NAME);
     tracing::info!("snapshot controller running");
     controller::run_with(
         Arc::new(Context::new(client, &host)),
-        sidecar_common::shutdown::signal_received(),
+        kube_support::shutdown::signal_received(),
     )
     .await;
     tracing::info!("snapshot controller stopped");

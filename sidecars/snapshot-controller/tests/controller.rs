@@ -8,12 +8,12 @@
 
 use std::time::Duration;
 
-use harness::cluster::wait::wait_deleted;
 use harness::control_plane::ControlPlane;
 use k8s_openapi::api::core::v1::PersistentVolumeClaim;
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use kube::api::{Api, Patch, PatchParams, PostParams};
 use kube::{Client, ResourceExt};
+use kube_support::wait::wait_deleted;
 use serde_json::json;
 use snapshot_controller::api::{
     BEING_DELETED_ANNOTATION, PVC_AS_SOURCE_FINALIZER, VOLUME_SNAPSHOT_AS_SOURCE_FINALIZER,

@@ -13,7 +13,6 @@ use std::process::ExitCode;
 
 use clap::Parser;
 use suites::sanity::cli;
-use tracing_subscriber::EnvFilter;
 
 /// CSI conformance tests of a CSI plugin (parity with kubernetes-csi's csi-sanity).
 #[derive(Debug, Parser)]
@@ -25,12 +24,7 @@ struct Command {
 
 #[tokio::main]
 async fn main() -> ExitCode {
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("warn")),
-        )
-        .with_writer(std::io::stderr)
-        .init();
+    kube_support::telemetry::init_with_default("warn");
     let command = Command::parse_from(cli::go_style_args(std::env::args()));
     if command.args.list {
         cli::list();

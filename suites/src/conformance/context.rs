@@ -135,7 +135,7 @@ impl<'a> TestContext<'a> {
     pub fn claim_size(&self) -> String {
         const GIB: i64 = 1 << 30;
         let min = self.driver.spec.driver_info.supported_size_range.min;
-        sidecar_common::quantity::format_bytes(min.max(GIB))
+        kube_support::quantity::format_bytes(min.max(GIB))
     }
 
     /// The name of the StorageClass to provision from: the spec file's existing class, or a

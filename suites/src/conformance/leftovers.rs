@@ -8,10 +8,10 @@ use std::collections::BTreeSet;
 use std::path::Path;
 use std::time::Duration;
 
-use harness::cluster::wait;
 use k8s_openapi::api::core::v1::{Namespace, PersistentVolume, PersistentVolumeClaim};
 use k8s_openapi::api::storage::v1::StorageClass;
 use kube::api::{Api, DeleteParams, ListParams};
+use kube_support::wait;
 
 use super::cloud::Cloud;
 use crate::e2e::snapshots;

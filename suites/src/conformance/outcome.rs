@@ -51,7 +51,7 @@ impl fmt::Display for TestError {
 
 impl<E: std::error::Error + Send + Sync + 'static> From<E> for TestError {
     fn from(error: E) -> Self {
-        TestError::Failed(harness::errors::error_chain(&error))
+        TestError::Failed(kube_support::error::error_chain(&error))
     }
 }
 

@@ -251,7 +251,7 @@ pub async fn finish(
     let torn_down = Instant::now();
     let outcome = match environment.teardown().await {
         Ok(()) => Outcome::Passed,
-        Err(e) => Outcome::Failed(harness::errors::error_chain(&e)),
+        Err(e) => Outcome::Failed(kube_support::error::error_chain(&e)),
     };
     let test = TestReport {
         suite: "teardown".into(),

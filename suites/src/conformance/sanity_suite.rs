@@ -11,7 +11,7 @@ use std::time::Duration;
 use csi_proto::Endpoint;
 use csi_proto::v1::ProbeRequest;
 use csi_proto::v1::identity_client::IdentityClient;
-use harness::cluster::wait;
+use kube_support::wait;
 use tokio::process::{Child, Command};
 
 use super::catalog::SANITY_SUITE;

@@ -2,7 +2,7 @@
 
 use std::path::PathBuf;
 
-use harness::cluster::WaitError;
+use kube_support::wait::WaitError;
 
 /// A [`Result`](std::result::Result) with the e2e [`Error`].
 pub type Result<T, E = Error> = std::result::Result<T, E>;

@@ -6,10 +6,10 @@ use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use harness::cluster::wait;
 use kube::api::{Api, DeleteParams, DynamicObject, Patch, PatchParams};
 use kube::core::GroupVersionKind;
 use kube::discovery::{ApiResource, Scope};
+use kube_support::wait;
 use serde::Deserialize;
 
 use super::binaries::workspace_root;

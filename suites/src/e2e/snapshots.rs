@@ -3,9 +3,9 @@
 
 use std::time::Duration;
 
-use harness::cluster::wait;
 use kube::api::{Api, DynamicObject};
 use kube::core::{ApiResource, GroupVersionKind};
+use kube_support::wait;
 
 use super::error::Result;
 

@@ -7,7 +7,7 @@
 
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use harness::cluster::wait;
+use kube_support::wait;
 
 use crate::conformance::{TestError, TestResult, Timeline};
 use crate::e2e::workload::{PodBuilder, Workload};

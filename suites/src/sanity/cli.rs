@@ -127,9 +127,9 @@ fn regexes(flag: &str, texts: Vec<String>) -> anyhow::Result<Vec<Regex>> {
 }
 
 /// A Go duration (`10s`, `1m30s`, `500ms`, `1.5h`) as csi-sanity's timeout flags take,
-/// or a plain number of seconds ([`csi_proto::flags::parse_duration`]).
+/// or a plain number of seconds ([`kube_support::go_duration::parse_duration`]).
 fn go_duration(text: &str) -> Result<Duration, String> {
-    csi_proto::flags::parse_duration(text)
+    kube_support::go_duration::parse_duration(text)
 }
 
 /// The run's configuration from the flags.

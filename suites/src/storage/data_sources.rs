@@ -109,8 +109,8 @@ async fn snapshot_source(ctx: &TestContext<'_>) -> TestResult {
 async fn larger_restore(ctx: &TestContext<'_>) -> TestResult {
     let class = snapshotted_source(ctx).await?;
     let w = ctx.workload();
-    let bytes = sidecar_common::quantity::parse_bytes(&ctx.claim_size()).unwrap_or(1 << 30);
-    let larger = sidecar_common::quantity::format_bytes(bytes + (1 << 30));
+    let bytes = kube_support::quantity::parse_bytes(&ctx.claim_size()).unwrap_or(1 << 30);
+    let larger = kube_support::quantity::format_bytes(bytes + (1 << 30));
     let restored = w
         .bound_claim(&claim_from_snapshot(
             "larger",
@@ -275,7 +275,7 @@ async fn two_pvs_one_handle(ctx: &TestContext<'_>) -> TestResult {
     w.claims
         .delete("second", &kube::api::DeleteParams::default())
         .await?;
-    let released = harness::cluster::wait::wait_for_described(
+    let released = kube_support::wait::wait_for_described(
         &volumes,
         &name,
         &format!("PV {name} Released"),

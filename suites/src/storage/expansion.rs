@@ -2,10 +2,10 @@
 //! `allowVolumeExpansion`; claims resized while no pod uses them (also with a pod re-created
 //! on the grown volume, as upstream's offline test) and while a pod uses them.
 
-use harness::cluster::wait;
 use harness::driver_spec::Capability;
 use k8s_openapi::api::core::v1::{PersistentVolume, PersistentVolumeClaim};
 use kube::api::{Api, Patch, PatchParams};
+use kube_support::wait;
 
 use super::provisioning::{access_mode, is_manila};
 use super::{WAIT, restarts, wait_share};
@@ -60,9 +60,9 @@ pub fn tests() -> Vec<TestCase> {
 
 /// `size` plus 2 GiB, as a quantity, and in whole GiB.
 fn grown(size: &str) -> (String, u64) {
-    let bytes = sidecar_common::quantity::parse_bytes(size).unwrap_or(1 << 30) + (2 << 30);
+    let bytes = kube_support::quantity::parse_bytes(size).unwrap_or(1 << 30) + (2 << 30);
     (
-        sidecar_common::quantity::format_bytes(bytes),
+        kube_support::quantity::format_bytes(bytes),
         u64::try_from(bytes).unwrap_or(0).div_ceil(1 << 30),
     )
 }

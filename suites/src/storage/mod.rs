@@ -34,8 +34,8 @@ pub mod volumes;
 
 use std::time::Duration;
 
-use harness::cluster::wait;
 use k8s_openapi::api::core::v1::Pod;
+use kube_support::wait;
 use manila_csi_plugin::openstack::model::Share;
 
 use crate::conformance::{TestCase, TestContext, TestError, TestResult};

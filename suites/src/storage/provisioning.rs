@@ -3,12 +3,12 @@
 use k8s_openapi::api::core::v1::PersistentVolume;
 use k8s_openapi::api::storage::v1::StorageClass;
 use kube::api::{Api, DeleteParams};
+use kube_support::wait;
 
 use super::WAIT;
 use crate::conformance::{Needs, TestCase, TestContext, TestError, TestResult};
 use crate::e2e::workload::{claim, events_about, volume_capacity};
 use crate::{ensure, ensure_eq, test_case};
-use harness::cluster::wait;
 
 const SUITE: &str = "provisioning";
 
@@ -87,7 +87,7 @@ async fn provisions_and_deletes(ctx: &TestContext<'_>) -> TestResult {
                 data.share_id
             ))
         })?;
-        let bytes = sidecar_common::quantity::parse_bytes(&size).unwrap_or(0);
+        let bytes = kube_support::quantity::parse_bytes(&size).unwrap_or(0);
         let gib = u64::try_from(bytes).unwrap_or(0).div_ceil(1 << 30);
         ensure_eq!(share.size, gib, "the share's size in GiB");
         ensure_eq!(share.status.as_str(), "available", "the share's status");

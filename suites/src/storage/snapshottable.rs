@@ -3,9 +3,9 @@
 //! content's fields and references, the snapshot in the cloud, a restore that holds the data
 //! as it was when the snapshot was taken, and what deleting the snapshot deletes.
 
-use harness::cluster::wait;
 use harness::driver_spec::Capability;
 use kube::api::{DeleteParams, DynamicObject, Patch, PatchParams, PostParams};
+use kube_support::wait;
 
 use super::WAIT;
 use super::data::{check_seeded, write_seeded};

@@ -11,9 +11,9 @@
 //! symbolic links to the node's `/bin` and `/bin/sh` (the backstepping link and the link to a
 //! missing path out of the volume are the ones run).
 
-use harness::cluster::wait;
 use k8s_openapi::api::core::v1::{Container, Pod, VolumeMount};
 use kube::api::PostParams;
+use kube_support::wait;
 
 use super::data::{SEEDED_LEN, check_seeded, seeded_content, write_seeded};
 use super::node_of;

@@ -5,11 +5,12 @@
 
 use harness::driver_spec::Capability;
 use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod, VolumeDevice};
+use kube_support::wait::wait_event;
 
 use super::node_of;
 use super::provisioning::{access_mode, is_manila};
 use crate::conformance::{Needs, TestCase, TestContext, TestError, TestResult};
-use crate::e2e::workload::{PodBuilder, claim, describe_pod, wait_event};
+use crate::e2e::workload::{PodBuilder, claim, describe_pod};
 use crate::{ensure, ensure_eq, test_case};
 
 const SUITE: &str = "volumeMode";

@@ -42,6 +42,7 @@ use std::net::IpAddr;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
+use kube_support::error::IoContext;
 use serde::Deserialize;
 use testcontainers::core::Mount;
 use testcontainers::runners::AsyncRunner;
@@ -56,7 +57,6 @@ use super::embedded::{
 use super::error::{Error, Result};
 use super::{Cluster, embedded};
 use crate::control_plane::{Binaries, RunDir, run_dir};
-use crate::errors::IoContext;
 
 pub use docker::{
     ContainerNetwork, LabelledObject, NodeAction, RUN_DIR_LABEL, labelled_objects, remove_stale,

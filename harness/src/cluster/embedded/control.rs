@@ -8,6 +8,7 @@
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+use kube_support::error::{IoContext, error_chain};
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 use tokio::net::{UnixListener, UnixStream};
 use tokio::sync::Mutex;
@@ -16,7 +17,6 @@ use tokio::task::JoinHandle;
 use super::super::error::{Error, Result};
 use super::NodeAgents;
 use super::description::CONTROL_SOCKET;
-use crate::errors::{IoContext, error_chain};
 
 const RESTART: &str = "restart-node-agent";
 

@@ -15,6 +15,7 @@ use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 
+use kube_support::error::IoContext;
 use nix::sys::signal::Signal;
 use tokio::signal::unix::{SignalKind, signal};
 
@@ -23,7 +24,6 @@ use super::description::{CLUSTER_LOG, ClusterDescription};
 use super::node_agents::locate_binary;
 use super::{EmbeddedCluster, EmbeddedOptions};
 use crate::control_plane::process::log_tail;
-use crate::errors::IoContext;
 use crate::runtime::ProcessId;
 
 /// The environment variable naming the `conformance` binary (used by

@@ -15,10 +15,10 @@
 
 use std::path::{Path, PathBuf};
 
+use kube_support::error::IoContext;
 use serde::{Deserialize, Serialize};
 
 use super::super::error::{Error, Result};
-use crate::errors::IoContext;
 
 /// The description file's name in the run directory.
 pub const DESCRIPTION_FILE: &str = "cluster.json";

@@ -22,12 +22,13 @@ use std::time::{Duration, Instant};
 
 use k8s_openapi::api::core::v1::{ConfigMap, Node, ServiceAccount};
 use kube::api::{Api, ListParams};
+use kube_support::error::{IoContext, error_chain};
+use kube_support::wait;
 use tokio::sync::Mutex;
 
+use super::Cluster;
 use super::error::{Error, Result};
-use super::{Cluster, wait};
 use crate::control_plane::{Binaries, ClientIdentity, ControlPlane, RunDir, run_dir};
-use crate::errors::{IoContext, error_chain};
 use crate::runtime::{Lifeline, LifelineHolder};
 
 pub use description::{ClusterDescription, ContainersDescription, NodeDescription};

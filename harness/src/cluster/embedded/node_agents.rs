@@ -8,13 +8,13 @@ use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use kube_support::error::IoContext;
 use tokio::process::Command;
 
 use super::super::error::{Error, Result};
 use super::description::NodeDescription;
 use crate::control_plane::RunDir;
 use crate::control_plane::process::{LoggedChild, log_tail};
-use crate::errors::IoContext;
 use crate::runtime::Lifeline;
 
 /// The environment variable naming the `node-agent` binary.

@@ -42,10 +42,13 @@ use std::time::{Duration, Instant};
 
 use k8s_openapi::api::core::v1::Node;
 use kube::Api;
+use kube_support::error::IoContext;
+use kube_support::wait;
 use testcontainers::bollard::models::{DeviceMapping, Mount as DockerMount, MountType};
 use testcontainers::runners::AsyncRunner;
 use testcontainers::{ContainerAsync, GenericImage, ImageExt};
 
+use super::Cluster;
 use super::containers::docker::{self, ContainerExec, ContainerNetwork, RUN_DIR_LABEL};
 use super::containers::{NewRun, bind, end_run_dir, new_run};
 use super::embedded::{
@@ -53,9 +56,7 @@ use super::embedded::{
     check_nodes_and_zones, node_layout, wait_nodes_ready_checking, wait_usable,
 };
 use super::error::{Error, Result};
-use super::{Cluster, wait};
 use crate::control_plane::{RunDir, run_dir};
-use crate::errors::IoContext;
 
 pub use config::NodeImageInfo;
 pub use image::{

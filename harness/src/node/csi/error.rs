@@ -395,7 +395,7 @@ pub enum Error {
         pv: String,
         /// The cause, naming the quantity.
         #[source]
-        source: Box<sidecar_common::Error>,
+        source: Box<kube_support::quantity::QuantityError>,
     },
 }
 
@@ -429,7 +429,7 @@ impl Error {
     }
 }
 
-impl crate::errors::IoContext for Error {
+impl kube_support::error::IoContext for Error {
     fn from_io(action: &'static str, path: PathBuf, source: std::io::Error) -> Self {
         Error::Io {
             action,
@@ -443,7 +443,7 @@ impl crate::errors::IoContext for Error {
 mod tests {
     #![allow(clippy::unwrap_used, clippy::expect_used)]
     use super::*;
-    use crate::errors::IoContext;
+    use kube_support::error::IoContext;
 
     fn rpc(code: tonic::Code, message: &str) -> Box<Error> {
         Box::new(Error::Rpc {

@@ -1,13 +1,13 @@
 //! Watching `plugins_registry`: a socket that appears is registered, one that disappears (or
 //! is replaced by a new one at the same path) is deregistered.
 
-use crate::errors::IoContext;
 use std::collections::BTreeMap;
 use std::os::unix::fs::{FileTypeExt, MetadataExt};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use kube::Client;
+use kube_support::error::IoContext;
 
 use super::error::{Error, Result};
 use super::{CsiDrivers, PluginPaths, csinode, plugin};

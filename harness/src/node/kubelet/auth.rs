@@ -22,8 +22,7 @@ use k8s_openapi::api::authorization::v1::{
     ResourceAttributes, SubjectAccessReview, SubjectAccessReviewSpec,
 };
 use kube::api::{Api, PostParams};
-
-use crate::errors::error_chain;
+use kube_support::error::error_chain;
 
 const TOKEN_TTL: Duration = Duration::from_secs(120);
 const ALLOWED_TTL: Duration = Duration::from_secs(300);

@@ -11,11 +11,11 @@
 use std::time::Duration;
 
 use bytes::Bytes;
+use kube_support::error::error_chain;
 use serde_json::json;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::sync::mpsc;
 
-use crate::errors::error_chain;
 use crate::runtime::{Container, OutputStream, TerminalSize};
 
 /// How long output is still read after the command ended (a background process may hold

@@ -253,13 +253,13 @@ impl Server {
         let sandbox = self
             .runtime
             .sandbox(uid)
-            .map_err(|e| crate::errors::error_chain(&e))?;
+            .map_err(|e| kube_support::error::error_chain(&e))?;
         let Some(sandbox) = sandbox else {
             return Ok(Vec::new());
         };
         Ok(sandbox
             .containers()
-            .map_err(|e| crate::errors::error_chain(&e))?
+            .map_err(|e| kube_support::error::error_chain(&e))?
             .into_iter()
             .filter(|c| c.name() == container)
             .collect())

@@ -121,7 +121,7 @@ pub fn resource_value(
 
 /// A Kubernetes quantity (`500m`, `2`, `1Gi`, `1e3`) as a number, fractions kept: CPU
 /// (`500m` is 0.5) and divisors (`1m`) need them. Byte counts (a PV's capacity) are
-/// `sidecar_common::quantity::parse_bytes`, which rounds up to whole bytes.
+/// `kube_support::quantity::parse_bytes`, which rounds up to whole bytes.
 pub fn parse_quantity(text: &str) -> Result<f64, String> {
     let text = text.trim();
     let split = text

@@ -28,11 +28,11 @@ use std::os::fd::{AsFd, AsRawFd, OwnedFd};
 use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt};
 use std::path::{Component, Path, PathBuf};
 
+use kube_support::error::IoContext;
 use nix::fcntl::OFlag;
 use nix::mount::{MntFlags, MsFlags};
 use nix::sys::stat::{Mode, SFlag};
 
-use crate::errors::IoContext;
 use crate::node::error::{SubPathError, SubPathFault};
 use crate::node::{layout, mounts};
 

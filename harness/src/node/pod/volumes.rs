@@ -5,7 +5,6 @@
 //! Containers bind-mount them at their `volumeMounts`, and get block volumes at their
 //! `volumeDevices`' `devicePath`.
 
-use crate::errors::IoContext;
 use std::collections::{BTreeMap, BTreeSet};
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Component, Path, PathBuf};
@@ -17,6 +16,7 @@ use k8s_openapi::api::core::v1::{
 };
 use kube::Client;
 use kube::api::{Api, PostParams};
+use kube_support::error::IoContext;
 
 use super::downward::{NodeFacts, field_value, resource_value};
 use super::sources::Sources;

@@ -171,7 +171,7 @@ fn variables(inputs: &AssetInputs<'_>) -> BTreeMap<&'static str, String> {
         ("VERBOSITY", verbosity.to_string()),
         (
             "DRIVER_LOG",
-            sidecar_common::telemetry::level_for(verbosity).to_string(),
+            kube_support::telemetry::level_for(verbosity).to_string(),
         ),
         ("NFS_MOUNTER", mounter.to_string()),
         // The previous release mounts the CA ConfigMap into the driver's pods.

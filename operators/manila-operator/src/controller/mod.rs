@@ -19,8 +19,8 @@ use kube::runtime::controller::{Action, Controller};
 use kube::runtime::reflector::ObjectRef;
 use kube::runtime::watcher;
 use kube::{Client, Resource, ResourceExt};
-use sidecar_common::backoff::KeyedBackoff;
-use sidecar_common::events::{EventRecorder, EventType};
+use kube_support::backoff::KeyedBackoff;
+use kube_support::events::{EventRecorder, EventType};
 
 use crate::api::{
     CLUSTER_OPERATOR_NAME, ClusterCSIDriver, ClusterCSIDriverStatus, ClusterOperator,
@@ -157,7 +157,7 @@ pub async fn run(ctx: Arc<Context>, shutdown: impl Future<Output = ()> + Send + 
 fn error_policy(driver: Arc<ClusterCSIDriver>, error: &Error, ctx: Arc<Context>) -> Action {
     ctx.metrics.error();
     let delay = ctx.backoff.failed(&driver.name_any());
-    tracing::warn!(error = %sidecar_common::error_chain(error), ?delay, "reconcile failed; retrying");
+    tracing::warn!(error = %kube_support::error::error_chain(error), ?delay, "reconcile failed; retrying");
     Action::requeue(delay)
 }
 
@@ -182,7 +182,7 @@ impl Report {
     fn failed(&mut self, prefix: &str, reason: &str, error: Error) {
         self.health(
             prefix,
-            &Health::degraded(reason, sidecar_common::error_chain(&error)),
+            &Health::degraded(reason, kube_support::error::error_chain(&error)),
         );
         self.error.get_or_insert(error);
     }

@@ -7,8 +7,7 @@ use std::sync::Arc;
 use kube::api::Api;
 use kube::runtime::controller::Action;
 use kube::{Resource, ResourceExt};
-
-use sidecar_common::finalizers;
+use kube_support::finalizers;
 
 use super::{Context, backoff_key, deletion};
 use crate::api::{

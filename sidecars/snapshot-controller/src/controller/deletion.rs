@@ -5,9 +5,8 @@ use k8s_openapi::api::core::v1::PersistentVolumeClaim;
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams};
 use kube::runtime::controller::Action;
 use kube::{Resource, ResourceExt};
+use kube_support::finalizers;
 use serde_json::json;
-
-use sidecar_common::finalizers;
 
 use super::Context;
 use crate::api::{

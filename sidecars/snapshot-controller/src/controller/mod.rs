@@ -8,7 +8,7 @@
 //!
 //! A snapshot the controller cannot make progress on gets `status.error` and a Warning event
 //! naming the cause (see [`crate::Error`]), and is retried with exponential back-off.
-//! Finalizers are added and removed with [`sidecar_common::finalizers`], as in the CSI
+//! Finalizers are added and removed with [`kube_support::finalizers`], as in the CSI
 //! sidecars.
 
 pub mod class;
@@ -28,8 +28,8 @@ use kube::runtime::controller::{Action, Controller};
 use kube::runtime::reflector::ObjectRef;
 use kube::runtime::watcher;
 use kube::{Client, Resource, ResourceExt};
-use sidecar_common::backoff::KeyedBackoff;
-use sidecar_common::events::{EventRecorder, EventType};
+use kube_support::backoff::KeyedBackoff;
+use kube_support::events::{EventRecorder, EventType};
 use sidecar_common::run::{stop_flag, stopped};
 
 use crate::Error;

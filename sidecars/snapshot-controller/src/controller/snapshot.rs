@@ -11,11 +11,11 @@ use k8s_openapi::jiff::Timestamp;
 use kube::api::{Api, Patch, PatchParams, PostParams};
 use kube::runtime::controller::Action;
 use kube::{Resource, ResourceExt};
+use kube_support::events::EventType;
+use kube_support::finalizers;
 use serde_json::json;
-use sidecar_common::events::EventType;
 
 use super::class::{self, TemplateValues};
-use sidecar_common::finalizers;
 
 use super::{Context, backoff_key, deletion, status};
 use crate::api::{

@@ -3,7 +3,7 @@
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
-use sidecar_common::quantity::format_bytes;
+use kube_support::quantity::format_bytes;
 
 use crate::api::{VolumeSnapshotContent, VolumeSnapshotStatus};
 
@@ -26,7 +26,7 @@ pub fn time_from_unix_nanos(nanos: i64) -> Option<Time> {
 }
 
 /// A byte count as a binary-SI quantity: the largest exact Ki/Mi/Gi/Ti/Pi/Ei unit, else bytes
-/// (as [`sidecar_common::quantity::format_bytes`] writes PV capacities).
+/// (as [`kube_support::quantity::format_bytes`] writes PV capacities).
 pub fn quantity_from_bytes(bytes: i64) -> Quantity {
     Quantity(format_bytes(bytes))
 }

@@ -15,11 +15,9 @@
 mod cluster;
 mod run;
 
-use std::io::IsTerminal;
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
-use tracing_subscriber::EnvFilter;
 
 /// The conformance harness for the OpenStack Manila/Cinder CSI driver and operator pairs.
 #[derive(Debug, Parser)]
@@ -42,23 +40,18 @@ enum Command {
 
 /// Without RUST_LOG: warnings only for `run` (its progress has its own lines), progress for
 /// the cluster commands, without the control plane's readiness probing noise.
-fn log_filter(command: &Command) -> EnvFilter {
-    EnvFilter::try_from_default_env().unwrap_or_else(|_| {
-        EnvFilter::new(match command {
-            Command::Run(_) | Command::Sanity(_) => "warn,kube_client::client::builder=off",
-            Command::Cluster(_) => "info,kube_client::client::builder=off",
-        })
-    })
+/// The log filter when `RUST_LOG` is not set.
+fn log_filter(command: &Command) -> &'static str {
+    match command {
+        Command::Run(_) | Command::Sanity(_) => "warn,kube_client::client::builder=off",
+        Command::Cluster(_) => "info,kube_client::client::builder=off",
+    }
 }
 
 #[tokio::main]
 async fn main() -> ExitCode {
     let cli = Cli::parse_from(suites::sanity::cli::go_style_args(std::env::args()));
-    tracing_subscriber::fmt()
-        .with_env_filter(log_filter(&cli.command))
-        .with_writer(std::io::stderr)
-        .with_ansi(std::io::stderr().is_terminal())
-        .init();
+    kube_support::telemetry::init_with_default(log_filter(&cli.command));
     let result = match cli.command {
         Command::Run(args) => run::run(*args).await,
         Command::Sanity(args) => {

@@ -34,9 +34,7 @@ use kube::api::{Api, PostParams};
 
 use super::binaries::Binaries;
 use super::environment::cleanup::ClusterGuard;
-use super::environment::deploy::{
-    apply_snapshot_crds, free_port, wait_pod_ready_in, wait_registered_as,
-};
+use super::environment::deploy::{apply_snapshot_crds, free_port, wait_pod_ready_in};
 use super::environment::{
     SNAPSHOT_CONTROLLER_SELECTOR, StartTimings, metadata_pod_env, pod_diagnostics,
     reserve_loopback_address,
@@ -285,10 +283,10 @@ impl CinderCsiEnvironment {
         let timeout = self.options.ready_timeout;
         wait_pod_ready_in(&client, &namespace, CINDER_CONTROLLER_SELECTOR, timeout).await?;
         wait_pod_ready_in(&client, &namespace, SNAPSHOT_CONTROLLER_SELECTOR, timeout).await?;
-        wait_registered_as(
+        kube_support::wait::wait_csi_drivers(
             &client,
             &self.cluster.node_names(),
-            CINDER_DRIVER_NAME,
+            &[CINDER_DRIVER_NAME],
             timeout,
         )
         .await?;

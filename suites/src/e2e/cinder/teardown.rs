@@ -2,10 +2,10 @@
 //! nothing may be left in the cluster (PVs, VolumeSnapshotContents, VolumeAttachments), in
 //! the fake cloud (volumes, snapshots, attachments) or on the host (loop devices).
 
-use harness::cluster::wait;
 use k8s_openapi::api::core::v1::Namespace;
 use k8s_openapi::api::storage::v1::VolumeAttachment;
 use kube::api::{Api, DeleteParams, ListParams};
+use kube_support::wait;
 
 use super::super::environment::teardown::{drain_volumes, ignore_not_found};
 use super::super::error::{Error, Result};

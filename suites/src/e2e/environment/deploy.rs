@@ -5,13 +5,10 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use harness::cluster::wait;
 use k8s_openapi::ByteString;
 use k8s_openapi::api::core::v1::{Namespace, Pod, Secret};
-use k8s_openapi::api::storage::v1::CSINode;
-use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::api::{Api, ListParams, PostParams};
-use kube::runtime::conditions;
+use kube_support::wait;
 
 use super::super::error::{Error, Result};
 use super::super::manifests;
@@ -200,37 +197,34 @@ impl ManilaCsiEnvironment {
 
     /// Waits until every node's CSINode lists the driver `driver`.
     pub(super) async fn wait_registered_as(&self, driver: &str, timeout: Duration) -> Result<()> {
-        wait_registered_as(&self.client(), &self.cluster.node_names(), driver, timeout).await
+        let nodes = self.cluster.node_names();
+        wait::wait_csi_drivers(&self.client(), &nodes, &[driver], timeout).await?;
+        Ok(())
     }
 }
 
-/// Applies the snapshot CRDs of `fixtures/crds/` and waits (at most `timeout` each) until
-/// they are Established.
+/// Applies the CRDs of `fixtures/crds/` (the snapshot API's and the operator's) with
+/// `applier`, so the teardown deletes them, and waits (at most `timeout` in all) until they
+/// are Established.
 pub(crate) async fn apply_snapshot_crds(
     applier: &mut manifests::Applier,
     client: &kube::Client,
     timeout: Duration,
 ) -> Result<()> {
-    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
     let crd_dir = manifests::crds_dir();
     let mut crd_files = list_yaml(&crd_dir)?;
     crd_files.sort();
+    let mut names = Vec::new();
     for path in crd_files {
         let text = std::fs::read_to_string(&path).map_err(|e| Error::Fixture {
             path: path.clone(),
             reason: e.to_string(),
         })?;
         for object in manifests::parse(&path, &text)? {
-            let applied = applier.apply(object).await?;
-            wait::wait_for(
-                &crds,
-                &applied.name,
-                conditions::is_crd_established(),
-                timeout,
-            )
-            .await?;
+            names.push(applier.apply(object).await?.name);
         }
     }
+    kube_support::crd::wait_established(client, &names, timeout).await?;
     Ok(())
 }
 
@@ -269,44 +263,6 @@ pub(crate) async fn wait_pod_ready_in(
     )
     .await?;
     Ok(pod)
-}
-
-/// Waits until the CSINode of every one of `nodes` lists the driver `driver`.
-pub(crate) async fn wait_registered_as(
-    client: &kube::Client,
-    nodes: &[String],
-    driver: &str,
-    timeout: Duration,
-) -> Result<()> {
-    let csinodes: Api<CSINode> = Api::all(client.clone());
-    let nodes = nodes.to_vec();
-    wait::wait_until(
-        format!("every node's CSINode to list {driver}"),
-        timeout,
-        || {
-            let csinodes = csinodes.clone();
-            let nodes = nodes.clone();
-            async move {
-                let mut missing = Vec::new();
-                for node in &nodes {
-                    let found = csinodes.get_opt(node).await.map_err(|e| e.to_string())?;
-                    let drivers: Vec<String> = found
-                        .map(|c| c.spec.drivers.into_iter().map(|d| d.name).collect())
-                        .unwrap_or_default();
-                    if !drivers.iter().any(|d| d == driver) {
-                        missing.push(format!("{node}: drivers {drivers:?}"));
-                    }
-                }
-                if missing.is_empty() {
-                    Ok(Some(()))
-                } else {
-                    Err(missing.join(", "))
-                }
-            }
-        },
-    )
-    .await?;
-    Ok(())
 }
 
 pub(crate) fn list_yaml(dir: &Path) -> Result<Vec<PathBuf>> {

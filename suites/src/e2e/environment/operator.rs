@@ -11,12 +11,12 @@
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
-use harness::cluster::wait;
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::{ConfigMap, Secret};
 use k8s_openapi::api::storage::v1::StorageClass;
 use kube::api::{Api, DeleteParams, DynamicObject, ListParams, PostParams};
 use kube::core::{ApiResource, GroupVersionKind};
+use kube_support::wait;
 
 use super::super::binaries::workspace_root;
 use super::super::error::{Error, Result};

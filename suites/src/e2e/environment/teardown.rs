@@ -1,9 +1,9 @@
 //! The explicit end of an environment: what the workloads left is deleted, nothing may be left
 //! in the cluster or the fake cloud, and the cluster stops gracefully.
 
-use harness::cluster::wait;
 use k8s_openapi::api::core::v1::{Namespace, PersistentVolume, PersistentVolumeClaim, Pod};
 use kube::api::{Api, DeleteParams, DynamicObject, ListParams};
+use kube_support::wait;
 
 use super::super::error::{Error, Result};
 use super::super::snapshots;

@@ -28,9 +28,10 @@ use std::future::Future;
 use std::pin::Pin;
 use std::time::Duration;
 
-use harness::cluster::{Cluster, TestNamespace, wait};
+use harness::cluster::{Cluster, TestNamespace};
 use k8s_openapi::api::core::v1::{Event, PersistentVolume, PersistentVolumeClaim, Pod};
 use kube::api::{Api, DeleteParams, DynamicObject, PostParams};
+use kube_support::wait;
 
 use super::ManilaCsiEnvironment;
 use super::error::{Error, Result};
@@ -41,7 +42,7 @@ pub use objects::{
     pod_is_ready, pod_with_claim, volume_capacity, volume_handle,
 };
 pub use pods::{PodBuilder, TEST_POD_LABEL};
-pub use waits::{bound_volume, events_about, wait_claim_bound, wait_event, wait_pod_ready};
+pub use waits::{bound_volume, events_about, wait_pod_ready};
 
 /// How long a [`Workload`]'s waits take at most, unless its [`WorkloadTimeouts`] say
 /// otherwise.
@@ -228,7 +229,7 @@ impl<'a> Workload<'a> {
         let claim = self
             .check(
                 &what,
-                wait_claim_bound(&self.claims, name, self.timeouts.claim_bound).await,
+                wait::wait_claim_bound(&self.claims, name, self.timeouts.claim_bound).await,
             )
             .await?;
         let volume = bound_volume(&self.client(), &claim).await?;
@@ -286,7 +287,7 @@ impl<'a> Workload<'a> {
     pub async fn wait_event(&self, name: &str, reason: &str, contains: &str) -> Result<Event> {
         let what = format!("a {reason} event about {name}");
         let client = self.client();
-        let found = wait_event(
+        let found = wait::wait_event(
             &client,
             self.namespace(),
             name,

@@ -1,35 +1,15 @@
-//! Waits on workload objects, with timeouts that report what was last seen: claims Bound,
-//! pods Ready, events; and the PV a claim is bound to.
+//! Waits on workload objects, with timeouts that report what was last seen: pods Ready
+//! (described as the suites describe pods); the PV a claim is bound to, and the events about
+//! an object. Claims Bound and events are awaited with [`kube_support::wait`]'s.
 
 use std::time::Duration;
 
-use harness::cluster::wait;
 use k8s_openapi::api::core::v1::{Event, PersistentVolume, PersistentVolumeClaim, Pod};
 use kube::api::{Api, ListParams};
+use kube_support::wait;
 
 use super::super::error::{Error, Result};
 use super::objects::{describe_pod, pod_is_ready};
-
-/// Waits until the claim `name` is Bound and returns it.
-pub async fn wait_claim_bound(
-    api: &Api<PersistentVolumeClaim>,
-    name: &str,
-    timeout: Duration,
-) -> Result<PersistentVolumeClaim> {
-    let found = wait::wait_for_described(
-        api,
-        name,
-        &format!("PVC {name} Bound"),
-        |c: Option<&PersistentVolumeClaim>| {
-            c.and_then(|c| c.status.as_ref())
-                .and_then(|s| s.phase.as_deref())
-                == Some("Bound")
-        },
-        timeout,
-    )
-    .await?;
-    found.ok_or_else(|| Error::Unexpected(format!("PVC {name} vanished")))
-}
 
 /// Waits until the pod `name` is Running with every container ready.
 pub async fn wait_pod_ready(api: &Api<Pod>, name: &str, timeout: Duration) -> Result<Pod> {
@@ -82,41 +62,4 @@ pub async fn events_about(
         .await
         .map_err(Error::kube(format!("listing events of {namespace}/{name}")))?;
     Ok(list.items)
-}
-
-/// Waits for an event about `name` with `reason` whose message contains `contains`.
-pub async fn wait_event(
-    client: &kube::Client,
-    namespace: &str,
-    name: &str,
-    reason: &str,
-    contains: &str,
-    timeout: Duration,
-) -> Result<Event> {
-    let what = format!("a {reason} event about {namespace}/{name} containing {contains:?}");
-    let event = wait::wait_until(what, timeout, || async move {
-        let events = events_about(client, namespace, name)
-            .await
-            .map_err(|e| e.to_string())?;
-        if let Some(event) = events.iter().find(|e| {
-            e.reason.as_deref() == Some(reason)
-                && e.message.as_deref().is_some_and(|m| m.contains(contains))
-        }) {
-            return Ok(Some(event.clone()));
-        }
-        Err(format!(
-            "events: {}",
-            events
-                .iter()
-                .map(|e| format!(
-                    "{} {}",
-                    e.reason.as_deref().unwrap_or("?"),
-                    e.message.as_deref().unwrap_or("")
-                ))
-                .collect::<Vec<_>>()
-                .join(" | ")
-        ))
-    })
-    .await?;
-    Ok(event)
 }

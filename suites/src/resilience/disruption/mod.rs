@@ -17,12 +17,12 @@
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use fakes::{FakeCloud, FaultAction, FaultRule, Operation, Times};
-use harness::cluster::wait;
 use harness::driver_spec::Capability;
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::{PersistentVolume, Pod};
 use k8s_openapi::api::storage::v1::CSINode;
 use kube::api::{Api, DeleteParams, ListParams};
+use kube_support::wait;
 
 use super::writers::{Stall, WriterFile, WriterSpec, Writers, wall};
 use crate::conformance::{Needs, TestCase, TestContext, TestError, TestResult, Timeline};

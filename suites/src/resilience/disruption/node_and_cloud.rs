@@ -181,7 +181,7 @@ pub(super) async fn while_unreachable(
         "cluster",
         "claim late created while the cloud is unreachable",
     );
-    let event = crate::e2e::workload::wait_event(
+    let event = kube_support::wait::wait_event(
         &ctx.client(),
         ctx.namespace(),
         "late",

@@ -16,8 +16,8 @@ pub(super) async fn share_extend_500(ctx: &TestContext<'_>) -> TestResult {
     let w = ctx.workload();
     let bound = w.bound_claim(&test_claim(ctx, CLAIM, &class)).await?;
     let size = ctx.claim_size();
-    let bytes = sidecar_common::quantity::parse_bytes(&size).unwrap_or(1 << 30) + (1 << 30);
-    let bigger = sidecar_common::quantity::format_bytes(bytes);
+    let bytes = kube_support::quantity::parse_bytes(&size).unwrap_or(1 << 30) + (1 << 30);
+    let bigger = kube_support::quantity::format_bytes(bytes);
     let gib = u64::try_from(bytes).unwrap_or(0).div_ceil(1 << 30);
     let message = "The extend operation failed in the share driver.";
     faults.inject(http_error_always(Operation::ShareExtend, 500, message))?;

@@ -26,15 +26,15 @@ use std::collections::BTreeSet;
 use std::time::Duration;
 
 use fakes::{FakeCloud, FaultAction, FaultRule, Leftovers, Operation, Times};
-use harness::cluster::wait;
 use harness::driver_spec::Capability;
 use k8s_openapi::api::core::v1::{PersistentVolume, PersistentVolumeClaim};
 use kube::api::{Api, DeleteParams, DynamicObject, Patch, PatchParams, PostParams};
+use kube_support::wait::{self, wait_event};
 
 use crate::conformance::{Needs, TestCase, TestContext, TestError, TestResult, Timeline};
 use crate::e2e::cloud::CloudInspector;
 use crate::e2e::snapshots;
-use crate::e2e::workload::{BoundClaim, claim, claim_capacity, volume_capacity, wait_event};
+use crate::e2e::workload::{BoundClaim, claim, claim_capacity, volume_capacity};
 use crate::storage::provisioning::access_mode;
 use crate::{ensure, ensure_eq, test_case};
 

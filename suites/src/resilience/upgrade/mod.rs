@@ -26,7 +26,6 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, SystemTime};
 
-use harness::cluster::wait;
 use k8s_openapi::api::apps::v1::{DaemonSet, Deployment};
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::{
@@ -35,6 +34,7 @@ use k8s_openapi::api::core::v1::{
 use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding};
 use k8s_openapi::api::storage::v1::StorageClass;
 use kube::api::{Api, DeleteParams, DynamicObject, ListParams, Patch, PatchParams, PostParams};
+use kube_support::wait;
 
 use super::writers::{self, WriterFile, WriterSpec, Writers};
 use crate::conformance::{Needs, TestCase, TestContext, TestError, TestResult, Timeline};

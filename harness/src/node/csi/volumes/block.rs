@@ -18,10 +18,10 @@
 //! kubelet, the agent does not bind-mount the device at a global map path nor hold it open
 //! through a loop device: nothing here needs either.
 
-use crate::errors::IoContext;
 use std::path::{Path, PathBuf};
 
 use csi_proto::v1::NodePublishVolumeRequest;
+use kube_support::error::IoContext;
 
 use super::VolumeManager;
 use super::paths::{

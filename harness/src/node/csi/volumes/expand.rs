@@ -93,7 +93,7 @@ impl VolumeManager {
                 pv: pv_name.clone(),
             });
         };
-        let bytes = sidecar_common::quantity::parse_bytes(&capacity.0).map_err(|source| {
+        let bytes = kube_support::quantity::parse_bytes(&capacity.0).map_err(|source| {
             Error::BadCapacity {
                 pv: pv_name.clone(),
                 source: Box::new(source),

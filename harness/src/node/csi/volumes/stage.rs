@@ -5,11 +5,11 @@
 //! `…/csi/volumeDevices/staging/<pv>` (see [`block`](super::block)). Every pod on the node then shares the staged volume; it
 //! is unstaged when no pod uses or wants it any more (see `teardown`).
 
-use crate::errors::IoContext;
 use std::collections::HashMap;
 use std::path::Path;
 
 use csi_proto::v1::{NodeStageVolumeRequest, VolumeCapability};
+use kube_support::error::IoContext;
 
 use super::VolumeManager;
 use super::resolve::ResolvedVolume;

@@ -5,10 +5,10 @@
 //! NodeUnstageVolume of the staged volumes no pod uses or wants any more. A directory is
 //! removed only once no mount point is left in it: removing it would delete a share's data.
 
-use crate::errors::IoContext;
 use std::path::Path;
 
 use csi_proto::v1::{NodeUnpublishVolumeRequest, NodeUnstageVolumeRequest};
+use kube_support::error::IoContext;
 
 use super::VolumeManager;
 use super::paths::{block_staging_path, pod_csi_dir, publish_path, staging_path};

@@ -3,9 +3,9 @@
 //! `volumeLifecycleMode`) so that unmounting and reconstruction know the volume without the
 //! API; and the directory helpers that read and clean those places.
 
-use crate::errors::IoContext;
 use std::path::{Path, PathBuf};
 
+use kube_support::error::IoContext;
 use serde::{Deserialize, Serialize};
 
 use super::paths::unique_volume_name;

@@ -1,5 +1,5 @@
-//! Who this replica is: the name events (`source.host`) and the leader Lease's holder
-//! identity are built from.
+//! Who and where this replica is: the name events (`source.host`) and the leader Lease's
+//! holder identity are built from, and the namespace of its pod.
 
 /// This replica's name: `$POD_NAME` (set by the downward API), else the host name (in a
 /// pod: the pod's name too), else `$HOSTNAME`, else `fallback`.
@@ -14,4 +14,13 @@ pub fn name(fallback: &str) -> String {
         })
         .or_else(|| from_env("HOSTNAME"))
         .unwrap_or_else(|| fallback.to_string())
+}
+
+/// The namespace of the pod this runs in, from the service-account mount (`None` outside a
+/// pod).
+pub fn namespace() -> Option<String> {
+    std::fs::read_to_string("/var/run/secrets/kubernetes.io/serviceaccount/namespace")
+        .ok()
+        .map(|n| n.trim().to_string())
+        .filter(|n| !n.is_empty())
 }

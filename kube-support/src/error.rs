@@ -1,14 +1,40 @@
-//! What the error enums of the harness's modules share: an error with its causes as one
-//! line ([`error_chain`]), for logs and for messages handed to Kubernetes (events, pod
-//! status), and the `(action, path)` context of a failed file-system call ([`IoContext`]).
+//! What the workspace's error enums share: an error with its causes as one line
+//! ([`error_chain`]), for logs and for messages handed to Kubernetes (events, status
+//! fields, pod status), and the `(action, path)` context of a failed file-system call
+//! ([`IoContext`]).
 
 use std::path::PathBuf;
 
-pub use sidecar_common::error::error_chain;
+/// An error with its causes, `a: b: c`. A cause whose text the message already contains is
+/// not repeated (some messages print their cause), and an API error ends the chain with its
+/// message and code, without the raw status.
+pub fn error_chain(e: &(dyn std::error::Error + 'static)) -> String {
+    let describe = |e: &(dyn std::error::Error + 'static)| match e.downcast_ref::<kube::Error>() {
+        Some(kube::Error::Api(status)) => format!("{} ({})", status.message, status.code),
+        _ => e.to_string(),
+    };
+    let mut text = describe(e);
+    let mut source = e.source();
+    while let Some(cause) = source {
+        let cause_text = describe(cause);
+        if !text.contains(&cause_text) {
+            text.push_str(": ");
+            text.push_str(&cause_text);
+        }
+        if matches!(
+            cause.downcast_ref::<kube::Error>(),
+            Some(kube::Error::Api(_))
+        ) {
+            break;
+        }
+        source = cause.source();
+    }
+    text
+}
 
 /// An error enum with an `Io { action, path, source }` variant: implement
 /// [`from_io`](IoContext::from_io) and get [`io`](IoContext::io) for `map_err`.
-pub(crate) trait IoContext: Sized {
+pub trait IoContext: Sized {
     /// The error for `action` on `path` failing with `source`.
     fn from_io(action: &'static str, path: PathBuf, source: std::io::Error) -> Self;
 

@@ -1,7 +1,15 @@
 //! Kubernetes resource quantities as byte counts: parsing requests (`1Gi`, `500M`, `1.5Gi`,
 //! `1e9`) and formatting capacities the way `resource.NewQuantity(bytes, BinarySI)` does.
 
-use crate::error::{Error, Result};
+/// A storage quantity (`1Gi`, `500M`) could not be read as bytes.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("invalid storage quantity {text:?}: {reason}")]
+pub struct QuantityError {
+    /// The quantity as given.
+    pub text: String,
+    /// Why.
+    pub reason: String,
+}
 
 const BINARY: [(&str, u32); 6] = [
     ("Ki", 10),
@@ -22,8 +30,8 @@ const DECIMAL: [(&str, i32); 7] = [
 ];
 
 /// Bytes in `text`, rounded up to a whole byte.
-pub fn parse_bytes(text: &str) -> Result<i64> {
-    let bad = |why: &str| Error::Quantity {
+pub fn parse_bytes(text: &str) -> Result<i64, QuantityError> {
+    let bad = |why: &str| QuantityError {
         text: text.to_owned(),
         reason: why.to_owned(),
     };

@@ -1,28 +1,38 @@
-//! Waiting on cluster state with a timeout, reporting what was last seen when the wait fails.
+//! Waiting on cluster state with a timeout, reporting what was last seen when the wait fails:
+//! the one family of waits of the workspace (harness, suites, test kit, CRD installation).
+//!
+//! The core:
 //!
 //! - [`wait_for`] watches one object until a condition holds (any
 //!   [`kube::runtime::wait::Condition`]: kube's own `conditions::is_pod_running()`, or a closure
-//!   `|obj: Option<&K>| …`).
+//!   `|obj: Option<&K>| …`); [`wait_for_described`] is the same with a description of
+//!   what is awaited.
 //! - [`wait_deleted`] waits until an object is gone.
 //! - [`wait_until`] polls any check (a list, a file, an exec) until it yields a value.
 //!
+//! Built on it, the waits more than one crate needs: [`wait_claim_bound`], [`wait_event`]
+//! and [`wait_csi_drivers`].
+//!
 //! A failed wait is a [`WaitError`] naming what was awaited, the timeout and a summary of the
 //! last observed state (the object's `status` and deletion timestamp, or the check's last
-//! answer), so a test failure says *why* it waited in vain.
+//! answer), so a test failure says *why* it waited in vain. Tests that would rather panic
+//! wrap these (`testkit::wait`, `testkit::objects`).
 
 use std::fmt::Debug;
 use std::future::Future;
 use std::time::Duration;
 
 use futures::{StreamExt, TryStreamExt};
-use kube::api::Api;
+use k8s_openapi::api::core::v1::{Event, PersistentVolumeClaim};
+use k8s_openapi::api::storage::v1::CSINode;
+use kube::api::{Api, ListParams};
 use kube::runtime::wait::Condition;
 use kube::runtime::watcher;
 use kube::{Resource, ResourceExt};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
-use crate::errors::error_chain;
+use crate::error::error_chain;
 
 /// How often [`wait_until`] re-runs its check.
 const POLL_INTERVAL: Duration = Duration::from_millis(100);
@@ -167,6 +177,127 @@ where
     }
 }
 
+/// Waits until the claim `name` of `api` is Bound and returns it.
+pub async fn wait_claim_bound(
+    api: &Api<PersistentVolumeClaim>,
+    name: &str,
+    timeout: Duration,
+) -> Result<PersistentVolumeClaim, WaitError> {
+    let what = format!("PVC {name} Bound");
+    let found = wait_for_described(
+        api,
+        name,
+        &what,
+        |claim: Option<&PersistentVolumeClaim>| {
+            claim
+                .and_then(|c| c.status.as_ref())
+                .and_then(|s| s.phase.as_deref())
+                == Some("Bound")
+        },
+        timeout,
+    )
+    .await?;
+    // The condition only holds for a claim that is there.
+    found.ok_or_else(|| WaitError {
+        what,
+        timeout,
+        last_seen: "absent".into(),
+    })
+}
+
+/// Waits for an Event about the object `name` (any kind) in `namespace` with `reason` whose
+/// message contains `contains` (`""`: any message), and returns it. On timeout the error
+/// lists the events seen about the object.
+pub async fn wait_event(
+    client: &kube::Client,
+    namespace: &str,
+    name: &str,
+    reason: &str,
+    contains: &str,
+    timeout: Duration,
+) -> Result<Event, WaitError> {
+    let events: Api<Event> = Api::namespaced(client.clone(), namespace);
+    let about = ListParams::default().fields(&format!("involvedObject.name={name}"));
+    let what = format!("a {reason} event about {namespace}/{name} containing {contains:?}");
+    wait_until(what, timeout, || {
+        let (events, about) = (events.clone(), about.clone());
+        async move {
+            let list = events.list(&about).await.map_err(|e| {
+                format!("listing events of {namespace}/{name}: {}", error_chain(&e))
+            })?;
+            find_event(&list.items, reason, contains).map(|event| Some(event.clone()))
+        }
+    })
+    .await
+}
+
+/// The first of `events` with `reason` whose message contains `contains` (an event without a
+/// message has the empty one), else what the events were (`events: <reason> <message> | …`).
+fn find_event<'a>(events: &'a [Event], reason: &str, contains: &str) -> Result<&'a Event, String> {
+    let wanted = |e: &&Event| {
+        e.reason.as_deref() == Some(reason)
+            && e.message.as_deref().unwrap_or_default().contains(contains)
+    };
+    if let Some(event) = events.iter().find(wanted) {
+        return Ok(event);
+    }
+    let seen: Vec<String> = events
+        .iter()
+        .map(|e| {
+            format!(
+                "{} {}",
+                e.reason.as_deref().unwrap_or("?"),
+                e.message.as_deref().unwrap_or("")
+            )
+        })
+        .collect();
+    Err(format!("events: {}", seen.join(" | ")))
+}
+
+/// Waits until the CSINode of every one of `nodes` lists every driver of `drivers` (that is,
+/// each driver registered through the node's plugin registration) and returns those
+/// CSINodes, in the order of `nodes`.
+pub async fn wait_csi_drivers(
+    client: &kube::Client,
+    nodes: &[String],
+    drivers: &[&str],
+    timeout: Duration,
+) -> Result<Vec<CSINode>, WaitError> {
+    let csinodes: Api<CSINode> = Api::all(client.clone());
+    let what = format!("every node's CSINode to list {}", drivers.join(", "));
+    wait_until(what, timeout, || {
+        let csinodes = csinodes.clone();
+        async move {
+            let mut found = Vec::new();
+            let mut missing = Vec::new();
+            for node in nodes {
+                let Some(csinode) = csinodes.get_opt(node).await.map_err(|e| error_chain(&e))?
+                else {
+                    missing.push(format!("{node}: no CSINode yet"));
+                    continue;
+                };
+                let names: Vec<&str> = csinode
+                    .spec
+                    .drivers
+                    .iter()
+                    .map(|d| d.name.as_str())
+                    .collect();
+                if drivers.iter().all(|d| names.contains(d)) {
+                    found.push(csinode);
+                } else {
+                    missing.push(format!("{node}: drivers {names:?}"));
+                }
+            }
+            if missing.is_empty() {
+                Ok(Some(found))
+            } else {
+                Err(missing.join(", "))
+            }
+        }
+    })
+    .await
+}
+
 /// A one-line summary of an object for error messages: its name, deletion timestamp and
 /// `status` (as JSON, truncated).
 pub fn summarize<K: Resource + Serialize>(obj: &K) -> String {
@@ -216,6 +347,40 @@ mod tests {
         let s = truncate("é".repeat(SUMMARY_LIMIT));
         assert!(s.len() <= SUMMARY_LIMIT + '…'.len_utf8());
         assert!(s.ends_with('…'));
+    }
+
+    fn event(reason: &str, message: Option<&str>) -> Event {
+        Event {
+            reason: Some(reason.into()),
+            message: message.map(Into::into),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn events_match_by_reason_and_message_text_and_a_miss_lists_what_was_seen() {
+        let events = [
+            event("Scheduled", Some("assigned to node-1")),
+            event(
+                "FailedMount",
+                Some("MountVolume.SetUp failed: missing secret"),
+            ),
+            event("Pulled", None),
+        ];
+        let found = find_event(&events, "FailedMount", "missing").unwrap();
+        assert_eq!(
+            found.message.as_deref(),
+            Some("MountVolume.SetUp failed: missing secret")
+        );
+        assert_eq!(
+            find_event(&events, "Pulled", "").unwrap().reason.as_deref(),
+            Some("Pulled")
+        );
+        assert_eq!(
+            find_event(&events, "FailedMount", "quota").unwrap_err(),
+            "events: Scheduled assigned to node-1 | FailedMount MountVolume.SetUp failed: \
+             missing secret | Pulled "
+        );
     }
 
     #[tokio::test]

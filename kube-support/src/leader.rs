@@ -4,15 +4,23 @@
 //! the holder releases it on shutdown so a successor does not wait for expiry.
 //!
 //! As upstream sidecars do, losing the Lease while leading ends the work with
-//! [`Error::LeadershipLost`]; the binary then exits and restarts as a follower.
+//! [`LeaderError::LeadershipLost`]; the binary then exits and restarts as a follower.
 
 use std::time::Duration;
 
 use kube::Client;
 use kube_lease_manager::{LeaseManagerBuilder, LeaseParams};
 
-use crate::error::{Error, Result};
-use crate::flags::CommonFlags;
+/// Leader election failed, or leadership was lost.
+#[derive(Debug, thiserror::Error)]
+pub enum LeaderError {
+    /// Leader election could not run.
+    #[error("leader election")]
+    Election(#[source] kube_lease_manager::LeaseManagerError),
+    /// Leadership was lost while leading: the process must stop, as upstream sidecars do.
+    #[error("lost the leader lease {0}")]
+    LeadershipLost(String),
+}
 
 /// Who competes for which Lease, and its timings.
 #[derive(Clone, Debug)]
@@ -30,32 +38,37 @@ pub struct LeaderElection {
 }
 
 impl LeaderElection {
-    /// The election `flags` describe for the Lease `lease_name` (see [`lease_name`]); the
-    /// identity is this replica's name ([`crate::instance::name`]) plus a random suffix.
-    pub fn from_flags(flags: &CommonFlags, lease_name: String) -> LeaderElection {
-        let host = crate::instance::name("sidecar");
+    /// An election for the Lease `lease_name` (see [`lease_name`]) in `namespace` (else the
+    /// pod's namespace, else `default`); the identity is this replica's name
+    /// ([`crate::instance::name`], `fallback_host` when it has none) plus a random suffix.
+    pub fn new(
+        lease_name: String,
+        namespace: Option<String>,
+        fallback_host: &str,
+        lease_duration: Duration,
+        renew_deadline: Duration,
+    ) -> LeaderElection {
+        let host = crate::instance::name(fallback_host);
         LeaderElection {
             lease_name,
-            namespace: flags
-                .leader_election_namespace
-                .clone()
-                .or_else(in_cluster_namespace)
+            namespace: namespace
+                .or_else(crate::instance::namespace)
                 .unwrap_or_else(|| "default".into()),
             identity: format!("{host}_{}", uuid::Uuid::new_v4().simple()),
-            lease_duration: flags.lease_duration,
-            renew_deadline: flags.renew_deadline,
+            lease_duration,
+            renew_deadline,
         }
     }
 
     /// Waits to hold the Lease, then runs `work` while holding it. Returns `work`'s
-    /// result, or [`Error::LeadershipLost`] if the Lease is lost first; `shutdown`
+    /// result, or [`LeaderError::LeadershipLost`] if the Lease is lost first; `shutdown`
     /// resolving ends waiting or `work` cleanly. The Lease is released in every case.
     pub async fn run<T>(
         &self,
         client: Client,
-        work: impl Future<Output = Result<T>>,
+        work: impl Future<Output = Result<T, LeaderError>>,
         shutdown: impl Future<Output = ()>,
-    ) -> Result<Option<T>> {
+    ) -> Result<Option<T>, LeaderError> {
         let duration = self.lease_duration.as_secs().max(2);
         let grace = duration
             .saturating_sub(self.renew_deadline.as_secs())
@@ -65,7 +78,7 @@ impl LeaderElection {
             .with_parameters(LeaseParams::new(&self.identity, duration, grace))
             .build()
             .await
-            .map_err(Error::LeaderElection)?;
+            .map_err(LeaderError::Election)?;
         let (mut leading, task) = manager.watch().await;
         tracing::info!(lease = %self.lease_name, namespace = %self.namespace, identity = %self.identity,
             "waiting for the leader lease");
@@ -79,7 +92,7 @@ impl LeaderElection {
                 tokio::select! {
                     () = &mut shutdown => return Ok(None),
                     changed = leading.changed() => if changed.is_err() {
-                        return Err(Error::LeadershipLost(self.lease_name.clone()));
+                        return Err(LeaderError::LeadershipLost(self.lease_name.clone()));
                     },
                 }
             }
@@ -90,7 +103,7 @@ impl LeaderElection {
                     result = &mut work => return result.map(Some),
                     changed = leading.changed() => {
                         if changed.is_err() || !*leading.borrow_and_update() {
-                            return Err(Error::LeadershipLost(self.lease_name.clone()));
+                            return Err(LeaderError::LeadershipLost(self.lease_name.clone()));
                         }
                     }
                 }
@@ -127,14 +140,6 @@ pub fn lease_name(prefix: &str, driver: &str) -> String {
         .collect();
     let name = format!("{prefix}{sanitized}");
     name.trim_matches('-').chars().take(63).collect()
-}
-
-/// The namespace of the pod this runs in, from the service-account mount.
-fn in_cluster_namespace() -> Option<String> {
-    std::fs::read_to_string("/var/run/secrets/kubernetes.io/serviceaccount/namespace")
-        .ok()
-        .map(|n| n.trim().to_string())
-        .filter(|n| !n.is_empty())
 }
 
 #[cfg(test)]
