@@ -132,7 +132,7 @@ use std::sync::Arc;
 use k8s_openapi::api::core::v1::Node;
 use kube::api::Api;
 
-pub use config::{Capacity, NodeAgentConfig, Timings};
+pub use config::{Capacity, KUBELET_PORT, NodeAgentConfig, Timings};
 pub use error::{Error, Result};
 pub use inspect::{exec, logs};
 pub use kubelet::KubeletApiConfig;
