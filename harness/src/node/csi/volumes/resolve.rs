@@ -138,13 +138,8 @@ pub(super) async fn resolve(client: &Client, pod: &Pod, volume: &Volume) -> Resu
 /// kubelet's check of a pod's use of a claim against the PV's `volumeMode`: a block volume
 /// can only be in `volumeDevices`, a filesystem one only in `volumeMounts`.
 pub(super) fn check_volume_mode(pod: &Pod, resolved: &ResolvedVolume) -> Result<()> {
-    let containers = pod.spec.iter().flat_map(|s| {
-        s.containers
-            .iter()
-            .chain(s.init_containers.iter().flatten())
-    });
     let (mut mounted, mut mapped) = (false, false);
-    for c in containers {
+    for c in crate::node::pod_containers(pod) {
         let name = &resolved.volume_name;
         mounted |= c.volume_mounts.iter().flatten().any(|m| &m.name == name);
         mapped |= c.volume_devices.iter().flatten().any(|d| &d.name == name);
