@@ -12,6 +12,8 @@
 //! bind-mounting the loop device's node on the target file it creates.
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
 
+mod csi_node;
+
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -116,7 +118,7 @@ impl BlockDriver {
     }
 
     fn host(&self, kubelet_path: &str) -> PathBuf {
-        self.paths.host_path(Path::new(kubelet_path))
+        csi_node::host(&self.paths, kubelet_path)
     }
 }
 
@@ -130,26 +132,14 @@ impl CsiNode for BlockDriver {
         &self,
         _: Request<NodeGetInfoRequest>,
     ) -> Result<Response<NodeGetInfoResponse>, Status> {
-        Ok(Response::new(NodeGetInfoResponse {
-            node_id: NODE.into(),
-            max_volumes_per_node: 0,
-            accessible_topology: None,
-        }))
+        csi_node::node_info(NODE)
     }
 
     async fn node_get_capabilities(
         &self,
         _: Request<NodeGetCapabilitiesRequest>,
     ) -> Result<Response<NodeGetCapabilitiesResponse>, Status> {
-        Ok(Response::new(NodeGetCapabilitiesResponse {
-            capabilities: vec![NodeServiceCapability {
-                r#type: Some(node_service_capability::Type::Rpc(
-                    node_service_capability::Rpc {
-                        r#type: CapabilityType::StageUnstageVolume.into(),
-                    },
-                )),
-            }],
-        }))
+        csi_node::capabilities(&[CapabilityType::StageUnstageVolume])
     }
 
     async fn node_stage_volume(

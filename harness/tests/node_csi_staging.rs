@@ -10,11 +10,14 @@
 //! staging path at the target.
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
 
+mod csi_node;
+
 use std::collections::HashMap;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use csi_node::{bind, unmount};
 use csi_proto::v1::node_server::{Node as CsiNode, NodeServer};
 use csi_proto::v1::node_service_capability::rpc::Type as CapabilityType;
 use csi_proto::v1::volume_capability::AccessType;
@@ -24,7 +27,6 @@ use harness::node::csi::PluginPaths;
 use harness::runtime::host_mounts::is_mount_point;
 use k8s_openapi::api::core::v1::{PersistentVolume, PersistentVolumeClaim, Pod, Secret};
 use kube::api::{Api, Patch, PatchParams, PostParams};
-use nix::mount::{MntFlags, MsFlags};
 use serde_json::json;
 use testkit::drivers::{TestIdentity, serve_on_socket, start_registrar};
 use testkit::node::{NodeBed, RunningAgent, wait_csi_drivers, wait_volumes_in_use};
@@ -75,7 +77,7 @@ impl StagingDriver {
     }
 
     fn host(&self, kubelet_path: &str) -> PathBuf {
-        self.paths.host_path(Path::new(kubelet_path))
+        csi_node::host(&self.paths, kubelet_path)
     }
 }
 
@@ -91,52 +93,23 @@ fn call(method: &'static str) -> Call {
     }
 }
 
-fn bind(source: &Path, target: &Path) -> Result<(), Status> {
-    nix::mount::mount(
-        Some(source),
-        target,
-        None::<&str>,
-        MsFlags::MS_BIND,
-        None::<&str>,
-    )
-    .map_err(|e| Status::internal(format!("bind {source:?} at {target:?}: {e}")))
-}
-
-fn unmount(target: &Path) -> Result<(), Status> {
-    match nix::mount::umount2(target, MntFlags::empty()) {
-        Ok(()) | Err(nix::errno::Errno::EINVAL | nix::errno::Errno::ENOENT) => Ok(()),
-        Err(e) => Err(Status::internal(format!("umount {target:?}: {e}"))),
-    }
-}
-
 #[tonic::async_trait]
 impl CsiNode for StagingDriver {
     async fn node_get_info(
         &self,
         _: Request<NodeGetInfoRequest>,
     ) -> Result<Response<NodeGetInfoResponse>, Status> {
-        Ok(Response::new(NodeGetInfoResponse {
-            node_id: NODE.into(),
-            max_volumes_per_node: 0,
-            accessible_topology: None,
-        }))
+        csi_node::node_info(NODE)
     }
 
     async fn node_get_capabilities(
         &self,
         _: Request<NodeGetCapabilitiesRequest>,
     ) -> Result<Response<NodeGetCapabilitiesResponse>, Status> {
-        let capability = |t: CapabilityType| NodeServiceCapability {
-            r#type: Some(node_service_capability::Type::Rpc(
-                node_service_capability::Rpc { r#type: t.into() },
-            )),
-        };
-        Ok(Response::new(NodeGetCapabilitiesResponse {
-            capabilities: vec![
-                capability(CapabilityType::StageUnstageVolume),
-                capability(CapabilityType::ExpandVolume),
-            ],
-        }))
+        csi_node::capabilities(&[
+            CapabilityType::StageUnstageVolume,
+            CapabilityType::ExpandVolume,
+        ])
     }
 
     async fn node_stage_volume(

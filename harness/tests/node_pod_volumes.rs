@@ -16,11 +16,14 @@
 //!   the volume.
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
 
+mod csi_node;
+
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use csi_node::{bind, unmount};
 use csi_proto::v1::node_server::{Node as CsiNode, NodeServer};
 use csi_proto::v1::node_service_capability::rpc::Type as CapabilityType;
 use csi_proto::v1::*;
@@ -30,7 +33,6 @@ use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::api::storage::v1::CSIDriver;
 use kube::Client;
 use kube::api::{Api, PostParams};
-use nix::mount::{MntFlags, MsFlags};
 use serde_json::{Value, json};
 use testkit::drivers::{TestIdentity, TestProcess, serve_on_socket, start_registrar};
 use testkit::node::{NodeBed, RunningAgent, wait_csi_drivers, wait_volumes_in_use};
@@ -70,25 +72,7 @@ impl BindDriver {
     }
 
     fn host(&self, kubelet_path: &str) -> PathBuf {
-        self.paths.host_path(Path::new(kubelet_path))
-    }
-}
-
-fn bind(source: &Path, target: &Path) -> Result<(), Status> {
-    nix::mount::mount(
-        Some(source),
-        target,
-        None::<&str>,
-        MsFlags::MS_BIND,
-        None::<&str>,
-    )
-    .map_err(|e| Status::internal(format!("bind {source:?} at {target:?}: {e}")))
-}
-
-fn unmount(target: &Path) -> Result<(), Status> {
-    match nix::mount::umount2(target, MntFlags::empty()) {
-        Ok(()) | Err(nix::errno::Errno::EINVAL | nix::errno::Errno::ENOENT) => Ok(()),
-        Err(e) => Err(Status::internal(format!("umount {target:?}: {e}"))),
+        csi_node::host(&self.paths, kubelet_path)
     }
 }
 
@@ -98,26 +82,14 @@ impl CsiNode for BindDriver {
         &self,
         _: Request<NodeGetInfoRequest>,
     ) -> Result<Response<NodeGetInfoResponse>, Status> {
-        Ok(Response::new(NodeGetInfoResponse {
-            node_id: "in-test".into(),
-            max_volumes_per_node: 0,
-            accessible_topology: None,
-        }))
+        csi_node::node_info("in-test")
     }
 
     async fn node_get_capabilities(
         &self,
         _: Request<NodeGetCapabilitiesRequest>,
     ) -> Result<Response<NodeGetCapabilitiesResponse>, Status> {
-        Ok(Response::new(NodeGetCapabilitiesResponse {
-            capabilities: vec![NodeServiceCapability {
-                r#type: Some(node_service_capability::Type::Rpc(
-                    node_service_capability::Rpc {
-                        r#type: CapabilityType::StageUnstageVolume.into(),
-                    },
-                )),
-            }],
-        }))
+        csi_node::capabilities(&[CapabilityType::StageUnstageVolume])
     }
 
     async fn node_stage_volume(

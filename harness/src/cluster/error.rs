@@ -36,9 +36,8 @@ pub enum Error {
     /// A unix socket of the cluster would have a longer path than a socket address holds
     /// (see [`sockets`](super::embedded::sockets)); checked before anything starts.
     #[error(
-        "the unix socket path {} would be {length} bytes, over the limit of {limit}: choose a shorter base or run directory (room is kept for CSI driver names of up to {} bytes)",
-        path.display(),
-        super::embedded::sockets::DRIVER_NAME_ROOM
+        "the unix socket path {} would be {length} bytes, over the limit of {limit}: choose a shorter base or run directory (room is kept for CSI driver names of up to {driver_name_room} bytes)",
+        path.display()
     )]
     SocketPathTooLong {
         /// The longest socket path the cluster would have.
@@ -47,6 +46,9 @@ pub enum Error {
         length: usize,
         /// The longest a socket path can be.
         limit: usize,
+        /// The room kept in `path` for a CSI driver's name, in bytes (driver names are
+        /// only known once drivers are deployed).
+        driver_name_room: usize,
     },
 
     /// A workspace binary (`conformance`) could not be located or built.

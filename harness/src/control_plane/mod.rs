@@ -424,17 +424,8 @@ pub fn write_serving_pair(dir: &Path, name: &str, pair: &CertifiedKeyPem) -> Res
 pub async fn streaming_client_from_kubeconfig(path: &Path) -> Result<kube::Client> {
     use kube::client::ConfigExt;
     use tower_layer::Layer;
-    let err = |source: Box<dyn std::error::Error + Send + Sync>| Error::Client {
-        target: path.display().to_string(),
-        source,
-    };
-    let kubeconfig = kube::config::Kubeconfig::read_from(path).map_err(|e| err(Box::new(e)))?;
-    let config = kube::Config::from_custom_kubeconfig(
-        kubeconfig,
-        &kube::config::KubeConfigOptions::default(),
-    )
-    .await
-    .map_err(|e| err(Box::new(e)))?;
+    let err = client_error(path);
+    let config = config_from_kubeconfig(path).await?;
     if config.auth_layer().map_err(|e| err(Box::new(e)))?.is_some() || config.proxy_url.is_some() {
         return kube::Client::try_from(config).map_err(|e| err(Box::new(e)));
     }
@@ -452,16 +443,25 @@ pub async fn streaming_client_from_kubeconfig(path: &Path) -> Result<kube::Clien
 
 /// A kube client for the kubeconfig at `path`.
 pub async fn client_from_kubeconfig(path: &Path) -> Result<kube::Client> {
-    let err = |source: Box<dyn std::error::Error + Send + Sync>| Error::Client {
+    let config = config_from_kubeconfig(path).await?;
+    kube::Client::try_from(config).map_err(|e| client_error(path)(Box::new(e)))
+}
+
+/// kube's configuration from the kubeconfig at `path` (its current context).
+async fn config_from_kubeconfig(path: &Path) -> Result<kube::Config> {
+    let err = client_error(path);
+    let kubeconfig = kube::config::Kubeconfig::read_from(path).map_err(|e| err(Box::new(e)))?;
+    kube::Config::from_custom_kubeconfig(kubeconfig, &kube::config::KubeConfigOptions::default())
+        .await
+        .map_err(|e| err(Box::new(e)))
+}
+
+/// [`Error::Client`] for a client made from the kubeconfig at `path`.
+fn client_error(
+    path: &Path,
+) -> impl Fn(Box<dyn std::error::Error + Send + Sync>) -> Error + use<'_> {
+    move |source| Error::Client {
         target: path.display().to_string(),
         source,
-    };
-    let kubeconfig = kube::config::Kubeconfig::read_from(path).map_err(|e| err(Box::new(e)))?;
-    let config = kube::Config::from_custom_kubeconfig(
-        kubeconfig,
-        &kube::config::KubeConfigOptions::default(),
-    )
-    .await
-    .map_err(|e| err(Box::new(e)))?;
-    kube::Client::try_from(config).map_err(|e| err(Box::new(e)))
+    }
 }

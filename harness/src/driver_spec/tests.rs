@@ -1,3 +1,5 @@
+//! The driver spec reader's tests: upstream's example files, every key and default, and
+//! the message of each mistake (file, line, column, key path; pinned as snapshots).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::collections::BTreeSet;

@@ -12,6 +12,11 @@ use super::kubelet::KubeletApiConfig;
 
 use super::error::{Error, Result};
 
+/// kubelet's port, reported as the kubelet endpoint when the agent serves no kubelet API
+/// (nothing listens there then); otherwise the API's own port is reported
+/// ([`NodeAgentConfig::kubelet_port`]).
+pub const KUBELET_PORT: u16 = 10250;
+
 /// The configuration of one node agent (see [`NodeAgent::run`](super::NodeAgent::run)).
 #[derive(Debug, Clone)]
 pub struct NodeAgentConfig {
@@ -205,7 +210,7 @@ impl NodeAgentConfig {
     pub fn kubelet_port(&self) -> u16 {
         match &self.kubelet_api {
             Some(api) => api.port,
-            None => super::registration::KUBELET_PORT as u16,
+            None => KUBELET_PORT,
         }
     }
 

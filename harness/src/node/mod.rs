@@ -125,14 +125,14 @@ mod ownership;
 mod pod;
 pub mod registration;
 
+use kube_support::error::IoContext;
 use std::future::Future;
 use std::sync::Arc;
 
-use k8s_openapi::api::core::v1::Node;
+use k8s_openapi::api::core::v1::{Container, Node, Pod};
 use kube::api::Api;
-use kube_support::error::IoContext;
 
-pub use config::{Capacity, NodeAgentConfig, Timings};
+pub use config::{Capacity, KUBELET_PORT, NodeAgentConfig, Timings};
 pub use error::{Error, Result};
 pub use inspect::{exec, logs};
 pub use kubelet::KubeletApiConfig;
@@ -286,6 +286,16 @@ async fn register_until_done(nodes: &Api<Node>, config: &NodeAgentConfig) -> Nod
             }
         }
     }
+}
+
+/// A pod's containers, then its init containers (the containers kubelet visits, ephemeral
+/// ones aside).
+pub(crate) fn pod_containers(pod: &Pod) -> impl Iterator<Item = &Container> {
+    pod.spec.iter().flat_map(|spec| {
+        spec.containers
+            .iter()
+            .chain(spec.init_containers.iter().flatten())
+    })
 }
 
 pub(crate) use kube_support::error::error_chain;

@@ -20,9 +20,6 @@ use super::error::{Error, Result};
 pub const KUBELET_VERSION: &str = "v1.20.2";
 /// The container runtime the agent reports (`nodeInfo.containerRuntimeVersion`).
 pub const RUNTIME_VERSION: &str = "pod-sandbox://0.1.0";
-/// kubelet's port, reported as the kubelet endpoint when the agent serves no kubelet API
-/// (nothing listens there then); otherwise the API's own port is reported.
-pub const KUBELET_PORT: i32 = 10250;
 
 /// The Node's labels: hostname, OS, architecture, zone/region (GA and beta keys), extras.
 pub fn labels(config: &NodeAgentConfig) -> BTreeMap<String, String> {

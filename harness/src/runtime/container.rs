@@ -10,18 +10,19 @@ use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::process::Command;
 
 use super::error::{Error, Result};
+use super::exec::{self, ExecOutput, ExecSession, ExecTarget};
 use super::layout::{
     ContainerDir, ContainerState, HelperOutcome, read_json, read_required_json, write_json,
 };
 use super::process::{ExitStatus, ProcessId};
-use super::sandbox::{Sandbox, helper_message};
 use super::spec::ContainerSpec;
+use super::terminal::{TerminalSize, set_size};
 
 /// How long the monitor may take to report that the process started.
 const START_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// A started container attempt (running or exited). Cheap to clone; survives a restart of the
-/// node agent (see [`Sandbox::containers`]).
+/// node agent (see [`Sandbox::containers`](super::Sandbox::containers)).
 #[derive(Debug, Clone)]
 pub struct Container {
     sandbox_id: String,
@@ -31,39 +32,20 @@ pub struct Container {
     state: ContainerState,
 }
 
-/// What an exec returned.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ExecOutput {
-    /// How the command ended.
-    pub status: ExitStatus,
-    /// Its standard output.
-    pub stdout: Vec<u8>,
-    /// Its standard error.
-    pub stderr: Vec<u8>,
-}
-
-impl ExecOutput {
-    /// The exit code as Kubernetes reports it.
-    pub fn code(&self) -> i32 {
-        self.status.code()
-    }
-}
-
 impl Container {
-    pub(crate) async fn start(sandbox: &Sandbox, spec: ContainerSpec) -> Result<Container> {
-        spec.validate()?;
+    /// Starts a container of the running sandbox `sandbox_id` in `dir` (see
+    /// [`SandboxDir::container`](super::layout::SandboxDir::container)) through its monitor,
+    /// `helper run`. The caller has validated `spec` and checked the sandbox runs.
+    pub(crate) async fn start(
+        sandbox_id: &str,
+        helper: &Path,
+        dir: ContainerDir,
+        spec: ContainerSpec,
+    ) -> Result<Container> {
         let what = format!(
             "container {:?} (attempt {}) of sandbox {:?}",
-            spec.name,
-            spec.attempt,
-            sandbox.id()
+            spec.name, spec.attempt, sandbox_id
         );
-        if !sandbox.is_running() {
-            return Err(Error::NotRunning {
-                what: format!("sandbox {:?}", sandbox.id()),
-            });
-        }
-        let dir = sandbox.layout().container(&spec.dir_name());
         match std::fs::create_dir(&dir.0) {
             Ok(()) => {}
             Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
@@ -75,7 +57,7 @@ impl Container {
         let monitor_log = std::fs::File::create(dir.monitor_log())
             .map_err(|e| Error::io("creating", dir.monitor_log(), e))?;
 
-        let helper = sandbox.runtime().config().helper.clone();
+        let helper = helper.to_path_buf();
         let mut child = Command::new(&helper)
             .arg("run")
             .arg("--container-dir")
@@ -104,7 +86,7 @@ impl Container {
         let action = format!("starting {what}");
         match outcome {
             Some(HelperOutcome::Started(state)) => Ok(Container {
-                sandbox_id: sandbox.id().to_string(),
+                sandbox_id: sandbox_id.to_string(),
                 helper,
                 spec,
                 dir,
@@ -116,7 +98,7 @@ impl Container {
                 reason,
             }),
             Some(HelperOutcome::NotRunning) => Err(Error::NotRunning {
-                what: format!("sandbox {:?}", sandbox.id()),
+                what: format!("sandbox {sandbox_id:?}"),
             }),
             Some(HelperOutcome::Failed { message }) => Err(Error::Helper { action, message }),
             Some(HelperOutcome::Finished(status)) => Err(Error::Helper {
@@ -137,28 +119,24 @@ impl Container {
         }
     }
 
-    /// Loads a container attempt from its directory; `None` when it never started.
-    pub(crate) fn load(sandbox: &Sandbox, dir_name: &str) -> Result<Option<Container>> {
-        let dir = sandbox.layout().container(dir_name);
+    /// Loads a container attempt of sandbox `sandbox_id` from its directory; `None` when it
+    /// never started.
+    pub(crate) fn load(
+        sandbox_id: &str,
+        helper: &Path,
+        dir: ContainerDir,
+    ) -> Result<Option<Container>> {
         let Some(state) = read_json::<ContainerState>(&dir.state())? else {
             return Ok(None);
         };
         let spec = read_required_json(&dir.spec())?;
         Ok(Some(Container {
-            sandbox_id: sandbox.id().to_string(),
-            helper: sandbox.runtime().config().helper.clone(),
+            sandbox_id: sandbox_id.to_string(),
+            helper: helper.to_path_buf(),
             spec,
             dir,
             state,
         }))
-    }
-
-    pub(crate) fn sandbox_id(&self) -> &str {
-        &self.sandbox_id
-    }
-
-    pub(crate) fn helper(&self) -> &Path {
-        &self.helper
     }
 
     /// The container name.
@@ -240,55 +218,30 @@ impl Container {
     /// Runs `argv` inside the container (its namespaces, root, environment, working directory
     /// and user) and returns its exit status and output. Dropping the future kills the command.
     pub async fn exec(&self, argv: &[String]) -> Result<ExecOutput> {
-        let what = format!(
-            "container {:?} of sandbox {:?}",
-            self.spec.name, self.sandbox_id
-        );
-        let Some(program) = argv.first() else {
-            return Err(Error::invalid(format!("exec in {what}"), "argv is empty"));
-        };
-        let result_file = tempfile::Builder::new()
-            .prefix("exec-")
-            .suffix(".json")
-            .tempfile_in(&self.dir.0)
-            .map_err(|e| Error::io("creating a temporary file in", &self.dir.0, e))?;
-        let output = Command::new(&self.helper)
-            .arg("exec")
-            .arg("--container-dir")
-            .arg(&self.dir.0)
-            .arg("--result-file")
-            .arg(result_file.path())
-            .arg("--")
-            .args(argv)
-            .env_clear()
-            .stdin(Stdio::null())
-            .kill_on_drop(true)
-            .output()
-            .await
-            .map_err(|e| Error::io("running", &self.helper, e))?;
-        let result = std::fs::read(result_file.path())
-            .map_err(|e| Error::io("reading", result_file.path(), e))?;
-        let action = || format!("exec {program:?} in {what}");
-        match serde_json::from_slice::<HelperOutcome>(&result) {
-            Ok(HelperOutcome::Finished(status)) => Ok(ExecOutput {
-                status,
-                stdout: output.stdout,
-                stderr: output.stderr,
-            }),
-            Ok(HelperOutcome::CannotExecute { command, reason }) => Err(Error::CannotExecute {
-                container: what,
-                command,
-                reason,
-            }),
-            Ok(HelperOutcome::NotRunning) => Err(Error::NotRunning { what }),
-            Ok(HelperOutcome::Failed { message }) => Err(Error::Helper {
-                action: action(),
-                message,
-            }),
-            Ok(HelperOutcome::Started(_)) | Err(_) => Err(Error::Helper {
-                action: action(),
-                message: helper_message(&output.stderr, output.status),
-            }),
+        exec::run(self.exec_target(), argv).await
+    }
+
+    /// Starts `argv` in the container with its standard input and output given to the caller:
+    /// pipes (stdout and stderr apart), or with `terminal` a terminal of that size (one
+    /// stream, stdin and output, as a TTY's; no stderr). The command leads a session of its
+    /// own: [`ExecSession::terminate`] (and dropping the session) kills it with everything
+    /// it started in its process group.
+    pub async fn exec_session(
+        &self,
+        argv: &[String],
+        terminal: Option<TerminalSize>,
+    ) -> Result<ExecSession> {
+        ExecSession::start(self.exec_target(), argv, terminal).await
+    }
+
+    fn exec_target(&self) -> ExecTarget<'_> {
+        ExecTarget {
+            helper: &self.helper,
+            container_dir: &self.dir.0,
+            what: format!(
+                "container {:?} of sandbox {:?}",
+                self.spec.name, self.sandbox_id
+            ),
         }
     }
 
@@ -311,7 +264,7 @@ impl Container {
 
     /// Sets the size of the container's terminal (its processes get `SIGWINCH`); nothing
     /// when it has none.
-    pub fn resize_terminal(&self, size: super::TerminalSize) -> Result<()> {
+    pub fn resize_terminal(&self, size: TerminalSize) -> Result<()> {
         let path = self.dir.terminal();
         let terminal = match std::fs::read_to_string(&path) {
             Ok(terminal) => PathBuf::from(terminal.trim()),
@@ -324,7 +277,7 @@ impl Container {
             .custom_flags(nix::libc::O_NOCTTY)
             .open(&terminal)
             .map_err(|e| Error::io("opening the terminal", &terminal, e))?;
-        super::exec::set_size(&file, size).map_err(|e| Error::io("resizing", terminal, e))
+        set_size(&file, size).map_err(|e| Error::io("resizing", terminal, e))
     }
 
     /// The log file: stdout and stderr interleaved, as written.

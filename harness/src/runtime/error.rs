@@ -117,4 +117,23 @@ impl Error {
             reason: reason.into(),
         }
     }
+
+    /// [`Error::Helper`] for a helper that failed `action`, with its stderr as the message,
+    /// or its exit status when it said nothing.
+    pub(crate) fn helper_failed(
+        action: impl Into<String>,
+        stderr: &[u8],
+        status: std::process::ExitStatus,
+    ) -> Self {
+        let text = String::from_utf8_lossy(stderr).trim().to_string();
+        let message = if text.is_empty() {
+            format!("the helper exited with {status} and no message")
+        } else {
+            text
+        };
+        Error::Helper {
+            action: action.into(),
+            message,
+        }
+    }
 }

@@ -1,49 +1,147 @@
-//! Streamed exec into a running container ([`Container::exec_session`]): the command's
-//! standard streams (pipes, or a terminal) handed to the caller, terminal resizes, and an end
-//! that kills the whole command (its process group) when the caller gives up, as the kubelet
-//! API's exec and attach need.
+//! Commands run in a running container by the helper (`pod-sandbox exec`): one-shot, output
+//! collected ([`run`], behind [`Container::exec`](super::Container::exec)), or streamed
+//! ([`ExecSession`], behind [`Container::exec_session`](super::Container::exec_session)):
+//! the command's standard streams (pipes, or a terminal) handed to the caller, terminal
+//! resizes, and an end that kills the whole command (its process group) when the caller
+//! gives up, as the kubelet API's exec and attach need.
 
-use std::io;
-use std::os::fd::{AsFd, OwnedFd};
-use std::pin::Pin;
+use std::path::Path;
 use std::process::Stdio;
 use std::sync::Arc;
-use std::task::{Context, Poll, ready};
 
 use nix::sys::signal::Signal;
-use tokio::io::unix::AsyncFd;
-use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::process::{Child, Command};
 
-use super::container::Container;
 use super::error::{Error, Result};
 use super::layout::{HelperOutcome, read_json};
 use super::process::ExitStatus;
+use super::terminal::{Terminal, TerminalSize, nonblocking, set_size};
 
-/// A terminal's size in characters.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Deserialize, serde::Serialize)]
-pub struct TerminalSize {
-    /// Columns.
-    #[serde(rename = "Width")]
-    pub width: u16,
-    /// Rows.
-    #[serde(rename = "Height")]
-    pub height: u16,
+/// What an exec returned.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ExecOutput {
+    /// How the command ended.
+    pub status: ExitStatus,
+    /// Its standard output.
+    pub stdout: Vec<u8>,
+    /// Its standard error.
+    pub stderr: Vec<u8>,
+}
+
+impl ExecOutput {
+    /// The exit code as Kubernetes reports it.
+    pub fn code(&self) -> i32 {
+        self.status.code()
+    }
+}
+
+/// The container a command runs in, as the helper needs it.
+#[derive(Debug, Clone)]
+pub(crate) struct ExecTarget<'a> {
+    /// The `pod-sandbox` helper.
+    pub helper: &'a Path,
+    /// The container's directory (its state, where the result file goes).
+    pub container_dir: &'a Path,
+    /// The container in messages: `container "c" of sandbox "s"`.
+    pub what: String,
+}
+
+/// The helper's command for `argv` in `target` up to its options (callers add theirs, then
+/// `--` and `argv`), the file it writes its result to, and argv\[0\].
+fn helper_command(
+    target: &ExecTarget<'_>,
+    argv: &[String],
+) -> Result<(Command, tempfile::NamedTempFile, String)> {
+    let Some(program) = argv.first().cloned() else {
+        return Err(Error::invalid(
+            format!("exec in {}", target.what),
+            "argv is empty",
+        ));
+    };
+    let dir = target.container_dir;
+    let result_file = tempfile::Builder::new()
+        .prefix("exec-")
+        .suffix(".json")
+        .tempfile_in(dir)
+        .map_err(|e| Error::io("creating a temporary file in", dir, e))?;
+    let mut command = Command::new(target.helper);
+    command
+        .arg("exec")
+        .arg("--container-dir")
+        .arg(dir)
+        .arg("--result-file")
+        .arg(result_file.path());
+    Ok((command, result_file, program))
+}
+
+/// How the command ended, from the helper's result (`None`: none readable); `no_result`
+/// makes the error for a missing result from the action (`exec "p" in container …`).
+fn exit_status(
+    outcome: Option<HelperOutcome>,
+    what: &str,
+    program: &str,
+    no_result: impl FnOnce(String) -> Error,
+) -> Result<ExitStatus> {
+    let action = || format!("exec {program:?} in {what}");
+    match outcome {
+        Some(HelperOutcome::Finished(status)) => Ok(status),
+        Some(HelperOutcome::CannotExecute { command, reason }) => Err(Error::CannotExecute {
+            container: what.to_string(),
+            command,
+            reason,
+        }),
+        Some(HelperOutcome::NotRunning) => Err(Error::NotRunning {
+            what: what.to_string(),
+        }),
+        Some(HelperOutcome::Failed { message }) => Err(Error::Helper {
+            action: action(),
+            message,
+        }),
+        Some(HelperOutcome::Started(_)) | None => Err(no_result(action())),
+    }
+}
+
+/// Runs `argv` in `target` and returns its exit status and output. Dropping the future kills
+/// the command.
+pub(crate) async fn run(target: ExecTarget<'_>, argv: &[String]) -> Result<ExecOutput> {
+    let (mut command, result_file, program) = helper_command(&target, argv)?;
+    let output = command
+        .arg("--")
+        .args(argv)
+        .env_clear()
+        .stdin(Stdio::null())
+        .kill_on_drop(true)
+        .output()
+        .await
+        .map_err(|e| Error::io("running", target.helper, e))?;
+    let result = std::fs::read(result_file.path())
+        .map_err(|e| Error::io("reading", result_file.path(), e))?;
+    let outcome = serde_json::from_slice::<HelperOutcome>(&result).ok();
+    let status = exit_status(outcome, &target.what, &program, |action| {
+        Error::helper_failed(action, &output.stderr, output.status)
+    })?;
+    Ok(ExecOutput {
+        status,
+        stdout: output.stdout,
+        stderr: output.stderr,
+    })
 }
 
 /// A boxed reader of a command's output.
-pub type OutputStream = Pin<Box<dyn AsyncRead + Send>>;
+pub type OutputStream = std::pin::Pin<Box<dyn AsyncRead + Send>>;
 /// A boxed writer to a command's input.
-pub type InputStream = Pin<Box<dyn AsyncWrite + Send>>;
+pub type InputStream = std::pin::Pin<Box<dyn AsyncWrite + Send>>;
 
-/// A command running in a container with its streams (see [`Container::exec_session`]).
-/// Dropping it kills the command and its process group.
+/// A command running in a container with its streams (see
+/// [`Container::exec_session`](super::Container::exec_session)). Dropping it kills the
+/// command and its process group.
 pub struct ExecSession {
     child: Child,
     result_file: tempfile::NamedTempFile,
     what: String,
     program: String,
-    terminal: Option<Arc<AsyncFd<OwnedFd>>>,
+    terminal: Option<Arc<tokio::io::unix::AsyncFd<std::os::fd::OwnedFd>>>,
     stdin: Option<InputStream>,
     stdout: Option<OutputStream>,
     stderr: Option<OutputStream>,
@@ -59,40 +157,20 @@ impl std::fmt::Debug for ExecSession {
     }
 }
 
-impl Container {
-    /// Starts `argv` in the container with its standard input and output given to the caller:
+impl ExecSession {
+    /// Starts `argv` in `target` with its standard input and output given to the caller:
     /// pipes (stdout and stderr apart), or with `terminal` a terminal of that size (one
     /// stream, stdin and output, as a TTY's; no stderr). The command leads a session of its
     /// own: [`ExecSession::terminate`] (and dropping the session) kills it with everything
     /// it started in its process group.
-    pub async fn exec_session(
-        &self,
+    pub(crate) async fn start(
+        target: ExecTarget<'_>,
         argv: &[String],
         terminal: Option<TerminalSize>,
     ) -> Result<ExecSession> {
-        let what = format!(
-            "container {:?} of sandbox {:?}",
-            self.name(),
-            self.sandbox_id()
-        );
-        let Some(program) = argv.first().cloned() else {
-            return Err(Error::invalid(format!("exec in {what}"), "argv is empty"));
-        };
-        let dir = self.dir().to_path_buf();
-        let result_file = tempfile::Builder::new()
-            .prefix("exec-")
-            .suffix(".json")
-            .tempfile_in(&dir)
-            .map_err(|e| Error::io("creating a temporary file in", &dir, e))?;
-        let helper = self.helper().to_path_buf();
-        let mut command = Command::new(&helper);
-        command
-            .arg("exec")
-            .arg("--container-dir")
-            .arg(&dir)
-            .arg("--result-file")
-            .arg(result_file.path())
-            .arg("--session");
+        let (mut command, result_file, program) = helper_command(&target, argv)?;
+        let (dir, helper) = (target.container_dir, target.helper);
+        command.arg("--session");
         if terminal.is_some() {
             command.arg("--tty");
         }
@@ -103,77 +181,56 @@ impl Container {
             // Not killed on drop: SIGTERM lets the helper kill the command's process group
             // (see `Drop`), which SIGKILL would leave running.
             .process_group(0);
-        let mut session = ExecSession {
-            child: match terminal {
-                Some(size) => {
-                    let pty = nix::pty::openpty(None, None)
-                        .map_err(|e| Error::io("opening a terminal for", &dir, e.into()))?;
-                    set_size(&pty.master, size)
-                        .map_err(|e| Error::io("sizing the terminal of", &dir, e))?;
-                    let slave = |what| {
-                        pty.slave
-                            .try_clone()
-                            .map(Stdio::from)
-                            .map_err(|e| Error::io(what, &dir, e))
-                    };
-                    command
-                        .stdin(slave("sharing the terminal with")?)
-                        .stdout(slave("sharing the terminal with")?)
-                        .stderr(slave("sharing the terminal with")?);
-                    let child = command
-                        .spawn()
-                        .map_err(|e| Error::io("running", &helper, e))?;
-                    drop(pty.slave);
-                    let master = nonblocking(pty.master)
-                        .map_err(|e| Error::io("watching the terminal of", &dir, e))?;
-                    let master = Arc::new(master);
-                    let session_terminal = master.clone();
-                    return Ok(ExecSession {
-                        child,
-                        result_file,
-                        what,
-                        program,
-                        stdin: Some(Box::pin(Terminal(master.clone()))),
-                        stdout: Some(Box::pin(Terminal(master))),
-                        stderr: None,
-                        terminal: Some(session_terminal),
-                    });
-                }
-                None => command
-                    .stdin(Stdio::piped())
-                    .stdout(Stdio::piped())
-                    .stderr(Stdio::piped())
-                    .spawn()
-                    .map_err(|e| Error::io("running", &helper, e))?,
-            },
-            result_file,
-            what,
-            program,
-            terminal: None,
-            stdin: None,
-            stdout: None,
-            stderr: None,
+        let Some(size) = terminal else {
+            let mut child = command
+                .stdin(Stdio::piped())
+                .stdout(Stdio::piped())
+                .stderr(Stdio::piped())
+                .spawn()
+                .map_err(|e| Error::io("running", helper, e))?;
+            return Ok(ExecSession {
+                stdin: child.stdin.take().map(|s| Box::pin(s) as InputStream),
+                stdout: child.stdout.take().map(|s| Box::pin(s) as OutputStream),
+                stderr: child.stderr.take().map(|s| Box::pin(s) as OutputStream),
+                child,
+                result_file,
+                what: target.what,
+                program,
+                terminal: None,
+            });
         };
-        session.stdin = session
-            .child
-            .stdin
-            .take()
-            .map(|s| Box::pin(s) as InputStream);
-        session.stdout = session
-            .child
-            .stdout
-            .take()
-            .map(|s| Box::pin(s) as OutputStream);
-        session.stderr = session
-            .child
-            .stderr
-            .take()
-            .map(|s| Box::pin(s) as OutputStream);
-        Ok(session)
+        let pty = nix::pty::openpty(None, None)
+            .map_err(|e| Error::io("opening a terminal for", dir, e.into()))?;
+        set_size(&pty.master, size).map_err(|e| Error::io("sizing the terminal of", dir, e))?;
+        let slave = |what| {
+            pty.slave
+                .try_clone()
+                .map(Stdio::from)
+                .map_err(|e| Error::io(what, dir, e))
+        };
+        command
+            .stdin(slave("sharing the terminal with")?)
+            .stdout(slave("sharing the terminal with")?)
+            .stderr(slave("sharing the terminal with")?);
+        let child = command
+            .spawn()
+            .map_err(|e| Error::io("running", helper, e))?;
+        drop(pty.slave);
+        let master =
+            nonblocking(pty.master).map_err(|e| Error::io("watching the terminal of", dir, e))?;
+        let master = Arc::new(master);
+        Ok(ExecSession {
+            child,
+            result_file,
+            what: target.what,
+            program,
+            stdin: Some(Box::pin(Terminal(master.clone()))),
+            stdout: Some(Box::pin(Terminal(master.clone()))),
+            stderr: None,
+            terminal: Some(master),
+        })
     }
-}
 
-impl ExecSession {
     /// The command's standard input (once; the terminal with a TTY). Dropping it closes the
     /// input (for pipes).
     pub fn take_stdin(&mut self) -> Option<InputStream> {
@@ -220,28 +277,13 @@ impl ExecSession {
             .wait()
             .await
             .map_err(|e| Error::io("waiting for", self.what.clone(), e))?;
-        let action = || format!("exec {:?} in {}", self.program, self.what);
-        match read_json::<HelperOutcome>(self.result_file.path()) {
-            Ok(Some(HelperOutcome::Finished(status))) => Ok(status),
-            Ok(Some(HelperOutcome::CannotExecute { command, reason })) => {
-                Err(Error::CannotExecute {
-                    container: self.what.clone(),
-                    command,
-                    reason,
-                })
-            }
-            Ok(Some(HelperOutcome::NotRunning)) => Err(Error::NotRunning {
-                what: self.what.clone(),
-            }),
-            Ok(Some(HelperOutcome::Failed { message })) => Err(Error::Helper {
-                action: action(),
-                message,
-            }),
-            Ok(Some(HelperOutcome::Started(_)) | None) | Err(_) => Err(Error::Helper {
-                action: action(),
-                message: format!("the helper ended ({status}) without a result"),
-            }),
-        }
+        let outcome = read_json::<HelperOutcome>(self.result_file.path())
+            .ok()
+            .flatten();
+        exit_status(outcome, &self.what, &self.program, |action| Error::Helper {
+            action,
+            message: format!("the helper ended ({status}) without a result"),
+        })
     }
 }
 
@@ -250,86 +292,5 @@ impl Drop for ExecSession {
         if self.child.id().is_some() {
             self.terminate();
         }
-    }
-}
-
-pub(crate) fn set_size(fd: impl AsFd, size: TerminalSize) -> io::Result<()> {
-    let winsize = rustix::termios::Winsize {
-        ws_row: size.height,
-        ws_col: size.width,
-        ws_xpixel: 0,
-        ws_ypixel: 0,
-    };
-    rustix::termios::tcsetwinsize(fd, winsize).map_err(io::Error::from)
-}
-
-fn nonblocking(fd: OwnedFd) -> io::Result<AsyncFd<OwnedFd>> {
-    let flags = rustix::fs::fcntl_getfl(&fd)?;
-    rustix::fs::fcntl_setfl(&fd, flags | rustix::fs::OFlags::NONBLOCK)?;
-    #[allow(unsafe_code)]
-    // SAFETY: the AsyncFd owns the OwnedFd, so the descriptor stays open and names the same
-    // terminal for the AsyncFd's whole lifetime.
-    unsafe {
-        AsyncFd::register_with_interest(
-            fd,
-            tokio::io::Interest::READABLE | tokio::io::Interest::WRITABLE,
-        )
-    }
-    .map_err(|e| e.into())
-}
-
-/// A terminal's master side as a stream: what the command writes is read, what is written
-/// is its input. Once every process closed the terminal, reads end (the kernel's `EIO`).
-struct Terminal(Arc<AsyncFd<OwnedFd>>);
-
-impl AsyncRead for Terminal {
-    fn poll_read(
-        self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        buf: &mut ReadBuf<'_>,
-    ) -> Poll<io::Result<()>> {
-        loop {
-            let mut guard = ready!(self.0.poll_read_ready(cx))?;
-            let unfilled = buf.initialize_unfilled();
-            match guard.try_io(|fd| {
-                rustix::io::read(fd.get_ref(), &mut *unfilled).map_err(io::Error::from)
-            }) {
-                Ok(Ok(n)) => {
-                    buf.advance(n);
-                    return Poll::Ready(Ok(()));
-                }
-                // The other side is closed: the end of the output.
-                Ok(Err(e)) if e.raw_os_error() == Some(nix::libc::EIO) => {
-                    return Poll::Ready(Ok(()));
-                }
-                Ok(Err(e)) => return Poll::Ready(Err(e)),
-                Err(_would_block) => continue,
-            }
-        }
-    }
-}
-
-impl AsyncWrite for Terminal {
-    fn poll_write(
-        self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        data: &[u8],
-    ) -> Poll<io::Result<usize>> {
-        loop {
-            let mut guard = ready!(self.0.poll_write_ready(cx))?;
-            match guard.try_io(|fd| rustix::io::write(fd.get_ref(), data).map_err(io::Error::from))
-            {
-                Ok(result) => return Poll::Ready(result),
-                Err(_would_block) => continue,
-            }
-        }
-    }
-
-    fn poll_flush(self: Pin<&mut Self>, _cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        Poll::Ready(Ok(()))
-    }
-
-    fn poll_shutdown(self: Pin<&mut Self>, _cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        Poll::Ready(Ok(()))
     }
 }

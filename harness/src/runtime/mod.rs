@@ -138,18 +138,20 @@ mod lifeline;
 mod process;
 mod sandbox;
 mod spec;
+mod terminal;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-pub use container::{Container, ExecOutput};
+pub use container::Container;
 pub use error::{Error, Result};
-pub use exec::{ExecSession, InputStream, OutputStream, TerminalSize};
+pub use exec::{ExecOutput, ExecSession, InputStream, OutputStream};
 pub use image::ImageMap;
 pub use lifeline::{LIFELINE_FD_ENV, Lifeline, LifelineHolder};
 pub use process::{ExitStatus, ProcessId};
 pub use sandbox::Sandbox;
 pub use spec::{ContainerSpec, DEFAULT_PATH, Device, Mount, Propagation, SandboxSpec, User};
+pub use terminal::TerminalSize;
 
 use layout::{SandboxDir, sandboxes_dir};
 

@@ -63,10 +63,7 @@ impl Sandbox {
             .map_err(|e| Error::io("running", &config.helper, e))?;
         let action = format!("creating {what}");
         if !output.status.success() {
-            return Err(Error::Helper {
-                action,
-                message: helper_message(&output.stderr, output.status),
-            });
+            return Err(Error::helper_failed(action, &output.stderr, output.status));
         }
         let state: SandboxState =
             serde_json::from_slice(&output.stdout).map_err(|e| Error::Helper {
@@ -128,7 +125,14 @@ impl Sandbox {
 
     /// Starts a container; [`Error::CannotExecute`] names the command when it cannot run.
     pub async fn run_container(&self, spec: ContainerSpec) -> Result<Container> {
-        Container::start(self, spec).await
+        spec.validate()?;
+        if !self.is_running() {
+            return Err(Error::NotRunning {
+                what: format!("sandbox {:?}", self.id()),
+            });
+        }
+        let dir = self.dir.container(&spec.dir_name());
+        Container::start(self.id(), &self.runtime.config().helper, dir, spec).await
     }
 
     /// Every container attempt recorded in the sandbox (running or exited), ordered by name
@@ -140,7 +144,7 @@ impl Sandbox {
         for entry in entries {
             let entry = entry.map_err(|e| Error::io("listing", &dir, e))?;
             let name = entry.file_name().to_string_lossy().into_owned();
-            if let Some(container) = Container::load(self, &name)? {
+            if let Some(container) = self.load_container(&name)? {
                 containers.push(container);
             }
         }
@@ -150,7 +154,13 @@ impl Sandbox {
 
     /// The container `name`'s attempt `attempt`, if it was started.
     pub fn container(&self, name: &str, attempt: u32) -> Result<Option<Container>> {
-        Container::load(self, &format!("{name}.{attempt}"))
+        self.load_container(&format!("{name}.{attempt}"))
+    }
+
+    /// The container attempt in directory `dir_name` of `containers/`, if it was started.
+    fn load_container(&self, dir_name: &str) -> Result<Option<Container>> {
+        let dir = self.dir.container(dir_name);
+        Container::load(self.id(), &self.runtime.config().helper, dir)
     }
 
     /// Kills the sandbox (PID 1 and so every process in it, without grace: stop containers
@@ -191,23 +201,5 @@ impl Sandbox {
         self.stop().await?;
         super::host_mounts::unmount_all_under(&self.dir.0)?;
         std::fs::remove_dir_all(&self.dir.0).map_err(|e| Error::io("removing", &self.dir.0, e))
-    }
-
-    pub(crate) fn layout(&self) -> &SandboxDir {
-        &self.dir
-    }
-
-    pub(crate) fn runtime(&self) -> &Runtime {
-        &self.runtime
-    }
-}
-
-/// The helper's stderr, or its exit status when it said nothing.
-pub(crate) fn helper_message(stderr: &[u8], status: std::process::ExitStatus) -> String {
-    let text = String::from_utf8_lossy(stderr).trim().to_string();
-    if text.is_empty() {
-        format!("the helper exited with {status} and no message")
-    } else {
-        text
     }
 }

@@ -36,27 +36,27 @@
 
 pub(crate) mod docker;
 pub mod image;
+pub(crate) mod run;
 
 use std::collections::BTreeMap;
 use std::net::IpAddr;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use kube_support::error::IoContext;
 use serde::Deserialize;
-use testcontainers::core::Mount;
 use testcontainers::runners::AsyncRunner;
 use testcontainers::{ContainerAsync, GenericImage, ImageExt};
 
 use super::embedded::node_agents::NodeAgentLaunch;
 use super::embedded::{
-    ClusterDescription, ContainersDescription, NODE_PLACEHOLDER, NodeDescription, StartTimings,
-    check_nodes_and_zones, host_port, locate_node_agent, node_layout, wait_nodes_ready_checking,
-    wait_usable,
+    ClusterDescription, NODE_PLACEHOLDER, NodeDescription, StartTimings, check_nodes_and_zones,
+    host_port, locate_node_agent, node_layout, wait_nodes_ready_checking, wait_usable,
 };
 use super::error::{Error, Result};
 use super::{Cluster, embedded};
-use crate::control_plane::{Binaries, RunDir, run_dir};
+use crate::control_plane::{Binaries, run_dir};
+use kube_support::error::IoContext;
+use run::{ContainerRun, bind, bind_read_only, remove_stale_objects};
 
 pub use docker::{
     ContainerNetwork, LabelledObject, NodeAction, RUN_DIR_LABEL, labelled_objects, remove_stale,
@@ -136,16 +136,10 @@ struct ControlPlaneReady {
 
 /// A cluster of the containers backend owned by this process (see the module docs).
 pub struct ContainerCluster {
-    root: PathBuf,
-    run_dir: Option<RunDir>,
-    network: ContainerNetwork,
+    /// The run directory, the network and the containers' names.
+    run: ContainerRun,
     control_plane: Option<ContainerAsync<GenericImage>>,
     nodes: Vec<ContainerAsync<GenericImage>>,
-    names: ContainersDescription,
-    description: ClusterDescription,
-    timings: StartTimings,
-    keep_run_dir: bool,
-    stopped: bool,
     /// What [`ContainerCluster::boot`] starts (taken by it).
     plan: Option<Plan>,
 }
@@ -166,8 +160,8 @@ struct Plan {
 impl std::fmt::Debug for ContainerCluster {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("ContainerCluster")
-            .field("run_dir", &self.root)
-            .field("containers", &self.names)
+            .field("run_dir", &self.run.root)
+            .field("containers", &self.run.names)
             .finish_non_exhaustive()
     }
 }
@@ -178,81 +172,6 @@ fn dir_of(binary: &Path) -> Result<PathBuf> {
     Ok(canonical
         .parent()
         .map_or_else(|| PathBuf::from("/"), Path::to_path_buf))
-}
-
-/// A read-write bind mount of `path` at the same path.
-pub(crate) fn bind(path: &Path) -> Mount {
-    let path = path.display().to_string();
-    Mount::bind_mount(path.clone(), path)
-}
-
-/// What a container-based backend's start makes before any container: a run directory and
-/// a network, named alike.
-pub(crate) struct NewRun {
-    /// The run directory (held: its lock tells a live harness from a dead one).
-    pub(crate) run_dir: RunDir,
-    /// Its canonical path (the containers' label and bind mount).
-    pub(crate) root: PathBuf,
-    /// Its random part, lower case: the containers' and network's names carry it.
-    pub(crate) id: String,
-    /// The cluster's network.
-    pub(crate) network: ContainerNetwork,
-}
-
-/// Cleans stale run directories under `base_dir`, creates `<prefix>XXXXXX` there, and the
-/// network `<network_prefix>-<id>` unless one is given; a failure to create the network
-/// removes the fresh run directory (nothing runs yet).
-pub(crate) async fn new_run(
-    base_dir: &Path,
-    prefix: &str,
-    network_prefix: &str,
-    network: Option<ContainerNetwork>,
-) -> Result<NewRun> {
-    for stale in run_dir::clean_stale(base_dir)? {
-        tracing::info!(path = %stale.path.display(), "cleaned a stale run directory");
-    }
-    let run_dir = RunDir::create_in(base_dir, prefix)?;
-    let root =
-        std::fs::canonicalize(run_dir.path()).map_err(Error::io("resolving", run_dir.path()))?;
-    let id = root
-        .file_name()
-        .and_then(|n| n.to_str())
-        .and_then(|n| n.strip_prefix(prefix))
-        .unwrap_or("x")
-        .to_ascii_lowercase();
-    let network = match network {
-        Some(network) => network,
-        None => match ContainerNetwork::create(&format!("{network_prefix}-{id}"), &root).await {
-            Ok(network) => network,
-            Err(e) => {
-                let _ = run_dir.remove();
-                return Err(e);
-            }
-        },
-    };
-    Ok(NewRun {
-        run_dir,
-        root,
-        id,
-        network,
-    })
-}
-
-/// The end of a container-based backend's run directory: removed, or kept (logged) when
-/// asked; nothing when already taken.
-pub(crate) fn end_run_dir(run_dir: Option<RunDir>, keep: bool) -> Result<()> {
-    match run_dir {
-        Some(dir) if keep => {
-            tracing::info!(run_dir = %dir.path().display(), "keeping the run directory");
-            Ok(())
-        }
-        Some(dir) => Ok(dir.remove()?),
-        None => Ok(()),
-    }
-}
-
-fn bind_read_only(path: &Path) -> Mount {
-    bind(path).with_access_mode(testcontainers::core::AccessMode::ReadOnly)
 }
 
 /// The request every container of the backend starts from: the image, the network, the
@@ -291,9 +210,7 @@ impl ContainerCluster {
     pub async fn prepare(options: ContainerOptions) -> Result<Self> {
         check_nodes_and_zones(options.nodes, &options.zones)?;
         let started = Instant::now();
-        for stale in remove_stale().await? {
-            tracing::info!(object = %stale, "removed a container or network a dead harness left");
-        }
+        remove_stale_objects().await?;
         let image = node_image().await?;
         let node_agent = match &options.node_agent {
             Some(path) => path.clone(),
@@ -319,45 +236,20 @@ impl ContainerCluster {
         };
         let assets = dir_of(&binaries.kube_apiserver)?;
 
-        let NewRun {
-            run_dir,
-            root,
-            id,
-            network,
-        } = new_run(
+        let layout = node_layout(options.nodes, &options.zones);
+        let run = ContainerRun::create(
             &options.base_dir,
             RUN_DIR_PREFIX,
             "occ",
             options.network.clone(),
+            &layout,
+            options.keep_run_dir,
         )
         .await?;
-        let layout = node_layout(options.nodes, &options.zones);
-        let names = ContainersDescription {
-            network: network.name().to_string(),
-            control_plane: format!("occ-{id}-control-plane"),
-            nodes: layout
-                .iter()
-                .map(|(node, _)| (node.clone(), format!("occ-{id}-{node}")))
-                .collect(),
-        };
-        let keep_run_dir = options.keep_run_dir;
         Ok(ContainerCluster {
-            root: root.clone(),
-            run_dir: Some(run_dir),
-            network,
+            run,
             control_plane: None,
             nodes: Vec::new(),
-            description: ClusterDescription {
-                kubeconfig: PathBuf::new(),
-                api_url: String::new(),
-                nodes: Vec::new(),
-                pid: std::process::id(),
-                containers: Some(names.clone()),
-            },
-            names,
-            timings: StartTimings::default(),
-            keep_run_dir,
-            stopped: false,
             plan: Some(Plan {
                 options,
                 image,
@@ -392,7 +284,7 @@ impl ContainerCluster {
             });
         };
         options.pod_env.extend(pod_env);
-        let root = self.root.clone();
+        let root = self.run.root.clone();
         let cluster = self;
         let ready = cluster
             .start_control_plane(
@@ -403,7 +295,7 @@ impl ContainerCluster {
                 &options.controller_manager_args,
             )
             .await?;
-        cluster.timings.control_plane = started.elapsed();
+        cluster.run.timings.control_plane = started.elapsed();
         let client = crate::control_plane::client_from_kubeconfig(&ready.kubeconfig).await?;
         let (api_host, api_port) = advertised_address(&ready.api_url)?;
 
@@ -417,7 +309,7 @@ impl ContainerCluster {
         }
         for (name, zone) in &layout {
             let node_dir = root.join("nodes").join(name);
-            let container_name = cluster.names.nodes[name].clone();
+            let container_name = cluster.run.names.nodes[name].clone();
             let log = root.join("nodes").join(format!("{name}.log"));
             let launch = NodeAgentLaunch {
                 binary: node_agent.clone(),
@@ -455,7 +347,7 @@ impl ContainerCluster {
                         .map(|a| a.to_string_lossy().into_owned()),
                 )
                 .collect();
-            let mut request = base_request(&image, &container_name, &cluster.network, &root)
+            let mut request = base_request(&image, &container_name, &cluster.run.network, &root)
                 .with_env_var(
                     "RUST_LOG",
                     std::env::var("HARNESS_NODE_AGENT_LOG").unwrap_or_else(|_| "info".into()),
@@ -476,17 +368,18 @@ impl ContainerCluster {
             )))?;
             tracing::info!(node = %name, %zone, container = %container_name, "node container started");
             cluster.nodes.push(container);
-            cluster.description.nodes.push(launch.node);
+            cluster.run.description.nodes.push(launch.node);
         }
         let node_names: Vec<String> = layout.iter().map(|(n, _)| n.clone()).collect();
         wait_nodes_ready_checking(&client, &node_names, options.ready_timeout, || Ok(())).await?;
         wait_usable(&client, &node_names, options.ready_timeout).await?;
-        cluster.timings.nodes = nodes_started.elapsed();
-        cluster.timings.total = started.elapsed();
-        cluster.description.kubeconfig = ready.kubeconfig;
-        cluster.description.api_url = ready.api_url;
-        cluster.description.write(&root)?;
-        tracing::info!(nodes = ?node_names, timings = ?cluster.timings, run_dir = %root.display(), "container cluster ready");
+        let run = &mut cluster.run;
+        run.timings.nodes = nodes_started.elapsed();
+        run.timings.total = started.elapsed();
+        run.description.kubeconfig = ready.kubeconfig;
+        run.description.api_url = ready.api_url;
+        run.description.write(&root)?;
+        tracing::info!(nodes = ?node_names, timings = ?run.timings, run_dir = %root.display(), "container cluster ready");
         Ok(())
     }
 
@@ -498,31 +391,32 @@ impl ContainerCluster {
         assets: &Path,
         controller_manager_args: &[String],
     ) -> Result<ControlPlaneReady> {
-        let cp_dir = self.root.join("control-plane");
-        let ready_file = self.root.join("control-plane.ready");
-        let log = self.root.join("control-plane.log");
+        let root = &self.run.root;
+        let cp_dir = root.join("control-plane");
+        let ready_file = root.join("control-plane.ready");
+        let log = root.join("control-plane.log");
         let mut args: Vec<String> = vec![
             binary.display().to_string(),
             "--run-dir".into(),
             cp_dir.display().to_string(),
             "--advertise-route-to".into(),
-            self.network.gateway().to_string(),
+            self.run.network.gateway().to_string(),
             "--ready-file".into(),
             ready_file.display().to_string(),
             "--nodes-dir".into(),
-            self.root.join("nodes").display().to_string(),
+            root.join("nodes").display().to_string(),
             // The apiserver reaches kubelets by the node container's name.
             "--apiserver-arg=--kubelet-preferred-address-types=Hostname,InternalIP".into(),
         ];
         for arg in controller_manager_args {
             args.push(format!("--controller-manager-arg={arg}"));
         }
-        for (node, container) in &self.names.nodes {
+        for (node, container) in &self.run.names.nodes {
             args.push("--node".into());
             args.push(format!("{node}={container}"));
         }
-        let name = self.names.control_plane.clone();
-        let container = base_request(image, &name, &self.network, &self.root)
+        let name = self.run.names.control_plane.clone();
+        let container = base_request(image, &name, &self.run.network, root)
             .with_mount(bind_read_only(bin_dir))
             .with_mount(bind_read_only(assets))
             .with_env_var("KUBEBUILDER_ASSETS", assets.display().to_string())
@@ -564,45 +458,43 @@ impl ContainerCluster {
 
     /// A handle the suites use.
     pub async fn cluster(&self) -> Result<Cluster> {
-        Cluster::from_description(self.root.clone(), self.description.clone()).await
+        self.run.cluster().await
     }
 
     /// The run directory (bind-mounted at the same path in every container).
     pub fn run_dir(&self) -> &Path {
-        &self.root
+        &self.run.root
     }
 
     /// The network (its gateway is this host's address for the containers).
     pub fn network(&self) -> &ContainerNetwork {
-        &self.network
+        &self.run.network
     }
 
     /// What other processes read to attach.
     pub fn description(&self) -> &ClusterDescription {
-        &self.description
+        &self.run.description
     }
 
     /// How long the start took.
     pub fn timings(&self) -> StartTimings {
-        self.timings
+        self.run.timings
     }
 
     /// The containers' names: control plane first, then the nodes.
     pub fn container_names(&self) -> Vec<String> {
-        std::iter::once(self.names.control_plane.clone())
-            .chain(self.names.nodes.values().cloned())
-            .collect()
+        self.run.names.container_names()
     }
 
     /// Does `action` to `node`'s container.
     pub async fn node_action(&self, node: &str, action: NodeAction) -> Result<()> {
-        node_action(&self.description, node, action).await
+        node_action(&self.run.description, node, action).await
     }
 
     /// Removes the containers and the network, then the run directory unless kept.
     pub async fn stop(mut self) -> Result<()> {
-        tracing::info!(run_dir = %self.root.display(), "stopping the container cluster");
-        self.stopped = true;
+        tracing::info!(run_dir = %self.run.root.display(), "stopping the container cluster");
+        self.run.mark_stopped();
         let mut first_error = None;
         // Nodes first (their agents stop and their pods end with the container), then the
         // control plane.
@@ -611,34 +503,22 @@ impl ContainerCluster {
                 first_error.get_or_insert(Error::docker("removing a container")(e));
             }
         }
-        // Whatever a failed removal above left, and the network.
-        if let Err(e) = docker::remove_all(&self.container_names(), Some(self.network.name())).await
-        {
-            first_error.get_or_insert(e);
-        }
-        if let Err(e) = end_run_dir(self.run_dir.take(), self.keep_run_dir) {
-            first_error.get_or_insert(e);
-        }
-        first_error.map_or(Ok(()), Err)
+        // Whatever a failed removal above left, and the network; then the run directory.
+        self.run.finish(first_error, || Ok(())).await
     }
 }
 
 impl Drop for ContainerCluster {
     fn drop(&mut self) {
-        if self.stopped {
+        if self.run.is_stopped() {
             return;
         }
-        tracing::warn!(run_dir = %self.root.display(), "container cluster dropped without stop: removing its containers");
+        tracing::warn!(run_dir = %self.run.root.display(), "container cluster dropped without stop: removing its containers");
         // The containers' own drop removes them through testcontainers; the network and any
-        // container they missed go through the CLI, synchronously (no runtime is needed).
+        // container they missed go through the CLI.
         self.nodes.clear();
         self.control_plane = None;
-        docker::remove_now(&self.container_names(), self.network.name());
-        if let Some(dir) = self.run_dir.take()
-            && !self.keep_run_dir
-        {
-            let _ = dir.remove();
-        }
+        self.run.remove_now();
     }
 }
 
@@ -653,18 +533,7 @@ pub(crate) async fn node_action(
         operation: "acting on a node's machine",
         needs: "the containers backend",
     })?;
-    let container = containers
-        .nodes
-        .get(node)
-        .ok_or_else(|| Error::UnknownNode {
-            node: node.into(),
-            known: containers
-                .nodes
-                .keys()
-                .cloned()
-                .collect::<Vec<_>>()
-                .join(", "),
-        })?;
+    let container = containers.node_container(node)?;
     tracing::info!(node, container = %container, action = action.verb(), "acting on a node");
     docker::act(container, &containers.network, action).await
 }

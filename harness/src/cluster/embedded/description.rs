@@ -114,6 +114,26 @@ impl ClusterDescription {
     }
 }
 
+impl ContainersDescription {
+    /// The container of worker node `node`.
+    pub fn node_container(&self, node: &str) -> Result<&str> {
+        self.nodes
+            .get(node)
+            .map(String::as_str)
+            .ok_or_else(|| Error::UnknownNode {
+                node: node.into(),
+                known: self.nodes.keys().cloned().collect::<Vec<_>>().join(", "),
+            })
+    }
+
+    /// The containers' names: control plane first, then the nodes.
+    pub fn container_names(&self) -> Vec<String> {
+        std::iter::once(self.control_plane.clone())
+            .chain(self.nodes.values().cloned())
+            .collect()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     #![allow(clippy::unwrap_used, clippy::expect_used)]
@@ -141,6 +161,28 @@ mod tests {
         assert_eq!(ClusterDescription::read(dir.path()).unwrap(), description);
         let err = description.node("node-9").unwrap_err().to_string();
         assert_eq!(err, "no node node-9 in this cluster (nodes: node-1)");
+    }
+
+    #[test]
+    fn containers_are_named_by_node() {
+        let containers = ContainersDescription {
+            network: "occ-x".into(),
+            control_plane: "occ-x-control-plane".into(),
+            nodes: [("node-1", "occ-x-node-1"), ("node-2", "occ-x-node-2")]
+                .into_iter()
+                .map(|(n, c)| (n.to_string(), c.to_string()))
+                .collect(),
+        };
+        assert_eq!(containers.node_container("node-2").unwrap(), "occ-x-node-2");
+        let err = containers.node_container("node-9").unwrap_err().to_string();
+        assert_eq!(
+            err,
+            "no node node-9 in this cluster (nodes: node-1, node-2)"
+        );
+        assert_eq!(
+            containers.container_names(),
+            ["occ-x-control-plane", "occ-x-node-1", "occ-x-node-2"]
+        );
     }
 
     #[test]

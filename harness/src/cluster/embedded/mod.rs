@@ -14,25 +14,25 @@ pub(crate) mod control;
 pub mod daemon;
 pub mod description;
 pub(crate) mod node_agents;
+mod readiness;
 pub mod sockets;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use k8s_openapi::api::core::v1::{ConfigMap, Node, ServiceAccount};
-use kube::api::{Api, ListParams};
-use kube_support::error::{IoContext, error_chain};
-use kube_support::wait;
 use tokio::sync::Mutex;
 
 use super::Cluster;
 use super::error::{Error, Result};
 use crate::control_plane::{Binaries, ClientIdentity, ControlPlane, RunDir, run_dir};
 use crate::runtime::{Lifeline, LifelineHolder};
+use kube_support::error::IoContext;
 
 pub use description::{ClusterDescription, ContainersDescription, NodeDescription};
 pub use node_agents::{NODE_AGENT_ENV, locate_node_agent};
+pub use readiness::is_node_ready;
+pub(crate) use readiness::{wait_nodes_ready_checking, wait_usable};
 
 use node_agents::{NodeAgentLaunch, NodeAgentProcess};
 
@@ -221,54 +221,21 @@ impl EmbeddedCluster {
 
         let (lifeline, holder) = Lifeline::pair()?;
         let (api_host, api_port) = host_port(control_plane.api_url());
-        let nodes_dir = root.join(NODES_DIR);
+        let nodes = NodeSetup {
+            control_plane: &control_plane,
+            options: &options,
+            node_agent: &node_agent,
+            nodes_dir: root.join(NODES_DIR),
+            lifeline: &lifeline,
+            api_host: &api_host,
+            api_port,
+        };
         let mut agents = Vec::new();
         for (name, zone) in options.node_layout() {
-            let node_dir = nodes_dir.join(&name);
-            std::fs::create_dir_all(&node_dir).map_err(Error::io("creating", &node_dir))?;
-            let kubeconfig = node_dir.join("kubeconfig");
-            control_plane.write_kubeconfig(
-                &kubeconfig,
-                &ClientIdentity {
-                    user: format!("system:node:{name}"),
-                    group: Some("system:nodes".into()),
-                },
-            )?;
-            let serving = crate::control_plane::write_serving_pair(
-                &node_dir,
-                "kubelet",
-                &control_plane.ca().serving_cert(
-                    &format!("system:node:{name}"),
-                    &[std::net::Ipv4Addr::LOCALHOST.to_string(), name.clone()],
-                )?,
-            )?;
-            let pod_env = options
-                .pod_env
-                .iter()
-                .map(|(k, v)| (k.clone(), v.replace(NODE_PLACEHOLDER, &name)))
-                .collect();
-            let launch = NodeAgentLaunch {
-                pod_env,
-                binary: node_agent.clone(),
-                node: NodeDescription {
-                    log: nodes_dir.join(format!("{name}.log")),
-                    name,
-                    zone,
-                    run_dir: node_dir,
-                },
-                region: options.region.clone(),
-                kubeconfig,
-                api_host: api_host.clone(),
-                api_port,
-                ca_file: control_plane.ca_file().to_path_buf(),
-                images: options.images.clone(),
-                lifeline: Some(lifeline.clone()),
-                serving,
-                kubelet_port: free_port()?,
-                node_ip_route_to: None,
-                hostname_address: None,
-            };
-            agents.push(NodeAgentProcess::spawn(launch, &run_dir)?);
+            agents.push(NodeAgentProcess::spawn(
+                nodes.launch(name, zone)?,
+                &run_dir,
+            )?);
         }
         let nodes_started = Instant::now();
         let names: Vec<String> = agents.iter().map(|a| a.node().name.clone()).collect();
@@ -407,6 +374,72 @@ impl EmbeddedCluster {
     }
 }
 
+/// What starting a node agent of the embedded cluster needs.
+struct NodeSetup<'a> {
+    control_plane: &'a ControlPlane,
+    options: &'a EmbeddedOptions,
+    node_agent: &'a Path,
+    /// The directory of the nodes' run directories and logs.
+    nodes_dir: PathBuf,
+    /// Every node agent's pods end with it.
+    lifeline: &'a Lifeline,
+    /// The apiserver's host and port, for the node agents and their pods.
+    api_host: &'a str,
+    api_port: u16,
+}
+
+impl NodeSetup<'_> {
+    /// Node `name`'s run directory with its kubeconfig (`system:node:<name>` in
+    /// `system:nodes`) and kubelet serving certificate, and the node agent's command line.
+    fn launch(&self, name: String, zone: String) -> Result<NodeAgentLaunch> {
+        let (control_plane, options) = (self.control_plane, self.options);
+        let node_dir = self.nodes_dir.join(&name);
+        std::fs::create_dir_all(&node_dir).map_err(Error::io("creating", &node_dir))?;
+        let kubeconfig = node_dir.join("kubeconfig");
+        control_plane.write_kubeconfig(
+            &kubeconfig,
+            &ClientIdentity {
+                user: format!("system:node:{name}"),
+                group: Some("system:nodes".into()),
+            },
+        )?;
+        let serving = crate::control_plane::write_serving_pair(
+            &node_dir,
+            "kubelet",
+            &control_plane.ca().serving_cert(
+                &format!("system:node:{name}"),
+                &[std::net::Ipv4Addr::LOCALHOST.to_string(), name.clone()],
+            )?,
+        )?;
+        let pod_env = options
+            .pod_env
+            .iter()
+            .map(|(k, v)| (k.clone(), v.replace(NODE_PLACEHOLDER, &name)))
+            .collect();
+        Ok(NodeAgentLaunch {
+            pod_env,
+            binary: self.node_agent.to_path_buf(),
+            node: NodeDescription {
+                log: self.nodes_dir.join(format!("{name}.log")),
+                name,
+                zone,
+                run_dir: node_dir,
+            },
+            region: options.region.clone(),
+            kubeconfig,
+            api_host: self.api_host.to_string(),
+            api_port: self.api_port,
+            ca_file: control_plane.ca_file().to_path_buf(),
+            images: options.images.clone(),
+            lifeline: Some(self.lifeline.clone()),
+            serving,
+            kubelet_port: free_port()?,
+            node_ip_route_to: None,
+            hostname_address: None,
+        })
+    }
+}
+
 /// The node agents and the run directory they are recorded in (taken out when stopping).
 #[derive(Debug)]
 pub(crate) struct NodeAgents {
@@ -515,138 +548,6 @@ async fn wait_nodes_ready(
             .try_for_each(NodeAgentProcess::check_running)
     })
     .await
-}
-
-/// Waits until every node in `names` is registered and Ready; `check` fails the wait early
-/// (e.g. when a node's agent has exited).
-pub(crate) async fn wait_nodes_ready_checking(
-    client: &kube::Client,
-    names: &[String],
-    timeout: Duration,
-    mut check: impl FnMut() -> Result<()>,
-) -> Result<()> {
-    let nodes: Api<Node> = Api::all(client.clone());
-    let deadline = Instant::now() + timeout;
-    let mut last_seen;
-    let mut reported = 0;
-    loop {
-        check()?;
-        match nodes.list(&ListParams::default()).await {
-            Ok(list) => {
-                let ready: Vec<&str> = list
-                    .items
-                    .iter()
-                    .filter(|n| is_node_ready(n))
-                    .filter_map(|n| n.metadata.name.as_deref())
-                    .filter(|n| names.iter().any(|want| want == n))
-                    .collect();
-                if ready.len() > reported {
-                    reported = ready.len();
-                    tracing::info!("{}/{} nodes Ready", ready.len(), names.len());
-                }
-                if ready.len() == names.len() {
-                    return Ok(());
-                }
-                last_seen = list
-                    .items
-                    .iter()
-                    .map(|n| {
-                        format!(
-                            "{}: {}",
-                            n.metadata.name.as_deref().unwrap_or("?"),
-                            if is_node_ready(n) {
-                                "Ready"
-                            } else {
-                                "NotReady"
-                            }
-                        )
-                    })
-                    .collect::<Vec<_>>()
-                    .join(", ");
-                if last_seen.is_empty() {
-                    last_seen = "no Node registered yet".into();
-                }
-            }
-            Err(e) => last_seen = format!("listing nodes: {}", error_chain(&e)),
-        }
-        if Instant::now() >= deadline {
-            return Err(Error::NodesNotReady {
-                want: names.len(),
-                timeout,
-                last_seen,
-            });
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-}
-
-/// Waits until what a user's first commands need is there, as kind does before it returns:
-/// the `default` ServiceAccount of the `default` namespace (without it the ServiceAccount
-/// admission plugin refuses every pod there), the `kube-root-ca.crt` ConfigMap (which
-/// in-cluster clients mount) and every node's kubelet API answering `/healthz` through the
-/// apiserver (`kubectl logs` and `exec` go that way).
-pub(crate) async fn wait_usable(
-    client: &kube::Client,
-    nodes: &[String],
-    timeout: Duration,
-) -> Result<()> {
-    let accounts: Api<ServiceAccount> = Api::namespaced(client.clone(), "default");
-    let config_maps: Api<ConfigMap> = Api::namespaced(client.clone(), "default");
-    wait::wait_until(
-        "the default ServiceAccount and kube-root-ca.crt in namespace default",
-        timeout,
-        || async {
-            let account = accounts.get_opt("default").await.map_err(|e| {
-                format!(
-                    "reading ServiceAccount default/default: {}",
-                    error_chain(&e)
-                )
-            })?;
-            let ca = config_maps.get_opt("kube-root-ca.crt").await.map_err(|e| {
-                format!(
-                    "reading ConfigMap default/kube-root-ca.crt: {}",
-                    error_chain(&e)
-                )
-            })?;
-            match (account, ca) {
-                (Some(_), Some(_)) => Ok(Some(())),
-                (None, _) => Err("no ServiceAccount default/default yet".to_string()),
-                (_, None) => Err("no ConfigMap default/kube-root-ca.crt yet".to_string()),
-            }
-        },
-    )
-    .await?;
-    for node in nodes {
-        let path = format!("/api/v1/nodes/{node}/proxy/healthz");
-        wait::wait_until(
-            format!("the kubelet API of {node} answering through the apiserver"),
-            timeout,
-            || async {
-                let request = http::Request::get(&path)
-                    .body(Vec::new())
-                    .map_err(|e| e.to_string())?;
-                match client.request_text(request).await {
-                    Ok(body) if body.trim() == "ok" => Ok(Some(())),
-                    Ok(body) => Err(format!("GET {path}: {body:?}")),
-                    Err(e) => Err(format!("GET {path}: {}", error_chain(&e))),
-                }
-            },
-        )
-        .await?;
-    }
-    Ok(())
-}
-
-/// Whether a Node's `Ready` condition is `True`.
-pub fn is_node_ready(node: &Node) -> bool {
-    node.status
-        .as_ref()
-        .and_then(|s| s.conditions.as_ref())
-        .is_some_and(|conditions| {
-            conditions
-                .iter()
-                .any(|c| c.type_ == "Ready" && c.status == "True")
-        })
 }
 
 #[cfg(test)]

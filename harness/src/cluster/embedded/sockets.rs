@@ -63,6 +63,7 @@ pub(crate) fn check(run_dir: &Path, nodes: &[String]) -> Result<()> {
             length: path.as_os_str().len(),
             path,
             limit: MAX_SOCKET_PATH,
+            driver_name_room: DRIVER_NAME_ROOM,
         }),
         _ => Ok(()),
     }
@@ -126,6 +127,7 @@ mod tests {
             path,
             length,
             limit,
+            ..
         } = &err
         else {
             panic!("{err}");
@@ -136,7 +138,9 @@ mod tests {
         ));
         let message = err.to_string();
         assert!(
-            message.contains(&path.display().to_string()) && message.contains("107"),
+            message.contains(&path.display().to_string())
+                && message.contains("107")
+                && message.contains("names of up to 32 bytes"),
             "{message}"
         );
     }

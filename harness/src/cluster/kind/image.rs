@@ -1,7 +1,9 @@
-//! The node image of the kind backend: `kindest/node` when this machine has it or can pull
-//! it, otherwise the image `ci/node-image/build.sh kind` builds from Debian's packages (no
-//! registry needed), cached and tagged with a hash of its recipe.
+//! The images of the kind backend: the node image, `kindest/node` when this machine has it
+//! or can pull it, otherwise the image `ci/node-image/build.sh kind` builds from Debian's
+//! packages (no registry needed), cached and tagged with a hash of its recipe; and the
+//! project's binaries as image archives for the nodes ([`project_image_archive`]).
 
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use futures::StreamExt;
@@ -9,8 +11,8 @@ use testcontainers::bollard::query_parameters::CreateImageOptionsBuilder;
 use tokio::sync::OnceCell;
 
 use super::super::containers::docker::engine;
-use super::super::containers::image::build_image;
-use super::super::error::Result;
+use super::super::containers::image::{build_image, build_script};
+use super::super::error::{Error, Result};
 
 /// The environment variable naming a node image to use instead of looking for one.
 pub const KIND_NODE_IMAGE_ENV: &str = "HARNESS_KIND_NODE_IMAGE";
@@ -105,6 +107,43 @@ pub async fn local_kind_node_image() -> Result<KindNodeImage> {
 
 async fn build() -> Result<String> {
     build_image("kind", "openstack-csi-conformance/node:").await
+}
+
+/// Writes to `out` an image archive named `reference` (e.g.
+/// `registry.k8s.io/provider-os/manila-csi-plugin:v1.20.0`) holding `binaries` in
+/// `/usr/local/bin` with the shared libraries they load, its command the first binary: how
+/// the project's binaries become images for [`KindOptions::image_archives`] without a
+/// registry (`ci/node-image/build.sh image`).
+pub async fn project_image_archive(
+    reference: &str,
+    binaries: &[PathBuf],
+    out: &Path,
+) -> Result<()> {
+    if binaries.is_empty() {
+        return Err(Error::InvalidOption {
+            option: "binaries",
+            reason: format!("the image {reference} needs at least one binary"),
+        });
+    }
+    let script = build_script();
+    let output = tokio::process::Command::new(&script)
+        .arg("image")
+        .arg(reference)
+        .arg(out)
+        .args(binaries)
+        .stdin(std::process::Stdio::null())
+        .output()
+        .await
+        .map_err(|e| Error::NodeImage(format!("running {}: {e}", script.display())))?;
+    if !output.status.success() {
+        return Err(Error::NodeImage(format!(
+            "{} image {reference} failed ({}): {}",
+            script.display(),
+            output.status,
+            String::from_utf8_lossy(&output.stderr).trim()
+        )));
+    }
+    Ok(())
 }
 
 #[cfg(test)]

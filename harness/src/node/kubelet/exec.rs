@@ -107,6 +107,22 @@ impl Ended {
             }),
         }
     }
+
+    /// What the error stream of channel protocol `version` carries at the end: the
+    /// [`status`](Ended::status) from v4 on, before it the bare message (nothing on
+    /// success).
+    pub fn report(&self, version: u8, command: &[String]) -> bytes::Bytes {
+        if version >= 4 {
+            return bytes::Bytes::from(self.status(command).to_string());
+        }
+        match self {
+            Ended::Exited(0) => bytes::Bytes::new(),
+            Ended::Exited(code) => bytes::Bytes::from(format!(
+                "command terminated with non-zero exit code: {code}"
+            )),
+            Ended::Failed(message) => bytes::Bytes::from(message.clone()),
+        }
+    }
 }
 
 /// Runs `options.command` in `container`, streaming through `streams`, until it ends or
@@ -294,17 +310,35 @@ impl<const N: usize> Drop for AbortOnDrop<N> {
 
 /// Copies `output` to `tx` until the end (or the receiver is gone).
 async fn pump(output: Option<OutputStream>, tx: Option<mpsc::Sender<Bytes>>) {
-    let Some(mut output) = output else {
+    let Some(output) = output else {
         return;
     };
+    copy_chunks(output, |chunk| {
+        let tx = tx.clone();
+        async move {
+            match tx {
+                Some(tx) => tx.send(chunk).await.is_ok(),
+                None => true,
+            }
+        }
+    })
+    .await;
+}
+
+/// Reads `reader` in chunks of up to 32 KiB, as they come, and hands each to `each` until
+/// the end, a read error, or `each` answers `false` (its receiver is gone): the copy of a
+/// command's output or a forwarded port's data to the client.
+pub(super) async fn copy_chunks<F, Fut>(mut reader: impl tokio::io::AsyncRead + Unpin, mut each: F)
+where
+    F: FnMut(Bytes) -> Fut,
+    Fut: std::future::Future<Output = bool>,
+{
     let mut buf = vec![0u8; 32 * 1024];
     loop {
-        match output.read(&mut buf).await {
+        match reader.read(&mut buf).await {
             Ok(0) | Err(_) => return,
             Ok(n) => {
-                if let Some(tx) = &tx
-                    && tx.send(Bytes::copy_from_slice(&buf[..n])).await.is_err()
-                {
+                if !each(Bytes::copy_from_slice(&buf[..n])).await {
                     return;
                 }
             }
@@ -325,6 +359,13 @@ mod tests {
         let failed = Ended::Exited(3).status(&command);
         assert_eq!(failed["reason"], "NonZeroExitCode");
         assert_eq!(failed["details"]["causes"][0]["message"], "3");
+        assert_eq!(Ended::Exited(3).report(4, &command), failed.to_string());
+        assert_eq!(
+            Ended::Exited(3).report(3, &command),
+            "command terminated with non-zero exit code: 3"
+        );
+        assert!(Ended::Exited(0).report(2, &command).is_empty());
+        assert_eq!(Ended::Failed("no".into()).report(1, &command), "no");
     }
 
     #[test]

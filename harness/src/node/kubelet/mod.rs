@@ -409,10 +409,5 @@ fn unreachable_route() -> (Option<&'static str>, &'static str) {
 
 /// Whether `pod` has a container (or init container) `name`.
 fn has_container(pod: &Pod, name: &str) -> bool {
-    pod.spec.as_ref().is_some_and(|spec| {
-        spec.containers
-            .iter()
-            .chain(spec.init_containers.iter().flatten())
-            .any(|c| c.name == name)
-    })
+    crate::node::pod_containers(pod).any(|c| c.name == name)
 }

@@ -233,21 +233,8 @@ struct Processes {
 
 impl Processes {
     fn scan() -> Self {
-        let ticks = u64::try_from(
-            nix::unistd::sysconf(nix::unistd::SysconfVar::CLK_TCK)
-                .ok()
-                .flatten()
-                .unwrap_or(100),
-        )
-        .unwrap_or(100)
-        .max(1);
-        let page = u64::try_from(
-            nix::unistd::sysconf(nix::unistd::SysconfVar::PAGE_SIZE)
-                .ok()
-                .flatten()
-                .unwrap_or(4096),
-        )
-        .unwrap_or(4096);
+        let ticks = clock_ticks();
+        let page = sysconf_or(nix::unistd::SysconfVar::PAGE_SIZE, 4096);
         let mut all = HashMap::new();
         let Ok(entries) = std::fs::read_dir("/proc") else {
             return Processes { all };
@@ -319,16 +306,23 @@ impl Processes {
     }
 }
 
+/// The kernel's clock ticks per second (`/proc` counts CPU time in them); 100 when unknown.
+fn clock_ticks() -> u64 {
+    sysconf_or(nix::unistd::SysconfVar::CLK_TCK, 100).max(1)
+}
+
+/// The system configuration value `var`, `default` when unknown.
+fn sysconf_or(var: nix::unistd::SysconfVar, default: u64) -> u64 {
+    nix::unistd::sysconf(var)
+        .ok()
+        .flatten()
+        .and_then(|value| u64::try_from(value).ok())
+        .unwrap_or(default)
+}
+
 /// The machine's CPU time in use since boot (all but idle and iowait), ns.
 fn machine_cpu_nanos() -> u64 {
-    let ticks = u64::try_from(
-        nix::unistd::sysconf(nix::unistd::SysconfVar::CLK_TCK)
-            .ok()
-            .flatten()
-            .unwrap_or(100),
-    )
-    .unwrap_or(100)
-    .max(1);
+    let ticks = clock_ticks();
     let Ok(stat) = std::fs::read_to_string("/proc/stat") else {
         return 0;
     };

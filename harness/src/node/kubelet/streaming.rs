@@ -17,10 +17,10 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use hyper_util::rt::TokioIo;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::io::AsyncWriteExt;
 use tokio::sync::mpsc;
 
-use super::exec::{self, Ended, ExecOptions, Streams};
+use super::exec::{self, ExecOptions, Streams};
 use super::http::{Response, full, text};
 use super::spdy::{IncomingStream, REFUSED_STREAM, Session, Writer};
 use crate::runtime::{Container, TerminalSize};
@@ -229,17 +229,7 @@ async fn serve_exec(mut session: Session, version: u8, container: Container, opt
     })
     .await;
     forwarders.abort_all();
-    let report = if version >= 4 {
-        Bytes::from(ended.status(&options.command).to_string())
-    } else {
-        match &ended {
-            Ended::Exited(0) => Bytes::new(),
-            Ended::Exited(code) => Bytes::from(format!(
-                "command terminated with non-zero exit code: {code}"
-            )),
-            Ended::Failed(message) => Bytes::from(message.clone()),
-        }
-    };
+    let report = ended.report(version, &options.command);
     if !report.is_empty() {
         writer.data(error.id, report).await;
     }
@@ -344,17 +334,11 @@ async fn forward(
         let _ = to_pod.shutdown().await;
     };
     let outbound = async {
-        let mut buf = vec![0u8; 32 * 1024];
-        loop {
-            match from_pod.read(&mut buf).await {
-                Ok(0) | Err(_) => break,
-                Ok(n) => {
-                    if !writer.data(id, Bytes::copy_from_slice(&buf[..n])).await {
-                        break;
-                    }
-                }
-            }
-        }
+        exec::copy_chunks(&mut from_pod, |chunk| {
+            let writer = writer.clone();
+            async move { writer.data(id, chunk).await }
+        })
+        .await;
         writer.finish(id).await;
     };
     tokio::join!(inbound, outbound);

@@ -12,8 +12,8 @@ use futures::{SinkExt, StreamExt};
 use hyper_util::rt::TokioIo;
 use tokio::sync::mpsc;
 use tokio_tungstenite::WebSocketStream;
-use tokio_tungstenite::tungstenite::Message;
 use tokio_tungstenite::tungstenite::protocol::Role;
+use tokio_tungstenite::tungstenite::{Error as WsError, Message};
 
 use super::exec::{self, ExecOptions, Streams};
 use super::http::{Response, full, text};
@@ -62,12 +62,13 @@ where
     let _ = sink.close().await;
 }
 
-/// Answers the upgrade and, once it is done, runs the exec in `container` over it.
-pub fn exec(
-    mut request: hyper::Request<hyper::body::Incoming>,
-    container: Container,
-    options: ExecOptions,
-) -> Response {
+/// The sub-protocol `request` offers that `supported` has, in the client's order of
+/// preference; without an offer the original protocol (`channel.k8s.io`). A 400 naming
+/// both lists otherwise.
+fn negotiate(
+    request: &hyper::Request<hyper::body::Incoming>,
+    supported: &[&str],
+) -> Result<String, Box<Response>> {
     let offered: Vec<String> = request
         .headers()
         .get_all(http::header::SEC_WEBSOCKET_PROTOCOL)
@@ -75,38 +76,50 @@ pub fn exec(
         .filter_map(|v| v.to_str().ok())
         .flat_map(|v| v.split(',').map(|p| p.trim().to_string()))
         .collect();
-    // The client's first choice the server has (none offered: the original protocol).
-    let protocol = if offered.is_empty() {
-        Some("channel.k8s.io".to_string())
-    } else {
-        offered
-            .iter()
-            .find(|p| PROTOCOLS.contains(&p.as_str()))
-            .cloned()
-    };
-    let Some(protocol) = protocol else {
-        return text(
-            http::StatusCode::BAD_REQUEST,
-            format!("none of the offered protocols {offered:?} is supported: {PROTOCOLS:?}"),
-        );
-    };
+    if offered.is_empty() {
+        return Ok("channel.k8s.io".to_string());
+    }
+    offered
+        .iter()
+        .find(|p| supported.contains(&p.as_str()))
+        .cloned()
+        .ok_or_else(|| {
+            Box::new(text(
+                http::StatusCode::BAD_REQUEST,
+                format!("none of the offered protocols {offered:?} is supported: {supported:?}"),
+            ))
+        })
+}
+
+/// Answers the WebSocket upgrade with `protocol` (a 400 without a `Sec-WebSocket-Key`) and,
+/// once it is done, runs `serve` on the socket; `what` names the upgrade in the log when it
+/// fails.
+fn upgrade<F, Fut>(
+    mut request: hyper::Request<hyper::body::Incoming>,
+    protocol: &str,
+    what: &'static str,
+    serve: F,
+) -> Response
+where
+    F: FnOnce(WebSocketStream<TokioIo<hyper::upgrade::Upgraded>>) -> Fut + Send + 'static,
+    Fut: std::future::Future<Output = ()> + Send,
+{
     let Some(key) = request.headers().get(http::header::SEC_WEBSOCKET_KEY) else {
         return text(http::StatusCode::BAD_REQUEST, "missing Sec-WebSocket-Key");
     };
     let accept = tokio_tungstenite::tungstenite::handshake::derive_accept_key(key.as_bytes());
     let upgrade = hyper::upgrade::on(&mut request);
-    let chosen = protocol.clone();
     tokio::spawn(async move {
         let upgraded = match upgrade.await {
             Ok(upgraded) => upgraded,
             Err(e) => {
-                tracing::debug!(error = %e, "the exec WebSocket upgrade failed");
+                tracing::debug!(error = %e, "the {what} WebSocket upgrade failed");
                 return;
             }
         };
         let socket =
             WebSocketStream::from_raw_socket(TokioIo::new(upgraded), Role::Server, None).await;
-        serve(socket, &chosen, container, options).await;
+        serve(socket).await;
     });
     let mut response = http::Response::new(full(Bytes::new()));
     *response.status_mut() = http::StatusCode::SWITCHING_PROTOCOLS;
@@ -122,10 +135,90 @@ pub fn exec(
     if let Ok(value) = http::HeaderValue::from_str(&accept) {
         headers.insert(http::header::SEC_WEBSOCKET_ACCEPT, value);
     }
-    if let Ok(value) = http::HeaderValue::from_str(&protocol) {
+    if let Ok(value) = http::HeaderValue::from_str(protocol) {
         headers.insert(http::header::SEC_WEBSOCKET_PROTOCOL, value);
     }
     response
+}
+
+/// One channel's bytes as a message: binary, the channel number first; with `base64`,
+/// text, the channel as a digit and the bytes in base64.
+fn encode(base64: bool, channel: u8, data: &[u8]) -> Message {
+    if base64 {
+        let mut text = String::from(char::from(b'0' + channel));
+        text.push_str(&base64::engine::general_purpose::STANDARD.encode(data));
+        Message::text(text)
+    } else {
+        let mut bytes = Vec::with_capacity(data.len() + 1);
+        bytes.push(channel);
+        bytes.extend_from_slice(data);
+        Message::binary(bytes)
+    }
+}
+
+/// What a message from the client is.
+enum Received {
+    /// A channel's bytes.
+    Channel(u8, Bytes),
+    /// The client closed the socket (or it failed).
+    End,
+    /// Anything else (pings, messages of the other encoding), ignored.
+    Ignored,
+}
+
+/// Reads `message` (see [`encode`]).
+fn receive(base64: bool, message: Result<Message, WsError>) -> Received {
+    match message {
+        Ok(Message::Binary(bytes)) if !bytes.is_empty() && !base64 => {
+            Received::Channel(bytes[0], bytes.slice(1..))
+        }
+        Ok(Message::Text(text)) if base64 && !text.is_empty() => {
+            let raw = text.as_bytes();
+            let decoded = base64::engine::general_purpose::STANDARD
+                .decode(&raw[1..])
+                .unwrap_or_default();
+            Received::Channel(raw[0].wrapping_sub(b'0'), Bytes::from(decoded))
+        }
+        Ok(Message::Close(_)) | Err(_) => Received::End,
+        Ok(_) => Received::Ignored,
+    }
+}
+
+/// Sends what arrives on the returned sender to `sink`, each (channel, bytes) as one
+/// message; once every sender is gone, closes the socket normally.
+fn spawn_writer<S>(
+    mut sink: S,
+    base64: bool,
+) -> (mpsc::Sender<(u8, Bytes)>, tokio::task::JoinHandle<()>)
+where
+    S: futures::Sink<Message> + Unpin + Send + 'static,
+{
+    let (out_tx, mut out_rx) = mpsc::channel::<(u8, Bytes)>(16);
+    let writer = tokio::spawn(async move {
+        while let Some((channel, data)) = out_rx.recv().await {
+            if sink.send(encode(base64, channel, &data)).await.is_err() {
+                return;
+            }
+        }
+        close_normally(&mut sink).await;
+    });
+    (out_tx, writer)
+}
+
+/// Answers the upgrade and, once it is done, runs the exec in `container` over it.
+pub fn exec(
+    request: hyper::Request<hyper::body::Incoming>,
+    container: Container,
+    options: ExecOptions,
+) -> Response {
+    let protocol = match negotiate(&request, &PROTOCOLS) {
+        Ok(protocol) => protocol,
+        Err(refused) => return *refused,
+    };
+    let chosen = protocol.clone();
+    upgrade(request, &protocol, "exec", move |socket| async move {
+        serve(socket, &chosen, container, options).await;
+    })
 }
 
 async fn serve<S>(
@@ -144,28 +237,8 @@ async fn serve<S>(
         p if p.starts_with("v2.") => 2,
         _ => 1,
     };
-    let (mut sink, mut source) = socket.split();
-    let (out_tx, mut out_rx) = mpsc::channel::<(u8, Bytes)>(16);
-    let encode = move |channel: u8, data: &[u8]| -> Message {
-        if base64 {
-            let mut text = String::from(char::from(b'0' + channel));
-            text.push_str(&base64::engine::general_purpose::STANDARD.encode(data));
-            Message::text(text)
-        } else {
-            let mut bytes = Vec::with_capacity(data.len() + 1);
-            bytes.push(channel);
-            bytes.extend_from_slice(data);
-            Message::binary(bytes)
-        }
-    };
-    let writer = tokio::spawn(async move {
-        while let Some((channel, data)) = out_rx.recv().await {
-            if sink.send(encode(channel, &data)).await.is_err() {
-                return;
-            }
-        }
-        close_normally(&mut sink).await;
-    });
+    let (sink, mut source) = socket.split();
+    let (out_tx, writer) = spawn_writer(sink, base64);
     let mut streams = Streams::default();
     let mut stdin_tx = None;
     if options.stdin {
@@ -201,19 +274,10 @@ async fn serve<S>(
     let (gone_tx, gone_rx) = tokio::sync::oneshot::channel::<()>();
     let reader = tokio::spawn(async move {
         while let Some(message) = source.next().await {
-            let (channel, data) = match message {
-                Ok(Message::Binary(bytes)) if !bytes.is_empty() && !base64 => {
-                    (bytes[0], bytes.slice(1..))
-                }
-                Ok(Message::Text(text)) if base64 && !text.is_empty() => {
-                    let raw = text.as_bytes();
-                    let decoded = base64::engine::general_purpose::STANDARD
-                        .decode(&raw[1..])
-                        .unwrap_or_default();
-                    (raw[0].wrapping_sub(b'0'), Bytes::from(decoded))
-                }
-                Ok(Message::Close(_)) | Err(_) => break,
-                Ok(_) => continue,
+            let (channel, data) = match receive(base64, message) {
+                Received::Channel(channel, data) => (channel, data),
+                Received::End => break,
+                Received::Ignored => continue,
             };
             match channel {
                 STDIN => {
@@ -242,17 +306,7 @@ async fn serve<S>(
     .await;
     // The output first, then the end.
     while forwarders.join_next().await.is_some() {}
-    let report = if version >= 4 {
-        Bytes::from(ended.status(&options.command).to_string())
-    } else {
-        match &ended {
-            exec::Ended::Exited(0) => Bytes::new(),
-            exec::Ended::Exited(code) => Bytes::from(format!(
-                "command terminated with non-zero exit code: {code}"
-            )),
-            exec::Ended::Failed(message) => Bytes::from(message.clone()),
-        }
-    };
+    let report = ended.report(version, &options.command);
     if !report.is_empty() {
         let _ = out_tx.send((ERROR, report)).await;
     }
@@ -274,32 +328,13 @@ const PORT_FORWARD_PROTOCOLS: [&str; 4] = [
 /// server with the port (2 bytes, little-endian). Each port gets one TCP connection to the
 /// pod, made at once; the forward ends when the client closes the WebSocket.
 pub fn port_forward(
-    mut request: hyper::Request<hyper::body::Incoming>,
+    request: hyper::Request<hyper::body::Incoming>,
     pod_ip: std::net::IpAddr,
     ports: Vec<u16>,
 ) -> Response {
-    let offered: Vec<String> = request
-        .headers()
-        .get_all(http::header::SEC_WEBSOCKET_PROTOCOL)
-        .iter()
-        .filter_map(|v| v.to_str().ok())
-        .flat_map(|v| v.split(',').map(|p| p.trim().to_string()))
-        .collect();
-    let protocol = if offered.is_empty() {
-        Some("channel.k8s.io".to_string())
-    } else {
-        offered
-            .iter()
-            .find(|p| PORT_FORWARD_PROTOCOLS.contains(&p.as_str()))
-            .cloned()
-    };
-    let Some(protocol) = protocol else {
-        return text(
-            http::StatusCode::BAD_REQUEST,
-            format!(
-                "none of the offered protocols {offered:?} is supported: {PORT_FORWARD_PROTOCOLS:?}"
-            ),
-        );
+    let protocol = match negotiate(&request, &PORT_FORWARD_PROTOCOLS) {
+        Ok(protocol) => protocol,
+        Err(refused) => return *refused,
     };
     if ports.is_empty() {
         return text(
@@ -307,42 +342,10 @@ pub fn port_forward(
             "query parameter \"port\" is required",
         );
     }
-    let Some(key) = request.headers().get(http::header::SEC_WEBSOCKET_KEY) else {
-        return text(http::StatusCode::BAD_REQUEST, "missing Sec-WebSocket-Key");
-    };
-    let accept = tokio_tungstenite::tungstenite::handshake::derive_accept_key(key.as_bytes());
-    let upgrade = hyper::upgrade::on(&mut request);
     let base64 = protocol.contains("base64");
-    tokio::spawn(async move {
-        let upgraded = match upgrade.await {
-            Ok(upgraded) => upgraded,
-            Err(e) => {
-                tracing::debug!(error = %e, "the port-forward WebSocket upgrade failed");
-                return;
-            }
-        };
-        let socket =
-            WebSocketStream::from_raw_socket(TokioIo::new(upgraded), Role::Server, None).await;
-        serve_port_forward(socket, base64, pod_ip, ports).await;
-    });
-    let mut response = http::Response::new(full(Bytes::new()));
-    *response.status_mut() = http::StatusCode::SWITCHING_PROTOCOLS;
-    let headers = response.headers_mut();
-    headers.insert(
-        http::header::UPGRADE,
-        http::HeaderValue::from_static("websocket"),
-    );
-    headers.insert(
-        http::header::CONNECTION,
-        http::HeaderValue::from_static("Upgrade"),
-    );
-    if let Ok(value) = http::HeaderValue::from_str(&accept) {
-        headers.insert(http::header::SEC_WEBSOCKET_ACCEPT, value);
-    }
-    if let Ok(value) = http::HeaderValue::from_str(&protocol) {
-        headers.insert(http::header::SEC_WEBSOCKET_PROTOCOL, value);
-    }
-    response
+    upgrade(request, &protocol, "port-forward", move |socket| {
+        serve_port_forward(socket, base64, pod_ip, ports)
+    })
 }
 
 async fn serve_port_forward<S>(
@@ -353,29 +356,9 @@ async fn serve_port_forward<S>(
 ) where
     S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
 {
-    use tokio::io::{AsyncReadExt, AsyncWriteExt};
-    let (mut sink, mut source) = socket.split();
-    let (out_tx, mut out_rx) = mpsc::channel::<(u8, Bytes)>(16);
-    let encode = move |channel: u8, data: &[u8]| -> Message {
-        if base64 {
-            let mut text = String::from(char::from(b'0' + channel));
-            text.push_str(&base64::engine::general_purpose::STANDARD.encode(data));
-            Message::text(text)
-        } else {
-            let mut bytes = Vec::with_capacity(data.len() + 1);
-            bytes.push(channel);
-            bytes.extend_from_slice(data);
-            Message::binary(bytes)
-        }
-    };
-    let writer = tokio::spawn(async move {
-        while let Some((channel, data)) = out_rx.recv().await {
-            if sink.send(encode(channel, &data)).await.is_err() {
-                return;
-            }
-        }
-        close_normally(&mut sink).await;
-    });
+    use tokio::io::AsyncWriteExt;
+    let (sink, mut source) = socket.split();
+    let (out_tx, writer) = spawn_writer(sink, base64);
     let mut to_pods = Vec::new();
     let mut forwards = tokio::task::JoinSet::new();
     for (i, port) in ports.iter().copied().enumerate() {
@@ -406,23 +389,10 @@ async fn serve_port_forward<S>(
                 }
                 let _ = to_pod.shutdown().await;
             };
-            let outbound = async {
-                let mut buf = vec![0u8; 32 * 1024];
-                loop {
-                    match from_pod.read(&mut buf).await {
-                        Ok(0) | Err(_) => break,
-                        Ok(n) => {
-                            if out
-                                .send((data, Bytes::copy_from_slice(&buf[..n])))
-                                .await
-                                .is_err()
-                            {
-                                break;
-                            }
-                        }
-                    }
-                }
-            };
+            let outbound = exec::copy_chunks(&mut from_pod, |chunk| {
+                let out = out.clone();
+                async move { out.send((data, chunk)).await.is_ok() }
+            });
             // Over when the pod's side ends (the client's side may still be open: it learns
             // the end from the socket's close).
             tokio::select! {
@@ -446,19 +416,10 @@ async fn serve_port_forward<S>(
         let Some(message) = message else {
             break;
         };
-        let (channel, data) = match message {
-            Ok(Message::Binary(bytes)) if !bytes.is_empty() && !base64 => {
-                (bytes[0], bytes.slice(1..))
-            }
-            Ok(Message::Text(text)) if base64 && !text.is_empty() => {
-                let raw = text.as_bytes();
-                let decoded = base64::engine::general_purpose::STANDARD
-                    .decode(&raw[1..])
-                    .unwrap_or_default();
-                (raw[0].wrapping_sub(b'0'), Bytes::from(decoded))
-            }
-            Ok(Message::Close(_)) | Err(_) => break,
-            Ok(_) => continue,
+        let (channel, data) = match receive(base64, message) {
+            Received::Channel(channel, data) => (channel, data),
+            Received::End => break,
+            Received::Ignored => continue,
         };
         let index = usize::from(channel / 2);
         if channel % 2 == 0

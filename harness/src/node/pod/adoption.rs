@@ -116,16 +116,7 @@ impl Worker {
                 termination,
             });
             record.waiting = None;
-            let spec = self
-                .pod
-                .spec
-                .as_ref()
-                .into_iter()
-                .flat_map(|s| {
-                    s.containers
-                        .iter()
-                        .chain(s.init_containers.iter().flatten())
-                })
+            let spec = crate::node::pod_containers(&self.pod)
                 .find(|c| c.name == record.name)
                 .cloned();
             record.ready = match (same, posted) {

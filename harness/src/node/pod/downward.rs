@@ -77,15 +77,7 @@ pub fn resource_value(
     selector: &ResourceFieldSelector,
 ) -> Result<String, String> {
     let name = selector.container_name.as_deref().or(default_container);
-    let container = pod
-        .spec
-        .as_ref()
-        .into_iter()
-        .flat_map(|s| {
-            s.containers
-                .iter()
-                .chain(s.init_containers.iter().flatten())
-        })
+    let container = crate::node::pod_containers(pod)
         .find(|c| Some(c.name.as_str()) == name)
         .ok_or_else(|| format!("resourceFieldRef names no container of the pod ({name:?})"))?;
     let resources = container.resources.as_ref();

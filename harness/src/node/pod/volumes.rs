@@ -135,12 +135,7 @@ pub async fn prepare(
 /// The names of the volumes some container or init container of `pod` mounts or maps
 /// (kubelet's `GetPodVolumeNames`).
 fn used_volumes(pod: &Pod) -> BTreeSet<&str> {
-    let Some(spec) = pod.spec.as_ref() else {
-        return BTreeSet::new();
-    };
-    spec.containers
-        .iter()
-        .chain(spec.init_containers.iter().flatten())
+    crate::node::pod_containers(pod)
         .flat_map(|c| {
             let mounts = c.volume_mounts.iter().flatten().map(|m| m.name.as_str());
             let devices = c.volume_devices.iter().flatten().map(|d| d.name.as_str());

@@ -184,10 +184,7 @@ impl Worker {
     }
 
     pub(super) fn spec_of(&self, name: &str) -> Option<ContainerSpec> {
-        let spec = self.pod.spec.as_ref()?;
-        spec.containers
-            .iter()
-            .chain(spec.init_containers.iter().flatten())
+        crate::node::pod_containers(&self.pod)
             .find(|c| c.name == name)
             .cloned()
     }

@@ -1,8 +1,9 @@
-//! Phase 4 of a mount: publishing the volume for the pod (kubelet's SetUp) at
+//! Step 5 of a mount: publishing the volume for the pod (kubelet's SetUp) at
 //! `/var/lib/kubelet/pods/<pod uid>/volumes/kubernetes.io~csi/<pv>/mount`, with
 //! `vol_data.json` next to it (what unpublishing and reconstruction read), the staging
 //! path when staged, the PV's attributes plus pod info (with `podInfoOnMount`) as volume
 //! context, and the `nodePublishSecretRef` secrets; then the pod's `fsGroup` ([`fs_group`]).
+//! Block volumes are published by [`block`](super::block) with the same input.
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -10,10 +11,11 @@ use std::path::{Path, PathBuf};
 use csi_proto::v1::{NodePublishVolumeRequest, VolumeCapability};
 use k8s_openapi::api::core::v1::Pod;
 
-use super::VolumeManager;
 use super::fs_group::{self, FsGroupPolicy};
+use super::host::VolumeHost;
 use super::paths::publish_path;
 use super::resolve::ResolvedVolume;
+use super::secrets;
 use super::vol_data::{VOL_DATA_FILE, VolData};
 use crate::node::csi::RegisteredDriver;
 use crate::node::csi::drivers::node_call;
@@ -40,73 +42,88 @@ pub(super) struct PublishInput<'a> {
     pub fs_group_policy: FsGroupPolicy,
 }
 
-impl VolumeManager {
-    /// NodePublishVolume of `resolved` for the pod, then records it published; returns the
-    /// target on this machine. Failures are kubelet's `MountVolume.SetUp failed …`. The
-    /// caller holds the volume's lock.
-    pub(super) async fn publish(
+impl PublishInput<'_> {
+    /// The NodePublishVolume request of `resolved` at kubelet's `target`.
+    pub fn request(
         &self,
         resolved: &ResolvedVolume,
-        input: PublishInput<'_>,
-    ) -> Result<PathBuf> {
-        let csi = &resolved.csi;
-        let pod = input.pod;
-        let uid = pod.metadata.uid.clone().unwrap_or_default();
-        let setup_failed = |cause: Error| Error::SetUp {
-            volume: resolved.pv_name.clone(),
-            cause: Box::new(cause),
-        };
-        let target = publish_path(&uid, &resolved.pv_name);
-        let host_target = self.host(&target);
-        let data = VolData {
-            driver_name: csi.driver.clone(),
-            volume_handle: csi.volume_handle.clone(),
-            spec_vol_id: resolved.pv_name.clone(),
-            node_name: self.node_name.clone(),
-            attachment_id: input.attachment.unwrap_or_default(),
-            volume_lifecycle_mode: "Persistent".into(),
-        };
-        if let Some(pv_dir) = host_target.parent() {
-            data.write(&pv_dir.join(VOL_DATA_FILE))
-                .map_err(setup_failed)?;
-        }
-        let secrets = self
-            .secrets(csi.node_publish_secret_ref.as_ref(), "NodePublishSecretRef")
-            .await
-            .map_err(setup_failed)?;
-        let mut volume_context: HashMap<String, String> = csi
-            .volume_attributes
-            .clone()
-            .unwrap_or_default()
-            .into_iter()
-            .collect();
-        if input.pod_info_on_mount {
-            volume_context.extend(pod_info(pod));
-        }
-        let request = NodePublishVolumeRequest {
-            volume_id: csi.volume_handle.clone(),
-            publish_context: input.publish_context,
-            staging_target_path: input
+        target: &Path,
+        secrets: HashMap<String, String>,
+        volume_context: HashMap<String, String>,
+    ) -> NodePublishVolumeRequest {
+        NodePublishVolumeRequest {
+            volume_id: resolved.csi.volume_handle.clone(),
+            publish_context: self.publish_context.clone(),
+            staging_target_path: self
                 .staging
                 .map(|s| s.display().to_string())
                 .unwrap_or_default(),
             target_path: target.display().to_string(),
-            volume_capability: Some(input.capability),
+            volume_capability: Some(self.capability.clone()),
             readonly: resolved.read_only,
             secrets,
             volume_context,
-        };
-        node_call(input.driver.node_client().node_publish_volume(request))
-            .await
-            .map_err(setup_failed)?;
-        // Before the volume counts as published: a failure is retried, publish included.
-        fs_group::apply(pod, resolved, input.fs_group_policy, &host_target)
-            .map_err(setup_failed)?;
-        let identity = resolved.identity();
-        tracing::info!(volume = %identity.unique_name(), pod = %uid, target = %host_target.display(), "volume published");
-        self.state.mark_published(&identity, &uid, target);
-        Ok(host_target)
+        }
     }
+}
+
+/// Where a volume is published for a pod.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) struct Published {
+    /// kubelet's publish path (what the driver was told; recorded in the state).
+    pub target: PathBuf,
+    /// What the pod's containers get on this machine: the publish directory, or a block
+    /// volume's link to its publish path.
+    pub path: PathBuf,
+}
+
+/// NodePublishVolume of `resolved` for the pod on `host`, after its `vol_data.json`, then
+/// the pod's `fsGroup`. Failures are kubelet's `MountVolume.SetUp failed …`. The caller
+/// holds the volume's lock and records it published when this succeeds.
+pub(super) async fn publish(
+    host: &VolumeHost,
+    resolved: &ResolvedVolume,
+    input: PublishInput<'_>,
+) -> Result<Published> {
+    let csi = &resolved.csi;
+    let pod = input.pod;
+    let uid = pod.metadata.uid.clone().unwrap_or_default();
+    let setup_failed = |cause: Error| Error::SetUp {
+        volume: resolved.pv_name.clone(),
+        cause: Box::new(cause),
+    };
+    let target = publish_path(&uid, &resolved.pv_name);
+    let host_target = host.path(&target);
+    let data = VolData {
+        driver_name: csi.driver.clone(),
+        volume_handle: csi.volume_handle.clone(),
+        spec_vol_id: resolved.pv_name.clone(),
+        node_name: host.node_name.clone(),
+        attachment_id: input.attachment.clone().unwrap_or_default(),
+        volume_lifecycle_mode: "Persistent".into(),
+    };
+    if let Some(pv_dir) = host_target.parent() {
+        data.write(&pv_dir.join(VOL_DATA_FILE))
+            .map_err(setup_failed)?;
+    }
+    let secrets = secrets::node_publish(&host.client, csi)
+        .await
+        .map_err(setup_failed)?;
+    let mut volume_context = resolved.volume_attributes();
+    if input.pod_info_on_mount {
+        volume_context.extend(pod_info(pod));
+    }
+    let request = input.request(resolved, &target, secrets, volume_context);
+    node_call(input.driver.node_client().node_publish_volume(request))
+        .await
+        .map_err(setup_failed)?;
+    // Before the volume counts as published: a failure is retried, publish included.
+    fs_group::apply(pod, resolved, input.fs_group_policy, &host_target).map_err(setup_failed)?;
+    tracing::info!(volume = %resolved.identity().unique_name(), pod = %uid, target = %host_target.display(), "volume published");
+    Ok(Published {
+        target,
+        path: host_target,
+    })
 }
 
 /// The `csi.storage.k8s.io/*` pod attributes kubelet adds with `podInfoOnMount`.

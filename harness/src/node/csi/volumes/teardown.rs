@@ -1,180 +1,136 @@
 //! Unmounting a pod's CSI volumes, after its sandbox is gone (or for an orphaned pod found
-//! at start): NodeUnpublishVolume of each volume found on disk (through its
-//! `vol_data.json`, so it works without the API and after a restart; block volumes through
-//! [`block`](super::block)'s files), then
-//! NodeUnstageVolume of the staged volumes no pod uses or wants any more. A directory is
-//! removed only once no mount point is left in it: removing it would delete a share's data.
+//! at start): NodeUnpublishVolume of each volume found on disk ([`PodVolumeFiles`]: through
+//! its `vol_data.json`, so it works without the API and after a restart; block volumes
+//! through [`block`](super::block)'s files), then NodeUnstageVolume of the staged volumes
+//! no pod uses or wants any more ([`unstage`]). A directory is removed only once no mount
+//! point is left in it: removing it would delete a share's data.
+//!
+//! The manager finds the files, takes the volume's lock, looks the driver up and records
+//! each step done; the functions here make the node calls and clean up after them.
 
-use std::path::Path;
+use kube_support::error::IoContext;
+use std::path::{Path, PathBuf};
 
 use csi_proto::v1::{NodeUnpublishVolumeRequest, NodeUnstageVolumeRequest};
-use kube_support::error::IoContext;
 
-use super::VolumeManager;
-use super::paths::{block_staging_path, pod_csi_dir, publish_path, staging_path};
-use super::state::MountedVolume;
-use super::vol_data::{VOL_DATA_FILE, VolData, remove_volume_dirs, subdirs};
+use super::block;
+use super::host::VolumeHost;
+use super::paths::{
+    block_data_dir, block_publish_path, block_staging_path, pod_csi_dir, publish_path, staging_path,
+};
+use super::state::{MountedVolume, VolumeIdentity};
+use super::vol_data::{VOL_DATA_FILE, remove_file_if_present, remove_volume_dirs};
 use crate::node::csi::drivers::{RegisteredDriver, node_call};
 use crate::node::csi::error::{Error, Result};
-use crate::node::layout::kubelet_pod_dir;
 use crate::node::mounts;
 
-impl VolumeManager {
-    /// Unpublishes every CSI volume of pod `uid` (found on disk through its `vol_data.json`
-    /// files), unstages the volumes no pod uses any more and drops them from `volumesInUse`.
-    /// A publish directory is removed only once its target is no longer a mount point. Fails
-    /// (to be retried) with what could not be done.
-    pub async fn unmount_pod(&self, uid: &str) -> Result<()> {
-        let mut errors = Vec::new();
-        for (pv, pv_dir) in subdirs(&self.host(&pod_csi_dir(uid))) {
-            if let Err(e) = self.unpublish(uid, &pv, &pv_dir).await {
-                errors.push(e);
-            }
+/// One volume published for a pod, as its teardown finds it on disk: a filesystem volume's
+/// publish directory (`pods/<uid>/volumes/kubernetes.io~csi/<pv>/`), or a block volume's
+/// publish path and the pod's link to it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) struct PodVolumeFiles {
+    /// The pod's UID.
+    pub uid: String,
+    /// The PV.
+    pub pv: String,
+    /// Whether it is a block volume.
+    pub block: bool,
+}
+
+impl PodVolumeFiles {
+    /// Volume `pv` of pod `uid`, a block volume or not.
+    pub fn new(uid: &str, pv: &str, block: bool) -> Self {
+        PodVolumeFiles {
+            uid: uid.to_string(),
+            pv: pv.to_string(),
+            block,
         }
-        for pv in self.block_volumes_of_pod(uid) {
-            if let Err(e) = self.unmap_pod_device(uid, &pv).await {
-                errors.push(e);
-            }
-        }
-        if errors.is_empty() {
-            // Only kubelet's directory: the agent's own pod directory is the worker's.
-            let pod_dir = self.host(&kubelet_pod_dir(uid));
-            if let Err(e) = mounts::remove_unmounted_dir(&pod_dir) {
-                errors.push(Error::io("removing", pod_dir)(e));
-            }
-        }
-        self.state.release_pod(uid);
-        if let Err(e) = self.unstage_unused().await {
-            errors.push(e);
-        }
-        Error::all(errors)
     }
 
-    /// NodeUnpublishVolume of volume `pv` of pod `uid`, whose publish directory on this
-    /// machine is `pv_dir`; then the directory goes and the volume is recorded unpublished.
-    async fn unpublish(&self, uid: &str, pv: &str, pv_dir: &Path) -> Result<()> {
-        let host_target = pv_dir.join("mount");
-        let data_file = pv_dir.join(VOL_DATA_FILE);
-        let data = match VolData::read(&data_file) {
-            Ok(data) => data,
-            Err(unreadable) => {
-                // Without metadata there is nothing to tell a driver; only a directory
-                // without a mount point can go.
-                return mounts::remove_unmounted_dir(pv_dir).map_err(|e| Error::TearDown {
-                    volume: pv.to_string(),
-                    unique: None,
-                    pod: uid.to_string(),
-                    cause: Box::new(Error::Several(vec![
-                        unreadable,
-                        Error::io("removing", pv_dir)(e),
-                    ])),
-                });
-            }
+    /// The volume's `vol_data.json` on `host`.
+    pub fn vol_data(&self, host: &VolumeHost) -> PathBuf {
+        let dir = if self.block {
+            block_data_dir(&self.pv)
+        } else {
+            pod_csi_dir(&self.uid).join(&self.pv)
         };
-        let unique = data.unique_name();
-        let _guard = self.lock(&unique).await;
-        let failed = |cause: Error| Error::TearDown {
-            volume: pv.to_string(),
-            unique: Some(unique.clone()),
-            pod: uid.to_string(),
-            cause: Box::new(cause),
-        };
-        let Some(driver) = self.drivers.get(&data.driver_name) else {
-            return Err(failed(Error::DriverNotRegistered {
-                step: "mounter.TearDownAt failed to get CSI client",
-                driver: data.driver_name,
-            }));
-        };
-        unpublish(
-            &driver,
-            &data.volume_handle,
-            &publish_path(uid, pv),
-            &host_target,
-        )
-        .await
-        .map_err(failed)?;
-        remove_volume_dirs(&host_target).map_err(failed)?;
-        tracing::info!(volume = %unique, pod = %uid, "volume unpublished");
-        self.state.mark_unpublished(&unique, uid);
-        Ok(())
+        host.path(&dir).join(VOL_DATA_FILE)
     }
 
-    /// Unstages the staged volumes no pod uses or wants, and forgets the unused ones.
-    async fn unstage_unused(&self) -> Result<()> {
-        let mut errors = Vec::new();
-        for unique in self.state.unused() {
-            let _guard = self.lock(&unique).await;
-            // Used or wanted again while waiting for the lock: it stays.
-            let Some(mounted) = self.state.unused_volume(&unique) else {
-                continue;
-            };
-            if mounted.staged
-                && let Err(e) = self.unstage(&unique, &mounted).await
-            {
-                errors.push(e);
-                continue;
-            }
-            self.state.mark_unstaged(&unique);
+    /// kubelet's publish path (what the driver was told).
+    pub fn target(&self) -> PathBuf {
+        if self.block {
+            block_publish_path(&self.uid, &self.pv)
+        } else {
+            publish_path(&self.uid, &self.pv)
         }
-        Error::all(errors)
     }
 
-    /// NodeUnstageVolume of `mounted`, then its staging directory goes (a block volume's
-    /// other directories too).
-    async fn unstage(&self, unique: &str, mounted: &MountedVolume) -> Result<()> {
-        let pv = &mounted.volume.pv;
-        let block = mounted.volume.block;
-        let failed = |cause: Error| {
-            let (volume, unique, node) = (pv.clone(), unique.to_string(), self.node_name.clone());
-            let cause = Box::new(cause);
-            if block {
-                Error::TearDownDevice {
-                    volume,
-                    unique,
-                    node,
-                    cause,
-                }
+    /// kubelet's step in the message of a driver that is not registered.
+    pub fn driver_step(&self) -> &'static str {
+        if self.block {
+            "blockMapper.UnmapPodDevice failed to get CSI client"
+        } else {
+            "mounter.TearDownAt failed to get CSI client"
+        }
+    }
+
+    /// kubelet's error for a failed teardown of this volume (`UnmountVolume.TearDown
+    /// failed …`, `UnmapVolume.UnmapPodDevice failed …`), `unique` when its metadata was
+    /// read.
+    pub fn failed(&self, unique: Option<String>, cause: Error) -> Error {
+        let (volume, pod, cause) = (self.pv.clone(), self.uid.clone(), Box::new(cause));
+        if self.block {
+            Error::UnmapPodDevice {
+                volume,
+                unique,
+                pod,
+                cause,
+            }
+        } else {
+            Error::TearDown {
+                volume,
+                unique,
+                pod,
+                cause,
+            }
+        }
+    }
+
+    /// Without metadata there is nothing to tell a driver: removes only what is not
+    /// mounted, failing with `unreadable` (why the metadata could not be read) and what
+    /// could not go.
+    pub fn remove_without_metadata(&self, host: &VolumeHost, unreadable: Error) -> Result<()> {
+        let host_target = host.path(&self.target());
+        let removed = if self.block {
+            if mounts::is_mount_point(&host_target).unwrap_or(true) {
+                Err(Error::StillMounted {
+                    path: host_target,
+                    call: "the pod's teardown",
+                })
             } else {
-                Error::UnmountDevice {
-                    volume,
-                    unique,
-                    node,
-                    cause,
-                }
+                remove_file_if_present(&host_target).and_then(|()| {
+                    remove_file_if_present(&block::pod_link(host, &self.uid, &self.pv))
+                })
             }
-        };
-        let Some(driver) = self.drivers.get(&mounted.volume.driver) else {
-            return Err(failed(Error::DriverNotRegistered {
-                step: "attacher.UnmountDevice failed to create newCsiDriverClient",
-                driver: mounted.volume.driver.clone(),
-            }));
-        };
-        let staging = if block {
-            block_staging_path(pv)
         } else {
-            staging_path(pv)
+            let pv_dir = host.path(&pod_csi_dir(&self.uid).join(&self.pv));
+            mounts::remove_unmounted_dir(&pv_dir).map_err(Error::io("removing", &pv_dir))
         };
-        let request = NodeUnstageVolumeRequest {
-            volume_id: mounted.volume.handle.clone(),
-            staging_target_path: staging.display().to_string(),
-        };
-        node_call(driver.node_client().node_unstage_volume(request))
-            .await
-            .map_err(failed)?;
-        let host_staging = self.host(&staging);
-        if mounts::is_mount_point(&host_staging).unwrap_or(true) {
-            return Err(failed(Error::StillMounted {
-                path: host_staging,
-                call: "NodeUnstageVolume",
-            }));
-        }
-        if block {
-            self.remove_block_dirs(pv).map_err(failed)?;
+        removed.map_err(|cause| self.failed(None, Error::Several(vec![unreadable, cause])))
+    }
+
+    /// After NodeUnpublishVolume: a filesystem volume's publish directory goes with its
+    /// `vol_data.json`; a block volume's publish path (when the driver left the file: it
+    /// would keep the publish directory) and the pod's link go.
+    pub fn remove_after_unpublish(&self, host: &VolumeHost) -> Result<()> {
+        let host_target = host.path(&self.target());
+        if self.block {
+            remove_file_if_present(&host_target)?;
+            remove_file_if_present(&block::pod_link(host, &self.uid, &self.pv))
         } else {
-            remove_volume_dirs(&host_staging).map_err(failed)?;
+            remove_volume_dirs(&host_target)
         }
-        tracing::info!(volume = %unique, "volume unstaged");
-        Ok(())
     }
 }
 
@@ -198,5 +154,73 @@ pub(super) async fn unpublish(
             call: "NodeUnpublishVolume",
         });
     }
+    Ok(())
+}
+
+/// kubelet's step in the message of a driver, not registered, whose volume is unstaged.
+pub(super) const UNSTAGE_DRIVER_STEP: &str =
+    "attacher.UnmountDevice failed to create newCsiDriverClient";
+
+/// kubelet's error for a failed unstaging of `volume` (`unique`) on `node`:
+/// `UnmountDevice failed …`, `TearDownDevice failed …` for a block volume.
+pub(super) fn unstage_failed(
+    node: &str,
+    unique: &str,
+    volume: &VolumeIdentity,
+    cause: Error,
+) -> Error {
+    let (pv, unique, node) = (volume.pv.clone(), unique.to_string(), node.to_string());
+    let cause = Box::new(cause);
+    if volume.block {
+        Error::TearDownDevice {
+            volume: pv,
+            unique,
+            node,
+            cause,
+        }
+    } else {
+        Error::UnmountDevice {
+            volume: pv,
+            unique,
+            node,
+            cause,
+        }
+    }
+}
+
+/// NodeUnstageVolume of `mounted` on `host`, then its staging directory goes (a block
+/// volume's other directories too). The caller holds the volume's lock, checked no pod
+/// uses or wants it, and records it unstaged when this succeeds.
+pub(super) async fn unstage(
+    host: &VolumeHost,
+    driver: &RegisteredDriver,
+    unique: &str,
+    mounted: &MountedVolume,
+) -> Result<()> {
+    let pv = &mounted.volume.pv;
+    let block = mounted.volume.block;
+    let staging = if block {
+        block_staging_path(pv)
+    } else {
+        staging_path(pv)
+    };
+    let request = NodeUnstageVolumeRequest {
+        volume_id: mounted.volume.handle.clone(),
+        staging_target_path: staging.display().to_string(),
+    };
+    node_call(driver.node_client().node_unstage_volume(request)).await?;
+    let host_staging = host.path(&staging);
+    if mounts::is_mount_point(&host_staging).unwrap_or(true) {
+        return Err(Error::StillMounted {
+            path: host_staging,
+            call: "NodeUnstageVolume",
+        });
+    }
+    if block {
+        block::remove_dirs(host, pv)?;
+    } else {
+        remove_volume_dirs(&host_staging)?;
+    }
+    tracing::info!(volume = %unique, "volume unstaged");
     Ok(())
 }

@@ -97,6 +97,19 @@ pub(super) fn subdirs(dir: &Path) -> Vec<(String, PathBuf)> {
 /// Removes an unmounted volume directory `mount_dir` (a staging or publish directory), the
 /// `vol_data.json` next to it and their parent directory, all three tried; returns the first
 /// failure. Missing ones are fine.
+/// The names of the entries of `dir`, sorted; none when it cannot be read.
+pub(super) fn entries(dir: &Path) -> Vec<String> {
+    let Ok(read) = std::fs::read_dir(dir) else {
+        return Vec::new();
+    };
+    let mut names: Vec<String> = read
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    names
+}
+
 pub(super) fn remove_volume_dirs(mount_dir: &Path) -> Result<()> {
     let Some(parent) = mount_dir.parent() else {
         return remove_dir_if_present(mount_dir);
@@ -194,6 +207,8 @@ mod tests {
             subdirs(dir.path()),
             [("full".to_string(), dir.path().join("full"))]
         );
+        assert_eq!(entries(dir.path()), ["full"]);
+        assert!(entries(&dir.path().join("absent")).is_empty());
     }
 
     #[test]
