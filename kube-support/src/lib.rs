@@ -21,6 +21,8 @@
 //! - [`backoff`]: per-key exponential, capped back-off for failed work items;
 //! - [`finalizers`]: adding and removing finalizers guarded by the resourceVersion;
 //! - [`quantity`]: storage quantities (`1Gi`, `500M`) as bytes and back;
+//! - [`claims`]: a PersistentVolumeClaim's annotations for a CSI controller's
+//!   `--pvc-annotations` (the client built from `--kubeconfig`/`--master`);
 //! - [`crd`]: installing CustomResourceDefinitions and waiting until they are Established;
 //! - [`wait`]: the one family of waits on cluster state, whose errors say what was last seen;
 //! - [`error`]: an error with its causes as one line ([`error::error_chain`]) and the
@@ -42,6 +44,8 @@
 
 #[cfg(feature = "kube")]
 pub mod backoff;
+#[cfg(feature = "kube")]
+pub mod claims;
 #[cfg(feature = "kube")]
 pub mod crd;
 #[cfg(feature = "kube")]

@@ -22,8 +22,8 @@ use k8s_openapi::api::core::v1::{Namespace, Node, PersistentVolumeClaim, Pod, Se
 use k8s_openapi::api::storage::v1::{CSINode, StorageClass};
 use kube::api::{Api, DeleteParams, DynamicObject, ListParams, Patch, PatchParams, PostParams};
 use kube_support::wait;
-use manila_csi_plugin::openstack::Connector;
-use manila_csi_plugin::openstack::model::NewShare;
+use openstack_client::Connector;
+use openstack_client::manila::model::NewShare;
 use suites::e2e::binaries::workspace_root;
 use suites::e2e::manifests::{AppliedObject, Applier, load};
 use suites::e2e::{DEFAULT_STORAGE_CLASS, EnvironmentOptions, ManilaCsiEnvironment, TOPOLOGY_KEY};

@@ -6,31 +6,12 @@
 //! name the file, section and key.
 
 use std::collections::BTreeMap;
-use std::fmt;
 use std::path::{Path, PathBuf};
 
-use crate::error::{Error, Result};
-
 /// A secret read from the file: printed as `[redacted]`.
-#[derive(Clone, PartialEq, Eq)]
-pub struct Secret(String);
+pub use openstack_client::Secret;
 
-impl Secret {
-    /// Wraps a value.
-    pub fn new(value: impl Into<String>) -> Self {
-        Secret(value.into())
-    }
-    /// The value, for the one place that sends it (Keystone's auth request).
-    pub fn expose(&self) -> &str {
-        &self.0
-    }
-}
-
-impl fmt::Debug for Secret {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("[redacted]")
-    }
-}
+use crate::error::{Error, Result};
 
 /// `[Global]`: how to authenticate with Keystone.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -166,7 +147,7 @@ impl CloudConfig {
                 })?,
             username: reader.string("global", &["username"]),
             user_id: reader.string("global", &["user-id"]),
-            password: reader.string("global", &["password"]).map(Secret),
+            password: reader.string("global", &["password"]).map(Secret::new),
             project_name: reader.string("global", &["tenant-name", "project-name"]),
             project_id: reader.string("global", &["tenant-id", "project-id"]),
             domain_name: reader.string("global", &["domain-name"]),
@@ -181,7 +162,7 @@ impl CloudConfig {
             application_credential_name: reader.string("global", &["application-credential-name"]),
             application_credential_secret: reader
                 .string("global", &["application-credential-secret"])
-                .map(Secret),
+                .map(Secret::new),
             ca_file: reader.string("global", &["ca-file"]).map(PathBuf::from),
             tls_insecure: reader.boolean("global", "tls-insecure")?.unwrap_or(false),
             interface: reader

@@ -5,11 +5,8 @@ use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
-use csi_proto::v1::controller_server::ControllerServer;
-use csi_proto::v1::identity_server::IdentityServer;
-use csi_proto::v1::node_server::NodeServer;
-use csi_proto::{Endpoint, Listener};
-use tonic::transport::Server;
+use csi_proto::Listener;
+use csi_proto::plugin_server::{bind_endpoint, serve_plugin};
 
 use crate::cloud_config::CloudConfig;
 use crate::config::Config;
@@ -17,10 +14,8 @@ use crate::controller::{Controller, ControllerSettings, TOPOLOGY_ZONE_KEY};
 use crate::error::{Error, Result};
 use crate::identity::{IdentityService, identity_service};
 use crate::node::{NodeService, NodeSettings, device};
-use crate::openstack::Cloud;
 use crate::pvc::ClaimReader;
 use crate::wait::WaitPolicy;
-use csi_proto::panic_guard::PanicGuard;
 
 /// How long reading the instance metadata may take at start-up.
 const METADATA_TIMEOUT: Duration = Duration::from_secs(10);
@@ -48,7 +43,7 @@ impl Driver {
             } else {
                 None
             };
-            let cloud = Arc::new(Cloud::new(cloud_config.global.clone())?);
+            let cloud = Arc::new(crate::cloud::connect(cloud_config.global.clone())?);
             Some(Controller::new(
                 cloud,
                 ControllerSettings {
@@ -118,27 +113,18 @@ impl Driver {
 
     /// Binds `endpoint` (replacing a stale unix socket).
     pub async fn bind(endpoint: &str) -> Result<Listener> {
-        let endpoint: Endpoint = endpoint.parse().map_err(|e: csi_proto::Error| {
-            Error::InvalidArgument(format!("--endpoint {endpoint:?}: {e}"))
-        })?;
-        Listener::bind(&endpoint)
-            .await
-            .map_err(|e| Error::FailedPrecondition(format!("--endpoint {endpoint}: {e}")))
+        Ok(bind_endpoint(endpoint).await?)
     }
 
-    /// Serves until `shutdown` resolves.
+    /// Serves until `shutdown` resolves, each service behind a panic guard.
     pub async fn serve(self, listener: Listener, shutdown: impl Future<Output = ()>) -> Result<()> {
-        let endpoint = listener.local_endpoint();
-        tracing::info!(%endpoint, controller = self.controller.is_some(), node = self.node.is_some(), "serving CSI");
-        let router = Server::builder()
-            .add_service(PanicGuard::new(IdentityServer::new(self.identity)))
-            .add_optional_service(
-                self.controller
-                    .map(|c| PanicGuard::new(ControllerServer::new(c))),
-            )
-            .add_optional_service(self.node.map(|n| PanicGuard::new(NodeServer::new(n))));
-        csi_proto::serve(router, listener, shutdown)
-            .await
-            .map_err(|e| Error::Internal(format!("serving {endpoint}: {e}")))
+        Ok(serve_plugin(
+            self.identity,
+            self.controller,
+            self.node,
+            listener,
+            shutdown,
+        )
+        .await?)
     }
 }

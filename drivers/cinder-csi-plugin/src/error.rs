@@ -1,5 +1,6 @@
 //! The driver's error type and its one mapping to gRPC status codes.
 
+use kube_support::claims::ClaimError;
 use tonic::{Code, Status};
 
 /// Everything that can go wrong while serving a CSI call or starting the driver. Each
@@ -95,6 +96,13 @@ pub enum Error {
         /// Exit status and stderr.
         reason: String,
     },
+    /// `--pvc-annotations` could not read the claim (FailedPrecondition without a client,
+    /// NotFound for a missing claim, Unavailable for a failed read).
+    #[error(transparent)]
+    Claim(#[from] kube_support::claims::ClaimError),
+    /// The CSI endpoint could not be bound or served.
+    #[error(transparent)]
+    Serve(#[from] csi_proto::plugin_server::PluginServeError),
     /// A bug or an unexpected local condition.
     #[error("{0}")]
     Internal(String),
@@ -131,12 +139,88 @@ impl Error {
             Error::OutOfRange(_) => Code::OutOfRange,
             Error::ResourceExhausted(_) => Code::ResourceExhausted,
             Error::Unimplemented(_) => Code::Unimplemented,
+            Error::Claim(ClaimError::Client(_)) => Code::FailedPrecondition,
+            Error::Claim(ClaimError::NotFound { .. }) => Code::NotFound,
+            Error::Claim(ClaimError::Read { .. }) => Code::Unavailable,
+            Error::Serve(error) => error.code(),
         }
     }
 
     /// Whether the cloud answered 404 for the request.
     pub fn is_not_found(&self) -> bool {
         matches!(self, Error::NotFound(_) | Error::Api { status: 404, .. })
+    }
+}
+
+impl From<openstack_client::Error> for Error {
+    /// The client's errors keep their variant; the metadata service's failures are
+    /// [`Error::Unreachable`] as before.
+    fn from(error: openstack_client::Error) -> Self {
+        use openstack_client::Error as Cloud;
+        match error {
+            Cloud::InvalidArgument(message) => Error::InvalidArgument(message),
+            Cloud::Unreachable {
+                service,
+                url,
+                reason,
+            } => Error::Unreachable {
+                service,
+                url,
+                reason,
+            },
+            Cloud::Unauthenticated(message) => Error::Unauthenticated(message),
+            Cloud::Api {
+                service,
+                method,
+                path,
+                status,
+                message,
+            } => Error::Api {
+                service,
+                method,
+                path,
+                status,
+                message,
+            },
+            Cloud::Decode {
+                service,
+                path,
+                reason,
+            } => Error::Decode {
+                service,
+                path,
+                reason,
+            },
+            Cloud::NotFound(message) => Error::NotFound(message),
+            Cloud::FailedPrecondition(message) => Error::FailedPrecondition(message),
+            Cloud::NotInCatalog(message) => Error::NotInCatalog(message),
+            Cloud::DeadlineExceeded(message) => Error::DeadlineExceeded(message),
+            Cloud::Metadata { url, reason } => Error::Unreachable {
+                service: "metadata service",
+                url,
+                reason,
+            },
+            Cloud::Internal(message) => Error::Internal(message),
+        }
+    }
+}
+
+impl From<csi_proto::in_flight::Busy> for Error {
+    fn from(busy: csi_proto::in_flight::Busy) -> Self {
+        Error::Aborted(format!(
+            "an operation on {} is already in progress",
+            busy.what
+        ))
+    }
+}
+
+impl From<openstack_client::wait::Timeout> for Error {
+    /// `volume v: still creating after 180s`.
+    fn from(timeout: openstack_client::wait::Timeout) -> Self {
+        Error::DeadlineExceeded(format!(
+            "{}: still {} after {:?}",
+            timeout.what, timeout.last_seen, timeout.deadline
+        ))
     }
 }
 

@@ -7,21 +7,21 @@
 //! grows it on expansion; an ext file system smaller than its disk (expanded while detached)
 //! is grown before it is mounted, which needs no `CAP_SYS_RESOURCE` (see the README).
 //!
-//! Modules: [`config`] (flags), [`cloud_config`] (the INI file), [`openstack`] (Keystone,
-//! Cinder and Nova clients), [`controller`], [`node`], [`identity`], [`metadata`] (node id
+//! Modules: [`config`] (flags), [`cloud_config`] (the INI file), [`cloud`] (its credentials
+//! for the shared `openstack_client`, which holds the Keystone, Cinder and Nova clients),
+//! [`controller`], [`node`], [`identity`], [`metadata`] (node id
 //! and zone), [`driver`] (wiring), [`error`], [`wait`]; a
 //! panic in a handler answers Internal (`csi_proto::panic_guard`).
 
+pub mod cloud;
 pub mod cloud_config;
 pub mod config;
 pub mod controller;
 pub mod driver;
 pub mod error;
 pub mod identity;
-pub mod inflight;
 pub mod metadata;
 pub mod node;
-pub mod openstack;
 pub mod pvc;
 mod rpc_log;
 pub mod wait;

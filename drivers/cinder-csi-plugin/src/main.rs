@@ -14,22 +14,8 @@ async fn main() -> anyhow::Result<()> {
     let driver = Driver::new(&config)
         .await
         .context("cinder-csi-plugin cannot start")?;
-    driver.serve(listener, shutdown_signal()).await?;
+    driver
+        .serve(listener, kube_support::shutdown::signal_received())
+        .await?;
     Ok(())
-}
-
-async fn shutdown_signal() {
-    use tokio::signal::unix::{SignalKind, signal};
-    match signal(SignalKind::terminate()) {
-        Ok(mut term) => {
-            tokio::select! {
-                _ = tokio::signal::ctrl_c() => {}
-                _ = term.recv() => {}
-            }
-        }
-        Err(_) => {
-            let _ = tokio::signal::ctrl_c().await;
-        }
-    }
-    tracing::info!("shutting down");
 }

@@ -5,24 +5,10 @@
 
 use std::time::Duration;
 
-use serde::Deserialize;
+pub use openstack_client::metadata::{DEFAULT_URL, InstanceMetadata};
 
 use crate::cloud_config::MetadataSource;
 use crate::error::{Error, Result};
-
-/// Where Nova serves an instance's metadata document.
-pub const DEFAULT_URL: &str = "http://169.254.169.254/openstack/latest/meta_data.json";
-
-/// The fields of `meta_data.json` the driver uses.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Deserialize)]
-pub struct InstanceMetadata {
-    /// The instance id: the node id.
-    #[serde(default)]
-    pub uuid: String,
-    /// The instance's availability zone.
-    #[serde(default)]
-    pub availability_zone: String,
-}
 
 /// Reads the metadata from the first source of `order` that answers.
 pub async fn fetch(
@@ -38,39 +24,18 @@ pub async fn fetch(
                  (set [Metadata] search-order = metadataService)"
                     .to_string(),
             ),
-            MetadataSource::MetadataService => match fetch_service(url, timeout).await {
-                Ok(metadata) => return Ok(metadata),
-                Err(e) => failures.push(format!("metadataService: {e}")),
-            },
+            MetadataSource::MetadataService => {
+                match openstack_client::metadata::fetch(url, timeout).await {
+                    Ok(metadata) => return Ok(metadata),
+                    Err(e) => failures.push(format!("metadataService: {e}")),
+                }
+            }
         }
     }
     Err(Error::NotFound(format!(
         "no instance metadata: {}",
         failures.join("; ")
     )))
-}
-
-async fn fetch_service(url: &str, timeout: Duration) -> Result<InstanceMetadata> {
-    let failed = |reason: String| Error::Unreachable {
-        service: "metadata service",
-        url: url.to_string(),
-        reason,
-    };
-    let client = reqwest::Client::builder()
-        .timeout(timeout)
-        .build()
-        .map_err(|e| failed(e.to_string()))?;
-    let response = client
-        .get(url)
-        .send()
-        .await
-        .map_err(|e| failed(e.to_string()))?;
-    let status = response.status();
-    if !status.is_success() {
-        return Err(failed(format!("answered HTTP {}", status.as_u16())));
-    }
-    let body = response.bytes().await.map_err(|e| failed(e.to_string()))?;
-    serde_json::from_slice(&body).map_err(|e| failed(format!("not a metadata document: {e}")))
 }
 
 #[cfg(test)]

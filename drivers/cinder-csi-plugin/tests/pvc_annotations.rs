@@ -5,17 +5,17 @@
 //! ids, as Cinder's `same_host` / `different_host` scheduler hints; a bad annotation is
 //! InvalidArgument naming it, and nothing is created.
 
+mod common;
+
 use std::collections::BTreeMap;
 use std::sync::Arc;
-use std::time::Duration;
 
-use cinder_csi_plugin::cloud_config::{Global, Secret};
+use cinder_csi_plugin::cloud::connect;
 use cinder_csi_plugin::controller::{Controller, ControllerSettings};
 use cinder_csi_plugin::driver::Driver;
 use cinder_csi_plugin::identity::identity_service;
-use cinder_csi_plugin::openstack::Cloud;
 use cinder_csi_plugin::pvc::ClaimReader;
-use cinder_csi_plugin::wait::WaitPolicy;
+use common::{TestResult, fake_global, quick_wait};
 use csi_proto::v1::controller_client::ControllerClient;
 use csi_proto::v1::volume_capability::{AccessMode, AccessType, MountVolume, access_mode::Mode};
 use csi_proto::v1::{self, VolumeCapability};
@@ -25,8 +25,6 @@ use tonic::Code;
 use tonic::transport::Channel;
 use wiremock::matchers::{method, path};
 use wiremock::{Mock, MockServer, ResponseTemplate};
-
-type TestResult = Result<(), Box<dyn std::error::Error>>;
 
 const GIB: i64 = 1 << 30;
 
@@ -100,23 +98,10 @@ async fn serve(
     claims: Option<ClaimReader>,
 ) -> Result<(ControllerClient<Channel>, tokio::sync::oneshot::Sender<()>), Box<dyn std::error::Error>>
 {
-    let account = fake.account();
     let controller = Controller::new(
-        Arc::new(Cloud::new(Global {
-            auth_url: fake.auth_url(),
-            username: Some(account.user_name.clone()),
-            password: Some(Secret::new(account.password.expose())),
-            project_name: Some(account.project_name.clone()),
-            domain_name: Some(account.domain_name.clone()),
-            interface: "public".into(),
-            ..Global::default()
-        })?),
+        Arc::new(connect(fake_global(fake, None))?),
         ControllerSettings {
-            wait: WaitPolicy {
-                first: Duration::from_millis(20),
-                max: Duration::from_millis(200),
-                deadline: Duration::from_secs(30),
-            },
+            wait: quick_wait(),
             claims,
             ..ControllerSettings::default()
         },

@@ -15,6 +15,10 @@
 //!   tonic router on it until a shutdown future resolves.
 //! - [`identity::IdentityService`]: the Identity service both drivers serve, its Probe
 //!   asking a [`identity::Readiness`].
+//! - [`in_flight::InFlight`]: one operation per volume or snapshot at a time; a second
+//!   request for the same key is refused (the drivers answer `Aborted`).
+//! - [`plugin_server`]: a plugin's `--endpoint` bound and its services served behind panic
+//!   guards; [`capability`]: the RPC capabilities its Controller and Node services list.
 //! - [`panic_guard::PanicGuard`]: wraps a generated service so a panic in a handler answers
 //!   `Internal` naming the method.
 //! - [`rpc_log::handle`]: runs a plugin's RPC handler, logging the call with its secrets
@@ -32,11 +36,14 @@
 //! # }
 //! ```
 
+pub mod capability;
 mod client;
 mod endpoint;
 mod error;
 pub mod identity;
+pub mod in_flight;
 pub mod panic_guard;
+pub mod plugin_server;
 pub mod rpc_log;
 mod server;
 

@@ -114,6 +114,29 @@ where
     }
 }
 
+/// Defines `handle` in the invoking module: [`handle`] with the handlers' error type fixed
+/// to the given one (so that handlers answering `Ok(…)` need no annotation). A driver
+/// invokes it once with its own error type, e.g. `csi_proto::rpc_handle_for!(crate::Error);`
+/// (the invoking crate depends on `tonic`).
+#[macro_export]
+macro_rules! rpc_handle_for {
+    ($error:ty) => {
+        /// Runs one RPC handler: see [`csi_proto::rpc_log::handle`].
+        pub async fn handle<Req, Resp, Fut>(
+            method: &'static str,
+            request: Req,
+            handler: impl FnOnce(Req) -> Fut,
+        ) -> ::std::result::Result<::tonic::Response<Resp>, ::tonic::Status>
+        where
+            Req: $crate::rpc_log::Redact,
+            Resp: ::std::fmt::Debug,
+            Fut: ::std::future::Future<Output = ::std::result::Result<Resp, $error>>,
+        {
+            $crate::rpc_log::handle(method, request, handler).await
+        }
+    };
+}
+
 #[cfg(test)]
 mod tests {
     use std::collections::HashMap;

@@ -3,24 +3,20 @@
 use std::future::Future;
 use std::sync::Arc;
 
-use csi_proto::v1::controller_server::ControllerServer;
-use csi_proto::v1::identity_server::IdentityServer;
-use csi_proto::v1::node_server::NodeServer;
-use csi_proto::{Endpoint, Listener};
-use tonic::transport::Server;
+use csi_proto::Listener;
+use csi_proto::plugin_server::{bind_endpoint, serve_plugin};
+use openstack_client::Connector;
 
 use crate::config::Config;
 use crate::controller::{Controller, ControllerSettings};
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::identity::{IdentityService, identity_service};
 use crate::metadata::node_identity;
 use crate::node::partner::Partner;
 use crate::node::{NodeService, NodeSettings};
-use crate::openstack::Connector;
 use crate::protocol::adapter_for;
 use crate::pvc::ClaimReader;
 use crate::wait::WaitPolicy;
-use csi_proto::panic_guard::PanicGuard;
 
 /// The driver's services, ready to serve.
 #[derive(Debug)]
@@ -111,29 +107,18 @@ impl Driver {
 
     /// Binds `endpoint` (replacing a stale unix socket).
     pub async fn bind(endpoint: &str) -> Result<Listener> {
-        let endpoint: Endpoint = endpoint.parse().map_err(|e: csi_proto::Error| {
-            Error::InvalidArgument(format!("--endpoint {endpoint:?}: {e}"))
-        })?;
-        Listener::bind(&endpoint)
-            .await
-            .map_err(|e| Error::FailedPrecondition(format!("--endpoint {endpoint}: {e}")))
+        Ok(bind_endpoint(endpoint).await?)
     }
 
-    /// Serves until `shutdown` resolves.
+    /// Serves until `shutdown` resolves, each service behind a panic guard.
     pub async fn serve(self, listener: Listener, shutdown: impl Future<Output = ()>) -> Result<()> {
-        let endpoint = listener.local_endpoint();
-        tracing::info!(%endpoint, controller = self.controller.is_some(), node = self.node.is_some(), "serving CSI");
-        // Each service behind a panic guard: a bug answers Internal instead of resetting
-        // the caller's stream.
-        let router = Server::builder()
-            .add_service(PanicGuard::new(IdentityServer::new(self.identity)))
-            .add_optional_service(
-                self.controller
-                    .map(|c| PanicGuard::new(ControllerServer::new(c))),
-            )
-            .add_optional_service(self.node.map(|n| PanicGuard::new(NodeServer::new(n))));
-        csi_proto::serve(router, listener, shutdown)
-            .await
-            .map_err(|e| Error::Internal(format!("serving {endpoint}: {e}")))
+        Ok(serve_plugin(
+            self.identity,
+            self.controller,
+            self.node,
+            listener,
+            shutdown,
+        )
+        .await?)
     }
 }

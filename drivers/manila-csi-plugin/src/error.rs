@@ -1,5 +1,6 @@
 //! The driver's error type and its one mapping to gRPC status codes.
 
+use kube_support::claims::ClaimError;
 use tonic::{Code, Status};
 
 /// Everything that can go wrong while serving a CSI call. Each variant documents when it
@@ -112,6 +113,13 @@ pub enum Error {
         /// What went wrong.
         reason: String,
     },
+    /// `--pvc-annotations` could not read the claim (FailedPrecondition without a client,
+    /// NotFound for a missing claim, Unavailable for a failed read).
+    #[error(transparent)]
+    Claim(#[from] kube_support::claims::ClaimError),
+    /// The CSI endpoint could not be bound or served.
+    #[error(transparent)]
+    Serve(#[from] csi_proto::plugin_server::PluginServeError),
     /// A bug or an unexpected condition inside the driver.
     #[error("{0}")]
     Internal(String),
@@ -155,6 +163,10 @@ impl Error {
             Error::OutOfRange(_) => Code::OutOfRange,
             Error::ResourceExhausted(_) => Code::ResourceExhausted,
             Error::Unimplemented(_) => Code::Unimplemented,
+            Error::Claim(ClaimError::Client(_)) => Code::FailedPrecondition,
+            Error::Claim(ClaimError::NotFound { .. }) => Code::NotFound,
+            Error::Claim(ClaimError::Read { .. }) => Code::Unavailable,
+            Error::Serve(error) => error.code(),
             Error::Partner(status) => status.code(),
             Error::Metadata { .. } => Code::Unavailable,
             Error::Internal(_) => Code::Internal,
@@ -177,6 +189,69 @@ pub fn code_for_detail_id(detail_id: Option<&str>) -> Code {
         Some("003" | "008") => Code::InvalidArgument,
         Some("007") => Code::ResourceExhausted,
         _ => Code::Internal,
+    }
+}
+
+impl From<openstack_client::Error> for Error {
+    /// The client's errors keep their variant (and so their message and code).
+    fn from(error: openstack_client::Error) -> Self {
+        use openstack_client::Error as Cloud;
+        match error {
+            Cloud::InvalidArgument(message) => Error::InvalidArgument(message),
+            Cloud::Unreachable {
+                service,
+                url,
+                reason,
+            } => Error::Unreachable {
+                service,
+                url,
+                reason,
+            },
+            Cloud::Unauthenticated(message) => Error::Unauthenticated(message),
+            Cloud::Api {
+                service,
+                method,
+                path,
+                status,
+                message,
+            } => Error::Api {
+                service,
+                method,
+                path,
+                status,
+                message,
+            },
+            Cloud::Decode {
+                service,
+                path,
+                reason,
+            } => Error::Decode {
+                service,
+                path,
+                reason,
+            },
+            Cloud::NotFound(message) => Error::NotFound(message),
+            Cloud::FailedPrecondition(message) => Error::FailedPrecondition(message),
+            Cloud::NotInCatalog(message) => Error::NotInCatalog(message),
+            Cloud::DeadlineExceeded(message) => Error::DeadlineExceeded(message),
+            Cloud::Metadata { url, reason } => Error::Metadata { url, reason },
+            Cloud::Internal(message) => Error::Internal(message),
+        }
+    }
+}
+
+impl From<csi_proto::in_flight::Busy> for Error {
+    fn from(busy: csi_proto::in_flight::Busy) -> Self {
+        Error::Aborted(format!(
+            "an operation for {} {:?} is already in progress",
+            busy.what, busy.key
+        ))
+    }
+}
+
+impl From<openstack_client::wait::Timeout> for Error {
+    fn from(timeout: openstack_client::wait::Timeout) -> Self {
+        Error::DeadlineExceeded(timeout.to_string())
     }
 }
 

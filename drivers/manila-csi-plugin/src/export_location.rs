@@ -8,7 +8,7 @@ use ipnet::IpNet;
 use serde::Deserialize;
 
 use crate::error::{Error, Result};
-use crate::openstack::manila::ExportLocation;
+use openstack_client::manila::ExportLocation;
 
 /// The runtime configuration file: `{"nfs":{"matchExportLocationAddress":"<IP|CIDR>"}}`.
 #[derive(Clone, Debug, Default, Deserialize, PartialEq)]

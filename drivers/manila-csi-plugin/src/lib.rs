@@ -6,10 +6,10 @@
 //! (NFS `server`/`share`, or CephFS monitors and cephx key) and forwards the Node RPCs to a
 //! partner node plugin (`--fwdendpoint`).
 //!
-//! Modules: [`config`] (flags), [`options`] (StorageClass parameters), [`openstack`] (Keystone
-//! and Manila clients), [`protocol`] (NFS/CephFS adapters), [`export_location`], [`wait`],
+//! Modules: [`config`] (flags), [`options`] (StorageClass parameters), [`protocol`] (NFS/CephFS adapters), [`export_location`], [`wait`],
 //! [`error`], [`metadata`] (node id and zone from the OpenStack metadata service), [`pvc`] (`--pvc-annotations`: claim annotations as
-//! scheduler hints). A panic in a handler answers Internal (`csi_proto::panic_guard`).
+//! scheduler hints). The OpenStack client (Keystone, Manila, the metadata service, waits) is the
+//! shared `openstack_client` crate. A panic in a handler answers Internal (`csi_proto::panic_guard`).
 
 pub mod config;
 pub mod controller;
@@ -19,7 +19,6 @@ pub mod export_location;
 pub mod identity;
 pub mod metadata;
 pub mod node;
-pub mod openstack;
 pub mod options;
 pub mod protocol;
 pub mod pvc;

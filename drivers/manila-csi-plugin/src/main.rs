@@ -20,7 +20,7 @@ async fn main() -> anyhow::Result<()> {
     let signalled = std::sync::Arc::new(tokio::sync::Notify::new());
     let notify = signalled.clone();
     let serve = driver.serve(listener, async move {
-        shutdown_signal().await;
+        kube_support::shutdown::signal_received().await;
         notify.notify_one();
     });
     tokio::select! {
@@ -40,19 +40,3 @@ async fn main() -> anyhow::Result<()> {
 /// hung cloud call would otherwise keep the pod until kubelet kills it at the end of its
 /// grace period (30 s), holding up the replacement controller's leader election.
 const DRAIN: Duration = Duration::from_secs(5);
-
-async fn shutdown_signal() {
-    use tokio::signal::unix::{SignalKind, signal};
-    match signal(SignalKind::terminate()) {
-        Ok(mut term) => {
-            tokio::select! {
-                _ = tokio::signal::ctrl_c() => {}
-                _ = term.recv() => {}
-            }
-        }
-        Err(_) => {
-            let _ = tokio::signal::ctrl_c().await;
-        }
-    }
-    tracing::info!("shutting down");
-}

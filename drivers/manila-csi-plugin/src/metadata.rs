@@ -4,49 +4,10 @@
 
 use std::time::Duration;
 
-use serde::Deserialize;
+pub use openstack_client::metadata::DEFAULT_URL;
+use openstack_client::metadata::fetch;
 
 use crate::error::{Error, Result};
-
-/// Where Nova serves an instance's own metadata document.
-pub const DEFAULT_URL: &str = "http://169.254.169.254/openstack/latest/meta_data.json";
-
-/// The fields of `meta_data.json` the driver uses.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Deserialize)]
-pub struct InstanceMetadata {
-    /// The instance id: the node id upstream reports.
-    #[serde(default)]
-    pub uuid: String,
-    /// The instance's compute availability zone: the node's topology zone.
-    #[serde(default)]
-    pub availability_zone: String,
-}
-
-/// Reads the metadata document at `url`, giving up after `timeout`.
-pub async fn fetch(url: &str, timeout: Duration) -> Result<InstanceMetadata> {
-    let failed = |reason: String| Error::Metadata {
-        url: url.to_string(),
-        reason,
-    };
-    let client = reqwest::Client::builder()
-        .timeout(timeout)
-        .build()
-        .map_err(|e| failed(format!("cannot build an HTTP client: {e}")))?;
-    let response = client
-        .get(url)
-        .send()
-        .await
-        .map_err(|e| failed(format!("unreachable: {e}")))?;
-    let status = response.status();
-    if !status.is_success() {
-        return Err(failed(format!("answered HTTP {}", status.as_u16())));
-    }
-    let body = response
-        .bytes()
-        .await
-        .map_err(|e| failed(format!("reading the answer: {e}")))?;
-    serde_json::from_slice(&body).map_err(|e| failed(format!("not a metadata document: {e}")))
-}
 
 /// The node's identity as the node service reports it.
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -294,7 +294,7 @@ impl TryFrom<&HashMap<String, String>> for NodeVolumeOptions {
             }
         }
         let share = match (share_id, share_name) {
-            (Some(id), None) if !crate::openstack::manila::is_manila_id(&id) => {
+            (Some(id), None) if !openstack_client::manila::is_manila_id(&id) => {
                 return Err(Error::InvalidArgument(format!(
                     "volume attribute shareID: {id:?} is not a Manila share id (a UUID)"
                 )));
@@ -376,7 +376,7 @@ fn check_share_client(client: &str) -> Result<()> {
 fn parse_group_id(value: &str) -> Result<Option<String>> {
     match non_empty(value) {
         None => Ok(None),
-        Some(id) if crate::openstack::manila::is_manila_id(&id) => Ok(Some(id)),
+        Some(id) if openstack_client::manila::is_manila_id(&id) => Ok(Some(id)),
         Some(id) => Err(Error::InvalidArgument(format!(
             "parameter {GROUP_ID_PARAMETER}: {id:?} is not a Manila share group id (a UUID)"
         ))),
@@ -399,7 +399,7 @@ pub fn parse_share_ids(parameter: &str, value: &str) -> Result<Vec<String>> {
                 "parameter {parameter}: {value:?} has an empty entry"
             )));
         }
-        if !crate::openstack::manila::is_manila_id(entry) {
+        if !openstack_client::manila::is_manila_id(entry) {
             return Err(Error::InvalidArgument(format!(
                 "parameter {parameter}: {entry:?} is not a Manila share id (a UUID)"
             )));

@@ -12,10 +12,8 @@
 //!   group id; it overrides the StorageClass's `groupID`, as upstream).
 
 use std::collections::BTreeMap;
-use std::path::Path;
 
-use k8s_openapi::api::core::v1::PersistentVolumeClaim;
-use kube::Api;
+pub use kube_support::claims::ClaimReader;
 
 use crate::error::{Error, Result};
 
@@ -47,7 +45,7 @@ impl ClaimHints {
     pub fn from_annotations(claim: &str, annotations: &BTreeMap<String, String>) -> Result<Self> {
         let group_id = match annotations.get(GROUP_ID).map(|g| g.trim()) {
             None | Some("") => None,
-            Some(group) if crate::openstack::manila::is_manila_id(group) => Some(group.to_string()),
+            Some(group) if openstack_client::manila::is_manila_id(group) => Some(group.to_string()),
             Some(group) => {
                 return Err(Error::InvalidArgument(format!(
                     "claim {claim}: annotation {GROUP_ID}={group:?}: not a Manila share group id (a UUID)"
@@ -79,98 +77,10 @@ impl ClaimHints {
     }
 }
 
-/// Reads claims from the Kubernetes API.
-#[derive(Clone)]
-pub struct ClaimReader {
-    client: kube::Client,
-}
-
-impl std::fmt::Debug for ClaimReader {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("ClaimReader").finish_non_exhaustive()
-    }
-}
-
-impl ClaimReader {
-    /// A client from `kubeconfig` (with `master` overriding its server), else `master`
-    /// alone, else the in-cluster configuration, as upstream's `BuildConfigFromFlags`.
-    pub async fn connect(master: Option<&str>, kubeconfig: Option<&Path>) -> Result<Self> {
-        let failed = |what: String| {
-            Error::FailedPrecondition(format!("--pvc-annotations: Kubernetes client: {what}"))
-        };
-        let master = master.filter(|m| !m.is_empty());
-        let mut config = match (kubeconfig, master) {
-            (Some(path), _) => {
-                let file = kube::config::Kubeconfig::read_from(path)
-                    .map_err(|e| failed(format!("--kubeconfig {}: {e}", path.display())))?;
-                kube::Config::from_custom_kubeconfig(
-                    file,
-                    &kube::config::KubeConfigOptions::default(),
-                )
-                .await
-                .map_err(|e| failed(format!("--kubeconfig {}: {e}", path.display())))?
-            }
-            (None, Some(master)) => kube::Config::new(
-                master
-                    .parse()
-                    .map_err(|e| failed(format!("--master {master:?}: {e}")))?,
-            ),
-            (None, None) => kube::Config::incluster()
-                .map_err(|e| failed(format!("in-cluster configuration: {e}")))?,
-        };
-        if let (Some(_), Some(master)) = (kubeconfig, master) {
-            config.cluster_url = master
-                .parse()
-                .map_err(|e| failed(format!("--master {master:?}: {e}")))?;
-        }
-        let client = kube::Client::try_from(config).map_err(|e| failed(e.to_string()))?;
-        Ok(ClaimReader { client })
-    }
-
-    /// The annotations of claim `namespace/name`.
-    pub async fn annotations(
-        &self,
-        namespace: &str,
-        name: &str,
-    ) -> Result<BTreeMap<String, String>> {
-        let claims: Api<PersistentVolumeClaim> = Api::namespaced(self.client.clone(), namespace);
-        match claims.get(name).await {
-            Ok(claim) => Ok(claim.metadata.annotations.unwrap_or_default()),
-            Err(kube::Error::Api(status)) if status.code == 404 => Err(Error::NotFound(format!(
-                "--pvc-annotations: claim {namespace}/{name} not found"
-            ))),
-            Err(e) => Err(Error::Unavailable(format!(
-                "--pvc-annotations: reading claim {namespace}/{name}: {e}"
-            ))),
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     #![allow(clippy::unwrap_used)]
     use super::*;
-
-    #[tokio::test]
-    async fn without_cluster_access_the_flag_fails_clearly() {
-        // Not in a pod: no in-cluster configuration, as upstream's client finds none.
-        if std::env::var_os("KUBERNETES_SERVICE_HOST").is_some() {
-            return;
-        }
-        let error = ClaimReader::connect(None, None).await.unwrap_err();
-        assert!(error.to_string().contains("--pvc-annotations"), "{error}");
-        let error = ClaimReader::connect(Some("not a url"), None)
-            .await
-            .unwrap_err();
-        assert!(error.to_string().contains("--master"), "{error}");
-        let error = ClaimReader::connect(None, Some(Path::new("/nonexistent/kubeconfig")))
-            .await
-            .unwrap_err();
-        assert!(
-            error.to_string().contains("/nonexistent/kubeconfig"),
-            "{error}"
-        );
-    }
 
     #[test]
     fn annotations_become_hints() {

@@ -8,7 +8,7 @@
 //! one whose Manila cannot be reached, forbids access or has no share types, is a fact about
 //! the cloud: [`ManilaStatus::Disabled`] (never Degraded, and an installed driver stays).
 //!
-//! The OpenStack client is the driver's own (`manila_csi_plugin::openstack`), fed with the
+//! The OpenStack client is the shared one (`openstack_client`), fed with the
 //! flat `os-*` secret the operator also writes for the driver, so both read credentials the
 //! same way.
 
@@ -18,8 +18,8 @@ use std::fmt;
 use k8s_openapi::api::core::v1::{ConfigMap, Secret};
 use kube::Client;
 use kube::api::Api;
-use manila_csi_plugin::Error as CloudError;
-use manila_csi_plugin::openstack::{Connector, Credentials};
+use openstack_client::Error as CloudError;
+use openstack_client::{Connector, Credentials};
 
 use crate::config::OperatorConfig;
 

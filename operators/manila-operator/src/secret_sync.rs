@@ -45,7 +45,7 @@ mod tests {
     #![allow(clippy::unwrap_used)]
     use std::collections::HashMap;
 
-    use manila_csi_plugin::openstack::Credentials;
+    use openstack_client::Credentials;
 
     use super::*;
     use crate::cloud::inputs_from;

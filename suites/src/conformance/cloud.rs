@@ -1,5 +1,5 @@
-//! The run's view of the cloud: Manila through the driver's own client
-//! (`manila_csi_plugin::openstack`), built from the fake cloud's credentials or from a
+//! The run's view of the cloud: Manila through the shared OpenStack client
+//! (`openstack_client`), built from the fake cloud's credentials or from a
 //! `clouds.yaml` of a real cloud. Tests read the shares behind their volumes; the runner
 //! proves that the shares and snapshots of a test are gone after it.
 
@@ -7,9 +7,9 @@ use std::collections::{BTreeMap, HashMap};
 use std::path::Path;
 use std::sync::Arc;
 
-use manila_csi_plugin::error::Error as ManilaError;
-use manila_csi_plugin::openstack::model::{Share, Snapshot};
-use manila_csi_plugin::openstack::{Connector, Credentials, ManilaClient};
+use openstack_client::Error as ManilaError;
+use openstack_client::manila::model::{Share, Snapshot};
+use openstack_client::{Connector, Credentials, ManilaClient};
 
 /// The cloud could not be reached or read.
 #[derive(Debug, thiserror::Error)]

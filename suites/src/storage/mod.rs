@@ -36,7 +36,7 @@ use std::time::Duration;
 
 use k8s_openapi::api::core::v1::Pod;
 use kube_support::wait;
-use manila_csi_plugin::openstack::model::Share;
+use openstack_client::manila::model::Share;
 
 use crate::conformance::{TestCase, TestContext, TestError, TestResult};
 

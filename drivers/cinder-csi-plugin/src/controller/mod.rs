@@ -1,9 +1,10 @@
 //! The CSI Controller service: Cinder volumes and snapshots, attached to Nova servers.
 //!
-//! The logic works on plain inputs and the [`Cloud`] client; [`service`] only maps the CSI
+//! The logic works on plain inputs and the [`BlockStorageCloud`] client; [`service`] only maps the CSI
 //! messages. Operations are idempotent by name (volumes, snapshots) or by id, and wait for
 //! the status the caller needs (`available`, `in-use`) with backoff ([`WaitPolicy`]).
 
+pub mod page;
 pub mod params;
 mod service;
 
@@ -13,12 +14,12 @@ use std::sync::Arc;
 use csi_proto::v1;
 
 use crate::error::{Error, Result};
-use crate::inflight::Operations;
-use crate::openstack::Cloud;
-use crate::openstack::cinder::{NewVolume, SchedulerHints, Snapshot, Volume};
-use crate::openstack::nova::no_such_server;
 use crate::pvc::{AFFINITY, ANTI_AFFINITY, ClaimHints, ClaimReader};
 use crate::wait::{Progress, WaitPolicy};
+use csi_proto::in_flight::InFlight;
+use openstack_client::BlockStorageCloud;
+use openstack_client::cinder::{NewVolume, SchedulerHints, Snapshot, Volume};
+pub use page::page;
 use params::{GIB, VolumeParameters};
 
 /// The topology key of a volume's and a node's availability zone.
@@ -63,9 +64,9 @@ pub struct ControllerSettings {
 /// The Controller service.
 #[derive(Clone, Debug)]
 pub struct Controller {
-    cloud: Arc<Cloud>,
+    cloud: Arc<BlockStorageCloud>,
     settings: Arc<ControllerSettings>,
-    operations: Operations,
+    operations: InFlight,
 }
 
 /// What CreateVolume asks for, out of its CSI message.
@@ -104,11 +105,11 @@ fn bytes(gib: i64) -> i64 {
 
 impl Controller {
     /// A controller on `cloud`.
-    pub fn new(cloud: Arc<Cloud>, settings: ControllerSettings) -> Self {
+    pub fn new(cloud: Arc<BlockStorageCloud>, settings: ControllerSettings) -> Self {
         Controller {
             cloud,
             settings: Arc::new(settings),
-            operations: Operations::default(),
+            operations: InFlight::default(),
         }
     }
 
@@ -199,7 +200,7 @@ impl Controller {
             match self.cloud.volume(entry).await {
                 Ok(volume) => return Ok(volume.id),
                 Err(e) if e.is_not_found() => {}
-                Err(e) => return Err(e),
+                Err(e) => return Err(e.into()),
             }
         }
         let named = self.cloud.volumes(Some(entry)).await?;
@@ -261,7 +262,7 @@ impl Controller {
     /// [`Controller::create_volume`], also telling the scheduler hints the claim's
     /// annotations resolved to (upstream returns them in the volume context).
     pub async fn create_volume_with_hints(&self, request: CreateRequest) -> Result<Created> {
-        let _in_flight = self.operations.start(
+        let _in_flight = self.operations.begin(
             &format!("volume-name/{}", request.name),
             &format!("volume {:?}", request.name),
         )?;
@@ -307,7 +308,7 @@ impl Controller {
                 if e.is_not_found() {
                     Error::NotFound(format!("source snapshot {snapshot_id} does not exist"))
                 } else {
-                    e
+                    e.into()
                 }
             })?;
             if snapshot.status != "available" {
@@ -322,7 +323,7 @@ impl Controller {
                 if e.is_not_found() {
                     Error::NotFound(format!("source volume {source} does not exist"))
                 } else {
-                    e
+                    e.into()
                 }
             })?;
         }
@@ -368,11 +369,11 @@ impl Controller {
 
     /// Deletes the volume; a missing volume is no error, an attached one FailedPrecondition.
     pub async fn delete_volume(&self, id: &str) -> Result<()> {
-        let _in_flight = self.operations.start(id, &format!("volume {id}"))?;
+        let _in_flight = self.operations.begin(id, &format!("volume {id}"))?;
         let volume = match self.cloud.volume(id).await {
             Ok(volume) => volume,
             Err(e) if e.is_not_found() => return Ok(()),
-            Err(e) => return Err(e),
+            Err(e) => return Err(e.into()),
         };
         if !volume.attachments.is_empty() || volume.status == "in-use" {
             let servers: Vec<&str> = volume
@@ -395,7 +396,7 @@ impl Controller {
             match self.cloud.delete_volume(id).await {
                 Err(e) if e.is_not_found() => return Ok(()),
                 // Cinder refuses with 400 what the volume's state forbids (snapshots left).
-                Err(Error::Api {
+                Err(openstack_client::Error::Api {
                     status: 400,
                     message,
                     ..
@@ -404,7 +405,7 @@ impl Controller {
                         "Cinder refuses to delete volume {id}: {message}"
                     )));
                 }
-                Err(e) => return Err(e),
+                Err(e) => return Err(e.into()),
                 Ok(()) => {}
             }
         }
@@ -418,14 +419,14 @@ impl Controller {
     where
         T: HasStatus,
         F: Fn() -> Fut,
-        Fut: std::future::Future<Output = Result<T>>,
+        Fut: std::future::Future<Output = Result<T, openstack_client::Error>>,
     {
         self.settings
             .wait
             .wait(what, || async {
                 match get().await {
                     Err(e) if e.is_not_found() => Ok(Progress::Done(())),
-                    Err(e) => Err(e),
+                    Err(e) => Err(e.into()),
                     Ok(item) if item.status() == "error_deleting" => Err(Error::ResourceFailed(
                         format!("{what}: Cinder failed (error_deleting)"),
                     )),
@@ -441,12 +442,12 @@ impl Controller {
         // Two attaches racing would both POST to Nova, and the second gets a 400.
         let _in_flight = self
             .operations
-            .start(volume_id, &format!("volume {volume_id}"))?;
+            .begin(volume_id, &format!("volume {volume_id}"))?;
         let volume = self.cloud.volume(volume_id).await.map_err(|e| {
             if e.is_not_found() {
                 Error::NotFound(format!("volume {volume_id} does not exist"))
             } else {
-                e
+                e.into()
             }
         })?;
         if !self.cloud.server_exists(node_id).await? {
@@ -512,11 +513,11 @@ impl Controller {
     pub async fn unpublish(&self, volume_id: &str, node_id: &str) -> Result<()> {
         let _in_flight = self
             .operations
-            .start(volume_id, &format!("volume {volume_id}"))?;
+            .begin(volume_id, &format!("volume {volume_id}"))?;
         let volume = match self.cloud.volume(volume_id).await {
             Ok(volume) => volume,
             Err(e) if e.is_not_found() => return Ok(()),
-            Err(e) => return Err(e),
+            Err(e) => return Err(e.into()),
         };
         if volume.attached_to(node_id) {
             self.cloud.detach(node_id, volume_id).await?;
@@ -536,7 +537,7 @@ impl Controller {
                         }
                         Ok(_) => Ok(Progress::Done(())),
                         Err(e) if e.is_not_found() => Ok(Progress::Done(())),
-                        Err(e) => Err(e),
+                        Err(e) => Err(e.into()),
                     }
                 },
             )
@@ -552,7 +553,7 @@ impl Controller {
         metadata: &BTreeMap<String, String>,
         force: bool,
     ) -> Result<Snapshot> {
-        let _in_flight = self.operations.start(
+        let _in_flight = self.operations.begin(
             &format!("snapshot-name/{name}"),
             &format!("snapshot {name:?}"),
         )?;
@@ -570,7 +571,7 @@ impl Controller {
                     if e.is_not_found() {
                         Error::NotFound(format!("source volume {volume_id} does not exist"))
                     } else {
-                        e
+                        e.into()
                     }
                 })?;
                 self.cloud
@@ -596,10 +597,10 @@ impl Controller {
 
     /// Deletes the snapshot; a missing one is no error.
     pub async fn delete_snapshot(&self, id: &str) -> Result<()> {
-        let _in_flight = self.operations.start(id, &format!("snapshot {id}"))?;
+        let _in_flight = self.operations.begin(id, &format!("snapshot {id}"))?;
         match self.cloud.delete_snapshot(id).await {
             Err(e) if e.is_not_found() => return Ok(()),
-            Err(e) => return Err(e),
+            Err(e) => return Err(e.into()),
             Ok(()) => {}
         }
         // Gone before answering: the source volume can be deleted right after.
@@ -615,7 +616,7 @@ impl Controller {
             if e.is_not_found() {
                 Error::NotFound(format!("volume {volume_id} does not exist"))
             } else {
-                e
+                e.into()
             }
         })?;
         if volume.size >= size_gib {
@@ -646,7 +647,7 @@ impl Controller {
     }
 
     /// The cloud client.
-    pub fn cloud(&self) -> &Cloud {
+    pub fn cloud(&self) -> &BlockStorageCloud {
         &self.cloud
     }
 }
@@ -668,51 +669,7 @@ impl HasStatus for Snapshot {
     }
 }
 
-/// One page of `items` from `starting_token` (an index) with at most `max_entries`.
-pub fn page<T>(items: Vec<T>, starting_token: &str, max_entries: i32) -> Result<(Vec<T>, String)> {
-    let start: usize = if starting_token.is_empty() {
-        0
-    } else {
-        starting_token.parse().map_err(|_| {
-            Error::Aborted(format!(
-                "starting_token {starting_token:?} is not one this driver gave"
-            ))
-        })?
-    };
-    if start > items.len() {
-        return Err(Error::Aborted(format!(
-            "starting_token {starting_token:?} is past the end of the list"
-        )));
-    }
-    let count = if max_entries > 0 {
-        max_entries as usize
-    } else {
-        usize::MAX
-    };
-    let end = start.saturating_add(count).min(items.len());
-    let next = if end < items.len() {
-        end.to_string()
-    } else {
-        String::new()
-    };
-    Ok((
-        items.into_iter().skip(start).take(end - start).collect(),
-        next,
-    ))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn pages_follow_the_token() -> Result<()> {
-        let (first, next) = page(vec![1, 2, 3], "", 2)?;
-        assert_eq!((first, next.as_str()), (vec![1, 2], "2"));
-        let (rest, next) = page(vec![1, 2, 3], "2", 2)?;
-        assert_eq!((rest, next.as_str()), (vec![3], ""));
-        assert!(matches!(page(vec![1], "x", 0), Err(Error::Aborted(_))));
-        assert!(matches!(page(vec![1], "5", 0), Err(Error::Aborted(_))));
-        Ok(())
-    }
+/// NotFound for a node that is no Nova server.
+fn no_such_server(id: &str) -> Error {
+    Error::NotFound(format!("node {id} is not a Nova server of this project"))
 }

@@ -2,17 +2,18 @@
 
 use std::collections::{BTreeMap, HashMap};
 
+use csi_proto::capability::controller_rpc;
 use csi_proto::v1::controller_server::Controller as CsiController;
-use csi_proto::v1::controller_service_capability::{self, rpc};
+use csi_proto::v1::controller_service_capability::rpc;
 use csi_proto::v1::volume_capability::access_mode::Mode;
-use csi_proto::v1::{self, ControllerServiceCapability, VolumeCapability};
+use csi_proto::v1::{self, VolumeCapability};
 use tonic::{Request, Response, Status};
 
 use super::params::{GIB, PROVISIONER_PREFIX, SnapshotParameters, VolumeParameters, size_gib};
 use super::{Controller, CreateRequest, TOPOLOGY_ZONE_KEY, page};
 use crate::error::{Error, Result};
-use crate::openstack::cinder::{Snapshot, Volume};
 use crate::rpc_log::handle;
+use openstack_client::cinder::{Snapshot, Volume};
 
 fn required<'a>(field: &str, value: &'a str) -> Result<&'a str> {
     if value.is_empty() {
@@ -84,12 +85,12 @@ fn csi_snapshot(snapshot: &Snapshot) -> v1::Snapshot {
     }
 }
 
-fn not_found_volume(id: &str) -> impl Fn(Error) -> Error + '_ {
+fn not_found_volume(id: &str) -> impl Fn(openstack_client::Error) -> Error + '_ {
     move |e| {
         if e.is_not_found() {
             Error::NotFound(format!("volume {id} does not exist"))
         } else {
-            e
+            e.into()
         }
     }
 }
@@ -100,16 +101,6 @@ fn published_nodes(volume: &Volume) -> Vec<String> {
         .iter()
         .map(|a| a.server_id.clone())
         .collect()
-}
-
-fn rpc_capability(kind: rpc::Type) -> ControllerServiceCapability {
-    ControllerServiceCapability {
-        r#type: Some(controller_service_capability::Type::Rpc(
-            controller_service_capability::Rpc {
-                r#type: kind as i32,
-            },
-        )),
-    }
 }
 
 impl Controller {
@@ -373,7 +364,7 @@ impl CsiController for Controller {
                         rpc::Type::GetVolume,
                     ]
                     .into_iter()
-                    .map(rpc_capability)
+                    .map(controller_rpc)
                     .collect(),
                 })
             },
@@ -441,7 +432,7 @@ impl CsiController for Controller {
                 match self.cloud.snapshot(&r.snapshot_id).await {
                     Ok(s) => vec![s],
                     Err(e) if e.is_not_found() => Vec::new(),
-                    Err(e) => return Err(e),
+                    Err(e) => return Err(e.into()),
                 }
                 .into_iter()
                 .filter(|s| r.source_volume_id.is_empty() || s.volume_id == r.source_volume_id)

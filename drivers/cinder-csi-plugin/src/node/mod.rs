@@ -13,16 +13,17 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+use csi_proto::capability::node_rpc;
 use csi_proto::v1::node_server::Node;
-use csi_proto::v1::node_service_capability::{self, rpc};
+use csi_proto::v1::node_service_capability::rpc;
 use csi_proto::v1::volume_capability::AccessType;
-use csi_proto::v1::{self, NodeServiceCapability, VolumeCapability, volume_usage};
+use csi_proto::v1::{self, VolumeCapability, volume_usage};
 use tonic::{Request, Response, Status};
 
 use crate::controller::TOPOLOGY_ZONE_KEY;
 use crate::error::{Error, Result};
-use crate::inflight::{InFlight, Operations};
 use crate::rpc_log::handle;
+use csi_proto::in_flight::{InFlight, InFlightGuard};
 
 /// What the node service needs to know about its node.
 #[derive(Clone, Debug)]
@@ -45,7 +46,7 @@ pub struct NodeSettings {
 #[derive(Clone, Debug)]
 pub struct NodeService {
     settings: Arc<NodeSettings>,
-    operations: Operations,
+    operations: InFlight,
 }
 
 impl NodeService {
@@ -53,13 +54,14 @@ impl NodeService {
     pub fn new(settings: NodeSettings) -> Self {
         NodeService {
             settings: Arc::new(settings),
-            operations: Operations::default(),
+            operations: InFlight::default(),
         }
     }
 
-    fn claim(&self, volume_id: &str) -> Result<InFlight> {
-        self.operations
-            .start(volume_id, &format!("volume {volume_id}"))
+    fn claim(&self, volume_id: &str) -> Result<InFlightGuard> {
+        Ok(self
+            .operations
+            .begin(volume_id, &format!("volume {volume_id}"))?)
     }
 
     async fn stage(
@@ -361,16 +363,6 @@ fn capability(capability: Option<&VolumeCapability>) -> Result<&VolumeCapability
     }
 }
 
-fn rpc_capability(kind: rpc::Type) -> NodeServiceCapability {
-    NodeServiceCapability {
-        r#type: Some(node_service_capability::Type::Rpc(
-            node_service_capability::Rpc {
-                r#type: kind as i32,
-            },
-        )),
-    }
-}
-
 #[tonic::async_trait]
 impl Node for NodeService {
     async fn node_stage_volume(
@@ -434,9 +426,9 @@ impl Node for NodeService {
         handle("NodeGetCapabilities", request.into_inner(), |_| async {
             Ok(v1::NodeGetCapabilitiesResponse {
                 capabilities: vec![
-                    rpc_capability(rpc::Type::StageUnstageVolume),
-                    rpc_capability(rpc::Type::ExpandVolume),
-                    rpc_capability(rpc::Type::GetVolumeStats),
+                    node_rpc(rpc::Type::StageUnstageVolume),
+                    node_rpc(rpc::Type::ExpandVolume),
+                    node_rpc(rpc::Type::GetVolumeStats),
                 ],
             })
         })

@@ -5,14 +5,14 @@ use std::collections::HashMap;
 
 use super::{Controller, TOPOLOGY_KEY, gib_to_bytes, size_in_gib};
 use crate::error::{Error, Result};
-use crate::openstack::ManilaClient;
-use crate::openstack::manila::SCHEDULER_HINTS_MICROVERSION;
-use crate::openstack::manila::{NewShare, Share, is_manila_id};
-use crate::openstack::model::{Microversion, SchedulerHints};
 use crate::options::{
     AFFINITY_PARAMETER, ANTI_AFFINITY_PARAMETER, GROUP_ID_PARAMETER, VolumeOptions,
 };
 use crate::pvc::{AFFINITY, ANTI_AFFINITY, ClaimHints, GROUP_ID, PVC_NAME, PVC_NAMESPACE};
+use openstack_client::ManilaClient;
+use openstack_client::manila::SCHEDULER_HINTS_MICROVERSION;
+use openstack_client::manila::model::{Microversion, SchedulerHints};
+use openstack_client::manila::{NewShare, Share, is_manila_id};
 
 /// The scheduler hints of a new share: the StorageClass's `affinity`/`antiAffinity` (share
 /// ids, checked when parsed) joined by the claim's annotations (names resolved to ids, ids
@@ -213,7 +213,7 @@ impl Controller {
                 let share = client
                     .create_share(&new)
                     .await
-                    .map_err(|e| group_refused(e, group_id.as_deref()))?;
+                    .map_err(|e| group_refused(e.into(), group_id.as_deref()))?;
                 tracing::info!(share_id = %share.id, size, "share created");
                 share
             }
@@ -442,7 +442,7 @@ impl Controller {
             if e.is_not_found() {
                 Error::NotFound(format!("source snapshot {snapshot_id} not found"))
             } else {
-                e
+                e.into()
             }
         })?;
         match snapshot.status.as_str() {
@@ -473,7 +473,7 @@ impl Controller {
                     snapshot.share_id
                 ))
             } else {
-                e
+                e.into()
             }
         })?;
         let protocol = self.adapter.protocol().manila_name();
@@ -520,9 +520,9 @@ mod tests {
 
     use super::*;
     use crate::controller::{ControllerSettings, GIB};
-    use crate::openstack::Connector;
     use crate::protocol::NfsAdapter;
     use crate::wait::WaitPolicy;
+    use openstack_client::Connector;
 
     fn controller() -> Controller {
         Controller::new(

@@ -4,8 +4,8 @@ use std::collections::HashMap;
 
 use super::Controller;
 use crate::error::{Error, Result};
-use crate::openstack::Credentials;
-use crate::openstack::manila::is_manila_id;
+use openstack_client::Credentials;
+use openstack_client::manila::is_manila_id;
 
 impl Controller {
     /// DeleteVolume. A share that does not exist is success; otherwise returns once Manila

@@ -4,7 +4,6 @@
 mod create;
 mod delete;
 mod expand;
-pub mod inflight;
 pub mod service;
 
 mod snapshot;
@@ -17,11 +16,11 @@ pub use create::{CreateVolume, CreatedVolume, TopologyRequirement};
 pub use snapshot::CreatedSnapshot;
 
 use crate::error::{Error, Result};
-use crate::openstack::manila::{Share, is_manila_id};
-use crate::openstack::{Connector, ManilaClient};
 use crate::protocol::ShareAdapter;
 use crate::wait::{Progress, WaitPolicy};
-use inflight::InFlight;
+use csi_proto::in_flight::InFlight;
+use openstack_client::manila::{Share, is_manila_id};
+use openstack_client::{Connector, ManilaClient};
 
 /// Topology segment key of the Manila availability zone.
 pub const TOPOLOGY_KEY: &str = "topology.manila.csi.openstack.org/zone";
@@ -76,7 +75,7 @@ impl Controller {
     }
 
     async fn connect(&self, secrets: &HashMap<String, String>) -> Result<Arc<ManilaClient>> {
-        self.connector.connect(secrets).await
+        Ok(self.connector.connect(secrets).await?)
     }
 
     /// Waits for `share_id` to leave the transient states `pending` and reach `target`.
@@ -126,7 +125,7 @@ impl Controller {
             .wait(&what, || async {
                 match client.share(share_id).await {
                     Err(e) if e.is_not_found() => Ok(Progress::Done(())),
-                    Err(e) => Err(e),
+                    Err(e) => Err(e.into()),
                     Ok(share) if share.status == "error_deleting" => Err(Error::Internal(format!(
                         "share {share_id} is in status error_deleting: Manila could not delete it"
                     ))),
@@ -138,7 +137,7 @@ impl Controller {
 }
 
 /// `: <user message> (detail <id>)`, or nothing.
-fn describe_message(message: Option<&crate::openstack::manila::Message>) -> String {
+fn describe_message(message: Option<&openstack_client::manila::Message>) -> String {
     match message {
         Some(m) => format!(
             ": {} (Manila user message detail_id {})",

@@ -2,12 +2,13 @@
 
 use std::collections::HashMap;
 
+use csi_proto::capability::controller_rpc;
 use csi_proto::v1::controller_server::Controller as ControllerRpc;
-use csi_proto::v1::controller_service_capability::{self, rpc};
+use csi_proto::v1::controller_service_capability::rpc;
 use csi_proto::v1::volume_capability::AccessType;
 use csi_proto::v1::volume_capability::access_mode::Mode;
 use csi_proto::v1::volume_content_source::{self, SnapshotSource};
-use csi_proto::v1::{self, ControllerServiceCapability, Topology, VolumeCapability};
+use csi_proto::v1::{self, Topology, VolumeCapability};
 use tonic::{Request, Response, Status};
 
 use super::{Controller, CreateVolume, TopologyRequirement};
@@ -51,16 +52,6 @@ fn check_capabilities(capabilities: &[VolumeCapability]) -> Result<()> {
         )));
     }
     Ok(())
-}
-
-fn rpc_capability(kind: rpc::Type) -> ControllerServiceCapability {
-    ControllerServiceCapability {
-        r#type: Some(controller_service_capability::Type::Rpc(
-            controller_service_capability::Rpc {
-                r#type: kind as i32,
-            },
-        )),
-    }
 }
 
 fn segments(topologies: &[Topology]) -> Vec<HashMap<String, String>> {
@@ -238,7 +229,7 @@ impl ControllerRpc for Controller {
                         rpc::Type::ExpandVolume,
                     ]
                     .into_iter()
-                    .map(rpc_capability)
+                    .map(controller_rpc)
                     .collect(),
                 })
             },

@@ -4,9 +4,9 @@ use std::collections::HashMap;
 
 use super::{Controller, GIB};
 use crate::error::{Error, Result};
-use crate::openstack::Credentials;
-use crate::openstack::manila::{Snapshot, is_manila_id};
 use crate::wait::Progress;
+use openstack_client::Credentials;
+use openstack_client::manila::{Snapshot, is_manila_id};
 
 /// What CreateSnapshot returns.
 #[derive(Clone, Debug, PartialEq)]
@@ -61,7 +61,7 @@ impl Controller {
                     if e.is_not_found() {
                         Error::NotFound(format!("source volume {source_volume_id} not found"))
                     } else {
-                        e
+                        e.into()
                     }
                 })?;
                 self.check_snapshottable(&share)?;
@@ -104,7 +104,7 @@ impl Controller {
     /// reports them (its type may have changed since it was created, and the type is not
     /// always readable by a member): its protocol must be this driver's and its
     /// `snapshot_support` must not be false (a cloud that does not report it decides itself).
-    fn check_snapshottable(&self, share: &crate::openstack::manila::Share) -> Result<()> {
+    fn check_snapshottable(&self, share: &openstack_client::manila::Share) -> Result<()> {
         let protocol = self.adapter.protocol().manila_name();
         if !share.is_protocol(protocol) {
             return Err(Error::InvalidArgument(format!(
@@ -125,7 +125,7 @@ impl Controller {
     /// Deletes a failed snapshot and waits for it to go; returns a sentence for the error.
     async fn rollback_snapshot(
         &self,
-        client: &crate::openstack::ManilaClient,
+        client: &openstack_client::ManilaClient,
         snapshot_id: &str,
     ) -> String {
         let outcome = async {
@@ -150,7 +150,7 @@ impl Controller {
     /// Waits until `snapshot_id` is gone (404); `error_deleting` is Manila's failure.
     async fn wait_for_snapshot_gone(
         &self,
-        client: &crate::openstack::ManilaClient,
+        client: &openstack_client::ManilaClient,
         snapshot_id: &str,
     ) -> Result<()> {
         let what = format!("snapshot {snapshot_id} to be deleted");
@@ -159,7 +159,7 @@ impl Controller {
             .wait(&what, || async {
                 match client.snapshot(snapshot_id).await {
                     Err(e) if e.is_not_found() => Ok(Progress::Done(())),
-                    Err(e) => Err(e),
+                    Err(e) => Err(e.into()),
                     Ok(s) if s.status == "error_deleting" => {
                         let message = client
                             .newest_error_message(snapshot_id)
@@ -210,7 +210,7 @@ impl Controller {
     /// Waits while the snapshot is `creating`; `Gone` when there is no such snapshot.
     async fn wait_for_snapshot_settled(
         &self,
-        client: &crate::openstack::ManilaClient,
+        client: &openstack_client::ManilaClient,
         snapshot_id: &str,
     ) -> Result<Settled> {
         let what = format!("snapshot {snapshot_id} to finish creating before its deletion");
@@ -219,7 +219,7 @@ impl Controller {
             .wait(&what, || async {
                 match client.snapshot(snapshot_id).await {
                     Err(e) if e.is_not_found() => Ok(Progress::Done(Settled::Gone)),
-                    Err(e) => Err(e),
+                    Err(e) => Err(e.into()),
                     Ok(s) if s.status == "creating" => {
                         Ok(Progress::Pending(format!("status {}", s.status)))
                     }
@@ -242,7 +242,7 @@ enum Settled {
 /// state is the cloud's failure (with its user message), anything else a wrong state.
 /// `name` is the CSI snapshot name, which the error messages use.
 async fn check_snapshot(
-    client: &crate::openstack::ManilaClient,
+    client: &openstack_client::ManilaClient,
     snapshot_id: &str,
     name: &str,
 ) -> Result<Snapshot> {
@@ -305,9 +305,9 @@ mod rollback_tests {
 
     use super::*;
     use crate::controller::{ControllerSettings, CreateVolume};
-    use crate::openstack::Connector;
     use crate::protocol::NfsAdapter;
     use crate::wait::WaitPolicy;
+    use openstack_client::Connector;
 
     #[tokio::test]
     async fn a_snapshot_ending_in_error_is_rolled_back_and_a_retry_takes_a_new_one() {

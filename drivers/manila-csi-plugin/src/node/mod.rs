@@ -10,16 +10,17 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
+use csi_proto::capability::node_rpc;
 use csi_proto::v1::node_server::Node;
-use csi_proto::v1::node_service_capability::{self, rpc};
-use csi_proto::v1::{self, NodeServiceCapability, Topology};
+use csi_proto::v1::node_service_capability::rpc;
+use csi_proto::v1::{self, Topology};
 use tonic::{Request, Response, Status};
 
 use crate::controller::TOPOLOGY_KEY;
 use crate::error::{Error, Result};
-use crate::openstack::Connector;
 use crate::protocol::{PartnerVolume, ShareAdapter};
 use crate::rpc_log::handle;
+use openstack_client::Connector;
 use partner::Partner;
 use stage_cache::StageCache;
 
@@ -110,16 +111,6 @@ fn require(field: &str, value: &str) -> Result<()> {
         Err(Error::InvalidArgument(format!("{field}: required")))
     } else {
         Ok(())
-    }
-}
-
-fn capability(kind: rpc::Type) -> NodeServiceCapability {
-    NodeServiceCapability {
-        r#type: Some(node_service_capability::Type::Rpc(
-            node_service_capability::Rpc {
-                r#type: kind as i32,
-            },
-        )),
     }
 }
 
@@ -298,7 +289,7 @@ impl Node for NodeService {
                 }
             }
             Ok(v1::NodeGetCapabilitiesResponse {
-                capabilities: kinds.into_iter().map(capability).collect(),
+                capabilities: kinds.into_iter().map(node_rpc).collect(),
             })
         })
         .await

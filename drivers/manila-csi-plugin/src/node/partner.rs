@@ -60,10 +60,7 @@ impl Partner {
     /// Probes until the partner is ready or `timeout` passes (upstream waits 15 s); the
     /// error says which endpoint never answered and the last failure seen.
     pub async fn wait_ready(&self, timeout: Duration) -> Result<()> {
-        let policy = WaitPolicy {
-            max_delay: Duration::from_millis(500),
-            ..WaitPolicy::with_deadline(timeout)
-        };
+        let policy = WaitPolicy::with_deadline(timeout).with_max_delay(Duration::from_millis(500));
         let what = format!(
             "the partner node plugin at {} to answer Probe",
             self.endpoint

@@ -8,10 +8,10 @@ use std::path::Path;
 use crate::config::ShareProtocol;
 use crate::error::{Error, Result};
 use crate::export_location::{self, RuntimeConfig};
-use crate::openstack::Connector;
-use crate::openstack::manila::Share;
 use crate::options::{NodeVolumeOptions, ShareRef};
 use crate::protocol::{PartnerVolume, ShareAdapter};
+use openstack_client::Connector;
+use openstack_client::manila::Share;
 
 /// Resolves `attributes` (volume context / PV volume attributes) with the cloud named by
 /// `secrets`.

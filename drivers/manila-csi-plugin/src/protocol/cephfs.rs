@@ -8,10 +8,10 @@ use super::{AdapterFuture, PartnerVolume, ShareAdapter, is_failed};
 use crate::config::ShareProtocol;
 use crate::error::{Error, Result};
 use crate::export_location::RuntimeConfig;
-use crate::openstack::ManilaClient;
-use crate::openstack::manila::{AccessRule, ExportLocation, Microversion, Share};
 use crate::options::{CephfsMounter, CephfsOptions, VolumeOptions};
 use crate::wait::{Progress, WaitPolicy};
+use openstack_client::ManilaClient;
+use openstack_client::manila::{AccessRule, ExportLocation, Microversion, Share};
 
 /// What Manila accepts as the target of a `cephx` rule: 1 to 255 printable ASCII characters
 /// without spaces or periods (Manila refuses periods so that nobody writes the `client.`
@@ -216,7 +216,7 @@ impl ShareAdapter for CephfsAdapter {
 mod tests {
     #![allow(clippy::unwrap_used, clippy::expect_used)]
     use super::*;
-    use crate::openstack::manila::MIN_MICROVERSION;
+    use openstack_client::manila::MIN_MICROVERSION;
 
     #[rstest::rstest]
     #[case(

@@ -17,10 +17,10 @@ pub use nfs::NfsAdapter;
 use crate::config::ShareProtocol;
 use crate::error::Result;
 use crate::export_location::RuntimeConfig;
-use crate::openstack::ManilaClient;
-use crate::openstack::manila::{AccessRule, ExportLocation, Microversion, Share};
 use crate::options::{CephfsOptions, VolumeOptions};
 use crate::wait::WaitPolicy;
+use openstack_client::ManilaClient;
+use openstack_client::manila::{AccessRule, ExportLocation, Microversion, Share};
 
 /// A boxed future returned by adapter methods (keeps the trait object-safe).
 pub type AdapterFuture<'a, T> = Pin<Box<dyn Future<Output = Result<T>> + Send + 'a>>;

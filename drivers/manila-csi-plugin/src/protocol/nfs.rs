@@ -8,12 +8,12 @@ use super::{AdapterFuture, PartnerVolume, ShareAdapter, is_active, is_failed};
 use crate::config::ShareProtocol;
 use crate::error::{Error, Result};
 use crate::export_location::RuntimeConfig;
-use crate::openstack::ManilaClient;
-use crate::openstack::manila::{
-    AccessRule, ExportLocation, IPV6_ACCESS_MICROVERSION, Microversion, Share,
-};
 use crate::options::{CephfsOptions, VolumeOptions, is_ipv6_client};
 use crate::wait::{Progress, WaitPolicy};
+use openstack_client::ManilaClient;
+use openstack_client::manila::{
+    AccessRule, ExportLocation, IPV6_ACCESS_MICROVERSION, Microversion, Share,
+};
 
 /// The NFS adapter.
 #[derive(Debug, Default)]

@@ -253,3 +253,31 @@ pub async fn snapshot_until_ready(
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
 }
+
+/// Reads a share straight from the fake's API (as an admin client would).
+pub async fn share_json(env: &ControllerEnv, id: &str) -> serde_json::Value {
+    let http = reqwest::Client::new();
+    let account = env.cloud.account();
+    let auth = serde_json::json!({"auth": {"identity": {"methods": ["password"], "password": {"user": {
+        "id": account.user_id, "password": account.password.expose()}}},
+        "scope": {"project": {"id": account.project_id}}}});
+    let response = http
+        .post(format!("{}/auth/tokens", env.cloud.auth_url()))
+        .json(&auth)
+        .send()
+        .await
+        .unwrap();
+    let token = response.headers()["X-Subject-Token"]
+        .to_str()
+        .unwrap()
+        .to_string();
+    http.get(format!("{}/shares/{id}", env.cloud.manila_url()))
+        .header("X-Auth-Token", token)
+        .header("X-OpenStack-Manila-API-Version", "2.45")
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap()
+}

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use serde_json::Value;
 
-use super::credentials::TlsOptions;
+use crate::credentials::TlsOptions;
 use crate::error::{Error, Result};
 
 /// Builds the HTTP client for one set of TLS options.

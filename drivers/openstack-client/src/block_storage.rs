@@ -1,19 +1,15 @@
-//! The cloud: Keystone authentication and the Cinder v3 and Nova v2.1 calls the controller
-//! makes, over one reqwest client. A 401 from Cinder or Nova re-authenticates once.
-
-pub mod cinder;
-pub mod keystone;
-pub mod nova;
+//! The block-storage cloud: the Cinder v3 and Nova v2.1 calls of a Cinder CSI controller
+//! over one Keystone session. A 401 from Cinder or Nova re-authenticates once.
 
 use std::time::Duration;
 
 use reqwest::Method;
 use serde_json::Value;
-use tokio::sync::Mutex;
 
-use crate::cloud_config::Global;
+use crate::credentials::Credentials;
 use crate::error::{Error, Result};
-use keystone::Session;
+use crate::http::{build_client, transport_error};
+use crate::keystone::{Catalog, Session};
 
 /// Cinder microversion: multiattach volumes (3.50) and in-use extend (3.42) included.
 pub const VOLUME_MICROVERSION: &str = "volume 3.50";
@@ -38,55 +34,57 @@ impl Service {
     }
 }
 
-/// An authenticated connection to the cloud of `[Global]`.
-#[derive(Debug)]
-pub struct Cloud {
-    http: reqwest::Client,
-    global: Global,
-    session: Mutex<Option<Session>>,
+/// The endpoints a token's catalog lists for the block-storage cloud.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct BlockStorageEndpoints {
+    /// Cinder v3 (`volumev3` or `block-storage`).
+    pub cinder: String,
+    /// Nova (`compute`).
+    pub nova: String,
 }
 
-impl Cloud {
-    /// A client for `global` (no request is made yet).
-    pub fn new(global: Global) -> Result<Self> {
-        let mut builder = reqwest::Client::builder()
-            .timeout(Duration::from_secs(60))
-            .user_agent(concat!("cinder-csi-plugin/", env!("CARGO_PKG_VERSION")));
-        if global.tls_insecure {
-            builder = builder.danger_accept_invalid_certs(true);
-        }
-        if let Some(ca_file) = &global.ca_file {
-            let pem = std::fs::read(ca_file).map_err(|e| Error::Config {
-                file: ca_file.display().to_string(),
-                reason: format!("[Global] ca-file cannot be read: {e}"),
-            })?;
-            let certificates =
-                reqwest::Certificate::from_pem_bundle(&pem).map_err(|e| Error::Config {
-                    file: ca_file.display().to_string(),
-                    reason: format!("[Global] ca-file is not PEM: {e}"),
-                })?;
-            for certificate in certificates {
-                builder = builder.add_root_certificate(certificate);
-            }
-        }
-        let http = builder
-            .build()
-            .map_err(|e| Error::Internal(format!("cannot build the HTTP client: {e}")))?;
-        Ok(Cloud {
-            http,
-            global,
-            session: Mutex::new(None),
+/// Cinder's and Nova's endpoints in `catalog` for the credentials' interface and region
+/// ([`crate::keystone::EndpointPicker`]).
+pub fn pick_endpoints(
+    catalog: &Catalog,
+    credentials: &Credentials,
+) -> Result<BlockStorageEndpoints> {
+    let region = credentials.region.as_deref();
+    let interface = credentials.interface.as_str();
+    let find = |types: &[&str]| {
+        catalog.endpoint(types, interface, region).ok_or_else(|| {
+            Error::NotInCatalog(format!(
+                "the Keystone catalog has no {} endpoint with interface {interface}{}",
+                types.join(" or "),
+                region
+                    .map(|r| format!(" in region {r}"))
+                    .unwrap_or_default()
+            ))
         })
-    }
+    };
+    Ok(BlockStorageEndpoints {
+        cinder: find(&["volumev3", "block-storage"])?,
+        nova: find(&["compute"])?,
+    })
+}
 
-    async fn session(&self, renew: bool) -> Result<Session> {
-        let mut slot = self.session.lock().await;
-        if !renew && let Some(session) = slot.as_ref() {
-            return Ok(session.clone());
-        }
-        let session = keystone::authenticate(&self.http, &self.global).await?;
-        *slot = Some(session.clone());
-        Ok(session)
+/// An authenticated connection to Cinder and Nova for one set of credentials.
+#[derive(Debug)]
+pub struct BlockStorageCloud {
+    session: Session<BlockStorageEndpoints>,
+}
+
+impl BlockStorageCloud {
+    /// A client for `credentials` whose requests carry `user_agent` (no request is made yet).
+    pub fn connect(
+        credentials: Credentials,
+        user_agent: &str,
+        auth_timeout: Duration,
+    ) -> Result<Self> {
+        let http = build_client(&credentials.tls, user_agent)?;
+        Ok(BlockStorageCloud {
+            session: Session::new(http, credentials, auth_timeout, pick_endpoints),
+        })
     }
 
     /// Sends `method path` (relative to the service's endpoint) with an optional JSON body;
@@ -101,16 +99,17 @@ impl Cloud {
     ) -> Result<Value> {
         let mut renewed = false;
         loop {
-            let session = self.session(renewed).await?;
+            let token = self.session.token().await?;
             let base = match service {
-                Service::Cinder => &session.cinder_url,
-                Service::Nova => &session.nova_url,
+                Service::Cinder => &token.endpoints.cinder,
+                Service::Nova => &token.endpoints.nova,
             };
             let url = format!("{base}{path}");
             let mut request = self
-                .http
+                .session
+                .http()
                 .request(method.clone(), &url)
-                .header("X-Auth-Token", session.token.expose());
+                .header("X-Auth-Token", token.value.expose());
             request = match service {
                 Service::Cinder => request.header("OpenStack-API-Version", VOLUME_MICROVERSION),
                 Service::Nova => request
@@ -123,13 +122,13 @@ impl Cloud {
             if let Some(body) = body {
                 request = request.json(body);
             }
-            let response = request.send().await.map_err(|e| Error::Unreachable {
-                service: service.name(),
-                url: url.clone(),
-                reason: e.to_string(),
-            })?;
+            let response = request
+                .send()
+                .await
+                .map_err(|e| transport_error(service.name(), &url, &e))?;
             let status = response.status();
             if status.as_u16() == 401 && !renewed {
+                self.session.invalidate(&token, service.name()).await;
                 renewed = true;
                 continue;
             }

@@ -1,5 +1,10 @@
 //! A Manila v2 client over a Keystone [`Session`]: microversion check, shares, export
-//! locations, access rules, share types, snapshots and user messages.
+//! locations, access rules, share types, snapshots and user messages; [`Connector`] keeps
+//! one client per set of credentials.
+
+pub mod connector;
+pub mod endpoint;
+pub mod model;
 
 use std::sync::{Mutex, PoisonError};
 
@@ -8,13 +13,15 @@ use serde::Deserialize;
 use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
 
-use super::http::{error_for_response, transport_error};
-use super::keystone::Session;
-pub use super::model::{
+pub use connector::Connector;
+pub use model::{
     AccessRule, ExportLocation, Message, Microversion, NewShare, Share, ShareType, Snapshot,
 };
-use super::single_flight::SingleFlight;
+
 use crate::error::{Error, Result};
+use crate::http::{error_for_response, transport_error};
+use crate::keystone::Session;
+use crate::single_flight::SingleFlight;
 
 /// The minimum microversion the driver needs (user messages), sent on every call.
 pub const MIN_MICROVERSION: Microversion = Microversion(2, 37);
@@ -28,7 +35,8 @@ pub const SCHEDULER_HINTS_MICROVERSION: Microversion = Microversion(2, 65);
 /// Manila v2 client for one identity.
 #[derive(Debug)]
 pub struct ManilaClient {
-    session: Session,
+    /// Tokens carry the Manila endpoint URL.
+    session: Session<String>,
     /// The maximum microversion, once read.
     max_version: Mutex<Option<Microversion>>,
     /// One version check in flight at a time, its outcome shared (as authentication).
@@ -37,7 +45,7 @@ pub struct ManilaClient {
 
 impl ManilaClient {
     /// Wraps a session; the version document is read on first use.
-    pub fn new(session: Session) -> Self {
+    pub fn new(session: Session<String>) -> Self {
         ManilaClient {
             session,
             max_version: Mutex::new(None),
@@ -65,7 +73,7 @@ impl ManilaClient {
                     return Ok(version);
                 }
                 let token = self.session.token().await?;
-                let url = version_document_url(&token.manila_url);
+                let url = version_document_url(&token.endpoints);
                 let response = self
                     .session
                     .http()
@@ -90,7 +98,7 @@ impl ManilaClient {
                 if max < MIN_MICROVERSION {
                     return Err(Error::FailedPrecondition(format!(
                         "Manila at {} supports microversions up to {max}; this driver needs at least {MIN_MICROVERSION}",
-                        token.manila_url
+                        token.endpoints
                     )));
                 }
                 *self
@@ -130,7 +138,7 @@ impl ManilaClient {
         let mut retried = false;
         loop {
             let token = self.session.token().await?;
-            let url = format!("{}{path}", token.manila_url);
+            let url = format!("{}{path}", token.endpoints);
             let mut request = self
                 .session
                 .http()
@@ -151,7 +159,7 @@ impl ManilaClient {
                 .map_err(|e| transport_error("Manila", &url, &e))?;
             let status = response.status();
             if status == StatusCode::UNAUTHORIZED && !retried {
-                self.session.invalidate(&token).await;
+                self.session.invalidate(&token, "Manila").await;
                 retried = true;
                 continue;
             }

@@ -3,10 +3,10 @@
 use reqwest::Method;
 use serde_json::json;
 
-use super::{Cloud, Service};
-use crate::error::{Error, Result};
+use crate::block_storage::{BlockStorageCloud, Service};
+use crate::error::Result;
 
-impl Cloud {
+impl BlockStorageCloud {
     /// Whether server `id` exists (`GET /servers/{id}`).
     pub async fn server_exists(&self, id: &str) -> Result<bool> {
         match self
@@ -59,9 +59,4 @@ impl Cloud {
             Err(e) => Err(e),
         }
     }
-}
-
-/// NotFound for a node that is no Nova server.
-pub fn no_such_server(id: &str) -> Error {
-    Error::NotFound(format!("node {id} is not a Nova server of this project"))
 }

@@ -1,22 +1,14 @@
-//! OpenStack access from CSI secrets: credentials, Keystone session, Manila client, and a
-//! connector that reuses one authenticated client per set of credentials.
-
-pub mod clouds;
-pub mod credentials;
-mod http;
-pub mod keystone;
-pub mod manila;
-pub mod model;
-pub mod single_flight;
+//! Builds (and caches) Manila clients from request secrets, one authenticated client per
+//! set of credentials.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-pub use credentials::{Credentials, Secret};
-pub use manila::ManilaClient;
-
+use super::{ManilaClient, endpoint};
+use crate::credentials::Credentials;
 use crate::error::{Error, Result};
+use crate::{http, keystone};
 
 /// Builds (and caches) Manila clients from request secrets. Clients are cached per distinct
 /// credentials so the Keystone token is reused across calls and renewed on 401.
@@ -66,6 +58,7 @@ impl Connector {
                     http,
                     credentials,
                     self.auth_timeout,
+                    endpoint::pick,
                 )));
                 self.clients
                     .lock()

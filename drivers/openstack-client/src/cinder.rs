@@ -6,7 +6,7 @@ use reqwest::Method;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-use super::{Cloud, Service, decode};
+use crate::block_storage::{BlockStorageCloud, Service, decode};
 use crate::error::Result;
 
 /// A Cinder volume as `GET /volumes/{id}` shows it.
@@ -137,7 +137,7 @@ fn query(value: &str) -> String {
     out
 }
 
-impl Cloud {
+impl BlockStorageCloud {
     /// `GET /volumes/{id}`.
     pub async fn volume(&self, id: &str) -> Result<Volume> {
         let path = format!("/volumes/{id}");
