@@ -274,4 +274,22 @@ mod tests {
         assert_eq!(error.code(), Code::InvalidArgument);
         assert!(error.to_string().contains("/etc/cloud.conf"));
     }
+
+    #[test]
+    fn a_second_operation_on_a_key_is_aborted_until_the_first_ends() -> Result<()> {
+        let operations = csi_proto::in_flight::InFlight::default();
+        let first = operations.begin("vol-1", "volume vol-1")?;
+        let error = operations
+            .begin("vol-1", "volume vol-1")
+            .map_err(Error::from)
+            .err();
+        assert!(
+            matches!(&error, Some(Error::Aborted(m)) if m.contains("volume vol-1")),
+            "{error:?}"
+        );
+        let _other = operations.begin("vol-2", "volume vol-2")?;
+        drop(first);
+        operations.begin("vol-1", "volume vol-1")?;
+        Ok(())
+    }
 }

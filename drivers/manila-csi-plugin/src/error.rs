@@ -295,4 +295,19 @@ mod tests {
         assert_eq!(status.code(), Code::ResourceExhausted);
         assert!(status.message().contains("quota"), "{}", status.message());
     }
+
+    #[test]
+    fn a_second_request_is_aborted_until_the_first_ends() {
+        let inflight = csi_proto::in_flight::InFlight::default();
+        let guard = inflight.begin("pvc-1", "volume").map_err(Error::from);
+        assert!(guard.is_ok());
+        let error = inflight.begin("pvc-1", "volume").map_err(Error::from).err();
+        assert!(
+            matches!(&error, Some(Error::Aborted(m)) if m.contains("volume \"pvc-1\"")),
+            "{error:?}"
+        );
+        assert!(inflight.begin("pvc-2", "volume").is_ok());
+        drop(guard);
+        assert!(inflight.begin("pvc-1", "volume").is_ok());
+    }
 }

@@ -212,4 +212,34 @@ mod tests {
         assert_eq!(fault_message(&json!("plain text")), "plain text");
         assert_eq!(fault_message(&Value::Null), "(no message)");
     }
+
+    #[test]
+    fn catalog_lookup_prefers_volumev3_and_honours_region() -> Result<()> {
+        let catalog: Catalog = serde_json::from_value(json!([
+            {"type": "block-storage", "endpoints": [{"interface": "public", "region_id": "R1", "url": "http://bs/v3/p"}]},
+            {"type": "volumev3", "endpoints": [
+                {"interface": "internal", "region_id": "R1", "url": "http://internal"},
+                {"interface": "public", "region_id": "R1", "url": "http://r1/v3/p/"}]},
+            {"type": "compute", "endpoints": [{"interface": "public", "region_id": "R1", "url": "http://nova/"}]},
+        ]))
+        .map_err(|e| Error::Internal(e.to_string()))?;
+        let mut credentials = Credentials::from_clouds_yaml_str(
+            "clouds:\n  c:\n    auth:\n      auth_url: http://k/v3\n      username: u\n      password: p\n    region_name: R1\n",
+            "c",
+            "test",
+        )?;
+        let endpoints = pick_endpoints(&catalog, &credentials)?;
+        assert_eq!(endpoints.cinder, "http://r1/v3/p");
+        assert_eq!(endpoints.nova, "http://nova");
+        credentials.region = Some("R2".into());
+        let missing = pick_endpoints(&catalog, &credentials)
+            .err()
+            .map(|e| e.to_string())
+            .unwrap_or_default();
+        assert!(
+            missing.contains("no volumev3 or block-storage endpoint") && missing.contains("R2"),
+            "{missing}"
+        );
+        Ok(())
+    }
 }

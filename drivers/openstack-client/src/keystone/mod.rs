@@ -225,3 +225,42 @@ impl<E: Clone + std::fmt::Debug> Session<E> {
         })
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::collections::HashMap;
+
+    use super::*;
+    use crate::credentials::Environment;
+
+    fn session(auth_url: &str) -> Result<Session<()>> {
+        let secrets: HashMap<String, String> = [
+            ("os-authURL", auth_url),
+            ("os-userName", "u"),
+            ("os-password", "p"),
+        ]
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect();
+        let credentials = Credentials::from_secrets(&secrets, &Environment::default())?;
+        Ok(Session::new(
+            reqwest::Client::new(),
+            credentials,
+            DEFAULT_AUTH_TIMEOUT,
+            |_, _| Ok(()),
+        ))
+    }
+
+    #[test]
+    fn v3_is_appended_once() -> Result<()> {
+        assert_eq!(
+            session("http://k:5000")?.tokens_url(),
+            "http://k:5000/v3/auth/tokens"
+        );
+        assert_eq!(
+            session("http://k:5000/v3/")?.tokens_url(),
+            "http://k:5000/v3/auth/tokens"
+        );
+        Ok(())
+    }
+}
