@@ -152,58 +152,13 @@ impl Error {
     }
 }
 
-impl From<openstack_client::Error> for Error {
-    /// The client's errors keep their variant; the metadata service's failures are
-    /// [`Error::Unreachable`] as before.
-    fn from(error: openstack_client::Error) -> Self {
-        use openstack_client::Error as Cloud;
-        match error {
-            Cloud::InvalidArgument(message) => Error::InvalidArgument(message),
-            Cloud::Unreachable {
-                service,
-                url,
-                reason,
-            } => Error::Unreachable {
-                service,
-                url,
-                reason,
-            },
-            Cloud::Unauthenticated(message) => Error::Unauthenticated(message),
-            Cloud::Api {
-                service,
-                method,
-                path,
-                status,
-                message,
-            } => Error::Api {
-                service,
-                method,
-                path,
-                status,
-                message,
-            },
-            Cloud::Decode {
-                service,
-                path,
-                reason,
-            } => Error::Decode {
-                service,
-                path,
-                reason,
-            },
-            Cloud::NotFound(message) => Error::NotFound(message),
-            Cloud::FailedPrecondition(message) => Error::FailedPrecondition(message),
-            Cloud::NotInCatalog(message) => Error::NotInCatalog(message),
-            Cloud::DeadlineExceeded(message) => Error::DeadlineExceeded(message),
-            Cloud::Metadata { url, reason } => Error::Unreachable {
-                service: "metadata service",
-                url,
-                reason,
-            },
-            Cloud::Internal(message) => Error::Internal(message),
-        }
-    }
-}
+// The client's errors keep their variant; the metadata service's failures are
+// `Error::Unreachable`, as before.
+openstack_client::mirror_client_errors!(Error, metadata: |url, reason| Error::Unreachable {
+    service: "metadata service",
+    url,
+    reason,
+});
 
 impl From<csi_proto::in_flight::Busy> for Error {
     fn from(busy: csi_proto::in_flight::Busy) -> Self {
@@ -291,5 +246,30 @@ mod tests {
         drop(first);
         operations.begin("vol-1", "volume vol-1")?;
         Ok(())
+    }
+
+    #[test]
+    fn client_errors_keep_their_variant_and_code() {
+        let error = Error::from(openstack_client::Error::Decode {
+            service: "Cinder",
+            path: "/volumes".into(),
+            reason: "bad".into(),
+        });
+        assert_eq!(
+            error.to_string(),
+            "unexpected answer from Cinder /volumes: bad"
+        );
+        let error = Error::from(openstack_client::Error::Metadata {
+            url: "http://m".into(),
+            reason: "answered HTTP 503".into(),
+        });
+        assert!(matches!(
+            &error,
+            Error::Unreachable {
+                service: "metadata service",
+                ..
+            }
+        ));
+        assert_eq!(error.code(), Code::Unavailable);
     }
 }

@@ -192,53 +192,8 @@ pub fn code_for_detail_id(detail_id: Option<&str>) -> Code {
     }
 }
 
-impl From<openstack_client::Error> for Error {
-    /// The client's errors keep their variant (and so their message and code).
-    fn from(error: openstack_client::Error) -> Self {
-        use openstack_client::Error as Cloud;
-        match error {
-            Cloud::InvalidArgument(message) => Error::InvalidArgument(message),
-            Cloud::Unreachable {
-                service,
-                url,
-                reason,
-            } => Error::Unreachable {
-                service,
-                url,
-                reason,
-            },
-            Cloud::Unauthenticated(message) => Error::Unauthenticated(message),
-            Cloud::Api {
-                service,
-                method,
-                path,
-                status,
-                message,
-            } => Error::Api {
-                service,
-                method,
-                path,
-                status,
-                message,
-            },
-            Cloud::Decode {
-                service,
-                path,
-                reason,
-            } => Error::Decode {
-                service,
-                path,
-                reason,
-            },
-            Cloud::NotFound(message) => Error::NotFound(message),
-            Cloud::FailedPrecondition(message) => Error::FailedPrecondition(message),
-            Cloud::NotInCatalog(message) => Error::NotInCatalog(message),
-            Cloud::DeadlineExceeded(message) => Error::DeadlineExceeded(message),
-            Cloud::Metadata { url, reason } => Error::Metadata { url, reason },
-            Cloud::Internal(message) => Error::Internal(message),
-        }
-    }
-}
+// The client's errors keep their variant (and so their message and code).
+openstack_client::mirror_client_errors!(Error, metadata: |url, reason| Error::Metadata { url, reason });
 
 impl From<csi_proto::in_flight::Busy> for Error {
     fn from(busy: csi_proto::in_flight::Busy) -> Self {
@@ -309,5 +264,21 @@ mod tests {
         assert!(inflight.begin("pvc-2", "volume").is_ok());
         drop(guard);
         assert!(inflight.begin("pvc-1", "volume").is_ok());
+    }
+
+    #[test]
+    fn client_errors_keep_their_variant_and_code() {
+        let error = Error::from(openstack_client::Error::NotInCatalog("no Manila".into()));
+        assert!(matches!(&error, Error::NotInCatalog(m) if m == "no Manila"));
+        assert_eq!(error.code(), Code::FailedPrecondition);
+        let error = Error::from(openstack_client::Error::Metadata {
+            url: "http://m".into(),
+            reason: "answered HTTP 503".into(),
+        });
+        assert_eq!(
+            error.to_string(),
+            "metadata service http://m: answered HTTP 503"
+        );
+        assert_eq!(error.code(), Code::Unavailable);
     }
 }

@@ -90,3 +90,68 @@ impl From<crate::wait::Timeout> for Error {
         Error::DeadlineExceeded(timeout.to_string())
     }
 }
+
+/// Implements `From<openstack_client::Error>` for a caller's error enum that mirrors the
+/// client's variants (same names and fields: `InvalidArgument`, `Unreachable`,
+/// `Unauthenticated`, `Api`, `Decode`, `NotFound`, `FailedPrecondition`, `NotInCatalog`,
+/// `DeadlineExceeded`, `Internal`), so that each keeps its variant (and the caller's wording
+/// and code for it). `metadata` says what a metadata-service failure becomes, from its `url`
+/// and `reason`:
+///
+/// ```ignore
+/// openstack_client::mirror_client_errors!(Error, metadata: |url, reason| Error::Metadata { url, reason });
+/// ```
+#[macro_export]
+macro_rules! mirror_client_errors {
+    ($target:ident, metadata: |$url:ident, $reason:ident| $metadata:expr) => {
+        impl From<$crate::Error> for $target {
+            fn from(error: $crate::Error) -> Self {
+                use $crate::Error as Client;
+                match error {
+                    Client::InvalidArgument(message) => $target::InvalidArgument(message),
+                    Client::Unreachable {
+                        service,
+                        url,
+                        reason,
+                    } => $target::Unreachable {
+                        service,
+                        url,
+                        reason,
+                    },
+                    Client::Unauthenticated(message) => $target::Unauthenticated(message),
+                    Client::Api {
+                        service,
+                        method,
+                        path,
+                        status,
+                        message,
+                    } => $target::Api {
+                        service,
+                        method,
+                        path,
+                        status,
+                        message,
+                    },
+                    Client::Decode {
+                        service,
+                        path,
+                        reason,
+                    } => $target::Decode {
+                        service,
+                        path,
+                        reason,
+                    },
+                    Client::NotFound(message) => $target::NotFound(message),
+                    Client::FailedPrecondition(message) => $target::FailedPrecondition(message),
+                    Client::NotInCatalog(message) => $target::NotInCatalog(message),
+                    Client::DeadlineExceeded(message) => $target::DeadlineExceeded(message),
+                    Client::Metadata {
+                        url: $url,
+                        reason: $reason,
+                    } => $metadata,
+                    Client::Internal(message) => $target::Internal(message),
+                }
+            }
+        }
+    };
+}
