@@ -19,18 +19,32 @@ const USER_AGENT: &str = concat!("cinder-csi-plugin/", env!("CARGO_PKG_VERSION")
 /// How long one Keystone authentication may take (the driver's request timeout).
 const AUTH_TIMEOUT: Duration = Duration::from_secs(60);
 
-/// A client for `global`'s cloud (no request is made yet).
+/// A client for `global`'s cloud (no request is made yet). The `ca-file` is read here, so
+/// that its errors name the file and `[Global]`'s key.
 pub fn connect(global: Global) -> Result<BlockStorageCloud> {
-    let ca_file = global.ca_file.clone();
-    BlockStorageCloud::connect(credentials(&global), USER_AGENT, AUTH_TIMEOUT).map_err(|e| {
-        match (e, ca_file) {
-            (openstack_client::Error::InvalidArgument(reason), Some(file)) => Error::Config {
-                file: file.display().to_string(),
-                reason: format!("[Global] ca-file: {reason}"),
+    let mut credentials = credentials(&global);
+    if let Some(file) = credentials.tls.ca_file.take() {
+        let config_error = |reason: String| Error::Config {
+            file: file.display().to_string(),
+            reason,
+        };
+        let pem = std::fs::read_to_string(&file)
+            .map_err(|e| config_error(format!("[Global] ca-file cannot be read: {e}")))?;
+        credentials.tls.ca_pem = Some(pem);
+        return BlockStorageCloud::connect(credentials, USER_AGENT, AUTH_TIMEOUT).map_err(
+            |e| match e {
+                openstack_client::Error::InvalidArgument(reason) => {
+                    config_error(format!("[Global] ca-file is not PEM: {reason}"))
+                }
+                other => Error::from(other),
             },
-            (other, _) => Error::from(other),
-        }
-    })
+        );
+    }
+    Ok(BlockStorageCloud::connect(
+        credentials,
+        USER_AGENT,
+        AUTH_TIMEOUT,
+    )?)
 }
 
 /// The domain of a user or project: its own id or name, else `[Global]`'s domain, else
@@ -165,5 +179,33 @@ mod tests {
             "ac"
         );
         assert!(body["auth"].get("scope").is_none());
+    }
+
+    #[test]
+    fn a_bad_ca_file_is_a_config_error_naming_file_and_key() {
+        let missing = connect(Global {
+            ca_file: Some("/nonexistent/ca.pem".into()),
+            ..global()
+        })
+        .err()
+        .map(|e| e.to_string())
+        .unwrap_or_default();
+        assert!(
+            missing.contains("/nonexistent/ca.pem") && missing.contains("[Global] ca-file"),
+            "{missing}"
+        );
+        let dir = std::env::temp_dir().join(format!("cinder-ca-{}", std::process::id()));
+        let written = std::fs::create_dir_all(&dir)
+            .and_then(|()| std::fs::write(dir.join("ca.pem"), "not pem"));
+        assert!(written.is_ok(), "{written:?}");
+        let not_pem = connect(Global {
+            ca_file: Some(dir.join("ca.pem")),
+            ..global()
+        })
+        .err()
+        .map(|e| e.to_string())
+        .unwrap_or_default();
+        let _ = std::fs::remove_dir_all(&dir);
+        assert!(not_pem.contains("is not PEM"), "{not_pem}");
     }
 }
