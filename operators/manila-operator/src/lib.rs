@@ -21,6 +21,7 @@ pub mod downgrade;
 pub mod error;
 pub mod metrics;
 pub mod prune;
+pub mod release;
 pub mod secret_sync;
 pub mod status;
 pub mod storage_classes;
