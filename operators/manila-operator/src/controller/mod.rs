@@ -3,10 +3,10 @@
 //! credentials Secret and CA ConfigMap, and the operator's StorageClasses; plus a periodic
 //! resync that picks up new share types.
 //!
-//! Children: [`manage`] (managementState Managed/Force, step by step) and [`remove`]
-//! (Removed) produce a [`Report`]; [`workloads`] reads the workloads' health into it;
-//! [`record`] turns changes into Events and the report into the ClusterCSIDriver's and the
-//! ClusterOperator's status.
+//! Children: `manage` (managementState Managed/Force, step by step) and `remove` (Removed)
+//! produce a `Report`; `workloads` reads the workloads' health into it; `record` turns
+//! changes into Events and the report into the ClusterCSIDriver's and the ClusterOperator's
+//! status.
 
 mod manage;
 mod record;
