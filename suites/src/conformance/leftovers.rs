@@ -13,9 +13,9 @@ use k8s_openapi::api::storage::v1::StorageClass;
 use kube::api::{Api, DeleteParams, ListParams};
 use kube_support::wait;
 
-use super::cloud::Cloud;
 use crate::e2e::snapshots;
 use crate::e2e::workload::Workload;
+use crate::registry::Cloud;
 use harness::cluster::TEST_NAMESPACE_LABEL;
 
 /// What a test made that must be gone after it: its PVs (name → volume handle) and its

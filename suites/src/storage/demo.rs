@@ -7,8 +7,8 @@ use harness::driver_spec::Capability;
 use kube_support::wait;
 
 use super::WAIT;
-use crate::conformance::{Needs, TestCase, TestContext, TestError, TestResult};
 use crate::e2e::workload::{PodBuilder, claim, describe_pod};
+use crate::registry::{Needs, TestCase, TestContext, TestError, TestResult};
 use crate::{ensure, test_case};
 
 const SUITE: &str = "demo";

@@ -6,8 +6,8 @@ use kube::api::{Api, DeleteParams};
 use kube_support::wait;
 
 use super::WAIT;
-use crate::conformance::{Needs, TestCase, TestContext, TestError, TestResult};
 use crate::e2e::workload::{claim, events_about, volume_capacity};
+use crate::registry::{Needs, TestCase, TestContext, TestError, TestResult};
 use crate::{ensure, ensure_eq, test_case};
 
 const SUITE: &str = "provisioning";

@@ -10,9 +10,9 @@ use kube_support::wait;
 use super::WAIT;
 use super::data::{check_seeded, write_seeded};
 use super::provisioning::{access_mode, is_manila};
-use crate::conformance::{Needs, TestCase, TestContext, TestError, TestResult};
 use crate::e2e::snapshots;
 use crate::e2e::workload::{PodBuilder, claim, claim_from_snapshot};
+use crate::registry::{Needs, TestCase, TestContext, TestError, TestResult};
 use crate::{ensure, ensure_eq, test_case};
 
 const SUITE: &str = "snapshottable";

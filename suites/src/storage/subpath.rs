@@ -19,8 +19,8 @@ use super::data::{SEEDED_LEN, check_seeded, seeded_content, write_seeded};
 use super::node_of;
 use super::provisioning::access_mode;
 use super::volumes::test_seed;
-use crate::conformance::{Needs, TestCase, TestContext, TestError, TestResult};
 use crate::e2e::workload::{PodBuilder, TEST_IMAGE, Workload, claim, describe_pod};
+use crate::registry::{Needs, TestCase, TestContext, TestError, TestResult};
 use crate::{ensure, test_case};
 use harness::driver_spec::Capability;
 

@@ -11,8 +11,8 @@ use k8s_openapi::api::storage::v1::StorageClass;
 
 use super::node_of;
 use super::provisioning::{access_mode, is_manila};
-use crate::conformance::{DriverConfig, Needs, TestCase, TestContext, TestError, TestResult};
 use crate::e2e::workload::{PodBuilder, claim, pod_with_claim};
+use crate::registry::{DriverConfig, Needs, TestCase, TestContext, TestError, TestResult};
 use crate::{ensure, ensure_eq, test_case};
 
 const SUITE: &str = "topology";

@@ -6,8 +6,8 @@ use harness::driver_spec::Capability;
 
 use super::provisioning::access_mode;
 use super::volumes::test_seed;
-use crate::conformance::{Needs, TestCase, TestContext, TestError, TestResult};
 use crate::e2e::workload::{PodBuilder, Workload, claim};
+use crate::registry::{Needs, TestCase, TestContext, TestError, TestResult};
 use crate::storage::data::seeded_content;
 use crate::{ensure_eq, test_case};
 

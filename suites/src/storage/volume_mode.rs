@@ -9,8 +9,8 @@ use kube_support::wait::wait_event;
 
 use super::node_of;
 use super::provisioning::{access_mode, is_manila};
-use crate::conformance::{Needs, TestCase, TestContext, TestError, TestResult};
 use crate::e2e::workload::{PodBuilder, claim, describe_pod};
+use crate::registry::{Needs, TestCase, TestContext, TestError, TestResult};
 use crate::{ensure, ensure_eq, test_case};
 
 const SUITE: &str = "volumeMode";

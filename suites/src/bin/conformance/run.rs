@@ -9,10 +9,10 @@ use anyhow::Context;
 use clap::Args;
 use regex::Regex;
 use suites::conformance::catalog;
+use suites::conformance::cluster_target::embedded::EmbeddedOptions;
+use suites::conformance::cluster_target::existing::ExistingOptions;
 use suites::conformance::progress::{Console, Progress};
 use suites::conformance::run::{self, RunConfig, TargetChoice};
-use suites::conformance::target::embedded::EmbeddedOptions;
-use suites::conformance::target::existing::ExistingOptions;
 use suites::conformance::{RunReport, RunnerOptions, SetupError};
 
 /// The spec file of the Manila driver the embedded default deploys.

@@ -8,17 +8,17 @@ use harness::driver_spec::DriverSpec;
 use k8s_openapi::api::storage::v1::StorageClass;
 use kube::api::{Api, DynamicObject, ObjectMeta, PostParams};
 
-use super::catalog::TestCase;
 use super::cloud::Cloud;
 use super::outcome::{TestError, TestResult};
-use super::target::{DriverUnderTest, Target, TargetNode};
-use super::timeline::Timeline;
+use super::target::{ClassTemplate, DriverUnderTest, SnapshotClassTemplate, Target, TargetNode};
 use crate::e2e::snapshots;
+use crate::e2e::timeline::Timeline;
 use crate::e2e::workload::Workload;
 
 /// What a test body gets (see the module docs).
 pub struct TestContext<'a> {
-    case: &'a TestCase,
+    /// The test's full name (`[suite] name`).
+    test: String,
     workload: Workload<'a>,
     driver: &'a DriverUnderTest,
     target: &'a Target,
@@ -28,7 +28,7 @@ pub struct TestContext<'a> {
 impl std::fmt::Debug for TestContext<'_> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("TestContext")
-            .field("test", &self.case.full_name())
+            .field("test", &self.test)
             .field("namespace", &self.workload.namespace())
             .field("driver", &self.driver.name)
             .finish_non_exhaustive()
@@ -36,15 +36,16 @@ impl std::fmt::Debug for TestContext<'_> {
 }
 
 impl<'a> TestContext<'a> {
-    pub(super) fn new(
-        case: &'a TestCase,
+    /// The context of the test named `test` (its full name).
+    pub(crate) fn new(
+        test: String,
         workload: Workload<'a>,
         driver: &'a DriverUnderTest,
         target: &'a Target,
         timeline: Timeline,
     ) -> Self {
         TestContext {
-            case,
+            test,
             workload,
             driver,
             target,
@@ -69,7 +70,7 @@ impl<'a> TestContext<'a> {
         &self.workload
     }
 
-    pub(super) fn into_workload(self) -> Workload<'a> {
+    pub(crate) fn into_workload(self) -> Workload<'a> {
         self.workload
     }
 
@@ -216,7 +217,7 @@ impl<'a> TestContext<'a> {
         Ok(name)
     }
 
-    fn snapshot_template(&self) -> TestResult<&super::target::SnapshotClassTemplate> {
+    fn snapshot_template(&self) -> TestResult<&SnapshotClassTemplate> {
         self.driver.snapshot_class.as_ref().ok_or_else(|| {
             TestError::skip(format!(
                 "the driver spec of {} names no SnapshotClass",
@@ -225,7 +226,7 @@ impl<'a> TestContext<'a> {
         })
     }
 
-    fn class_template(&self) -> TestResult<&super::target::ClassTemplate> {
+    fn class_template(&self) -> TestResult<&ClassTemplate> {
         self.driver.storage_class.as_ref().ok_or_else(|| {
             TestError::skip(format!(
                 "the driver spec of {} names no StorageClass: dynamic provisioning does not apply",

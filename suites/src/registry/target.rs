@@ -1,15 +1,6 @@
-//! What a run runs against: a cluster, the driver under test in each configuration the
-//! tests need ([`DriverUnderTest`]), and optionally the cloud.
-//!
-//! - [`embedded`]: the default: an embedded cluster started for the run, the fake cloud in
-//!   this process, and the Manila CSI driver deployed from the fixtures (plus a driver
-//!   instance per extra configuration the selected tests need);
-//! - [`existing`]: a cluster named by a kubeconfig where the driver is already installed; the
-//!   same tests run, and what cannot be provided there is skipped with the reason.
-
-pub mod classes;
-pub mod embedded;
-pub mod existing;
+//! What a run runs against ([`Target`]): a cluster, the driver under test in each
+//! configuration the tests need ([`DriverUnderTest`], [`DriverConfig`]), and optionally the
+//! cloud. `conformance::cluster_target` sets it up (an embedded cluster, or an existing one).
 
 use std::collections::BTreeMap;
 use std::future::Future;
@@ -21,10 +12,34 @@ use harness::driver_spec::DriverSpec;
 use k8s_openapi::api::storage::v1::StorageClass;
 use kube::api::DynamicObject;
 
-use super::catalog::DriverConfig;
 use super::cloud::Cloud;
+use super::event_log::EventLog;
 use crate::e2e::workload::WorkloadHost;
 use crate::e2e::{ManilaCsiEnvironment, pod_diagnostics};
+
+/// The driver configuration a test runs against. Tests that need one other than the default
+/// get a driver instance of their own from the runner (on the embedded cluster) instead of
+/// changing the driver the other tests use.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum DriverConfig {
+    /// The driver as installed (the spec file describes it).
+    Default,
+    /// A CSIDriver with `attachRequired: true` (VolumeAttachments, the external attacher).
+    AttachRequired,
+    /// The driver with topology on (`--with-topology`; capability `topology`).
+    Topology,
+}
+
+impl DriverConfig {
+    /// How reports name it.
+    pub fn describe(self) -> &'static str {
+        match self {
+            DriverConfig::Default => "the installed driver",
+            DriverConfig::AttachRequired => "a driver instance whose CSIDriver requires attach",
+            DriverConfig::Topology => "a driver instance with topology",
+        }
+    }
+}
 
 /// The StorageClass the driver's tests provision from, as the spec file's `StorageClass`
 /// says.
@@ -67,7 +82,7 @@ pub struct DriverUnderTest {
     pub snapshot_class: Option<SnapshotClassTemplate>,
     /// Whether its CSIDriver requires attach.
     pub attach_required: bool,
-    cluster: Cluster,
+    pub(crate) cluster: Cluster,
 }
 
 impl DriverUnderTest {
@@ -122,9 +137,9 @@ pub struct Target {
     /// directory), for the leftover checks; `None` when they are on other machines.
     pub mounts_root: Option<PathBuf>,
     /// The embedded environment, when the run started one (torn down at the end).
-    pub(super) environment: Option<ManilaCsiEnvironment>,
+    pub(crate) environment: Option<ManilaCsiEnvironment>,
     /// Every Event of the run, for the look for secrets at its end (the embedded default).
-    pub(in crate::conformance) events: Option<super::secret_scan::EventLog>,
+    pub(crate) events: Option<EventLog>,
 }
 
 impl std::fmt::Debug for Target {

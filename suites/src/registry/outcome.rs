@@ -58,7 +58,8 @@ impl<E: std::error::Error + Send + Sync + 'static> From<E> for TestError {
 /// Fails the test with a formatted message unless `condition` holds.
 ///
 /// ```
-/// # use suites::conformance::{TestResult, ensure};
+/// # use suites::ensure;
+/// # use suites::registry::TestResult;
 /// fn check(size: u64) -> TestResult {
 ///     ensure!(size == 1, "the share is {size} GiB, want 1");
 ///     Ok(())
@@ -69,7 +70,7 @@ impl<E: std::error::Error + Send + Sync + 'static> From<E> for TestError {
 macro_rules! ensure {
     ($condition:expr, $($message:tt)+) => {
         if !$condition {
-            return Err($crate::conformance::TestError::Failed(format!($($message)+)));
+            return Err($crate::registry::TestError::Failed(format!($($message)+)));
         }
     };
 }
@@ -82,7 +83,7 @@ macro_rules! ensure_eq {
         match (&$left, &$right) {
             (left, right) => {
                 if left != right {
-                    return Err($crate::conformance::TestError::Failed(format!(
+                    return Err($crate::registry::TestError::Failed(format!(
                         "{}: got {:?}, want {:?}",
                         format!($($what)+),
                         left,

@@ -9,18 +9,18 @@ use std::time::{Duration, Instant};
 
 use harness::driver_spec::{Capability, DriverSpec};
 
-use super::super::catalog::DriverConfig;
-use super::super::cloud::{self, Cloud};
 use super::super::progress::Progress;
 use super::super::report::SetupStep;
 use super::super::setup::SetupError;
-use super::{DriverUnderTest, Target, TargetNode, classes};
+use super::classes;
 use harness::cluster::ClusterBackend;
 
 use crate::e2e::{
     CloudSource, DRIVER_NAME, DriverInstance, EnvironmentOptions, ExternalCloud, Install,
     InstanceOptions, ManilaCsiEnvironment, NfsAccess, OperatorOptions, TOPOLOGY_KEY,
 };
+use crate::registry::cloud::{self, Cloud};
+use crate::registry::{DriverConfig, DriverUnderTest, Target, TargetNode};
 
 /// How the embedded default is set up.
 #[derive(Debug, Clone)]

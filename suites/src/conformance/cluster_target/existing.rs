@@ -12,10 +12,9 @@ use k8s_openapi::api::core::v1::Node;
 use k8s_openapi::api::storage::v1::{CSIDriver, CSINode};
 use kube::api::{Api, ListParams};
 
-use super::super::catalog::DriverConfig;
-use super::super::cloud::Cloud;
 use super::super::setup::SetupError;
-use super::{DriverUnderTest, Target, TargetNode, classes};
+use super::classes;
+use crate::registry::{Cloud, DriverConfig, DriverUnderTest, Target, TargetNode};
 
 /// How an existing cluster is reached.
 #[derive(Debug, Clone)]

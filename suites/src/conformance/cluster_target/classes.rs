@@ -8,8 +8,8 @@ use k8s_openapi::api::storage::v1::StorageClass;
 use kube::api::{Api, DynamicObject};
 
 use super::super::setup::SetupError;
-use super::{ClassTemplate, SnapshotClassTemplate};
 use crate::e2e::snapshots;
+use crate::registry::{ClassTemplate, SnapshotClassTemplate};
 
 /// The StorageClass of `spec` on the cluster of `client`.
 pub async fn storage_class(
