@@ -6,8 +6,6 @@
 //!   processes in their own namespaces.
 //! - [`node`]: the node agent, a kubelet simulation running pods through [`runtime`].
 //! - [`cluster`]: the `Cluster` abstraction the suites use, with the embedded backend.
-//! - [`driver_spec`]: upstream's external-storage driver spec file (`-storage.testdriver`),
-//!   read strictly into typed values, every mistake reported with its file, line and key.
 //! - [`workspace`]: this workspace's binaries (drivers, sidecars), built when missing, for
 //!   tests, suites and benches.
 //! - [`net`]: this host's own address on a network.
@@ -17,7 +15,6 @@
 
 pub mod cluster;
 pub mod control_plane;
-pub mod driver_spec;
 pub mod net;
 pub mod node;
 pub mod runtime;

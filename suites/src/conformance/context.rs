@@ -4,7 +4,7 @@
 //! VolumeSnapshotClasses) carry the namespace's label and go with the test.
 
 use harness::cluster::Cluster;
-use harness::driver_spec::DriverSpec;
+use driver_spec::DriverSpec;
 use k8s_openapi::api::storage::v1::StorageClass;
 use kube::api::{Api, DynamicObject, ObjectMeta, PostParams};
 

@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Instant;
 
-use harness::driver_spec::DriverSpec;
+use driver_spec::DriverSpec;
 use regex::Regex;
 
 use super::catalog::{self, DriverConfig, SANITY_SUITE, SUITES, TestCase};

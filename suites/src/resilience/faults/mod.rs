@@ -26,7 +26,7 @@ use std::collections::BTreeSet;
 use std::time::Duration;
 
 use fakes::{FakeCloud, FaultAction, FaultRule, Leftovers, Operation, Times};
-use harness::driver_spec::Capability;
+use driver_spec::Capability;
 use k8s_openapi::api::core::v1::{PersistentVolume, PersistentVolumeClaim};
 use kube::api::{Api, DeleteParams, DynamicObject, Patch, PatchParams, PostParams};
 use kube_support::wait::{self, wait_event};
