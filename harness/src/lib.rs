@@ -6,8 +6,6 @@
 //!   processes in their own namespaces.
 //! - [`node`]: the node agent, a kubelet simulation running pods through [`runtime`].
 //! - [`cluster`]: the `Cluster` abstraction the suites use, with the embedded backend.
-//! - [`workspace`]: this workspace's binaries (drivers, sidecars), built when missing, for
-//!   tests, suites and benches.
 //! - [`net`]: this host's own address on a network.
 //!
 //! Waits on cluster state, error chains and the other Kubernetes plumbing are
@@ -18,4 +16,3 @@ pub mod control_plane;
 pub mod net;
 pub mod node;
 pub mod runtime;
-pub mod workspace;

@@ -13,11 +13,11 @@ use suites::e2e::{EnvironmentOptions, ManilaCsiEnvironment};
 const SPEC: &str = "fixtures/driver-specs/manila-nfs.yaml";
 
 fn conformance() -> PathBuf {
-    harness::workspace::binary("suites", "conformance").expect("the conformance binary")
+    workspace_binaries::binary("suites", "conformance").expect("the conformance binary")
 }
 
 fn workspace(path: &str) -> PathBuf {
-    harness::workspace::root().join(path)
+    workspace_binaries::root().join(path)
 }
 
 fn run(args: &[&str]) -> Output {
@@ -546,7 +546,7 @@ fn the_embedded_default_runs_against_a_cloud_given_by_clouds_yaml() {
     let backend = dir.path().join("backend");
     std::fs::create_dir(&backend).unwrap();
     let clouds = dir.path().join("clouds.yaml");
-    let fake = harness::workspace::binary("fakes", "fake-openstack").unwrap();
+    let fake = workspace_binaries::binary("fakes", "fake-openstack").unwrap();
     let mut cloud = Command::new(fake)
         .args(["--port", "0", "--tls", "--cloud-name", "external"])
         .args([

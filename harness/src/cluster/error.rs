@@ -53,7 +53,7 @@ pub enum Error {
 
     /// A workspace binary (`conformance`) could not be located or built.
     #[error("{0}")]
-    Workspace(#[from] crate::workspace::Error),
+    Workspace(#[from] workspace_binaries::Error),
 
     /// A helper binary (`node-agent`, `conformance`) is not where it is looked for.
     #[error(

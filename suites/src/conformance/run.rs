@@ -312,7 +312,7 @@ mod tests {
 
     fn config(suites: &[&str]) -> RunConfig {
         RunConfig {
-            spec: harness::workspace::root().join("fixtures/driver-specs/manila-nfs.yaml"),
+            spec: workspace_binaries::root().join("fixtures/driver-specs/manila-nfs.yaml"),
             suites: suites.iter().map(|s| s.to_string()).collect(),
             skip_suites: Vec::new(),
             focus: None,

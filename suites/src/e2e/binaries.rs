@@ -1,5 +1,5 @@
 //! The host binaries the deployment's images map to: this workspace's, found and (when
-//! missing or stale) built by [`harness::workspace`].
+//! missing or stale) built by [`workspace_binaries`].
 
 use std::path::{Path, PathBuf};
 
@@ -87,7 +87,7 @@ pub struct Binaries {
 
 impl Binaries {
     /// The binaries in `dir`, or (`None`) this workspace's, built when missing or stale
-    /// ([`harness::workspace::binaries`]: one `cargo build -p … --bins` for the running
+    /// ([`workspace_binaries::binaries`]: one `cargo build -p … --bins` for the running
     /// executable's profile); a binary still missing is an [`Error::Binary`] naming it.
     pub async fn locate_or_build(dir: Option<&Path>) -> Result<Self> {
         let dir = match dir {
@@ -99,7 +99,7 @@ impl Binaries {
                     .chain(HARNESS_BINARIES.iter().map(|b| ("harness", *b)))
                     .collect();
                 let built =
-                    tokio::task::spawn_blocking(move || harness::workspace::binaries(&wanted))
+                    tokio::task::spawn_blocking(move || workspace_binaries::binaries(&wanted))
                         .await
                         .map_err(|e| Error::Binary {
                             name: "the e2e binaries".into(),
@@ -158,7 +158,7 @@ impl Binaries {
 
 /// The workspace root (this crate's parent directory).
 pub fn workspace_root() -> PathBuf {
-    harness::workspace::root()
+    workspace_binaries::root()
 }
 
 #[cfg(test)]

@@ -33,7 +33,7 @@ pub async fn node_image() -> Result<String> {
 }
 
 pub(crate) fn build_script() -> PathBuf {
-    crate::workspace::root().join("ci/node-image/build.sh")
+    workspace_binaries::root().join("ci/node-image/build.sh")
 }
 
 async fn build() -> Result<String> {

@@ -218,12 +218,12 @@ pub fn owner(run_dir: &Path) -> Result<Option<ProcessId>> {
 
 /// Finds the `conformance` binary (of the `suites` package, which runs the suites on top of
 /// this crate): `$HARNESS_CONFORMANCE_BIN`, else next to the current executable or one
-/// directory up, else built by [`crate::workspace::binary`].
+/// directory up, else built by [`workspace_binaries::binary`].
 pub fn locate_conformance() -> Result<PathBuf> {
     match locate_binary("conformance", CONFORMANCE_ENV) {
         Ok(path) => Ok(path),
         Err(missing) if std::env::var_os(CONFORMANCE_ENV).is_some() => Err(missing),
-        Err(_) => Ok(crate::workspace::binary("suites", "conformance")?),
+        Err(_) => Ok(workspace_binaries::binary("suites", "conformance")?),
     }
 }
 

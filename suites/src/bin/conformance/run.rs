@@ -190,7 +190,7 @@ fn config(args: &RunArgs) -> anyhow::Result<RunConfig> {
     }
     let spec = match (&args.driver_spec, &args.kubeconfig) {
         (Some(spec), _) => spec.clone(),
-        (None, None) => harness::workspace::root().join(DEFAULT_SPEC),
+        (None, None) => workspace_binaries::root().join(DEFAULT_SPEC),
         (None, Some(_)) => {
             return Err(BadInput(
                 "--kubeconfig needs --driver-spec: the spec file of the driver installed there"
@@ -271,7 +271,7 @@ fn scratch_dir() -> PathBuf {
 fn output_dir(args: &RunArgs) -> PathBuf {
     args.output.clone().unwrap_or_else(|| {
         let stamp = chrono::Utc::now().format("%Y%m%dT%H%M%SZ").to_string();
-        harness::workspace::root()
+        workspace_binaries::root()
             .join("target/conformance")
             .join(stamp)
     })

@@ -1,5 +1,5 @@
-//! This workspace's binaries for tests, suites and benches: the driver, the sidecars and the
-//! harness's own helpers, as cargo built them.
+//! This workspace's binaries for tests, suites and benches: the drivers, the sidecars, the
+//! node agent and its pod-sandbox helper, the `conformance` command, as cargo built them.
 //!
 //! A test executable of one package cannot ask cargo for another package's `[[bin]]` (cargo
 //! builds those only for `cargo nextest run --workspace`, as CI runs it). [`binary`] therefore
@@ -48,10 +48,12 @@ pub enum Error {
     },
 }
 
-/// The workspace root (the directory holding the workspace `Cargo.toml`).
+/// The workspace root (the directory holding the workspace `Cargo.toml`): this crate lives in
+/// `harness/workspace-binaries/`, two levels below it.
 pub fn root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
-        .parent()
+        .ancestors()
+        .nth(2)
         .map_or_else(|| PathBuf::from("."), Path::to_path_buf)
 }
 
@@ -155,7 +157,7 @@ fn build(root: &Path, profile_dir: &Path, stale: &[(&str, &str)]) -> Result<(), 
 /// The directory of workspace package `package` (its `Cargo.toml` says `name = "<package>"`).
 fn package_dir(root: &Path, package: &str) -> Option<PathBuf> {
     let mut candidates = vec![root.join(package)];
-    for group in ["drivers", "sidecars", "operators"] {
+    for group in ["drivers", "sidecars", "operators", "harness"] {
         candidates.extend(
             std::fs::read_dir(root.join(group))
                 .into_iter()
@@ -251,7 +253,11 @@ mod tests {
             package_dir(&root, "csi-provisioner").unwrap(),
             root.join("sidecars/csi-provisioner")
         );
-        assert_eq!(package_dir(&root, "harness").unwrap(), root.join("harness"));
+        assert_eq!(
+            package_dir(&root, "node-agent").unwrap(),
+            root.join("harness/node-agent")
+        );
+        assert_eq!(package_dir(&root, "suites").unwrap(), root.join("suites"));
         assert_eq!(
             package_dir(&root, "manila-operator").unwrap(),
             root.join("operators/manila-operator")
