@@ -15,4 +15,3 @@ pub mod cluster;
 pub mod control_plane;
 pub mod net;
 pub mod node;
-pub mod runtime;

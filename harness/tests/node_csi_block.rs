@@ -26,7 +26,7 @@ use csi_proto::v1::volume_capability::access_mode::Mode;
 use csi_proto::v1::volume_capability::{AccessType, BlockVolume};
 use csi_proto::v1::*;
 use harness::node::csi::{PluginPaths, attachment_name, unique_volume_name};
-use harness::runtime::host_mounts::{is_mount_point, mount_points_under};
+use pod_runtime::host_mounts::{is_mount_point, mount_points_under};
 use k8s_openapi::api::core::v1::{PersistentVolume, PersistentVolumeClaim, Pod};
 use k8s_openapi::api::storage::v1::VolumeAttachment;
 use kube::api::{Api, Patch, PatchParams, PostParams};

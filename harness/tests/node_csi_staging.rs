@@ -24,7 +24,7 @@ use csi_proto::v1::volume_capability::AccessType;
 use csi_proto::v1::volume_capability::access_mode::Mode;
 use csi_proto::v1::*;
 use harness::node::csi::PluginPaths;
-use harness::runtime::host_mounts::is_mount_point;
+use pod_runtime::host_mounts::is_mount_point;
 use k8s_openapi::api::core::v1::{PersistentVolume, PersistentVolumeClaim, Pod, Secret};
 use kube::api::{Api, Patch, PatchParams, PostParams};
 use serde_json::json;

@@ -22,7 +22,7 @@
 use std::time::Duration;
 
 use harness::node::csi::{attachment_name, unique_volume_name};
-use harness::runtime::host_mounts::{is_mount_point, mount_points_under};
+use pod_runtime::host_mounts::{is_mount_point, mount_points_under};
 use k8s_openapi::api::core::v1::{Node, PersistentVolume, PersistentVolumeClaim, Pod};
 use k8s_openapi::api::storage::v1::VolumeAttachment;
 use kube::api::{Api, Patch, PatchParams, PostParams};

@@ -16,7 +16,7 @@
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use harness::runtime::host_mounts::mount_points_under;
+use pod_runtime::host_mounts::mount_points_under;
 use k8s_openapi::api::core::v1::{PersistentVolume, PersistentVolumeClaim, Pod};
 use kube::api::{Api, DeleteParams, PostParams};
 use serde_json::{Value, json};

@@ -7,8 +7,8 @@ use std::time::Duration;
 
 use harness::control_plane::{ClientIdentity, ControlPlane};
 use harness::node::{NodeAgent, NodeAgentConfig, Timings};
-use harness::runtime::host_mounts::ScratchDir;
-use harness::runtime::{Lifeline, Runtime, RuntimeConfig};
+use pod_runtime::host_mounts::ScratchDir;
+use pod_runtime::{Lifeline, Runtime, RuntimeConfig};
 use k8s_openapi::api::core::v1::Node;
 use k8s_openapi::api::storage::v1::CSINode;
 use kube::Client;
@@ -32,7 +32,7 @@ pub struct NodeBed {
 impl NodeBed {
     /// Sends the logs of `harness` to the test's output and boots the control plane.
     pub async fn start() -> NodeBed {
-        crate::init_tracing("harness=info");
+        crate::init_tracing("harness=info,pod_runtime=info");
         let cp = ControlPlane::builder()
             .start()
             .await
@@ -116,7 +116,7 @@ pub fn write_node_kubeconfig(cp: &ControlPlane, path: &Path, node: &str) {
 
 /// The harness's `pod-sandbox` helper binary, built if missing or stale.
 pub fn pod_sandbox() -> PathBuf {
-    crate::drivers::binary("harness", "pod-sandbox")
+    crate::drivers::binary("pod-runtime", "pod-sandbox")
 }
 
 /// The host pid of the latest container of the pod `pod_uid`, read from the node's runtime

@@ -5,7 +5,7 @@ use std::path::Path;
 
 use fakes::FakeCloud;
 use harness::control_plane::ControlPlane;
-use harness::runtime::host_mounts::ScratchDir;
+use pod_runtime::host_mounts::ScratchDir;
 use kube::Client;
 
 use crate::cloud::fake_cloud_in_zones;

@@ -13,7 +13,7 @@ use std::time::Duration;
 use anyhow::{Context, bail};
 use clap::Parser;
 use harness::node::{Capacity, KubeletApiConfig, NodeAgent, NodeAgentConfig, Timings};
-use harness::runtime::{ImageMap, Lifeline};
+use pod_runtime::{ImageMap, Lifeline};
 use tokio::signal::unix::{SignalKind, signal};
 
 /// A simulated Kubernetes node: registers a Node and runs the pods bound to it.
@@ -161,7 +161,7 @@ async fn main() -> anyhow::Result<()> {
     if config.lifeline.is_none() {
         tracing::warn!(
             "no lifeline ({}): pods outlive the harness unless stopped",
-            harness::runtime::LIFELINE_FD_ENV
+            pod_runtime::LIFELINE_FD_ENV
         );
     }
 

@@ -22,7 +22,7 @@ pub enum Error {
 
     /// The container runtime failed (lifeline, exec, logs).
     #[error("runtime: {0}")]
-    Runtime(#[from] crate::runtime::Error),
+    Runtime(#[from] pod_runtime::Error),
 
     /// The options of a cluster are invalid.
     #[error("invalid cluster option {option}: {reason}")]

@@ -71,7 +71,7 @@ pub use kind::{KindCluster, KindOptions};
 pub use namespace::{TEST_NAMESPACE_LABEL, TestNamespace};
 pub use shared::CLUSTER_DIR_ENV;
 
-pub use crate::runtime::ExecOutput;
+pub use pod_runtime::ExecOutput;
 
 /// Which backend a harness-started cluster runs on.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -265,7 +265,7 @@ impl Cluster {
     /// mount namespace and, for the containers backend, every running node container's.
     pub async fn mount_points_under(&self, dir: &Path) -> Result<Vec<PathBuf>> {
         let pids: Vec<u32> = self.node_mount_pids().await?.into_values().collect();
-        Ok(crate::runtime::host_mounts::mount_points_under_in(
+        Ok(pod_runtime::host_mounts::mount_points_under_in(
             dir, &pids,
         )?)
     }

@@ -16,7 +16,7 @@ use kube_support::error::IoContext;
 use super::embedded::{ClusterDescription, NodeDescription, description::DESCRIPTION_FILE};
 use super::error::{Error, Result};
 use super::{Backend, Cluster};
-use crate::runtime::{ExecOutput, ExitStatus};
+use pod_runtime::{ExecOutput, ExitStatus};
 
 /// The label holding a node's zone.
 const ZONE_LABEL: &str = "topology.kubernetes.io/zone";

@@ -132,7 +132,7 @@ impl RunDir {
 /// volume a node's CSI plugin published with `Bidirectional` propagation and nobody
 /// unpublished), so no mounted data is ever deleted.
 fn remove_tree(path: &Path) -> Result<()> {
-    let unmounted = crate::runtime::host_mounts::unmount_all_under(path)
+    let unmounted = pod_runtime::host_mounts::unmount_all_under(path)
         .map_err(|e| Error::io("unmounting the mounts below", path)(std::io::Error::other(e)))?;
     if unmounted > 0 {
         tracing::info!(dir = %path.display(), unmounted, "unmounted leftover mounts before removing");

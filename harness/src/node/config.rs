@@ -6,7 +6,7 @@ use std::net::{IpAddr, Ipv4Addr};
 use std::path::PathBuf;
 use std::time::Duration;
 
-use crate::runtime::{ImageMap, Lifeline};
+use pod_runtime::{ImageMap, Lifeline};
 
 use super::kubelet::KubeletApiConfig;
 
@@ -56,7 +56,7 @@ pub struct NodeAgentConfig {
     pub capacity: Capacity,
     /// Heartbeat and back-off timings.
     pub timings: Timings,
-    /// The `pod-sandbox` helper; `None`: found as [`RuntimeConfig::new`](crate::runtime::RuntimeConfig::new) does.
+    /// The `pod-sandbox` helper; `None`: found as [`RuntimeConfig::new`](pod_runtime::RuntimeConfig::new) does.
     pub sandbox_helper: Option<PathBuf>,
     /// Ends the pods when its holder dies (see [`Lifeline`]); `None`: pods live until stopped.
     pub lifeline: Option<Lifeline>,

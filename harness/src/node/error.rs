@@ -36,7 +36,7 @@ pub enum Error {
     KubeletApi(#[from] super::kubelet::Error),
     /// The container runtime failed.
     #[error(transparent)]
-    Runtime(#[from] crate::runtime::Error),
+    Runtime(#[from] pod_runtime::Error),
     /// A volume could not be set up (reported as a `FailedMount` event).
     #[error("volume {volume:?}: {reason}")]
     Volume {

@@ -6,7 +6,7 @@
 
 use std::path::Path;
 
-use crate::runtime::{Container, ExecOutput, Runtime, RuntimeConfig};
+use pod_runtime::{Container, ExecOutput, Runtime, RuntimeConfig};
 
 use super::error::{Error, Result};
 use super::layout::pod_uids;

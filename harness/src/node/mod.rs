@@ -1,5 +1,5 @@
 //! The node agent: a kubelet simulation that registers a Node and runs the pods bound to it
-//! through the pod [`runtime`](crate::runtime).
+//! through the pod [`runtime`](pod_runtime).
 //!
 //! What it does, as kubelet 1.20 does it:
 //!
@@ -19,7 +19,7 @@
 //!   `volume-subpaths/` (a subPath leading out is refused: `CreateContainerConfigError`),
 //!   environment (values, ConfigMap/Secret keys, `envFrom`, downward API fields and
 //!   resources, `$(VAR)` expansion), command/args through the
-//!   [`ImageMap`](crate::runtime::ImageMap), working directory, `runAsUser` (with
+//!   [`ImageMap`](pod_runtime::ImageMap), working directory, `runAsUser` (with
 //!   `runAsGroup`), `supplementalGroups` and `fsGroup` as supplementary groups; init
 //!   containers in order; startup/readiness/liveness probes (exec, httpGet,
 //!   tcpSocket); restart policies with kubelet's back-off (immediate first restart, then
@@ -139,8 +139,8 @@ pub use kubelet::KubeletApiConfig;
 pub use layout::pod_dir;
 pub use pod::{BackOff, phase};
 
-pub use crate::runtime::ExecOutput;
-use crate::runtime::{Runtime, RuntimeConfig};
+pub use pod_runtime::ExecOutput;
+use pod_runtime::{Runtime, RuntimeConfig};
 
 /// How often mounted volumes are checked for a pending file-system resize.
 const EXPAND_INTERVAL: std::time::Duration = std::time::Duration::from_secs(3);

@@ -1,13 +1,13 @@
 //! Host mount checks the volume manager needs, on top of
-//! [`host_mounts`](crate::runtime::host_mounts): whether a path is a mount point, whether a
+//! [`host_mounts`](pod_runtime::host_mounts): whether a path is a mount point, whether a
 //! directory holds any, making a directory a shared mount point, and removing a directory
 //! only when no mount point is left in it (a published share's data would be deleted).
 
 use std::path::{Path, PathBuf};
 
-use crate::runtime::host_mounts;
+use pod_runtime::host_mounts;
 
-fn io(e: crate::runtime::Error) -> std::io::Error {
+fn io(e: pod_runtime::Error) -> std::io::Error {
     std::io::Error::other(crate::node::error_chain(&e))
 }
 

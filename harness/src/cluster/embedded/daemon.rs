@@ -24,7 +24,7 @@ use super::description::{CLUSTER_LOG, ClusterDescription};
 use super::node_agents::locate_binary;
 use super::{EmbeddedCluster, EmbeddedOptions};
 use crate::control_plane::process::log_tail;
-use crate::runtime::ProcessId;
+use pod_runtime::ProcessId;
 
 /// The environment variable naming the `conformance` binary (used by
 /// [`Cluster::shared`](super::super::Cluster::shared) to start a cluster process).

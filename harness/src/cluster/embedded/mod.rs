@@ -26,7 +26,7 @@ use tokio::sync::Mutex;
 use super::Cluster;
 use super::error::{Error, Result};
 use crate::control_plane::{Binaries, ClientIdentity, ControlPlane, RunDir, run_dir};
-use crate::runtime::{Lifeline, LifelineHolder};
+use pod_runtime::{Lifeline, LifelineHolder};
 use kube_support::error::IoContext;
 
 pub use description::{ClusterDescription, ContainersDescription, NodeDescription};

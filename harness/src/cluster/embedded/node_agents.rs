@@ -15,7 +15,7 @@ use super::super::error::{Error, Result};
 use super::description::NodeDescription;
 use crate::control_plane::RunDir;
 use crate::control_plane::process::{LoggedChild, log_tail};
-use crate::runtime::Lifeline;
+use pod_runtime::Lifeline;
 
 /// The environment variable naming the `node-agent` binary.
 pub const NODE_AGENT_ENV: &str = "HARNESS_NODE_AGENT_BIN";

@@ -16,7 +16,7 @@ use serde_json::json;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::sync::mpsc;
 
-use crate::runtime::{Container, OutputStream, TerminalSize};
+use pod_runtime::{Container, OutputStream, TerminalSize};
 
 /// How long output is still read after the command ended (a background process may hold
 /// its streams open forever).
@@ -201,7 +201,7 @@ pub async fn run(
     }
     match ended {
         Ok(status) => Ended::Exited(status.code()),
-        Err(crate::runtime::Error::CannotExecute {
+        Err(pod_runtime::Error::CannotExecute {
             command, reason, ..
         }) => {
             // runc's words, which kubectl prints.
@@ -209,7 +209,7 @@ pub async fn run(
                 "OCI runtime exec failed: exec failed: unable to start container process: exec: {command:?}: {reason}: unknown"
             ))
         }
-        Err(crate::runtime::Error::NotRunning { .. }) => {
+        Err(pod_runtime::Error::NotRunning { .. }) => {
             Ended::Failed(format!("container not running ({:?})", container.name()))
         }
         Err(e) => Ended::Failed(error_chain(&e)),

@@ -23,7 +23,7 @@ use hyper::body::Frame;
 use k8s_openapi::api::core::v1::Pod;
 
 use super::http::{Query, Response, text};
-use crate::runtime::Container;
+use pod_runtime::Container;
 
 /// How often a followed log is checked for more output.
 const FOLLOW_POLL: Duration = Duration::from_millis(100);

@@ -50,7 +50,7 @@ pub use auth::{Attributes, Authorizer, Refusal, User};
 pub use error::{Error, Result};
 use http::{Query, Response, json, text};
 
-use crate::runtime::{Container, Runtime};
+use pod_runtime::{Container, Runtime};
 
 /// How the kubelet API is served (see the module docs).
 #[derive(Debug, Clone, PartialEq, Eq)]

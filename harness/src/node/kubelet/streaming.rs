@@ -23,7 +23,7 @@ use tokio::sync::mpsc;
 use super::exec::{self, ExecOptions, Streams};
 use super::http::{Response, full, text};
 use super::spdy::{IncomingStream, REFUSED_STREAM, Session, Writer};
-use crate::runtime::{Container, TerminalSize};
+use pod_runtime::{Container, TerminalSize};
 
 /// How long the client has to open the streams of an exec.
 const STREAM_CREATION_TIMEOUT: Duration = Duration::from_secs(30);

@@ -17,7 +17,7 @@ use tokio_tungstenite::tungstenite::{Error as WsError, Message};
 
 use super::exec::{self, ExecOptions, Streams};
 use super::http::{Response, full, text};
-use crate::runtime::{Container, TerminalSize};
+use pod_runtime::{Container, TerminalSize};
 
 /// The sub-protocols served, most capable first.
 const PROTOCOLS: [&str; 7] = [

@@ -12,7 +12,7 @@ use super::status::ConditionClock;
 use super::worker::Worker;
 use crate::node::error::Error;
 use crate::node::error_chain;
-use crate::runtime::{Container, Sandbox};
+use pod_runtime::{Container, Sandbox};
 
 impl Worker {
     /// Takes over a sandbox found running after an agent restart: its containers' attempts,

@@ -17,7 +17,7 @@ use super::worker::{Worker, WorkerEvent};
 use crate::node::error::{Error, Result};
 use crate::node::error_chain;
 use crate::node::events::EventType;
-use crate::runtime::{Container, ContainerSpec, Device, ExitStatus, Mount, Propagation, User};
+use pod_runtime::{Container, ContainerSpec, Device, ExitStatus, Mount, Propagation, User};
 
 /// Which list a container is in.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -41,7 +41,7 @@ use super::error_chain;
 use super::events::Recorder;
 use super::layout;
 use super::mounts;
-use crate::runtime::{Runtime, Sandbox};
+use pod_runtime::{Runtime, Sandbox};
 
 pub use backoff::BackOff;
 pub use status::phase;

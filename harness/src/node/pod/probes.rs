@@ -12,7 +12,7 @@ use k8s_openapi::api::core::v1::{Container as ContainerSpec, Probe};
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use tokio::sync::mpsc;
 
-use crate::runtime::Container;
+use pod_runtime::Container;
 
 /// Which probe.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]

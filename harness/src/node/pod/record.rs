@@ -12,7 +12,7 @@ use k8s_openapi::jiff::Timestamp;
 
 use super::backoff::BackOff;
 use super::probes::ProbeCounter;
-use crate::runtime::{Container, ExitStatus};
+use pod_runtime::{Container, ExitStatus};
 
 /// How an attempt ended.
 #[derive(Debug, Clone, PartialEq, Eq)]

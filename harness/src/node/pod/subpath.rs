@@ -360,7 +360,7 @@ mod tests {
     use std::os::unix::fs::{PermissionsExt, symlink};
 
     use super::*;
-    use crate::runtime::host_mounts::ScratchDir;
+    use pod_runtime::host_mounts::ScratchDir;
 
     fn dir(prefix: &str) -> tempfile::TempDir {
         tempfile::Builder::new().prefix(prefix).tempdir().unwrap()

@@ -25,7 +25,7 @@ use crate::node::error_chain;
 use crate::node::events::EventType;
 use crate::node::layout;
 use crate::node::mounts;
-use crate::runtime::{ExitStatus, Sandbox, SandboxSpec};
+use pod_runtime::{ExitStatus, Sandbox, SandboxSpec};
 
 /// kubelet never gives containers less than this to stop.
 const MINIMUM_GRACE: Duration = Duration::from_secs(2);

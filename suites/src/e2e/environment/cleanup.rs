@@ -24,7 +24,7 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use harness::cluster::{Cluster, ContainerCluster, EmbeddedCluster};
-use harness::runtime::host_mounts;
+use pod_runtime::host_mounts;
 use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;
 

@@ -18,7 +18,7 @@ pub enum Error {
     /// The `pod-sandbox` helper binary was not found.
     #[error(
         "the pod-sandbox helper binary {path:?} does not exist (build it with `cargo build -p \
-         harness --bin pod-sandbox`, or point POD_SANDBOX_BIN at it)"
+         pod-runtime --bin pod-sandbox`, or point POD_SANDBOX_BIN at it)"
     )]
     HelperMissing {
         /// Where it was looked for.

@@ -5,8 +5,8 @@
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use harness::runtime::host_mounts::ScratchDir;
-use harness::runtime::{
+use pod_runtime::host_mounts::ScratchDir;
+use pod_runtime::{
     Container, ContainerSpec, Error, ExitStatus, ImageMap, Lifeline, Mount, Runtime, RuntimeConfig,
     Sandbox, SandboxSpec, User,
 };
@@ -511,7 +511,7 @@ async fn an_image_binary_under_the_host_s_tmp_runs_as_a_container() {
 /// (the kubelet API's exec when the client goes away).
 #[tokio::test]
 async fn exec_sessions_stream_and_leave_no_process_when_dropped() {
-    use harness::runtime::TerminalSize;
+    use pod_runtime::TerminalSize;
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
     let pod = one_sandbox("uid-session", "sessions").await;
     let OneSandbox {
@@ -638,7 +638,7 @@ async fn attached_input_reaches_the_container_and_stdin_once_closes_it() {
 /// the end-of-file character, which ends a shell.
 #[tokio::test]
 async fn a_container_with_a_tty_reads_its_terminal_and_follows_resizes() {
-    use harness::runtime::TerminalSize;
+    use pod_runtime::TerminalSize;
     use tokio::io::AsyncWriteExt;
     let pod = one_sandbox("uid-tty", "tty").await;
     let OneSandbox {

@@ -8,9 +8,9 @@ use std::os::fd::OwnedFd;
 use std::path::{Component, Path, PathBuf};
 
 use anyhow::{Context, bail};
-use harness::runtime::host_mounts;
-use harness::runtime::layout::SandboxDir;
-use harness::runtime::{Device, Mount, Propagation, SandboxSpec};
+use pod_runtime::host_mounts;
+use pod_runtime::layout::SandboxDir;
+use pod_runtime::{Device, Mount, Propagation, SandboxSpec};
 use nix::mount::{MntFlags, MsFlags, mount};
 use rustix::fs::CWD;
 use rustix::mount::{MoveMountFlags, OpenTreeFlags, move_mount, open_tree};
@@ -131,7 +131,7 @@ pub fn clone_sources(mounts: &[Mount]) -> anyhow::Result<Vec<SourceClone>> {
                 bail!(
                     "mount source {:?} (at {:?}) must be a shared mount for Bidirectional \
                      propagation, but its host mount is not shared (make it one, e.g. with \
-                     harness::runtime::host_mounts::make_shared or `mount --make-shared`)",
+                     pod_runtime::host_mounts::make_shared or `mount --make-shared`)",
                     m.source,
                     m.target
                 );

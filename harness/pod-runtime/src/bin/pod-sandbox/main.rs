@@ -1,5 +1,5 @@
 //! `pod-sandbox`: the single-threaded helper that does the namespace work of the pod runtime
-//! (`harness::runtime`), which calls it; not meant to be run by hand.
+//! (`pod_runtime`), which calls it; not meant to be run by hand.
 //!
 //! - `init`: unshares UTS/PID namespaces, starts PID 1, records the sandbox's state.
 //! - `pause`: PID 1 of a sandbox: unshares the mount namespace, builds the sandbox root and

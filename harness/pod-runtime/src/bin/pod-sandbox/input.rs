@@ -1,4 +1,4 @@
-//! The monitor's side of a container's standard input (see `harness::runtime::input`): it
+//! The monitor's side of a container's standard input (see `pod_runtime::input`): it
 //! holds the writing side (a pipe, or the terminal's master) and copies what attached clients
 //! send on `input.sock` into it, on threads of their own, so the monitor's main thread keeps
 //! copying output.
@@ -10,8 +10,8 @@ use std::os::unix::net::{UnixListener, UnixStream};
 use std::sync::{Arc, Mutex};
 
 use anyhow::Context;
-use harness::runtime::input::short_socket_path;
-use harness::runtime::layout::ContainerDir;
+use pod_runtime::input::short_socket_path;
+use pod_runtime::layout::ContainerDir;
 
 /// The end-of-file character of a terminal in canonical mode (^D): how a terminal's input
 /// is "closed" for the program reading it.

@@ -7,8 +7,8 @@
 use std::fs::File;
 use std::path::{Path, PathBuf};
 
-use harness::runtime::host_mounts::{ScratchDir, is_mount_point, make_shared};
-use harness::runtime::{
+use pod_runtime::host_mounts::{ScratchDir, is_mount_point, make_shared};
+use pod_runtime::{
     Container, ContainerSpec, ExitStatus, Lifeline, Mount, Propagation, Runtime, RuntimeConfig,
     Sandbox, SandboxSpec,
 };

@@ -96,7 +96,7 @@
 //! refuses. A normal user runs it inside a user namespace where they are root:
 //!
 //! ```text
-//! unshare --user --map-root-user --mount cargo nextest run -p harness
+//! unshare --user --map-root-user --mount cargo nextest run -p pod-runtime
 //! ```
 //!
 //! There, overlayfs needs Linux ≥ 5.11, only the mapped user exists (containers with a
@@ -107,9 +107,9 @@
 //! # Example
 //!
 //! ```no_run
-//! # async fn demo() -> harness::runtime::Result<()> {
+//! # async fn demo() -> pod_runtime::Result<()> {
 //! use std::time::Duration;
-//! use harness::runtime::{ContainerSpec, Lifeline, Mount, Runtime, RuntimeConfig, SandboxSpec};
+//! use pod_runtime::{ContainerSpec, Lifeline, Mount, Runtime, RuntimeConfig, SandboxSpec};
 //!
 //! let mut config = RuntimeConfig::new("/var/tmp/run-1/node-a");
 //! config.lifeline = Some(Lifeline::this_process()?);

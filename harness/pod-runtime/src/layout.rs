@@ -141,7 +141,7 @@ impl ContainerDir {
         self.0.join("monitor.log")
     }
     /// `input.sock`: the monitor's socket for the container's standard input, while it is
-    /// open (see [`crate::runtime::input`]).
+    /// open (see [`crate::input`]).
     pub fn input_socket(&self) -> PathBuf {
         self.0.join(INPUT_SOCKET)
     }

@@ -13,11 +13,11 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 
 use anyhow::{Context, anyhow};
-use harness::runtime::layout::{
+use pod_runtime::layout::{
     ContainerDir, ContainerState, HelperOutcome, SandboxDir, SandboxState, read_required_json,
     write_json,
 };
-use harness::runtime::{ContainerSpec, ExitStatus, ProcessId, SandboxSpec};
+use pod_runtime::{ContainerSpec, ExitStatus, ProcessId, SandboxSpec};
 use nix::fcntl::{FcntlArg, FdFlag, OFlag, fcntl};
 use nix::mount::{MsFlags, mount};
 use nix::sched::{CloneFlags, setns, unshare};

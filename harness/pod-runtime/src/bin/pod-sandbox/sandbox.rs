@@ -6,8 +6,8 @@ use std::path::Path;
 use std::process::{Command, Stdio};
 
 use anyhow::{Context, bail};
-use harness::runtime::layout::{SandboxDir, SandboxState, read_required_json, write_json};
-use harness::runtime::{ProcessId, SandboxSpec};
+use pod_runtime::layout::{SandboxDir, SandboxState, read_required_json, write_json};
+use pod_runtime::{ProcessId, SandboxSpec};
 use nix::errno::Errno;
 use nix::mount::{MsFlags, mount};
 use nix::sched::{CloneFlags, unshare};
