@@ -213,7 +213,7 @@ async fn boot(
 async fn main() -> anyhow::Result<()> {
     let args = args()?;
     // Found (or built) before any clock starts: the control-plane binaries and the image.
-    tokio::task::spawn_blocking(harness::control_plane::Binaries::locate).await??;
+    tokio::task::spawn_blocking(control_plane::Binaries::locate).await??;
     harness::cluster::containers::node_image().await?;
     // The local node image, whose busybox the pods run.
     let kind_image = harness::cluster::kind::local_kind_node_image().await?;

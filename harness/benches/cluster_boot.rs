@@ -122,7 +122,7 @@ fn print_latencies(label: &str, mut latencies: Vec<Duration>) {
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     let args = args()?;
-    let binaries = tokio::task::spawn_blocking(harness::control_plane::Binaries::locate).await??;
+    let binaries = tokio::task::spawn_blocking(control_plane::Binaries::locate).await??;
     let options = EmbeddedOptions {
         nodes: 3,
         binaries: Some(binaries),

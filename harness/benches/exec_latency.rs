@@ -57,7 +57,7 @@ fn report(what: &str, mut samples: Vec<Duration>) {
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     let execs = execs()?;
-    let binaries = tokio::task::spawn_blocking(harness::control_plane::Binaries::locate).await??;
+    let binaries = tokio::task::spawn_blocking(control_plane::Binaries::locate).await??;
     let embedded = EmbeddedCluster::start(EmbeddedOptions {
         nodes: 1,
         zones: vec!["zone-a".into()],
@@ -151,7 +151,7 @@ async fn measure(embedded: &EmbeddedCluster, execs: usize) -> anyhow::Result<()>
 
     let kubectl = [
         std::env::var_os("KUBEBUILDER_ASSETS").map(PathBuf::from),
-        Some(harness::control_plane::cache_bin_dir()),
+        Some(control_plane::cache_bin_dir()),
     ]
     .into_iter()
     .flatten()

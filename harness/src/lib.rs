@@ -12,6 +12,4 @@
 //! [`kube_support`]'s.
 
 pub mod cluster;
-pub mod control_plane;
-pub mod net;
 pub mod node;

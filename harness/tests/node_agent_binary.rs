@@ -10,7 +10,7 @@ use std::path::Path;
 use std::process::Stdio;
 use std::time::Duration;
 
-use harness::control_plane::ControlPlane;
+use control_plane::ControlPlane;
 use pod_runtime::Lifeline;
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::api::rbac::v1::{Role, RoleBinding};
@@ -51,7 +51,7 @@ fn start_agent(cp: &ControlPlane, dir: &Path) -> Child {
         .arg("--sandbox-helper")
         .arg(SANDBOX_HELPER)
         .env(var, fd)
-        .env("RUST_LOG", "harness=info,pod_runtime=info")
+        .env("RUST_LOG", "harness=info,control_plane=info,pod_runtime=info")
         .stdin(Stdio::null())
         .kill_on_drop(true)
         .spawn()

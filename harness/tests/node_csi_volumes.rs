@@ -100,7 +100,7 @@ async fn claims_of_csi_volumes_are_mounted_into_pods_and_unmounted() {
     let dir = bed.dir();
     let mut config = bed.agent_config(NODE, env!("CARGO_BIN_EXE_pod-sandbox"));
     // The kubelet API, for /stats/summary.
-    let serving = harness::control_plane::write_serving_pair(
+    let serving = control_plane::write_serving_pair(
         dir,
         "kubelet",
         &bed.cp

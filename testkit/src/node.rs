@@ -5,7 +5,7 @@
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use harness::control_plane::{ClientIdentity, ControlPlane};
+use control_plane::{ClientIdentity, ControlPlane};
 use harness::node::{NodeAgent, NodeAgentConfig, Timings};
 use pod_runtime::host_mounts::ScratchDir;
 use pod_runtime::{Lifeline, Runtime, RuntimeConfig};
@@ -32,7 +32,7 @@ pub struct NodeBed {
 impl NodeBed {
     /// Sends the logs of `harness` to the test's output and boots the control plane.
     pub async fn start() -> NodeBed {
-        crate::init_tracing("harness=info,pod_runtime=info");
+        crate::init_tracing("harness=info,control_plane=info,pod_runtime=info");
         let cp = ControlPlane::builder()
             .start()
             .await

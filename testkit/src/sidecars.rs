@@ -4,7 +4,7 @@
 use std::path::Path;
 
 use fakes::FakeCloud;
-use harness::control_plane::ControlPlane;
+use control_plane::ControlPlane;
 use pod_runtime::host_mounts::ScratchDir;
 use kube::Client;
 

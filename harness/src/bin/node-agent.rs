@@ -131,7 +131,7 @@ async fn main() -> anyhow::Result<()> {
     config.images = images;
     config.pod_env = args.pod_env;
     config.node_ip = match args.node_ip_route_to {
-        Some(peer) => harness::net::route_source(peer)
+        Some(peer) => control_plane::net::route_source(peer)
             .with_context(|| format!("finding this node's address on the route to {peer}"))?,
         None => args.node_ip,
     };

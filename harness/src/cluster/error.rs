@@ -14,7 +14,7 @@ pub type Result<T, E = Error> = std::result::Result<T, E>;
 pub enum Error {
     /// The control plane failed to start or stop.
     #[error("control plane: {0}")]
-    ControlPlane(#[from] crate::control_plane::Error),
+    ControlPlane(#[from] control_plane::Error),
 
     /// Exec into a container or reading its logs failed on the node.
     #[error("node: {0}")]

@@ -122,7 +122,7 @@ pub struct Cluster {
 
 struct Inner {
     client: kube::Client,
-    /// For exec (see [`crate::control_plane::streaming_client_from_kubeconfig`]).
+    /// For exec (see [`control_plane::streaming_client_from_kubeconfig`]).
     streaming: kube::Client,
     backend: Backend,
     description: ClusterDescription,
@@ -167,7 +167,7 @@ impl Cluster {
         run_dir: PathBuf,
         description: ClusterDescription,
     ) -> Result<Self> {
-        let client = crate::control_plane::client_from_kubeconfig(&description.kubeconfig).await?;
+        let client = control_plane::client_from_kubeconfig(&description.kubeconfig).await?;
         Self::with_backend(client, Backend::Embedded { run_dir }, description).await
     }
 
@@ -177,7 +177,7 @@ impl Cluster {
         description: ClusterDescription,
     ) -> Result<Self> {
         let streaming =
-            crate::control_plane::streaming_client_from_kubeconfig(&description.kubeconfig).await?;
+            control_plane::streaming_client_from_kubeconfig(&description.kubeconfig).await?;
         Ok(Self {
             inner: Arc::new(Inner {
                 client,

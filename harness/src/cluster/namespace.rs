@@ -185,7 +185,7 @@ impl Drop for TestNamespace {
                 .build()
                 .map_err(|e| e.to_string())?;
             runtime.block_on(async {
-                let client = crate::control_plane::client_from_kubeconfig(&kubeconfig)
+                let client = control_plane::client_from_kubeconfig(&kubeconfig)
                     .await
                     .map_err(|e| e.to_string())?;
                 Api::<Namespace>::all(client)

@@ -28,7 +28,7 @@ impl Cluster {
         if let Some(run_dir) = embedded_run_dir(kubeconfig) {
             return Cluster::connect(&run_dir).await;
         }
-        let client = crate::control_plane::client_from_kubeconfig(kubeconfig).await?;
+        let client = control_plane::client_from_kubeconfig(kubeconfig).await?;
         let nodes: Api<Node> = Api::all(client.clone());
         let list = nodes
             .list(&ListParams::default())

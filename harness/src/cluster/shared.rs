@@ -45,7 +45,7 @@ async fn start_for_this_process() -> Result<PathBuf> {
     );
     let options = UpOptions {
         run_dir: None,
-        base_dir: crate::control_plane::run_dir::default_base(),
+        base_dir: control_plane::run_dir::default_base(),
         serve_args,
         conformance: Some(conformance),
         timeout: START_TIMEOUT,

@@ -92,12 +92,12 @@
 //! # Identity
 //!
 //! Give the agent a kubeconfig for `system:node:<name>` in `system:nodes` (see
-//! [`ControlPlane::write_kubeconfig`](crate::control_plane::ControlPlane::write_kubeconfig)):
+//! [`ControlPlane::write_kubeconfig`](control_plane::ControlPlane::write_kubeconfig)):
 //! the Node authorizer and NodeRestriction then hold it to what a kubelet may do.
 //!
 //! ```no_run
-//! # async fn demo(cp: &harness::control_plane::ControlPlane) -> harness::node::Result<()> {
-//! use harness::control_plane::ClientIdentity;
+//! # async fn demo(cp: &control_plane::ControlPlane) -> harness::node::Result<()> {
+//! use control_plane::ClientIdentity;
 //! use harness::node::{NodeAgent, NodeAgentConfig};
 //!
 //! let kubeconfig = std::path::Path::new("/tmp/run/node-a/kubeconfig");
@@ -175,7 +175,7 @@ impl NodeAgent {
             None => None,
         };
         std::fs::create_dir_all(&config.run_dir).map_err(Error::io("creating", &config.run_dir))?;
-        let client = crate::control_plane::client_from_kubeconfig(&config.kubeconfig)
+        let client = control_plane::client_from_kubeconfig(&config.kubeconfig)
             .await
             .map_err(|e| Error::Client {
                 path: config.kubeconfig.clone(),

@@ -379,7 +379,7 @@ pub async fn remove_stale() -> Result<Vec<String>> {
     let stale: Vec<LabelledObject> = labelled_objects()
         .await?
         .into_iter()
-        .filter(|o| !crate::control_plane::run_dir::is_held(&o.run_dir))
+        .filter(|o| !control_plane::run_dir::is_held(&o.run_dir))
         .collect();
     let of_kind = |kind: &str| -> Vec<String> {
         stale

@@ -54,7 +54,7 @@ use super::embedded::{
 };
 use super::error::{Error, Result};
 use super::{Cluster, embedded};
-use crate::control_plane::{Binaries, run_dir};
+use control_plane::{Binaries, run_dir};
 use kube_support::error::IoContext;
 use run::{ContainerRun, bind, bind_read_only, remove_stale_objects};
 
@@ -296,7 +296,7 @@ impl ContainerCluster {
             )
             .await?;
         cluster.run.timings.control_plane = started.elapsed();
-        let client = crate::control_plane::client_from_kubeconfig(&ready.kubeconfig).await?;
+        let client = control_plane::client_from_kubeconfig(&ready.kubeconfig).await?;
         let (api_host, api_port) = advertised_address(&ready.api_url)?;
 
         let nodes_started = Instant::now();
@@ -326,7 +326,7 @@ impl ContainerCluster {
                 ca_file: ready.ca_file.clone(),
                 images: options.images.clone(),
                 lifeline: None,
-                serving: crate::control_plane::CertFiles {
+                serving: control_plane::CertFiles {
                     cert: node_dir.join("kubelet.crt"),
                     key: node_dir.join("kubelet.key"),
                 },
@@ -448,7 +448,7 @@ impl ContainerCluster {
                             "its container exited".to_string()
                         },
                         log.display(),
-                        crate::control_plane::process::log_tail(&log)
+                        control_plane::process::log_tail(&log)
                     ),
                 });
             }

@@ -10,7 +10,7 @@ use super::docker::{self, ContainerNetwork};
 use crate::cluster::Cluster;
 use crate::cluster::embedded::{ClusterDescription, ContainersDescription, StartTimings};
 use crate::cluster::error::{Error, Result};
-use crate::control_plane::{RunDir, run_dir};
+use control_plane::{RunDir, run_dir};
 use kube_support::error::IoContext;
 
 /// The name the control-plane node's container ends with.

@@ -23,7 +23,7 @@ use super::super::error::{Error, Result};
 use super::description::{CLUSTER_LOG, ClusterDescription};
 use super::node_agents::locate_binary;
 use super::{EmbeddedCluster, EmbeddedOptions};
-use crate::control_plane::process::log_tail;
+use control_plane::process::log_tail;
 use pod_runtime::ProcessId;
 
 /// The environment variable naming the `conformance` binary (used by
@@ -99,7 +99,7 @@ pub async fn up(options: UpOptions, progress: &mut (dyn Write + Send)) -> Result
                 .map_err(Error::io("creating", &options.base_dir))?;
             let dir = tempfile::Builder::new()
                 .prefix(super::RUN_DIR_PREFIX)
-                .rand_bytes(crate::control_plane::run_dir::RANDOM_SUFFIX_LEN)
+                .rand_bytes(control_plane::run_dir::RANDOM_SUFFIX_LEN)
                 .tempdir_in(&options.base_dir)
                 .map_err(Error::io("creating a run directory in", &options.base_dir))?;
             dir.keep()
@@ -194,9 +194,9 @@ fn remove_stale(run_dir: &Path) -> Result<()> {
     if !run_dir.exists() {
         return Ok(());
     }
-    crate::control_plane::run_dir::clean_stale(run_dir)?;
+    control_plane::run_dir::clean_stale(run_dir)?;
     // Opening a stale run directory cleans it (kills its recorded processes, empties it).
-    crate::control_plane::RunDir::open(run_dir)?.remove()?;
+    control_plane::RunDir::open(run_dir)?.remove()?;
     Ok(())
 }
 

@@ -25,7 +25,7 @@ use tokio::sync::Mutex;
 
 use super::Cluster;
 use super::error::{Error, Result};
-use crate::control_plane::{Binaries, ClientIdentity, ControlPlane, RunDir, run_dir};
+use control_plane::{Binaries, ClientIdentity, ControlPlane, RunDir, run_dir};
 use pod_runtime::{Lifeline, LifelineHolder};
 use kube_support::error::IoContext;
 
@@ -403,7 +403,7 @@ impl NodeSetup<'_> {
                 group: Some("system:nodes".into()),
             },
         )?;
-        let serving = crate::control_plane::write_serving_pair(
+        let serving = control_plane::write_serving_pair(
             &node_dir,
             "kubelet",
             &control_plane.ca().serving_cert(
@@ -498,7 +498,7 @@ fn free_port() -> Result<u16> {
 fn open_run_dir(options: &EmbeddedOptions) -> Result<RunDir> {
     match &options.run_dir {
         Some(dir) => RunDir::open(dir).map_err(|e| match e {
-            crate::control_plane::Error::RunDirInUse { path, holder } => Error::InUse {
+            control_plane::Error::RunDirInUse { path, holder } => Error::InUse {
                 run_dir: path,
                 pid: holder,
             },
@@ -516,7 +516,7 @@ fn open_run_dir(options: &EmbeddedOptions) -> Result<RunDir> {
 fn remove_run_dir(dir: RunDir) -> Result<()> {
     let path = dir.path().to_path_buf();
     dir.remove().map_err(|e| match e {
-        crate::control_plane::Error::Io { source, .. } => Error::io("removing", path)(source),
+        control_plane::Error::Io { source, .. } => Error::io("removing", path)(source),
         e => e.into(),
     })
 }

@@ -13,8 +13,8 @@ use tokio::process::Command;
 
 use super::super::error::{Error, Result};
 use super::description::NodeDescription;
-use crate::control_plane::RunDir;
-use crate::control_plane::process::{LoggedChild, log_tail};
+use control_plane::RunDir;
+use control_plane::process::{LoggedChild, log_tail};
 use pod_runtime::Lifeline;
 
 /// The environment variable naming the `node-agent` binary.
@@ -35,7 +35,7 @@ pub(crate) struct NodeAgentLaunch {
     /// pods end with the container.
     pub(crate) lifeline: Option<Lifeline>,
     /// The kubelet API's serving certificate and key (from the cluster CA).
-    pub(crate) serving: crate::control_plane::CertFiles,
+    pub(crate) serving: control_plane::CertFiles,
     /// The kubelet API's port, the same across restarts.
     pub(crate) kubelet_port: u16,
     /// The node's `--pod-env` variables (placeholders already replaced).

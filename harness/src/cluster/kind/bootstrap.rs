@@ -121,7 +121,7 @@ impl Bootstrap<'_> {
         let kubeconfig = self
             .copy_admin_kubeconfig(&control_plane, cp_address)
             .await?;
-        let client = crate::control_plane::client_from_kubeconfig(&kubeconfig).await?;
+        let client = control_plane::client_from_kubeconfig(&kubeconfig).await?;
         timings.control_plane = started.elapsed();
 
         // kubeadm join on the workers, all at once.
@@ -363,7 +363,7 @@ impl Bootstrap<'_> {
                     out.code,
                     started.elapsed(),
                     log.display(),
-                    crate::control_plane::process::log_tail(&log)
+                    control_plane::process::log_tail(&log)
                 ),
             ));
         }
@@ -389,7 +389,7 @@ impl Bootstrap<'_> {
         );
         let text = out.output.replace(&endpoint, &reachable);
         let path = self.root.join("admin.kubeconfig");
-        crate::control_plane::pki::write_private(&path, &text)?;
+        control_plane::pki::write_private(&path, &text)?;
         Ok(path)
     }
 

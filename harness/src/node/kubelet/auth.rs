@@ -304,9 +304,9 @@ mod tests {
 
     #[test]
     fn a_certificate_names_user_and_groups() {
-        let ca = crate::control_plane::ClusterCa::generate("test-ca").unwrap();
+        let ca = control_plane::ClusterCa::generate("test-ca").unwrap();
         let pair = ca
-            .client_cert(&crate::control_plane::ClientIdentity {
+            .client_cert(&control_plane::ClientIdentity {
                 user: "kube-apiserver-kubelet-client".into(),
                 group: Some("system:masters".into()),
             })

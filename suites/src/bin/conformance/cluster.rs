@@ -118,7 +118,7 @@ fn parse_image(s: &str) -> Result<(String, PathBuf), String> {
 }
 
 fn base_dir() -> PathBuf {
-    harness::control_plane::run_dir::default_base()
+    control_plane::run_dir::default_base()
 }
 
 pub async fn run(command: ClusterCommand) -> anyhow::Result<()> {

@@ -4,7 +4,7 @@
 
 use std::os::unix::process::ExitStatusExt;
 
-use harness::control_plane::{Error, RunDir, run_dir};
+use control_plane::{Error, RunDir, run_dir};
 
 #[test]
 fn stale_run_directory_is_cleaned_and_its_processes_killed() {

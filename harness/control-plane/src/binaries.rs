@@ -142,7 +142,7 @@ fn cache_dir() -> PathBuf {
 
 /// The install script of this checkout.
 pub fn install_script() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../ci/install-control-plane.sh")
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../ci/install-control-plane.sh")
 }
 
 fn run_install_script() -> Result<PathBuf> {

@@ -5,7 +5,7 @@
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use harness::control_plane::{ControlPlane, Error, client_from_kubeconfig, run_dir};
+use control_plane::{ControlPlane, Error, client_from_kubeconfig, run_dir};
 use k8s_openapi::api::core::v1::Namespace;
 use kube::api::Api;
 use nix::sys::signal::{Signal, kill};

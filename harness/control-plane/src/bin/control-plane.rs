@@ -20,7 +20,7 @@ use std::path::PathBuf;
 
 use anyhow::Context;
 use clap::Parser;
-use harness::control_plane::{ClientIdentity, ControlPlane, write_serving_pair};
+use control_plane::{ClientIdentity, ControlPlane, write_serving_pair};
 use serde::Serialize;
 use tokio::signal::unix::{SignalKind, signal};
 
@@ -77,7 +77,7 @@ async fn main() -> anyhow::Result<()> {
     kube_support::telemetry::init_with_default("info");
     let args = Args::parse();
     let advertise = match (args.advertise_route_to, args.advertise_address) {
-        (Some(peer), _) => harness::net::route_source(peer)
+        (Some(peer), _) => control_plane::net::route_source(peer)
             .with_context(|| format!("finding this machine's address on the route to {peer}"))?,
         (None, Some(address)) => address,
         (None, None) => IpAddr::V4(std::net::Ipv4Addr::LOCALHOST),

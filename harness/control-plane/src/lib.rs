@@ -5,8 +5,8 @@
 //! default controllers), on free loopback ports so several can run side by side.
 //!
 //! ```no_run
-//! # async fn demo() -> harness::control_plane::Result<()> {
-//! use harness::control_plane::ControlPlane;
+//! # async fn demo() -> control_plane::Result<()> {
+//! use control_plane::ControlPlane;
 //!
 //! let cp = ControlPlane::builder().start().await?;
 //! let namespaces: kube::Api<k8s_openapi::api::core::v1::Namespace> = kube::Api::all(cp.client());
@@ -32,8 +32,9 @@ mod boot;
 mod components;
 mod error;
 mod kubeconfig;
-pub(crate) mod pki;
-pub(crate) mod process;
+pub mod net;
+pub mod pki;
+pub mod process;
 mod readiness;
 pub mod run_dir;
 

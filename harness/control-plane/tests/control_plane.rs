@@ -6,7 +6,7 @@
 
 use std::time::Duration;
 
-use harness::control_plane::ControlPlane;
+use control_plane::ControlPlane;
 use k8s_openapi::api::authentication::v1::{TokenRequest, TokenRequestSpec};
 use k8s_openapi::api::core::v1::{ConfigMap, Pod, Secret, ServiceAccount};
 use k8s_openapi::api::rbac::v1::{PolicyRule, Role, RoleBinding, RoleRef, Subject};

@@ -6,7 +6,7 @@
 
 use std::time::{Duration, Instant};
 
-use harness::control_plane::{BootTimings, ControlPlane};
+use control_plane::{BootTimings, ControlPlane};
 
 fn boots_from_args() -> anyhow::Result<usize> {
     let mut args = std::env::args().skip(1);
@@ -44,7 +44,7 @@ fn ms(d: Duration) -> String {
 async fn main() -> anyhow::Result<()> {
     let boots = boots_from_args()?;
     // Locate (or build) the binaries first so that the boots measure only the boot.
-    let binaries = tokio::task::spawn_blocking(harness::control_plane::Binaries::locate).await??;
+    let binaries = tokio::task::spawn_blocking(control_plane::Binaries::locate).await??;
     println!(
         "control-plane boot, {boots} boot(s), binaries in {}",
         binaries
