@@ -123,7 +123,7 @@ async fn measure(embedded: &EmbeddedCluster, execs: usize) -> anyhow::Result<()>
     let mut samples = Vec::with_capacity(execs);
     for _ in 0..execs {
         let started = Instant::now();
-        let out = harness::node::exec(&node.run_dir, ns.name(), "target", "app", &argv).await?;
+        let out = node_agent::exec(&node.run_dir, ns.name(), "target", "app", &argv).await?;
         samples.push(started.elapsed());
         anyhow::ensure!(out.code() == 0, "exec failed: {out:?}");
     }

@@ -12,4 +12,3 @@
 //! [`kube_support`]'s.
 
 pub mod cluster;
-pub mod node;

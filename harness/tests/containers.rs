@@ -47,7 +47,7 @@ fn internal_ip(node: &Node) -> String {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn nodes_in_containers_have_their_own_addresses_and_can_be_frozen() {
-    testkit::init_tracing("harness=info,control_plane=info,pod_runtime=info");
+    testkit::init_tracing("harness=info,node_agent=info,control_plane=info,pod_runtime=info");
     let cluster = ContainerCluster::start(ContainerOptions {
         nodes: 2,
         zones: vec!["zone-a".into(), "zone-b".into()],

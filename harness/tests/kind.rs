@@ -51,7 +51,7 @@ fn label<'a>(node: &'a Node, key: &str) -> Option<&'a str> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_kind_cluster_runs_pods_across_nodes_with_services_and_project_images() {
-    testkit::init_tracing("harness=info,control_plane=info,pod_runtime=info");
+    testkit::init_tracing("harness=info,node_agent=info,control_plane=info,pod_runtime=info");
     let work = tempfile::tempdir().unwrap();
     let archive = work.path().join("node-agent.tar");
     kind::project_image_archive(
@@ -244,7 +244,7 @@ async fn a_kind_cluster_runs_pods_across_nodes_with_services_and_project_images(
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn bad_input_is_named_and_a_failed_bootstrap_leaves_nothing_behind() {
-    testkit::init_tracing("harness=info,control_plane=info,pod_runtime=info");
+    testkit::init_tracing("harness=info,node_agent=info,control_plane=info,pod_runtime=info");
     // Refused before anything starts.
     let err = KindCluster::start(KindOptions {
         image_archives: vec!["/nonexistent/driver.tar".into()],

@@ -24,7 +24,7 @@ fn main() -> anyhow::Result<()> {
     let binaries = suites::e2e::binaries::IMAGES
         .iter()
         .map(|i| (i.package, i.binary))
-        .chain([("harness", "node-agent"), ("pod-runtime", "pod-sandbox")])
+        .chain([("node-agent", "node-agent"), ("pod-runtime", "pod-sandbox")])
         .collect::<Vec<_>>();
     workspace_binaries::binaries(&binaries)?;
     let output = tempfile::Builder::new()

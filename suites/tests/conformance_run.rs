@@ -451,7 +451,7 @@ fn a_lost_node_keeps_its_volume_until_kubernetes_frees_it_on_the_containers_back
 /// A cluster where the driver is not installed: exit 2 naming the driver, no test runs.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_cluster_without_the_driver_is_refused() -> anyhow::Result<()> {
-    testkit::init_tracing("harness=info,control_plane=info,pod_runtime=info");
+    testkit::init_tracing("harness=info,node_agent=info,control_plane=info,pod_runtime=info");
     let cluster = EmbeddedCluster::start(EmbeddedOptions {
         nodes: 1,
         zones: vec!["zone-a".into()],

@@ -21,7 +21,7 @@ use suites::e2e::{
     describe_conditions,
 };
 
-const LOGS: &str = "suites=info,harness=info,control_plane=info,pod_runtime=info";
+const LOGS: &str = "suites=info,harness=info,node_agent=info,control_plane=info,pod_runtime=info";
 const WAIT: Duration = Duration::from_secs(60);
 const CONTROLLER_DEPLOYMENT: &str = "openstack-manila-csi-controllerplugin";
 

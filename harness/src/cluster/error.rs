@@ -18,7 +18,7 @@ pub enum Error {
 
     /// Exec into a container or reading its logs failed on the node.
     #[error("node: {0}")]
-    Node(#[from] crate::node::Error),
+    Node(#[from] node_agent::Error),
 
     /// The container runtime failed (lifeline, exec, logs).
     #[error("runtime: {0}")]

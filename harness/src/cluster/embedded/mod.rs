@@ -73,7 +73,7 @@ pub struct EmbeddedOptions {
     /// Keep the run directory (logs) after [`EmbeddedCluster::stop`].
     pub keep_run_dir: bool,
     /// Environment variables every container of every node's pods gets before its own (see
-    /// [`NodeAgentConfig::pod_env`](crate::node::NodeAgentConfig::pod_env)); each value's
+    /// [`NodeAgentConfig::pod_env`](node_agent::NodeAgentConfig::pod_env)); each value's
     /// [`NODE_PLACEHOLDER`] becomes the node's name. The stand-in for per-machine services
     /// all nodes here share a host for, e.g. `OS_METADATA_URL` pointing each node at its own
     /// document of the fake cloud's metadata service. Default none.

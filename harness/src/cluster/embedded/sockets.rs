@@ -22,7 +22,7 @@ use std::path::{Path, PathBuf};
 use super::super::error::{Error, Result};
 use super::NODES_DIR;
 use super::description::CONTROL_SOCKET;
-use crate::node::csi::PluginPaths;
+use node_agent::csi::PluginPaths;
 
 /// The longest path a unix socket can have, in bytes.
 pub const MAX_SOCKET_PATH: usize = 107;
