@@ -6,7 +6,7 @@
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
-use harness::cluster::{EmbeddedCluster, EmbeddedOptions};
+use cluster::{EmbeddedCluster, EmbeddedOptions};
 use rstest::rstest;
 use suites::e2e::{EnvironmentOptions, ManilaCsiEnvironment};
 
@@ -389,7 +389,7 @@ fn a_cluster_in_containers_runs_the_suites_with_the_driver_the_operator_installe
         .enable_all()
         .build()
         .unwrap()
-        .block_on(harness::cluster::containers::labelled_objects())
+        .block_on(cluster::containers::labelled_objects())
         .unwrap();
     let left: Vec<_> = objects
         .iter()
@@ -451,7 +451,7 @@ fn a_lost_node_keeps_its_volume_until_kubernetes_frees_it_on_the_containers_back
 /// A cluster where the driver is not installed: exit 2 naming the driver, no test runs.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_cluster_without_the_driver_is_refused() -> anyhow::Result<()> {
-    testkit::init_tracing("harness=info,node_agent=info,control_plane=info,pod_runtime=info");
+    testkit::init_tracing("cluster=info,node_agent=info,control_plane=info,pod_runtime=info");
     let cluster = EmbeddedCluster::start(EmbeddedOptions {
         nodes: 1,
         zones: vec!["zone-a".into()],
@@ -512,7 +512,7 @@ async fn keep_leaves_the_cluster_up_until_told_to_stop() -> anyhow::Result<()> {
     let stderr = || read(&dir.path().join("stderr"));
     let kubeconfig =
         kubeconfig.unwrap_or_else(|| panic!("no KUBECONFIG line; stderr:\n{}", stderr()));
-    let cluster = harness::cluster::Cluster::from_kubeconfig(&kubeconfig).await?;
+    let cluster = cluster::Cluster::from_kubeconfig(&kubeconfig).await?;
     let run_dir = cluster.run_dir().to_path_buf();
     assert!(run_dir.is_dir());
     let drivers: kube::Api<k8s_openapi::api::storage::v1::CSIDriver> =

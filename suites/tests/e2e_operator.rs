@@ -8,7 +8,7 @@
 use std::time::Duration;
 
 use fakes::{CloudConfig, ShareTypeSeed};
-use harness::cluster::ClusterBackend;
+use cluster::ClusterBackend;
 use k8s_openapi::api::apps::v1::{DaemonSet, Deployment};
 use k8s_openapi::api::core::v1::{ConfigMap, Event, Secret};
 use k8s_openapi::api::storage::v1::{CSIDriver, StorageClass};
@@ -21,7 +21,7 @@ use suites::e2e::{
     describe_conditions,
 };
 
-const LOGS: &str = "suites=info,harness=info,node_agent=info,control_plane=info,pod_runtime=info";
+const LOGS: &str = "suites=info,cluster=info,node_agent=info,control_plane=info,pod_runtime=info";
 const WAIT: Duration = Duration::from_secs(60);
 const CONTROLLER_DEPLOYMENT: &str = "openstack-manila-csi-controllerplugin";
 

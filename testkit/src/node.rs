@@ -32,7 +32,7 @@ pub struct NodeBed {
 impl NodeBed {
     /// Sends the logs of `harness` to the test's output and boots the control plane.
     pub async fn start() -> NodeBed {
-        crate::init_tracing("harness=info,node_agent=info,control_plane=info,pod_runtime=info");
+        crate::init_tracing("cluster=info,node_agent=info,control_plane=info,pod_runtime=info");
         let cp = ControlPlane::builder()
             .start()
             .await

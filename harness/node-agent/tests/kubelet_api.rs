@@ -8,7 +8,7 @@ mod kubelet;
 
 use std::process::Stdio;
 
-use harness::cluster::{Cluster, TestNamespace};
+use cluster::{Cluster, TestNamespace};
 use k8s_openapi::api::authentication::v1::TokenRequest;
 use k8s_openapi::api::core::v1::{Pod, ServiceAccount};
 use kube::api::{Api, PostParams};

@@ -7,7 +7,7 @@ mod kubelet;
 
 use std::process::Stdio;
 
-use harness::cluster::TestNamespace;
+use cluster::TestNamespace;
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::{Api, PostParams};
 use kube_support::wait::{wait_for, wait_until};

@@ -54,7 +54,7 @@ fn start_agent(cp: &ControlPlane, dir: &Path) -> Child {
         .arg("--sandbox-helper")
         .arg(sandbox_helper())
         .env(var, fd)
-        .env("RUST_LOG", "harness=info,node_agent=info,control_plane=info,pod_runtime=info")
+        .env("RUST_LOG", "cluster=info,node_agent=info,control_plane=info,pod_runtime=info")
         .stdin(Stdio::null())
         .kill_on_drop(true)
         .spawn()

@@ -1,7 +1,7 @@
 //! `control-plane`: a control plane (etcd, kube-apiserver, kube-controller-manager,
 //! kube-scheduler) in the foreground, reachable from other machines, with the credentials of
 //! the nodes that will join it. The containers backend runs it as the control-plane
-//! container's command (see `harness::cluster::containers`).
+//! container's command (see `cluster::containers`).
 //!
 //! - The apiserver listens on and advertises this machine's address on the route to
 //!   `--advertise-route-to` (the container's address on its network), or `--advertise-address`.

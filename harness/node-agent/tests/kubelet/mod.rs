@@ -6,7 +6,7 @@ use std::path::PathBuf;
 use std::process::Stdio;
 use std::time::Duration;
 
-use harness::cluster::{Cluster, TestNamespace};
+use cluster::{Cluster, TestNamespace};
 use k8s_openapi::api::core::v1::{Node, Pod};
 use kube::api::{Api, PostParams};
 use kube::runtime::conditions::is_pod_running;

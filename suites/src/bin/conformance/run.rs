@@ -77,7 +77,7 @@ pub struct RunArgs {
     /// processes of this host) or `containers` (each in a container of its own on a private
     /// docker network, from an image built locally; needs a Docker engine).
     #[arg(long, default_value = "embedded", conflicts_with = "kubeconfig")]
-    backend: harness::cluster::ClusterBackend,
+    backend: cluster::ClusterBackend,
     /// Embedded default: how the driver gets installed: `fixtures` (the plain manifests of
     /// fixtures/manila-csi) or `operator` (the Manila operator of fixtures/manila-operator
     /// installs it, its classes one per share type; needs the run's own fake cloud).

@@ -27,7 +27,7 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use fakes::{CloudConfig, FakeCloud, ServerSeed};
-use harness::cluster::{Cluster, EmbeddedCluster, EmbeddedOptions, NODE_PLACEHOLDER};
+use cluster::{Cluster, EmbeddedCluster, EmbeddedOptions, NODE_PLACEHOLDER};
 use k8s_openapi::ByteString;
 use k8s_openapi::api::core::v1::{Namespace, Pod, Secret};
 use kube::api::{Api, PostParams};

@@ -23,7 +23,7 @@ use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use harness::cluster::{Cluster, ContainerCluster, EmbeddedCluster};
+use cluster::{Cluster, ContainerCluster, EmbeddedCluster};
 use pod_runtime::host_mounts;
 use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;

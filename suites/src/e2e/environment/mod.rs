@@ -20,7 +20,7 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use fakes::{CloudConfig, FakeCloud, NodeMetadata};
-use harness::cluster::{
+use cluster::{
     Cluster, ClusterBackend, ContainerCluster, ContainerOptions, EmbeddedCluster, EmbeddedOptions,
     NODE_PLACEHOLDER,
 };

@@ -15,8 +15,8 @@ use k8s_openapi::api::core::v1::{Node, Toleration};
 use kube::api::PostParams;
 
 use super::*;
-use harness::cluster::NodeAction;
-use harness::cluster::embedded::is_node_ready;
+use cluster::NodeAction;
+use cluster::embedded::is_node_ready;
 
 /// The writer's Deployment (its pods are labelled `app=<this>`).
 const KEEPER: &str = "keeper";

@@ -15,7 +15,7 @@ use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use anyhow::Context;
-use harness::cluster::{
+use cluster::{
     Cluster, ContainerCluster, ContainerOptions, EmbeddedCluster, EmbeddedOptions, KindCluster,
     KindOptions,
 };
@@ -139,9 +139,9 @@ async fn boot(
     backend: Backend,
     nodes: usize,
     base: &std::path::Path,
-    kind_image: &harness::cluster::kind::KindNodeImage,
+    kind_image: &cluster::kind::KindNodeImage,
 ) -> anyhow::Result<Figures> {
-    let node_agent = PathBuf::from(env!("CARGO_BIN_EXE_node-agent"));
+    let node_agent = cluster::embedded::locate_node_agent()?;
     let zones = vec!["zone-a".to_string(), "zone-b".to_string()];
     // The run directory is not known before the start: sample everything naming the base.
     let mut sampler = MemorySampler::start(base.to_path_buf());
@@ -214,9 +214,9 @@ async fn main() -> anyhow::Result<()> {
     let args = args()?;
     // Found (or built) before any clock starts: the control-plane binaries and the image.
     tokio::task::spawn_blocking(control_plane::Binaries::locate).await??;
-    harness::cluster::containers::node_image().await?;
+    cluster::containers::node_image().await?;
     // The local node image, whose busybox the pods run.
-    let kind_image = harness::cluster::kind::local_kind_node_image().await?;
+    let kind_image = cluster::kind::local_kind_node_image().await?;
     let base = tempfile::Builder::new().prefix("bench-").tempdir_in(
         std::env::var_os("TMPDIR").map_or_else(|| PathBuf::from("/tmp"), PathBuf::from),
     )?;

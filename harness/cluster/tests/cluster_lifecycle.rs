@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::time::Duration;
 
-use harness::cluster::{Cluster, EmbeddedCluster, EmbeddedOptions, Error, TestNamespace};
+use cluster::{Cluster, EmbeddedCluster, EmbeddedOptions, Error, TestNamespace};
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::PostParams;
 use kube::runtime::conditions::is_pod_running;
@@ -17,7 +17,7 @@ const WAIT: Duration = Duration::from_secs(60);
 
 /// The `conformance` binary (of the `suites` package), built when missing or stale.
 fn conformance_binary() -> PathBuf {
-    harness::cluster::embedded::daemon::locate_conformance().expect("the conformance binary")
+    cluster::embedded::daemon::locate_conformance().expect("the conformance binary")
 }
 
 fn conformance(args: &[&str]) -> Output {

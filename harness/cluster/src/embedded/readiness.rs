@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 use k8s_openapi::api::core::v1::{ConfigMap, Node, ServiceAccount};
 use kube::api::{Api, ListParams};
 
-use crate::cluster::error::{Error, Result};
+use crate::error::{Error, Result};
 use kube_support::error::error_chain;
 use kube_support::wait;
 

@@ -16,7 +16,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::Context;
 use futures::StreamExt;
-use harness::cluster::{EmbeddedCluster, EmbeddedOptions};
+use cluster::{EmbeddedCluster, EmbeddedOptions};
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::{Api, PostParams};
 use kube::runtime::watcher;
@@ -126,7 +126,7 @@ async fn main() -> anyhow::Result<()> {
     let options = EmbeddedOptions {
         nodes: 3,
         binaries: Some(binaries),
-        node_agent: Some(PathBuf::from(env!("CARGO_BIN_EXE_node-agent"))),
+        node_agent: Some(cluster::embedded::locate_node_agent()?),
         ..EmbeddedOptions::default()
     };
     println!(

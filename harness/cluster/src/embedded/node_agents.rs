@@ -182,12 +182,24 @@ impl NodeAgentProcess {
 }
 
 /// Finds the `node-agent` binary: `$HARNESS_NODE_AGENT_BIN`, else next to the current
-/// executable, else one directory up (cargo puts test executables in `deps/`).
+/// executable, else one directory up (cargo puts test executables in `deps/`), else built by
+/// [`workspace_binaries`] with its `pod-sandbox` helper: both belong to other packages
+/// (`node-agent`, `pod-runtime`), which `cargo nextest run -p cluster` does not build.
 pub fn locate_node_agent() -> Result<PathBuf> {
-    locate_binary("node-agent", NODE_AGENT_ENV)
+    match locate_binary("node-agent", NODE_AGENT_ENV) {
+        Ok(path) => Ok(path),
+        Err(missing) if std::env::var_os(NODE_AGENT_ENV).is_some() => Err(missing),
+        Err(missing) => {
+            let built = workspace_binaries::binaries(&[
+                ("node-agent", "node-agent"),
+                ("pod-runtime", "pod-sandbox"),
+            ])?;
+            built.into_iter().next().ok_or(missing)
+        }
+    }
 }
 
-/// Finds one of this crate's binaries (see [`locate_node_agent`]).
+/// Finds a workspace binary by `name` (see [`locate_node_agent`]).
 pub(crate) fn locate_binary(name: &'static str, env: &'static str) -> Result<PathBuf> {
     if let Some(path) = std::env::var_os(env) {
         let path = PathBuf::from(path);

@@ -35,9 +35,9 @@
 //! `conformance cluster down --run-dir <dir>` stops it.
 //!
 //! ```no_run
-//! # async fn demo() -> harness::cluster::Result<()> {
+//! # async fn demo() -> cluster::Result<()> {
 //! use std::time::Duration;
-//! use harness::cluster::Cluster;
+//! use cluster::Cluster;
 //! use k8s_openapi::api::core::v1::Pod;
 //! use kube_support::wait;
 //! use kube::runtime::conditions::is_pod_running;

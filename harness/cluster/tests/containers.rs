@@ -8,9 +8,9 @@
 use std::collections::BTreeSet;
 use std::time::Duration;
 
-use harness::cluster::containers::{LabelledObject, labelled_objects};
-use harness::cluster::embedded::is_node_ready;
-use harness::cluster::{ContainerCluster, ContainerOptions, NodeAction};
+use cluster::containers::{LabelledObject, labelled_objects};
+use cluster::embedded::is_node_ready;
+use cluster::{ContainerCluster, ContainerOptions, NodeAction};
 use k8s_openapi::api::core::v1::{Node, Pod};
 use kube::api::{Api, PostParams};
 use kube::runtime::conditions::is_pod_running;
@@ -47,7 +47,7 @@ fn internal_ip(node: &Node) -> String {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn nodes_in_containers_have_their_own_addresses_and_can_be_frozen() {
-    testkit::init_tracing("harness=info,node_agent=info,control_plane=info,pod_runtime=info");
+    testkit::init_tracing("cluster=info,node_agent=info,control_plane=info,pod_runtime=info");
     let cluster = ContainerCluster::start(ContainerOptions {
         nodes: 2,
         zones: vec!["zone-a".into(), "zone-b".into()],

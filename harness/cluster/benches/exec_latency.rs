@@ -15,7 +15,7 @@ use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use anyhow::Context;
-use harness::cluster::{EmbeddedCluster, EmbeddedOptions};
+use cluster::{EmbeddedCluster, EmbeddedOptions};
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::{Api, PostParams};
 use kube::runtime::conditions::is_pod_running;
@@ -62,7 +62,7 @@ async fn main() -> anyhow::Result<()> {
         nodes: 1,
         zones: vec!["zone-a".into()],
         binaries: Some(binaries),
-        node_agent: Some(PathBuf::from(env!("CARGO_BIN_EXE_node-agent"))),
+        node_agent: Some(cluster::embedded::locate_node_agent()?),
         ..EmbeddedOptions::default()
     })
     .await?;

@@ -7,9 +7,9 @@ use std::path::{Path, PathBuf};
 use testcontainers::core::{AccessMode, Mount};
 
 use super::docker::{self, ContainerNetwork};
-use crate::cluster::Cluster;
-use crate::cluster::embedded::{ClusterDescription, ContainersDescription, StartTimings};
-use crate::cluster::error::{Error, Result};
+use crate::Cluster;
+use crate::embedded::{ClusterDescription, ContainersDescription, StartTimings};
+use crate::error::{Error, Result};
 use control_plane::{RunDir, run_dir};
 use kube_support::error::IoContext;
 

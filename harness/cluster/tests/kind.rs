@@ -9,9 +9,9 @@
 use std::path::Path;
 use std::time::Duration;
 
-use harness::cluster::containers::{LabelledObject, labelled_objects};
-use harness::cluster::kind::{self, KindNodeImage};
-use harness::cluster::{KindCluster, KindOptions};
+use cluster::containers::{LabelledObject, labelled_objects};
+use cluster::kind::{self, KindNodeImage};
+use cluster::{KindCluster, KindOptions};
 use k8s_openapi::api::core::v1::{Node, Pod};
 use kube::api::{Api, PostParams};
 use kube::runtime::conditions::is_pod_running;
@@ -51,12 +51,12 @@ fn label<'a>(node: &'a Node, key: &str) -> Option<&'a str> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_kind_cluster_runs_pods_across_nodes_with_services_and_project_images() {
-    testkit::init_tracing("harness=info,node_agent=info,control_plane=info,pod_runtime=info");
+    testkit::init_tracing("cluster=info,node_agent=info,control_plane=info,pod_runtime=info");
     let work = tempfile::tempdir().unwrap();
     let archive = work.path().join("node-agent.tar");
     kind::project_image_archive(
         PROJECT_IMAGE,
-        &[env!("CARGO_BIN_EXE_node-agent").into()],
+        &[cluster::embedded::locate_node_agent().expect("the node-agent binary")],
         &archive,
     )
     .await
@@ -244,7 +244,7 @@ async fn a_kind_cluster_runs_pods_across_nodes_with_services_and_project_images(
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn bad_input_is_named_and_a_failed_bootstrap_leaves_nothing_behind() {
-    testkit::init_tracing("harness=info,node_agent=info,control_plane=info,pod_runtime=info");
+    testkit::init_tracing("cluster=info,node_agent=info,control_plane=info,pod_runtime=info");
     // Refused before anything starts.
     let err = KindCluster::start(KindOptions {
         image_archives: vec!["/nonexistent/driver.tar".into()],
@@ -279,7 +279,7 @@ async fn bad_input_is_named_and_a_failed_bootstrap_leaves_nothing_behind() {
     })
     .await
     .unwrap_err();
-    let harness::cluster::Error::Bootstrap {
+    let cluster::Error::Bootstrap {
         node,
         step,
         reason,

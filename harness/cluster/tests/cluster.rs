@@ -9,7 +9,7 @@
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
-use harness::cluster::{Cluster, TestNamespace};
+use cluster::{Cluster, TestNamespace};
 use k8s_openapi::api::apps::v1::{DaemonSet, Deployment};
 use k8s_openapi::api::batch::v1::{Job, JobStatus};
 use k8s_openapi::api::core::v1::{ConfigMap, Pod, Secret, ServiceAccount};

@@ -16,13 +16,13 @@ use testcontainers::{ContainerAsync, GenericImage, ImageExt};
 use super::config::{self, NodeImageInfo};
 use super::image::KindNodeImage;
 use super::{CONTROL_PLANE_NODE, KUBEADM_DIR, KindOptions};
-use crate::cluster::containers::docker::{self, ContainerExec, ContainerNetwork, RUN_DIR_LABEL};
-use crate::cluster::containers::run::{bind, bind_read_only};
-use crate::cluster::embedded::{
+use crate::containers::docker::{self, ContainerExec, ContainerNetwork, RUN_DIR_LABEL};
+use crate::containers::run::{bind, bind_read_only};
+use crate::embedded::{
     ClusterDescription, ContainersDescription, NodeDescription, StartTimings,
     wait_nodes_ready_checking, wait_usable,
 };
-use crate::cluster::error::{Error, Result};
+use crate::error::{Error, Result};
 use kube_support::error::IoContext;
 use kube_support::wait;
 
