@@ -6,7 +6,7 @@
 //! clusters have a control-plane node besides the N workers (kubeadm's static pods run
 //! there); its "control plane" time runs to `kubeadm init` done.
 //!
-//! `cargo bench -p harness --bench backends [-- --nodes N --boots N]`
+//! `cargo bench -p cluster --bench backends [-- --nodes N --boots N]`
 
 #[path = "support/memory.rs"]
 mod memory;

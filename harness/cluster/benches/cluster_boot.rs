@@ -3,7 +3,7 @@
 //! memory of the whole cluster (sum of the resident memory of every process of the cluster:
 //! control plane, node agents, sandboxes and the pods' processes), sampled every 100 ms.
 //!
-//! `cargo bench -p harness --bench cluster_boot [-- --boots N --pods N]`
+//! `cargo bench -p cluster --bench cluster_boot [-- --boots N --pods N]`
 //!
 //! Targets (issue 4): boot ≤ 10 s, p50 creation → Running ≤ 1 s, peak memory ≤ 1.5 GiB.
 

@@ -7,7 +7,7 @@
 //! connections wait ~40 ms on Nagle's algorithm after the TLS handshake; `Cluster::exec`
 //! uses a client with `TCP_NODELAY`). Prints p50/p90/p99/max of each.
 //!
-//! `cargo bench -p harness --bench exec_latency [-- --execs N]`
+//! `cargo bench -p cluster --bench exec_latency [-- --execs N]`
 //!
 //! Target (issue 16): p50 of `Cluster::exec` ≤ 50 ms.
 

@@ -57,7 +57,7 @@ pub enum Error {
 
     /// A helper binary (`node-agent`, `conformance`) is not where it is looked for.
     #[error(
-        "the {binary} binary is missing at {}: build it with `cargo build -p harness -p suites --bins` or set ${env} to its path",
+        "the {binary} binary is missing at {}: build it with `cargo build -p node-agent -p pod-runtime -p suites --bins` or set ${env} to its path",
         path.display()
     )]
     BinaryMissing {

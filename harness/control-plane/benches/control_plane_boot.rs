@@ -2,7 +2,7 @@
 //! ready, by phase, over several boots; the components' resident memory once ready; the
 //! clean shutdown time.
 //!
-//! `cargo bench -p harness --bench control_plane_boot [-- --boots N]`
+//! `cargo bench -p control-plane --bench control_plane_boot [-- --boots N]`
 
 use std::time::{Duration, Instant};
 

@@ -76,8 +76,10 @@ pub const IMAGES: &[ImageBinary] = &[
     },
 ];
 
-/// The harness binaries a cluster needs (node agents and their pod-sandbox helper).
-const HARNESS_BINARIES: &[&str] = &["node-agent", "pod-sandbox"];
+/// The binaries a cluster needs, as `(package, binary)`: the node agent and its pod-sandbox
+/// helper.
+const CLUSTER_BINARIES: &[(&str, &str)] =
+    &[("node-agent", "node-agent"), ("pod-runtime", "pod-sandbox")];
 
 /// The located binaries.
 #[derive(Debug, Clone)]
@@ -96,7 +98,7 @@ impl Binaries {
                 let wanted: Vec<(&'static str, &'static str)> = IMAGES
                     .iter()
                     .map(|i| (i.package, i.binary))
-                    .chain(HARNESS_BINARIES.iter().map(|b| ("harness", *b)))
+                    .chain(CLUSTER_BINARIES.iter().copied())
                     .collect();
                 let built =
                     tokio::task::spawn_blocking(move || workspace_binaries::binaries(&wanted))
