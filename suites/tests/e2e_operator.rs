@@ -7,8 +7,8 @@
 
 use std::time::Duration;
 
-use fakes::{CloudConfig, ShareTypeSeed};
 use cluster::ClusterBackend;
+use fakes::{CloudConfig, ShareTypeSeed};
 use k8s_openapi::api::apps::v1::{DaemonSet, Deployment};
 use k8s_openapi::api::core::v1::{ConfigMap, Event, Secret};
 use k8s_openapi::api::storage::v1::{CSIDriver, StorageClass};

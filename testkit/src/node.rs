@@ -6,13 +6,13 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use control_plane::{ClientIdentity, ControlPlane};
-use node_agent::{NodeAgent, NodeAgentConfig, Timings};
-use pod_runtime::host_mounts::ScratchDir;
-use pod_runtime::{Lifeline, Runtime, RuntimeConfig};
 use k8s_openapi::api::core::v1::Node;
 use k8s_openapi::api::storage::v1::CSINode;
 use kube::Client;
 use kube::api::Api;
+use node_agent::{NodeAgent, NodeAgentConfig, Timings};
+use pod_runtime::host_mounts::ScratchDir;
+use pod_runtime::{Lifeline, Runtime, RuntimeConfig};
 
 use crate::task::InProcess;
 use crate::wait::wait_for;

@@ -3,10 +3,10 @@
 
 use std::path::Path;
 
-use fakes::FakeCloud;
 use control_plane::ControlPlane;
-use pod_runtime::host_mounts::ScratchDir;
+use fakes::FakeCloud;
 use kube::Client;
+use pod_runtime::host_mounts::ScratchDir;
 
 use crate::cloud::fake_cloud_in_zones;
 use crate::drivers::{MANILA_DRIVER, ManilaController};

@@ -11,12 +11,11 @@
 mod memory;
 
 use std::collections::BTreeMap;
-use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use anyhow::Context;
-use futures::StreamExt;
 use cluster::{EmbeddedCluster, EmbeddedOptions};
+use futures::StreamExt;
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::{Api, PostParams};
 use kube::runtime::watcher;

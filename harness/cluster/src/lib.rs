@@ -265,9 +265,7 @@ impl Cluster {
     /// mount namespace and, for the containers backend, every running node container's.
     pub async fn mount_points_under(&self, dir: &Path) -> Result<Vec<PathBuf>> {
         let pids: Vec<u32> = self.node_mount_pids().await?.into_values().collect();
-        Ok(pod_runtime::host_mounts::mount_points_under_in(
-            dir, &pids,
-        )?)
+        Ok(pod_runtime::host_mounts::mount_points_under_in(dir, &pids)?)
     }
 
     /// Restarts the agent of `node`: its pods keep running and the new agent re-adopts them

@@ -20,7 +20,7 @@ use super::run_dir::RunDir;
 /// [`die_with_parent`]), stopped with SIGTERM then SIGKILL. The control-plane components and
 /// the cluster's node agents are both run this way; each maps failures into its own error.
 #[derive(Debug)]
-pub(crate) struct LoggedChild {
+pub struct LoggedChild {
     name: String,
     child: Child,
     pid: u32,
@@ -30,7 +30,7 @@ pub(crate) struct LoggedChild {
 impl LoggedChild {
     /// Starts `command` with its output appended to `log`, and records it in `run_dir` as
     /// `name`. `spawn_error` maps the failure to start the binary.
-    pub(crate) fn spawn<E>(
+    pub fn spawn<E>(
         name: impl Into<String>,
         mut command: Command,
         log: PathBuf,
@@ -65,16 +65,18 @@ impl LoggedChild {
         })
     }
 
-    pub(crate) fn pid(&self) -> u32 {
+    /// The process id.
+    pub fn pid(&self) -> u32 {
         self.pid
     }
 
-    pub(crate) fn log(&self) -> &Path {
+    /// The log file its output goes to.
+    pub fn log(&self) -> &Path {
         &self.log
     }
 
     /// How the process ended, or `None` while it runs.
-    pub(crate) fn exit_status(&mut self) -> Option<String> {
+    pub fn exit_status(&mut self) -> Option<String> {
         match self.child.try_wait() {
             Ok(None) => None,
             Ok(Some(status)) => Some(status.to_string()),
@@ -84,7 +86,7 @@ impl LoggedChild {
 
     /// Sends SIGTERM, waits up to `grace` for the process to end, then SIGKILLs it.
     /// `signal_error` maps a failure to send SIGTERM.
-    pub(crate) async fn stop<E: IoContext>(
+    pub async fn stop<E: IoContext>(
         &mut self,
         grace: Duration,
         signal_error: impl FnOnce(nix::Error) -> E,
@@ -197,7 +199,7 @@ pub(crate) fn die_with_parent(command: &mut Command) {
 }
 
 /// The last lines of a log, for error messages.
-pub(crate) fn log_tail(log: &Path) -> String {
+pub fn log_tail(log: &Path) -> String {
     const LINES: usize = 25;
     match std::fs::read(log) {
         Ok(bytes) => {

@@ -11,10 +11,10 @@ use std::process::Stdio;
 use std::time::Duration;
 
 use control_plane::ControlPlane;
-use pod_runtime::Lifeline;
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::api::rbac::v1::{Role, RoleBinding};
 use kube::api::{Api, PostParams};
+use pod_runtime::Lifeline;
 use serde_json::json;
 use testkit::node::{NodeBed, last_container_pid, write_node_kubeconfig};
 use testkit::objects::{
@@ -54,7 +54,10 @@ fn start_agent(cp: &ControlPlane, dir: &Path) -> Child {
         .arg("--sandbox-helper")
         .arg(sandbox_helper())
         .env(var, fd)
-        .env("RUST_LOG", "cluster=info,node_agent=info,control_plane=info,pod_runtime=info")
+        .env(
+            "RUST_LOG",
+            "cluster=info,node_agent=info,control_plane=info,pod_runtime=info",
+        )
         .stdin(Stdio::null())
         .kill_on_drop(true)
         .spawn()

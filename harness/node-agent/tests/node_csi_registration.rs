@@ -11,10 +11,10 @@ use std::time::Duration;
 
 use csi_proto::v1::node_server::{Node as CsiNode, NodeServer};
 use csi_proto::v1::{NodeGetInfoRequest, NodeGetInfoResponse, Topology};
-use node_agent::csi::NODE_ID_ANNOTATION;
 use k8s_openapi::api::core::v1::Node;
 use k8s_openapi::api::storage::v1::CSINode;
 use kube::api::Api;
+use node_agent::csi::NODE_ID_ANNOTATION;
 use testkit::drivers::{TestIdentity, serve_on_socket, start_registrar};
 use testkit::node::{NodeBed, RunningAgent, wait_csi_drivers};
 use testkit::wait_for;

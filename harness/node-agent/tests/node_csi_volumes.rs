@@ -21,11 +21,11 @@
 
 use std::time::Duration;
 
-use node_agent::csi::{attachment_name, unique_volume_name};
-use pod_runtime::host_mounts::{is_mount_point, mount_points_under};
 use k8s_openapi::api::core::v1::{Node, PersistentVolume, PersistentVolumeClaim, Pod};
 use k8s_openapi::api::storage::v1::VolumeAttachment;
 use kube::api::{Api, Patch, PatchParams, PostParams};
+use node_agent::csi::{attachment_name, unique_volume_name};
+use pod_runtime::host_mounts::{is_mount_point, mount_points_under};
 use serde_json::json;
 use testkit::drivers::{NfsNodePlugin, binary_dir, start_registrar};
 use testkit::node::{NodeBed, RunningAgent, volumes_in_use, wait_csi_drivers, wait_volumes_in_use};

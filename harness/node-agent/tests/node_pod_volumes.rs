@@ -27,12 +27,12 @@ use csi_node::{bind, unmount};
 use csi_proto::v1::node_server::{Node as CsiNode, NodeServer};
 use csi_proto::v1::node_service_capability::rpc::Type as CapabilityType;
 use csi_proto::v1::*;
-use node_agent::NodeAgentConfig;
-use node_agent::csi::{PluginPaths, unique_volume_name};
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::api::storage::v1::CSIDriver;
 use kube::Client;
 use kube::api::{Api, PostParams};
+use node_agent::NodeAgentConfig;
+use node_agent::csi::{PluginPaths, unique_volume_name};
 use serde_json::{Value, json};
 use testkit::drivers::{TestIdentity, TestProcess, serve_on_socket, start_registrar};
 use testkit::node::{NodeBed, RunningAgent, wait_csi_drivers, wait_volumes_in_use};
@@ -383,8 +383,7 @@ fn seeded(dir: &Path) {
 async fn wait_log(run_dir: &Path, pod: &str, marker: &str) -> String {
     let what = format!("{marker:?} in the log of pod {pod}");
     wait_for(&what, WAIT, || async {
-        let log =
-            node_agent::logs(run_dir, NS, pod, "main", false).map_err(|e| e.to_string())?;
+        let log = node_agent::logs(run_dir, NS, pod, "main", false).map_err(|e| e.to_string())?;
         if log.lines().any(|l| l == marker) {
             Ok(Some(log))
         } else {

@@ -16,9 +16,9 @@
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use pod_runtime::host_mounts::mount_points_under;
 use k8s_openapi::api::core::v1::{PersistentVolume, PersistentVolumeClaim, Pod};
 use kube::api::{Api, DeleteParams, PostParams};
+use pod_runtime::host_mounts::mount_points_under;
 use serde_json::{Value, json};
 use testkit::drivers::{NfsNodePlugin, binary_dir, start_registrar};
 use testkit::node::{NodeBed, RunningAgent, wait_csi_drivers, wait_volumes_in_use};

@@ -7,15 +7,15 @@
 use std::fs::File;
 use std::path::{Path, PathBuf};
 
+use nix::fcntl::OFlag;
+use nix::mount::{MntFlags, MsFlags};
+use nix::sched::CloneFlags;
+use nix::sys::stat::Mode;
 use pod_runtime::host_mounts::{ScratchDir, is_mount_point, make_shared};
 use pod_runtime::{
     Container, ContainerSpec, ExitStatus, Lifeline, Mount, Propagation, Runtime, RuntimeConfig,
     Sandbox, SandboxSpec,
 };
-use nix::fcntl::OFlag;
-use nix::mount::{MntFlags, MsFlags};
-use nix::sched::CloneFlags;
-use nix::sys::stat::Mode;
 
 fn runtime(run_dir: &Path) -> Runtime {
     let mut config = RuntimeConfig::new(run_dir);

@@ -154,7 +154,7 @@ impl Binaries {
         IMAGES
             .iter()
             .map(|i| i.binary)
-            .chain(HARNESS_BINARIES.iter().copied())
+            .chain(CLUSTER_BINARIES.iter().map(|(_, binary)| *binary))
     }
 }
 

@@ -26,8 +26,8 @@ use tokio::sync::Mutex;
 use super::Cluster;
 use super::error::{Error, Result};
 use control_plane::{Binaries, ClientIdentity, ControlPlane, RunDir, run_dir};
-use pod_runtime::{Lifeline, LifelineHolder};
 use kube_support::error::IoContext;
+use pod_runtime::{Lifeline, LifelineHolder};
 
 pub use description::{ClusterDescription, ContainersDescription, NodeDescription};
 pub use node_agents::{NODE_AGENT_ENV, locate_node_agent};

@@ -47,9 +47,9 @@ use super::containers::docker::{self, ContainerExec};
 use super::containers::run::{ContainerRun, remove_stale_objects};
 use super::embedded::{ClusterDescription, StartTimings, check_nodes_and_zones, node_layout};
 use super::error::{Error, Result};
-use control_plane::run_dir;
 use bootstrap::Bootstrap;
 use cgroups::remove_cgroups;
+use control_plane::run_dir;
 
 pub use config::NodeImageInfo;
 pub use image::{

@@ -11,8 +11,8 @@ use csi_proto::v1::{
     NodeGetCapabilitiesResponse, NodeGetInfoResponse, NodeServiceCapability,
     node_service_capability,
 };
-use node_agent::csi::PluginPaths;
 use nix::mount::{MntFlags, MsFlags};
+use node_agent::csi::PluginPaths;
 use tonic::{Response, Status};
 
 /// NodeGetInfo's answer: `node_id`, no volume limit, no topology.

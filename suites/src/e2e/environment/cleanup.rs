@@ -24,9 +24,9 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use cluster::{Cluster, ContainerCluster, EmbeddedCluster};
-use pod_runtime::host_mounts;
 use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;
+use pod_runtime::host_mounts;
 
 use super::super::error::{Error, Result};
 

@@ -19,11 +19,11 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use fakes::{CloudConfig, FakeCloud, NodeMetadata};
 use cluster::{
     Cluster, ClusterBackend, ContainerCluster, ContainerOptions, EmbeddedCluster, EmbeddedOptions,
     NODE_PLACEHOLDER,
 };
+use fakes::{CloudConfig, FakeCloud, NodeMetadata};
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::{Api, ListParams};
 

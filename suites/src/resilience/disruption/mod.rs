@@ -16,8 +16,8 @@
 
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use fakes::{FakeCloud, FaultAction, FaultRule, Operation, Times};
 use driver_spec::Capability;
+use fakes::{FakeCloud, FaultAction, FaultRule, Operation, Times};
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::{PersistentVolume, Pod};
 use k8s_openapi::api::storage::v1::CSINode;

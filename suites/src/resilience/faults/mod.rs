@@ -25,8 +25,8 @@
 use std::collections::BTreeSet;
 use std::time::Duration;
 
-use fakes::{FakeCloud, FaultAction, FaultRule, Leftovers, Operation, Times};
 use driver_spec::Capability;
+use fakes::{FakeCloud, FaultAction, FaultRule, Leftovers, Operation, Times};
 use k8s_openapi::api::core::v1::{PersistentVolume, PersistentVolumeClaim};
 use kube::api::{Api, DeleteParams, DynamicObject, Patch, PatchParams, PostParams};
 use kube_support::wait::{self, wait_event};

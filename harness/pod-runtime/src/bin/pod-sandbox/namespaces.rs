@@ -13,16 +13,16 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 
 use anyhow::{Context, anyhow};
-use pod_runtime::layout::{
-    ContainerDir, ContainerState, HelperOutcome, SandboxDir, SandboxState, read_required_json,
-    write_json,
-};
-use pod_runtime::{ContainerSpec, ExitStatus, ProcessId, SandboxSpec};
 use nix::fcntl::{FcntlArg, FdFlag, OFlag, fcntl};
 use nix::mount::{MsFlags, mount};
 use nix::sched::{CloneFlags, setns, unshare};
 use nix::sys::signal::Signal;
 use nix::unistd::{Gid, Uid};
+use pod_runtime::layout::{
+    ContainerDir, ContainerState, HelperOutcome, SandboxDir, SandboxState, read_required_json,
+    write_json,
+};
+use pod_runtime::{ContainerSpec, ExitStatus, ProcessId, SandboxSpec};
 
 use crate::{inherited_fd, rootfs};
 

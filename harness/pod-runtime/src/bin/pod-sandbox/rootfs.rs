@@ -8,10 +8,10 @@ use std::os::fd::OwnedFd;
 use std::path::{Component, Path, PathBuf};
 
 use anyhow::{Context, bail};
+use nix::mount::{MntFlags, MsFlags, mount};
 use pod_runtime::host_mounts;
 use pod_runtime::layout::SandboxDir;
 use pod_runtime::{Device, Mount, Propagation, SandboxSpec};
-use nix::mount::{MntFlags, MsFlags, mount};
 use rustix::fs::CWD;
 use rustix::mount::{MoveMountFlags, OpenTreeFlags, move_mount, open_tree};
 

@@ -6,13 +6,13 @@ use std::path::Path;
 use std::process::{Command, Stdio};
 
 use anyhow::{Context, bail};
-use pod_runtime::layout::{SandboxDir, SandboxState, read_required_json, write_json};
-use pod_runtime::{ProcessId, SandboxSpec};
 use nix::errno::Errno;
 use nix::mount::{MsFlags, mount};
 use nix::sched::{CloneFlags, unshare};
 use nix::sys::signal::{SigSet, Signal};
 use nix::sys::wait::{WaitPidFlag, WaitStatus, waitpid};
+use pod_runtime::layout::{SandboxDir, SandboxState, read_required_json, write_json};
+use pod_runtime::{ProcessId, SandboxSpec};
 
 use crate::{inherited_fd, rootfs};
 
