@@ -108,7 +108,11 @@
 //! cp.write_kubeconfig(kubeconfig, &identity).expect("kubeconfig");
 //! let port = cp.ports().apiserver;
 //! let config = NodeAgentConfig::new("node-a", kubeconfig, "/tmp/run/node-a", port, cp.ca_file());
-//! NodeAgent::run(config, tokio::signal::ctrl_c()).await
+//! // Runs until Ctrl-C (a failure to wait for it stops the agent too).
+//! let shutdown = async {
+//!     let _ = tokio::signal::ctrl_c().await;
+//! };
+//! NodeAgent::run(config, shutdown).await
 //! # }
 //! ```
 
