@@ -34,7 +34,9 @@ const ATTACH_LIMIT: u32 = 2;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn block_volumes_on_the_embedded_cluster() {
-    testkit::init_tracing("suites=info,harness=info,fakes=warn");
+    testkit::init_tracing(
+        "suites=info,cluster=info,node_agent=info,control_plane=info,pod_runtime=info,fakes=warn",
+    );
     let env = CinderCsiEnvironment::start(CinderEnvironmentOptions {
         attach_limit: Some(ATTACH_LIMIT),
         ..Default::default()

@@ -9,8 +9,8 @@ mod operator_steps;
 
 use std::time::Duration;
 
+use cluster::ClusterBackend;
 use fakes::{CloudConfig, ShareTypeSeed};
-use harness::cluster::ClusterBackend;
 use k8s_openapi::api::apps::v1::{DaemonSet, Deployment};
 use k8s_openapi::api::core::v1::{ConfigMap, Secret};
 use k8s_openapi::api::storage::v1::{CSIDriver, StorageClass};

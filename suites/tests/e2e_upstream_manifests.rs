@@ -107,7 +107,9 @@ async fn delete_share(env: &ManilaCsiEnvironment, id: &str) {
 /// NFS examples.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn chart_default_values_run_upstreams_dynamic_snapshot_and_static_examples() {
-    testkit::init_tracing("suites=info,harness=info");
+    testkit::init_tracing(
+        "suites=info,cluster=info,node_agent=info,control_plane=info,pod_runtime=info",
+    );
     let started = Instant::now();
     let bin = tempfile::tempdir().unwrap();
     let env = start(&app_stand_in(bin.path())).await;
@@ -244,7 +246,9 @@ async fn set_default_class(env: &ManilaCsiEnvironment, default: bool) {
 /// automatic topology example, whose share must be in the zone of the pod's node.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn chart_with_topology_registers_zones_from_the_metadata_service() {
-    testkit::init_tracing("suites=info,harness=info");
+    testkit::init_tracing(
+        "suites=info,cluster=info,node_agent=info,control_plane=info,pod_runtime=info",
+    );
     let started = Instant::now();
     let bin = tempfile::tempdir().unwrap();
     let env = start(&app_stand_in(bin.path())).await;

@@ -152,7 +152,7 @@ pub async fn collect(
 
 async fn write_pod_logs(
     dir: &Path,
-    cluster: &harness::cluster::Cluster,
+    cluster: &cluster::Cluster,
     namespace: &str,
     pod: &Pod,
 ) -> std::io::Result<()> {

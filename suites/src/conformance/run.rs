@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Instant;
 
-use harness::driver_spec::DriverSpec;
+use driver_spec::DriverSpec;
 use regex::Regex;
 
 use super::catalog;
@@ -314,7 +314,7 @@ mod tests {
 
     fn config(suites: &[&str]) -> RunConfig {
         RunConfig {
-            spec: harness::workspace::root().join("fixtures/driver-specs/manila-nfs.yaml"),
+            spec: workspace_binaries::root().join("fixtures/driver-specs/manila-nfs.yaml"),
             suites: suites.iter().map(|s| s.to_string()).collect(),
             skip_suites: Vec::new(),
             focus: None,

@@ -264,8 +264,8 @@ fn write_file(path: &std::path::Path, text: &str) {
 }
 
 /// What a missing capability means, as upstream's skip messages say it.
-fn unsupported(capability: harness::driver_spec::Capability) -> &'static str {
-    use harness::driver_spec::Capability as C;
+fn unsupported(capability: driver_spec::Capability) -> &'static str {
+    use driver_spec::Capability as C;
     match capability {
         C::Persistence => "persistence",
         C::Block => "BlockVolume",
@@ -294,8 +294,8 @@ fn unsupported(capability: harness::driver_spec::Capability) -> &'static str {
 }
 
 /// The spec file's timeouts for a test's waits.
-fn workload_timeouts(spec: &harness::driver_spec::DriverSpec) -> WorkloadTimeouts {
-    use harness::driver_spec::TimeoutName;
+fn workload_timeouts(spec: &driver_spec::DriverSpec) -> WorkloadTimeouts {
+    use driver_spec::TimeoutName;
     let timeouts = &spec.timeouts;
     WorkloadTimeouts {
         claim_bound: timeouts.get(TimeoutName::ClaimProvision),

@@ -5,7 +5,7 @@
 use std::future::Future;
 use std::pin::Pin;
 
-use harness::driver_spec::Capability;
+use driver_spec::Capability;
 
 use super::context::TestContext;
 use super::outcome::TestResult;

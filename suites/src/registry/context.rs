@@ -3,8 +3,8 @@
 //! provision from. Cluster-scoped objects it makes through the context (StorageClasses,
 //! VolumeSnapshotClasses) carry the namespace's label and go with the test.
 
-use harness::cluster::Cluster;
-use harness::driver_spec::DriverSpec;
+use cluster::Cluster;
+use driver_spec::DriverSpec;
 use k8s_openapi::api::storage::v1::StorageClass;
 use kube::api::{Api, DynamicObject, ObjectMeta, PostParams};
 

@@ -7,8 +7,8 @@ use std::future::Future;
 use std::path::PathBuf;
 use std::pin::Pin;
 
-use harness::cluster::Cluster;
-use harness::driver_spec::DriverSpec;
+use cluster::Cluster;
+use driver_spec::DriverSpec;
 use k8s_openapi::api::storage::v1::StorageClass;
 use kube::api::DynamicObject;
 

@@ -2,7 +2,7 @@
 //! from and what else may point at it: a snapshot data source (also into a larger claim, and
 //! read-only many), a claim data source (clone), and two PVs of one volume handle.
 
-use harness::driver_spec::Capability;
+use driver_spec::Capability;
 use k8s_openapi::api::core::v1::{
     ObjectReference, PersistentVolume, PersistentVolumeClaim, TypedLocalObjectReference,
 };

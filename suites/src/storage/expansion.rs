@@ -2,7 +2,7 @@
 //! `allowVolumeExpansion`; claims resized while no pod uses them (also with a pod re-created
 //! on the grown volume, as upstream's offline test) and while a pod uses them.
 
-use harness::driver_spec::Capability;
+use driver_spec::Capability;
 use k8s_openapi::api::core::v1::{PersistentVolume, PersistentVolumeClaim};
 use kube::api::{Api, Patch, PatchParams};
 use kube_support::wait;

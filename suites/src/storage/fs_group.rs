@@ -3,7 +3,7 @@
 //! `fsGroupChangePolicy` decides whether a later pod's fsGroup is applied to contents whose
 //! group was changed meanwhile. Only for drivers whose spec claims `fsGroup`.
 
-use harness::driver_spec::Capability;
+use driver_spec::Capability;
 use k8s_openapi::api::core::v1::Pod;
 
 use super::provisioning::access_mode;

@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use harness::driver_spec::Capability;
+use driver_spec::Capability;
 
 use super::data::{check_seeded, write_seeded};
 use super::provisioning::{access_mode, is_manila};

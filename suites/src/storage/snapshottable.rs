@@ -3,7 +3,7 @@
 //! content's fields and references, the snapshot in the cloud, a restore that holds the data
 //! as it was when the snapshot was taken, and what deleting the snapshot deletes.
 
-use harness::driver_spec::Capability;
+use driver_spec::Capability;
 use kube::api::{DeleteParams, DynamicObject, Patch, PatchParams, PostParams};
 use kube_support::wait;
 

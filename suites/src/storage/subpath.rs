@@ -22,7 +22,7 @@ use super::volumes::test_seed;
 use crate::e2e::workload::{PodBuilder, TEST_IMAGE, Workload, claim, describe_pod};
 use crate::registry::{Needs, TestCase, TestContext, TestError, TestResult};
 use crate::{ensure, test_case};
-use harness::driver_spec::Capability;
+use driver_spec::Capability;
 
 const SUITE: &str = "subPath";
 

@@ -3,7 +3,7 @@
 //! whose node affinity conflicts with them refused by the scheduler, with Immediate and with
 //! delayed (WaitForFirstConsumer) binding.
 
-use harness::driver_spec::Capability;
+use driver_spec::Capability;
 use k8s_openapi::api::core::v1::{
     PersistentVolume, TopologySelectorLabelRequirement, TopologySelectorTerm,
 };

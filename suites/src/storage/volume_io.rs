@@ -2,7 +2,7 @@
 //! known pattern, then checked — size and POSIX `cksum` against the checksum computed here —
 //! by the pod that wrote them and, where the driver claims persistence, by the next pod.
 
-use harness::driver_spec::Capability;
+use driver_spec::Capability;
 
 use super::provisioning::access_mode;
 use super::volumes::test_seed;

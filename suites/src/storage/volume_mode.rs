@@ -3,7 +3,7 @@
 //! driver claims `block`, block volumes are raw devices in pods and a volume used in the other
 //! mode than its own is refused.
 
-use harness::driver_spec::Capability;
+use driver_spec::Capability;
 use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod, VolumeDevice};
 use kube_support::wait::wait_event;
 

@@ -2,7 +2,7 @@
 //! the next once the first is gone, where the driver claims persistence — and files on it can
 //! be executed.
 
-use harness::driver_spec::Capability;
+use driver_spec::Capability;
 
 use super::data::{check_seeded, write_seeded};
 use super::provisioning::access_mode;

@@ -10,7 +10,8 @@ use suites::e2e::{
     OperatorOptions, cluster_csi_driver_resource, condition, describe_conditions,
 };
 
-pub const LOGS: &str = "suites=info,harness=info";
+pub const LOGS: &str =
+    "suites=info,cluster=info,control_plane=info,node_agent=info,pod_runtime=info";
 pub const WAIT: Duration = Duration::from_secs(60);
 pub const CONTROLLER_DEPLOYMENT: &str = "openstack-manila-csi-controllerplugin";
 

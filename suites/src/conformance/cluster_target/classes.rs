@@ -3,7 +3,7 @@
 //! and no parameters), `FromFile` (the class in that file) or `FromExistingClassName` (the
 //! class already on the cluster, which must exist).
 
-use harness::driver_spec::{ClassSource, DriverSpec};
+use driver_spec::{ClassSource, DriverSpec};
 use k8s_openapi::api::storage::v1::StorageClass;
 use kube::api::{Api, DynamicObject};
 
@@ -32,7 +32,7 @@ pub async fn storage_class(
             }
         }
         ClassSource::FromFile(path) => {
-            let class = harness::driver_spec::read_storage_class(path)
+            let class = driver_spec::read_storage_class(path)
                 .map_err(|e| SetupError::Spec(e.to_string()))?;
             ClassTemplate {
                 class,
@@ -88,7 +88,7 @@ pub async fn snapshot_class(
             }
         }
         ClassSource::FromFile(path) => {
-            let class = harness::driver_spec::read_snapshot_class(path)
+            let class = driver_spec::read_snapshot_class(path)
                 .map_err(|e| SetupError::Spec(e.to_string()))?;
             SnapshotClassTemplate {
                 class,

@@ -7,13 +7,13 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
-use harness::driver_spec::{Capability, DriverSpec};
+use driver_spec::{Capability, DriverSpec};
 
 use super::super::progress::Progress;
 use super::super::report::SetupStep;
 use super::super::setup::SetupError;
 use super::classes;
-use harness::cluster::ClusterBackend;
+use cluster::ClusterBackend;
 
 use crate::e2e::{
     CloudSource, DRIVER_NAME, DriverInstance, EnvironmentOptions, ExternalCloud, Install,

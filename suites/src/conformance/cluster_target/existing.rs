@@ -6,8 +6,8 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-use harness::cluster::Cluster;
-use harness::driver_spec::{Capability, DriverSpec};
+use cluster::Cluster;
+use driver_spec::{Capability, DriverSpec};
 use k8s_openapi::api::core::v1::Node;
 use k8s_openapi::api::storage::v1::{CSIDriver, CSINode};
 use kube::api::{Api, ListParams};

@@ -21,11 +21,11 @@ use std::path::{Path, PathBuf};
 use std::pin::Pin;
 use std::time::{Duration, Instant};
 
-use fakes::{CloudConfig, FakeCloud, NodeMetadata};
-use harness::cluster::{
+use cluster::{
     Cluster, ClusterBackend, ContainerCluster, ContainerOptions, EmbeddedCluster, EmbeddedOptions,
     NODE_PLACEHOLDER,
 };
+use fakes::{CloudConfig, FakeCloud, NodeMetadata};
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::{Api, ListParams};
 

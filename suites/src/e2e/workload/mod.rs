@@ -28,7 +28,7 @@ use std::future::Future;
 use std::pin::Pin;
 use std::time::Duration;
 
-use harness::cluster::{Cluster, TestNamespace};
+use cluster::{Cluster, TestNamespace};
 use k8s_openapi::api::core::v1::{Event, PersistentVolume, PersistentVolumeClaim, Pod};
 use kube::api::{Api, DeleteParams, DynamicObject, PostParams};
 use kube_support::wait;

@@ -23,8 +23,8 @@ mod scene;
 
 use std::time::Duration;
 
+use driver_spec::Capability;
 use fakes::FakeCloud;
-use harness::driver_spec::Capability;
 
 use crate::e2e::timeline::Timeline;
 use crate::registry::{Needs, TestCase, TestError, TestResult};

@@ -27,7 +27,7 @@ mod lifecycle;
 mod provisioning;
 mod snapshot_faults;
 
-use harness::driver_spec::Capability;
+use driver_spec::Capability;
 use std::time::Duration;
 
 use crate::registry::{Needs, TestCase};
