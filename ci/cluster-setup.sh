@@ -14,14 +14,15 @@ nextest_pid=$PPID
 target_dir=$(cargo metadata --format-version 1 --no-deps |
     grep -o '"target_directory":"[^"]*"' | cut -d'"' -f4)
 conformance="$target_dir/debug/conformance"
-# nextest has built the harness binaries when it runs harness tests; build them only when
-# they are missing or older than their sources (e.g. a run of another package's tests).
-# Building `-p harness` alone resolves features differently from a workspace build and
-# would recompile much of the dependency tree, so it is skipped when not needed.
+# nextest has built the cluster binaries when it runs their packages' tests; build them
+# only when they are missing or older than their sources (e.g. a run of another package's
+# tests). Building a few packages alone resolves features differently from a workspace
+# build and would recompile much of the dependency tree, so it is skipped when not needed.
 if [ ! -x "$conformance" ] || [ ! -x "$target_dir/debug/node-agent" ] ||
-    [ -n "$(find harness/src harness/Cargo.toml suites/src suites/Cargo.toml Cargo.lock -newer "$conformance" -print -quit)" ]; then
+    [ ! -x "$target_dir/debug/pod-sandbox" ] ||
+    [ -n "$(find harness/*/src harness/*/Cargo.toml suites/src suites/Cargo.toml Cargo.lock -newer "$conformance" -print -quit)" ]; then
     step "building the cluster binaries (conformance, node-agent, pod-sandbox)"
-    cargo build --quiet -p harness -p suites --bins
+    cargo build --quiet -p node-agent -p pod-runtime -p suites --bins
 fi
 [ -x "$conformance" ] || fail "no $conformance after cargo build"
 

@@ -11,7 +11,7 @@
 #                           backend imports such archives of the project's binaries into its
 #                           nodes.
 #   build.sh container-node the image of the containers backend's control-plane and node
-#                           containers (harness::cluster::containers): the root filesystem
+#                           containers (cluster::containers): the root filesystem
 #                           alone; the project's binaries and the control-plane binaries are
 #                           bind-mounted at run time, so a code change needs no new image.
 #                           Printed: openstack-csi-conformance/container-node:bookworm-<hash>
@@ -394,7 +394,7 @@ cp "$root/images/pause-$pause_tag.tar" "$root/images/busybox.tar" "$dir/opt/node
 for name in "${cluster_images[@]}"; do
     cp "$root/images/$name.tar" "$dir/opt/node-images/"
 done
-# What the kind backend (harness::cluster::kind) reads to write kubeadm's configuration.
+# What the kind backend (cluster::kind) reads to write kubeadm's configuration.
 {
     echo "KUBERNETES_VERSION=$k8s_version"
     echo "IMAGE_REPOSITORY=$image_repository"

@@ -19,14 +19,14 @@ const TARGET: Duration = Duration::from_secs(300);
 
 fn main() -> anyhow::Result<()> {
     let parallel = std::env::var("PARALLEL").unwrap_or_else(|_| "4".into());
-    let conformance = harness::workspace::binary("suites", "conformance")?;
+    let conformance = workspace_binaries::binary("suites", "conformance")?;
     // Build everything the run needs first, so the figures are of a warm run.
     let binaries = suites::e2e::binaries::IMAGES
         .iter()
         .map(|i| (i.package, i.binary))
-        .chain([("harness", "node-agent"), ("harness", "pod-sandbox")])
+        .chain([("node-agent", "node-agent"), ("pod-runtime", "pod-sandbox")])
         .collect::<Vec<_>>();
-    harness::workspace::binaries(&binaries)?;
+    workspace_binaries::binaries(&binaries)?;
     let output = tempfile::Builder::new()
         .prefix("conformance-bench-")
         .tempdir()?;

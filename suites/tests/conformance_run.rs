@@ -6,18 +6,18 @@
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
-use harness::cluster::{EmbeddedCluster, EmbeddedOptions};
+use cluster::{EmbeddedCluster, EmbeddedOptions};
 use rstest::rstest;
 use suites::e2e::{EnvironmentOptions, ManilaCsiEnvironment};
 
 const SPEC: &str = "fixtures/driver-specs/manila-nfs.yaml";
 
 fn conformance() -> PathBuf {
-    harness::workspace::binary("suites", "conformance").expect("the conformance binary")
+    workspace_binaries::binary("suites", "conformance").expect("the conformance binary")
 }
 
 fn workspace(path: &str) -> PathBuf {
-    harness::workspace::root().join(path)
+    workspace_binaries::root().join(path)
 }
 
 fn run(args: &[&str]) -> Output {
@@ -389,11 +389,11 @@ fn a_cluster_in_containers_runs_the_suites_with_the_driver_the_operator_installe
         .enable_all()
         .build()
         .unwrap()
-        .block_on(harness::cluster::containers::labelled_objects())
+        .block_on(cluster::containers::labelled_objects())
         .unwrap();
     let left: Vec<_> = objects
         .iter()
-        .filter(|o| !harness::control_plane::run_dir::is_held(&o.run_dir))
+        .filter(|o| !control_plane::run_dir::is_held(&o.run_dir))
         .collect();
     assert!(left.is_empty(), "left behind: {left:?}");
 }
@@ -451,7 +451,7 @@ fn a_lost_node_keeps_its_volume_until_kubernetes_frees_it_on_the_containers_back
 /// A cluster where the driver is not installed: exit 2 naming the driver, no test runs.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_cluster_without_the_driver_is_refused() -> anyhow::Result<()> {
-    testkit::init_tracing("harness=info");
+    testkit::init_tracing("cluster=info,node_agent=info,control_plane=info,pod_runtime=info");
     let cluster = EmbeddedCluster::start(EmbeddedOptions {
         nodes: 1,
         zones: vec!["zone-a".into()],
@@ -512,7 +512,7 @@ async fn keep_leaves_the_cluster_up_until_told_to_stop() -> anyhow::Result<()> {
     let stderr = || read(&dir.path().join("stderr"));
     let kubeconfig =
         kubeconfig.unwrap_or_else(|| panic!("no KUBECONFIG line; stderr:\n{}", stderr()));
-    let cluster = harness::cluster::Cluster::from_kubeconfig(&kubeconfig).await?;
+    let cluster = cluster::Cluster::from_kubeconfig(&kubeconfig).await?;
     let run_dir = cluster.run_dir().to_path_buf();
     assert!(run_dir.is_dir());
     let drivers: kube::Api<k8s_openapi::api::storage::v1::CSIDriver> =
@@ -546,7 +546,7 @@ fn the_embedded_default_runs_against_a_cloud_given_by_clouds_yaml() {
     let backend = dir.path().join("backend");
     std::fs::create_dir(&backend).unwrap();
     let clouds = dir.path().join("clouds.yaml");
-    let fake = harness::workspace::binary("fakes", "fake-openstack").unwrap();
+    let fake = workspace_binaries::binary("fakes", "fake-openstack").unwrap();
     let mut cloud = Command::new(fake)
         .args(["--port", "0", "--tls", "--cloud-name", "external"])
         .args([

@@ -26,7 +26,9 @@ type Seen = (PathBuf, Vec<String>, Vec<u32>);
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_test_that_panics_leaves_no_run_dir_mount_or_process_behind() {
-    testkit::init_tracing("suites=info,harness=info");
+    testkit::init_tracing(
+        "suites=info,cluster=info,node_agent=info,control_plane=info,pod_runtime=info",
+    );
     let (seen_tx, seen_rx) = tokio::sync::oneshot::channel::<Seen>();
     let failing_test = tokio::spawn(async move {
         let env = ManilaCsiEnvironment::start(EnvironmentOptions {

@@ -98,7 +98,9 @@ async fn wrong(
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn each_service_account_may_make_its_calls_and_nothing_more() {
-    testkit::init_tracing("suites=info,harness=info");
+    testkit::init_tracing(
+        "suites=info,cluster=info,node_agent=info,control_plane=info,pod_runtime=info",
+    );
     let env = ManilaCsiEnvironment::start(EnvironmentOptions {
         nodes: 1,
         ..Default::default()

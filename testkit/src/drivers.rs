@@ -1,7 +1,7 @@
 //! CSI drivers for tests: the workspace's real plugins and registrar as processes (with
 //! their sockets and logs), and a configurable Identity service for in-test drivers.
 //!
-//! Binaries come from [`harness::workspace`] (built when missing or stale). Every process is
+//! Binaries come from [`workspace_binaries`] (built when missing or stale). Every process is
 //! killed when its handle is dropped.
 
 use std::collections::HashMap;
@@ -27,7 +27,7 @@ pub const MANILA_DRIVER: &str = "manila.csi.openstack.org";
 
 /// The path of the workspace binary `name` of package `package`, built if missing or stale.
 pub fn binary(package: &str, name: &str) -> PathBuf {
-    harness::workspace::binary(package, name)
+    workspace_binaries::binary(package, name)
         .unwrap_or_else(|e| panic!("building {package}'s binary {name}: {e}"))
 }
 
@@ -35,7 +35,7 @@ pub fn binary(package: &str, name: &str) -> PathBuf {
 /// package), all built with one cargo call if missing or stale.
 pub fn binary_dir(packages: &[&str]) -> PathBuf {
     let wanted: Vec<(&str, &str)> = packages.iter().map(|p| (*p, *p)).collect();
-    let paths = harness::workspace::binaries(&wanted)
+    let paths = workspace_binaries::binaries(&wanted)
         .unwrap_or_else(|e| panic!("building {packages:?}: {e}"));
     paths[0]
         .parent()

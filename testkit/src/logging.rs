@@ -1,7 +1,7 @@
 //! Logs of the code under test in the test's own output.
 
 /// Installs a subscriber writing to the test's output (captured by the test runner), with
-/// `RUST_LOG` if set, else `default_filter` (e.g. `"harness=info"`). Later calls in the same
+/// `RUST_LOG` if set, else `default_filter` (e.g. `"node_agent=info"`). Later calls in the same
 /// test binary do nothing.
 pub fn init_tracing(default_filter: &str) {
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()

@@ -5,14 +5,14 @@
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use harness::control_plane::{ClientIdentity, ControlPlane};
-use harness::node::{NodeAgent, NodeAgentConfig, Timings};
-use harness::runtime::host_mounts::ScratchDir;
-use harness::runtime::{Lifeline, Runtime, RuntimeConfig};
+use control_plane::{ClientIdentity, ControlPlane};
 use k8s_openapi::api::core::v1::Node;
 use k8s_openapi::api::storage::v1::CSINode;
 use kube::Client;
 use kube::api::Api;
+use node_agent::{NodeAgent, NodeAgentConfig, Timings};
+use pod_runtime::host_mounts::ScratchDir;
+use pod_runtime::{Lifeline, Runtime, RuntimeConfig};
 
 use crate::task::InProcess;
 use crate::wait::wait_for;
@@ -32,7 +32,7 @@ pub struct NodeBed {
 impl NodeBed {
     /// Sends the logs of `harness` to the test's output and boots the control plane.
     pub async fn start() -> NodeBed {
-        crate::init_tracing("harness=info");
+        crate::init_tracing("cluster=info,node_agent=info,control_plane=info,pod_runtime=info");
         let cp = ControlPlane::builder()
             .start()
             .await
@@ -52,7 +52,7 @@ impl NodeBed {
     }
 
     /// [`agent_config_with_helper`] for `node` in the scratch directory.
-    pub fn agent_config(&self, node: &str, sandbox_helper: &str) -> NodeAgentConfig {
+    pub fn agent_config(&self, node: &str, sandbox_helper: impl Into<PathBuf>) -> NodeAgentConfig {
         agent_config_with_helper(&self.cp, self.dir(), node, sandbox_helper)
     }
 
@@ -73,9 +73,8 @@ pub fn agent_config(cp: &ControlPlane, dir: &Path, node: &str) -> NodeAgentConfi
     agent_config_with_helper(cp, dir, node, pod_sandbox())
 }
 
-/// [`agent_config`] with the `pod-sandbox` helper at `sandbox_helper`: for the harness's own
-/// tests, where cargo already built it (`env!("CARGO_BIN_EXE_pod-sandbox")`), so that no
-/// nested cargo build runs.
+/// [`agent_config`] with the `pod-sandbox` helper at `sandbox_helper` (e.g. one a test built
+/// or found itself).
 pub fn agent_config_with_helper(
     cp: &ControlPlane,
     dir: &Path,
@@ -116,7 +115,7 @@ pub fn write_node_kubeconfig(cp: &ControlPlane, path: &Path, node: &str) {
 
 /// The harness's `pod-sandbox` helper binary, built if missing or stale.
 pub fn pod_sandbox() -> PathBuf {
-    crate::drivers::binary("harness", "pod-sandbox")
+    crate::drivers::binary("pod-runtime", "pod-sandbox")
 }
 
 /// The host pid of the latest container of the pod `pod_uid`, read from the node's runtime
@@ -194,7 +193,7 @@ pub async fn wait_csi_drivers(
 
 /// A node agent running in-process until [`RunningAgent::stop`].
 #[derive(Debug)]
-pub struct RunningAgent(InProcess<harness::node::Result<()>>);
+pub struct RunningAgent(InProcess<node_agent::Result<()>>);
 
 impl RunningAgent {
     /// Starts the agent with `config`.

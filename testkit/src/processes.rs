@@ -4,7 +4,7 @@ use std::path::PathBuf;
 use std::process::Command;
 use std::time::Duration;
 
-use harness::control_plane::{ControlPlane, cache_bin_dir};
+use control_plane::{ControlPlane, cache_bin_dir};
 
 use crate::wait::wait_for;
 

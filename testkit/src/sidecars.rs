@@ -3,10 +3,10 @@
 
 use std::path::Path;
 
+use control_plane::ControlPlane;
 use fakes::FakeCloud;
-use harness::control_plane::ControlPlane;
-use harness::runtime::host_mounts::ScratchDir;
 use kube::Client;
+use pod_runtime::host_mounts::ScratchDir;
 
 use crate::cloud::fake_cloud_in_zones;
 use crate::drivers::{MANILA_DRIVER, ManilaController};

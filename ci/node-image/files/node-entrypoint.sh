@@ -7,7 +7,7 @@
 #   ci/node-image/prove-one-pod.sh, with `docker cp` before `docker start`): exec kubelet
 #   with those flags.
 # - otherwise, as kubeadm expects of systemd with its kubelet drop-in (the kind backend,
-#   harness::cluster::kind): kubelet is started once `kubeadm init` or `kubeadm join` has
+#   cluster::kind): kubelet is started once `kubeadm init` or `kubeadm join` has
 #   written /var/lib/kubelet/config.yaml and a kubeconfig, with the flags of
 #   /var/lib/kubelet/kubeadm-flags.env, and restarted whenever it exits (systemd's
 #   Restart=always). There is no systemd here: kubeadm warns that it found no init system

@@ -15,6 +15,12 @@ use serde::{Deserialize, Serialize};
 pub const DRIVER_NAME: &str = "manila.csi.openstack.org";
 /// The name of the ClusterOperator it reports on.
 pub const CLUSTER_OPERATOR_NAME: &str = "manila-csi-driver-operator";
+/// The field manager of everything the operator applies.
+pub const FIELD_MANAGER: &str = "manila-csi-driver-operator";
+/// The label on every object the operator creates.
+pub const MANAGED_BY_LABEL: &str = "app.kubernetes.io/managed-by";
+/// Its value.
+pub const MANAGED_BY: &str = "manila-csi-driver-operator";
 
 /// How the operator treats what it manages.
 #[derive(Serialize, Deserialize, Clone, Copy, Debug, Default, PartialEq, Eq)]

@@ -5,7 +5,7 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
-use crate::assets::Release;
+use crate::release::Release;
 
 /// The images of the driver's containers. Defaults are upstream's image names; the embedded
 /// cluster maps them to this workspace's binaries.

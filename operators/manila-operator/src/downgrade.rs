@@ -11,7 +11,7 @@
 
 use semver::Version;
 
-use crate::assets::Release;
+use crate::release::Release;
 
 /// Reason of the condition and Event when a downgrade is refused.
 pub const REFUSED: &str = "DowngradeRefused";
@@ -87,7 +87,7 @@ pub fn check(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::assets::{CURRENT_VERSION, PREVIOUS_VERSION};
+    use crate::release::{CURRENT_VERSION, PREVIOUS_VERSION};
 
     #[test]
     fn installing_upgrading_and_reconciling_the_same_version_proceed() {

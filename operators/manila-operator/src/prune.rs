@@ -22,8 +22,8 @@ use std::collections::BTreeSet;
 use kube::Client;
 use kube::api::{Api, DynamicObject, ListParams, ObjectMeta, TypeMeta};
 
+use crate::api::{MANAGED_BY, MANAGED_BY_LABEL};
 use crate::apply::{Applier, ApplyError, api_message, api_resource};
-use crate::controller::{MANAGED_BY, MANAGED_BY_LABEL};
 
 /// The kinds a prune looks at (`apiVersion`, `kind`), in deletion order: workloads first, then
 /// the driver object and what the workloads used.
@@ -209,8 +209,9 @@ mod tests {
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 
     use super::*;
-    use crate::assets::{AssetInputs, Release, render};
+    use crate::assets::{AssetInputs, render};
     use crate::config::OperatorConfig;
+    use crate::release::Release;
 
     const OWNER: &str = "uid-of-the-clustercsidriver";
     const NS: &str = "manila-csi";

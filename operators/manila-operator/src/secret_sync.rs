@@ -12,8 +12,8 @@
 use std::collections::BTreeMap;
 use std::hash::Hasher;
 
-use crate::assets::Release;
 use crate::cloud::CloudInputs;
+use crate::release::Release;
 
 /// The flat `os-*` keys the driver reads, for `inputs`, in `release`'s layout.
 pub fn driver_secret_data(inputs: &CloudInputs, release: Release) -> BTreeMap<String, String> {

@@ -7,7 +7,7 @@
 //! and created again; PVs keep their own copy of what they need, so nothing else changes.
 //! Classes the operator did not make (no `managed-by` label) are never touched.
 //!
-//! The previous release ([`crate::assets::Release::Previous`]) made classes without the `controller-expand`
+//! The previous release ([`crate::release::Release::Previous`]) made classes without the `controller-expand`
 //! secret parameters and without `allowVolumeExpansion` (it had no resizer); the current
 //! release re-creates those, so that new claims can be expanded.
 
@@ -17,10 +17,9 @@ use k8s_openapi::api::storage::v1::StorageClass;
 use kube::Client;
 use kube::api::{Api, DeleteParams, ObjectMeta, PostParams};
 
-use crate::api::{DRIVER_NAME, StorageClassState};
+use crate::api::{DRIVER_NAME, MANAGED_BY, MANAGED_BY_LABEL, StorageClassState};
 use crate::cloud::ShareType;
 use crate::config::OperatorConfig;
-use crate::controller::{MANAGED_BY, MANAGED_BY_LABEL};
 
 /// Creating or re-creating a StorageClass failed.
 #[derive(Debug, thiserror::Error)]
@@ -312,7 +311,7 @@ mod tests {
 
     #[test]
     fn the_previous_release_makes_classes_without_expansion_which_the_current_one_recreates() {
-        use crate::assets::Release;
+        use crate::release::Release;
         let mut config = OperatorConfig::new("manila-csi");
         let current = desired(&share_type("default", false), None, &config).unwrap();
         config.set_release(Release::Previous);

@@ -12,12 +12,12 @@ use std::path::Path;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use control_plane::ControlPlane;
 use csi_attacher::{Attacher, Config};
 use csi_proto::v1::controller_server::{Controller, ControllerServer};
 use csi_proto::v1::controller_service_capability::{self, rpc};
 use csi_proto::v1::volume_capability::access_mode::Mode;
 use csi_proto::v1::*;
-use harness::control_plane::ControlPlane;
 use k8s_openapi::api::core::v1::{Node, PersistentVolume};
 use k8s_openapi::api::storage::v1::{CSINode, VolumeAttachment};
 use kube::api::{Api, DeleteParams, PostParams};

@@ -8,7 +8,7 @@
 
 use std::time::Duration;
 
-use harness::control_plane::ControlPlane;
+use control_plane::ControlPlane;
 use k8s_openapi::api::core::v1::PersistentVolumeClaim;
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use kube::api::{Api, Patch, PatchParams, PostParams};

@@ -13,9 +13,9 @@ use kube::api::{Api, ListParams};
 use serde::Serialize;
 
 use super::leftovers::Footprint;
-use super::target::DriverUnderTest;
 use crate::e2e::snapshots;
 use crate::e2e::workload::Workload;
+use crate::registry::DriverUnderTest;
 
 /// How many lines of a node agent's log the evidence keeps.
 const NODE_LOG_LINES: usize = 400;
@@ -152,7 +152,7 @@ pub async fn collect(
 
 async fn write_pod_logs(
     dir: &Path,
-    cluster: &harness::cluster::Cluster,
+    cluster: &cluster::Cluster,
     namespace: &str,
     pod: &Pod,
 ) -> std::io::Result<()> {

@@ -13,10 +13,10 @@ use k8s_openapi::api::storage::v1::StorageClass;
 use kube::api::{Api, DeleteParams, ListParams};
 use kube_support::wait;
 
-use super::cloud::Cloud;
 use crate::e2e::snapshots;
 use crate::e2e::workload::Workload;
-use harness::cluster::TEST_NAMESPACE_LABEL;
+use crate::registry::Cloud;
+use cluster::TEST_NAMESPACE_LABEL;
 
 /// What a test made that must be gone after it: its PVs (name → volume handle) and its
 /// VolumeSnapshotContents (name → snapshot handle).
@@ -266,7 +266,7 @@ async fn check_cloud(
 /// No mount point below `root` belongs to one of the test's PVs (their staging
 /// `…/pv/<pv>/globalmount` and publish `…/volumes/kubernetes.io~csi/<pv>/mount` paths).
 async fn check_mounts(
-    cluster: &harness::cluster::Cluster,
+    cluster: &cluster::Cluster,
     root: &Path,
     footprint: &Footprint,
     timeout: Duration,

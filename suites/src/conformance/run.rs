@@ -8,20 +8,20 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Instant;
 
-use harness::driver_spec::DriverSpec;
+use driver_spec::DriverSpec;
 use regex::Regex;
 
-use super::catalog::{self, DriverConfig, SANITY_SUITE, SUITES, TestCase};
+use super::catalog;
+use super::cluster_target::embedded::{self, EmbeddedOptions};
+use super::cluster_target::existing::{self, ExistingOptions};
 use super::progress::Progress;
 use super::report::{Outcome, RunReport, TestReport};
 use super::runner::{self, RunnerOptions};
 use super::sanity_suite;
 use super::secret_scan::{self, EventLog, Scanner};
 use super::setup::SetupError;
-use super::target::Target;
-use super::target::embedded::{self, EmbeddedOptions};
-use super::target::existing::{self, ExistingOptions};
 use crate::e2e::ManilaCsiEnvironment;
+use crate::registry::{DriverConfig, SANITY_SUITE, SUITES, Target, TestCase};
 use crate::sanity::case::Case;
 
 /// What the run runs against.
@@ -295,7 +295,9 @@ fn secrets_found(
             findings.extend(scanner.scan_bytes(&place, message.as_bytes()));
         }
     }
-    let (found, events) = events.map(|log| log.scan(&scanner)).unwrap_or_default();
+    let (found, events) = events
+        .map(|log| secret_scan::scan_events(log, &scanner))
+        .unwrap_or_default();
     findings.extend(found);
     let looked_at = format!(
         "{} secret values looked for in {logs} logs, {outputs} output files, {events} Events and {} outcomes",
@@ -312,7 +314,7 @@ mod tests {
 
     fn config(suites: &[&str]) -> RunConfig {
         RunConfig {
-            spec: harness::workspace::root().join("fixtures/driver-specs/manila-nfs.yaml"),
+            spec: workspace_binaries::root().join("fixtures/driver-specs/manila-nfs.yaml"),
             suites: suites.iter().map(|s| s.to_string()).collect(),
             skip_suites: Vec::new(),
             focus: None,

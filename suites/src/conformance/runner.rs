@@ -11,16 +11,13 @@ use std::time::{Duration, Instant};
 use futures::FutureExt;
 use tokio::sync::Semaphore;
 
-use super::catalog::TestCase;
-use super::context::TestContext;
 use super::evidence;
 use super::leftovers::{self, Footprint};
-use super::outcome::TestError;
 use super::progress::Progress;
 use super::report::{Outcome, TestReport};
-use super::target::Target;
-use super::timeline::Timeline;
+use crate::e2e::timeline::Timeline;
 use crate::e2e::workload::{Workload, WorkloadTimeouts};
+use crate::registry::{Target, TestCase, TestContext, TestError};
 
 /// How tests run.
 #[derive(Debug, Clone)]
@@ -188,7 +185,7 @@ async fn run_one(
     let workload =
         Workload::in_namespace(driver, namespace).with_timeouts(workload_timeouts(&driver.spec));
     let timeline = Timeline::new();
-    let context = TestContext::new(case, workload, driver, target, timeline.clone());
+    let context = TestContext::new(case.full_name(), workload, driver, target, timeline.clone());
     let body = AssertUnwindSafe((case.run)(&context)).catch_unwind();
     let result = match tokio::time::timeout(options.test_timeout, body).await {
         Ok(Ok(result)) => result,
@@ -267,8 +264,8 @@ fn write_file(path: &std::path::Path, text: &str) {
 }
 
 /// What a missing capability means, as upstream's skip messages say it.
-fn unsupported(capability: harness::driver_spec::Capability) -> &'static str {
-    use harness::driver_spec::Capability as C;
+fn unsupported(capability: driver_spec::Capability) -> &'static str {
+    use driver_spec::Capability as C;
     match capability {
         C::Persistence => "persistence",
         C::Block => "BlockVolume",
@@ -297,8 +294,8 @@ fn unsupported(capability: harness::driver_spec::Capability) -> &'static str {
 }
 
 /// The spec file's timeouts for a test's waits.
-fn workload_timeouts(spec: &harness::driver_spec::DriverSpec) -> WorkloadTimeouts {
-    use harness::driver_spec::TimeoutName;
+fn workload_timeouts(spec: &driver_spec::DriverSpec) -> WorkloadTimeouts {
+    use driver_spec::TimeoutName;
     let timeouts = &spec.timeouts;
     WorkloadTimeouts {
         claim_bound: timeouts.get(TimeoutName::ClaimProvision),

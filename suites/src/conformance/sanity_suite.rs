@@ -14,11 +14,10 @@ use csi_proto::v1::identity_client::IdentityClient;
 use kube_support::wait;
 use tokio::process::{Child, Command};
 
-use super::catalog::SANITY_SUITE;
 use super::progress::Progress;
 use super::report::{Outcome, TestReport};
-use super::target::Target;
 use crate::e2e::binaries::Binaries;
+use crate::registry::{SANITY_SUITE, Target};
 use crate::sanity::case::Case;
 use crate::sanity::{CsiSecrets, SanityConfig};
 

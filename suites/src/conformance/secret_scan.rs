@@ -6,15 +6,12 @@
 //! cluster and every test outcome's message. A finding names what leaked and where (file
 //! and line, or Event), never the value.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex};
 
-use futures::StreamExt;
-use k8s_openapi::api::core::v1::Event;
-use kube::api::Api;
-use kube::runtime::{WatchStreamExt, watcher};
 use regex::bytes::{Regex, RegexBuilder};
+
+pub use crate::registry::EventLog;
 
 /// The keys of the driver's Secret (`os-*`) whose values are secrets.
 pub const SECRET_KEYS: &[&str] = &[
@@ -178,75 +175,23 @@ impl Scanner {
     }
 }
 
-/// The text of every Event the cluster held during the run, kept from a watch: a test's
-/// namespace, and its Events with it, is gone long before the run ends.
-#[derive(Debug)]
-pub struct EventLog {
-    /// `(where, text)` of every distinct Event message and reason seen.
-    seen: Arc<Mutex<BTreeSet<(String, String)>>>,
-    watch: tokio::task::JoinHandle<()>,
-}
-
-impl EventLog {
-    /// Starts watching the Events of every namespace.
-    pub fn start(client: kube::Client) -> Self {
-        let seen: Arc<Mutex<BTreeSet<(String, String)>>> = Arc::default();
-        let events: Api<Event> = Api::all(client);
-        let kept = seen.clone();
-        let watch = tokio::spawn(async move {
-            let mut stream = std::pin::pin!(
-                watcher::watcher(events, watcher::Config::default())
-                    .default_backoff()
-                    .applied_objects()
-            );
-            while let Some(next) = stream.next().await {
-                let Ok(event) = next else {
-                    continue;
-                };
-                let place = format!(
-                    "Event {}/{}",
-                    event.metadata.namespace.as_deref().unwrap_or(""),
-                    event.metadata.name.as_deref().unwrap_or("")
-                );
-                let text = format!(
-                    "{}\n{}",
-                    event.reason.as_deref().unwrap_or(""),
-                    event.message.as_deref().unwrap_or("")
-                );
-                if let Ok(mut seen) = kept.lock() {
-                    seen.insert((place, text));
-                }
-            }
-        });
-        EventLog { seen, watch }
-    }
-
-    /// The findings in the Events seen so far, and how many distinct Event texts there are.
-    pub fn scan(&self, scanner: &Scanner) -> (Vec<Finding>, usize) {
-        let seen = match self.seen.lock() {
-            Ok(seen) => seen.clone(),
-            Err(poisoned) => poisoned.into_inner().clone(),
-        };
-        let mut findings = Vec::new();
-        for (place, text) in &seen {
-            for finding in scanner.scan_bytes(place, text.as_bytes()) {
-                let finding = Finding {
-                    place: place.clone(),
-                    ..finding
-                };
-                if !findings.contains(&finding) {
-                    findings.push(finding);
-                }
+/// The findings in the Events `log` has seen so far, and how many distinct Event texts
+/// there are.
+pub fn scan_events(log: &EventLog, scanner: &Scanner) -> (Vec<Finding>, usize) {
+    let seen = log.seen();
+    let mut findings = Vec::new();
+    for (place, text) in &seen {
+        for finding in scanner.scan_bytes(place, text.as_bytes()) {
+            let finding = Finding {
+                place: place.clone(),
+                ..finding
+            };
+            if !findings.contains(&finding) {
+                findings.push(finding);
             }
         }
-        (findings, seen.len())
     }
-}
-
-impl Drop for EventLog {
-    fn drop(&mut self) {
-        self.watch.abort();
-    }
+    (findings, seen.len())
 }
 
 /// `findings` for a report: the places of each leaked value in each file or Event (lines

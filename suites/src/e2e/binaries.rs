@@ -1,5 +1,5 @@
 //! The host binaries the deployment's images map to: this workspace's, found and (when
-//! missing or stale) built by [`harness::workspace`].
+//! missing or stale) built by [`workspace_binaries`].
 
 use std::path::{Path, PathBuf};
 
@@ -76,8 +76,10 @@ pub const IMAGES: &[ImageBinary] = &[
     },
 ];
 
-/// The harness binaries a cluster needs (node agents and their pod-sandbox helper).
-const HARNESS_BINARIES: &[&str] = &["node-agent", "pod-sandbox"];
+/// The binaries a cluster needs, as `(package, binary)`: the node agent and its pod-sandbox
+/// helper.
+const CLUSTER_BINARIES: &[(&str, &str)] =
+    &[("node-agent", "node-agent"), ("pod-runtime", "pod-sandbox")];
 
 /// The located binaries.
 #[derive(Debug, Clone)]
@@ -87,7 +89,7 @@ pub struct Binaries {
 
 impl Binaries {
     /// The binaries in `dir`, or (`None`) this workspace's, built when missing or stale
-    /// ([`harness::workspace::binaries`]: one `cargo build -p … --bins` for the running
+    /// ([`workspace_binaries::binaries`]: one `cargo build -p … --bins` for the running
     /// executable's profile); a binary still missing is an [`Error::Binary`] naming it.
     pub async fn locate_or_build(dir: Option<&Path>) -> Result<Self> {
         let dir = match dir {
@@ -96,10 +98,10 @@ impl Binaries {
                 let wanted: Vec<(&'static str, &'static str)> = IMAGES
                     .iter()
                     .map(|i| (i.package, i.binary))
-                    .chain(HARNESS_BINARIES.iter().map(|b| ("harness", *b)))
+                    .chain(CLUSTER_BINARIES.iter().copied())
                     .collect();
                 let built =
-                    tokio::task::spawn_blocking(move || harness::workspace::binaries(&wanted))
+                    tokio::task::spawn_blocking(move || workspace_binaries::binaries(&wanted))
                         .await
                         .map_err(|e| Error::Binary {
                             name: "the e2e binaries".into(),
@@ -152,13 +154,13 @@ impl Binaries {
         IMAGES
             .iter()
             .map(|i| i.binary)
-            .chain(HARNESS_BINARIES.iter().copied())
+            .chain(CLUSTER_BINARIES.iter().map(|(_, binary)| *binary))
     }
 }
 
 /// The workspace root (this crate's parent directory).
 pub fn workspace_root() -> PathBuf {
-    harness::workspace::root()
+    workspace_binaries::root()
 }
 
 #[cfg(test)]

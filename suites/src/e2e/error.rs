@@ -21,7 +21,7 @@ pub enum Error {
 
     /// Starting, using or stopping the embedded cluster failed.
     #[error("cluster: {0}")]
-    Cluster(#[from] harness::cluster::Error),
+    Cluster(#[from] cluster::Error),
 
     /// The fake cloud failed.
     #[error("fake cloud: {0}")]

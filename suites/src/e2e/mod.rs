@@ -6,7 +6,8 @@
 //! - [`manifests`]: `${VAR}` substitution and server-side apply of the fixtures;
 //! - [`cloud`]: reading shares and snapshots from the fake cloud's Manila API;
 //! - [`workload`]: one scenario's namespace with its claims and pods ([`workload::Workload`]),
-//!   whose failed steps carry the driver's diagnostics; [`snapshots`]: VolumeSnapshots.
+//!   whose failed steps carry the driver's diagnostics; [`snapshots`]: VolumeSnapshots;
+//! - [`timeline`]: what a test injected and what it saw, with times.
 //!
 //! ```no_run
 //! # async fn demo() -> suites::e2e::Result<()> {
@@ -26,6 +27,7 @@ mod environment;
 mod error;
 pub mod manifests;
 pub mod snapshots;
+pub mod timeline;
 pub mod workload;
 
 pub use environment::{

@@ -9,8 +9,9 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use kube_support::wait;
 
-use crate::conformance::{TestError, TestResult, Timeline};
+use crate::e2e::timeline::Timeline;
 use crate::e2e::workload::{PodBuilder, Workload};
+use crate::registry::{TestError, TestResult};
 
 /// How often a writer writes.
 pub const INTERVAL: Duration = Duration::from_millis(100);

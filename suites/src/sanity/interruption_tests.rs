@@ -18,8 +18,9 @@ use testkit::task::InProcess;
 use tokio::sync::mpsc;
 use tonic::{Request, Response, Status};
 
-use super::case::{Case, CaseResult, case};
+use super::case::{Case, case};
 use super::context::CaseContext;
+use super::verdict::CaseResult;
 use super::{Interruption, Outcome, SanityConfig, run_interruptible};
 
 /// Where the recorder stops answering, and how it then interrupts the run.
@@ -219,7 +220,7 @@ async fn create_and_publish(cx: &mut CaseContext) -> CaseResult {
     };
     cx.node_publish(request)
         .await
-        .map_err(|s| super::case::Verdict::Fail(s.to_string()))
+        .map_err(|s| super::verdict::Verdict::Fail(s.to_string()))
 }
 
 /// Must never run: the run stops at the interrupted case.

@@ -35,6 +35,8 @@ mod interruption_tests;
 mod paths;
 pub mod report;
 pub mod runner;
+pub mod session;
+pub mod verdict;
 
 pub use config::{
     AccessType, CaseFilter, CsiSecrets, GIB, PathCommands, PathKind, SanityConfig, load_parameters,

@@ -7,12 +7,14 @@ use std::time::{Duration, Instant};
 
 use tokio::sync::mpsc;
 
-use super::case::{Case, Verdict};
+use super::case::Case;
 use super::cases;
 use super::config::SanityConfig;
-use super::context::{CaseContext, Session};
+use super::context::CaseContext;
 use super::error::Result;
 use super::report::{CaseReport, Interruption, Outcome, Report};
+use super::session::Session;
+use super::verdict::Verdict;
 
 /// Longest the cleanup of one case may take.
 const CLEANUP_TIMEOUT: Duration = Duration::from_secs(300);
@@ -73,7 +75,7 @@ pub async fn run_interruptible(
         }
     };
     if let Some(reason) = match &session.controller {
-        super::context::Service::Broken(reason) => Some(reason),
+        super::session::Service::Broken(reason) => Some(reason),
         _ => None,
     } {
         warnings.push(format!("controller service: {reason}"));

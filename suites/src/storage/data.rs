@@ -2,9 +2,9 @@
 //! `CheckReadFromPath` do: content derived from a seed, so that a reader can tell the
 //! writer's bytes from anyone else's, checked whole.
 
-use crate::conformance::TestResult;
 use crate::e2e::workload::Workload;
 use crate::ensure;
+use crate::registry::TestResult;
 
 /// How many bytes [`write_seeded`] writes.
 pub const SEEDED_LEN: usize = 4096;

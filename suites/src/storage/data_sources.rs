@@ -2,7 +2,7 @@
 //! from and what else may point at it: a snapshot data source (also into a larger claim, and
 //! read-only many), a claim data source (clone), and two PVs of one volume handle.
 
-use harness::driver_spec::Capability;
+use driver_spec::Capability;
 use k8s_openapi::api::core::v1::{
     ObjectReference, PersistentVolume, PersistentVolumeClaim, TypedLocalObjectReference,
 };
@@ -10,8 +10,8 @@ use kube::api::{Api, PostParams};
 
 use super::data::{check_seeded, write_seeded};
 use super::provisioning::{access_mode, is_manila};
-use crate::conformance::{Needs, TestCase, TestContext, TestError, TestResult};
 use crate::e2e::workload::{PodBuilder, claim, claim_from_snapshot, volume_capacity};
+use crate::registry::{Needs, TestCase, TestContext, TestError, TestResult};
 use crate::{ensure, ensure_eq, test_case};
 
 const SUITE: &str = "provisioning";

@@ -3,12 +3,12 @@
 //! different nodes that append the date to `/mnt/test/$(hostname)` at the same time; each sees
 //! the other's file grow. (The seed writes every 10 s; here every second, to see it sooner.)
 
-use harness::driver_spec::Capability;
+use driver_spec::Capability;
 use kube_support::wait;
 
 use super::WAIT;
-use crate::conformance::{Needs, TestCase, TestContext, TestError, TestResult};
 use crate::e2e::workload::{PodBuilder, claim, describe_pod};
+use crate::registry::{Needs, TestCase, TestContext, TestError, TestResult};
 use crate::{ensure, test_case};
 
 const SUITE: &str = "demo";

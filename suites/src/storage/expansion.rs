@@ -2,17 +2,17 @@
 //! `allowVolumeExpansion`; claims resized while no pod uses them (also with a pod re-created
 //! on the grown volume, as upstream's offline test) and while a pod uses them.
 
-use harness::driver_spec::Capability;
+use driver_spec::Capability;
 use k8s_openapi::api::core::v1::{PersistentVolume, PersistentVolumeClaim};
 use kube::api::{Api, Patch, PatchParams};
 use kube_support::wait;
 
 use super::provisioning::{access_mode, is_manila};
 use super::{WAIT, restarts, wait_share};
-use crate::conformance::{Needs, TestCase, TestContext, TestResult};
 use crate::e2e::workload::{
     claim, claim_capacity, describe_pod, pod_is_ready, pod_with_claim, volume_capacity,
 };
+use crate::registry::{Needs, TestCase, TestContext, TestResult};
 use crate::{ensure, ensure_eq, test_case};
 
 const SUITE: &str = "volume-expand";
@@ -148,7 +148,7 @@ async fn expansion_refused(ctx: &TestContext<'_>) -> TestResult {
         }
         Err(e) => return Err(e.into()),
         Ok(_) => {
-            return Err(crate::conformance::TestError::failed(format!(
+            return Err(crate::registry::TestError::failed(format!(
                 "the apiserver accepted a resize to {bigger} although class {class} does not allow expansion"
             )));
         }

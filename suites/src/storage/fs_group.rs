@@ -3,12 +3,12 @@
 //! `fsGroupChangePolicy` decides whether a later pod's fsGroup is applied to contents whose
 //! group was changed meanwhile. Only for drivers whose spec claims `fsGroup`.
 
-use harness::driver_spec::Capability;
+use driver_spec::Capability;
 use k8s_openapi::api::core::v1::Pod;
 
 use super::provisioning::access_mode;
-use crate::conformance::{Needs, TestCase, TestContext, TestError, TestResult};
 use crate::e2e::workload::{PodBuilder, Workload, claim};
+use crate::registry::{Needs, TestCase, TestContext, TestError, TestResult};
 use crate::{ensure_eq, test_case};
 
 const SUITE: &str = "fsGroup";

@@ -1,6 +1,6 @@
 //! The storage tests of `conformance run`, grouped in suites named as upstream's Kubernetes
 //! storage test suites, each gated by the driver spec file through its
-//! [`Needs`](crate::conformance::Needs):
+//! [`Needs`](crate::registry::Needs):
 //!
 //! - [`volumes`]: a volume stores data; its files can be executed;
 //! - [`provisioning`]: claims bound to volumes of their size, deleted with them; the
@@ -38,7 +38,7 @@ use k8s_openapi::api::core::v1::Pod;
 use kube_support::wait;
 use openstack_client::manila::model::Share;
 
-use crate::conformance::{TestCase, TestContext, TestError, TestResult};
+use crate::registry::{TestCase, TestContext, TestError, TestResult};
 
 /// Every storage test, in run order.
 pub fn tests() -> Vec<TestCase> {

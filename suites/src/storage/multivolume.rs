@@ -4,15 +4,15 @@
 
 use std::time::Duration;
 
-use harness::driver_spec::Capability;
+use driver_spec::Capability;
 
 use super::data::{check_seeded, write_seeded};
 use super::provisioning::{access_mode, is_manila};
 use super::{node_of, nodes};
-use crate::conformance::{DriverConfig, Needs, TestCase, TestContext, TestError, TestResult};
 use crate::e2e::workload::{
     PodBuilder, Workload, claim, describe_pod, pod_is_ready, pod_with_claim, wait_pod_ready,
 };
+use crate::registry::{DriverConfig, Needs, TestCase, TestContext, TestError, TestResult};
 use crate::{ensure, ensure_eq, test_case};
 
 const SUITE: &str = "multiVolume";

@@ -6,8 +6,8 @@ use kube::api::{Api, DeleteParams};
 use kube_support::wait;
 
 use super::WAIT;
-use crate::conformance::{Needs, TestCase, TestContext, TestError, TestResult};
 use crate::e2e::workload::{claim, events_about, volume_capacity};
+use crate::registry::{Needs, TestCase, TestContext, TestError, TestResult};
 use crate::{ensure, ensure_eq, test_case};
 
 const SUITE: &str = "provisioning";
@@ -257,7 +257,7 @@ async fn unknown_share_type(ctx: &TestContext<'_>) -> TestResult {
 /// The access mode the driver's claims ask for: ReadWriteMany when the spec claims RWX (as
 /// a Manila share is meant to be used), else the first required mode.
 pub fn access_mode(ctx: &TestContext<'_>) -> &'static str {
-    use harness::driver_spec::Capability;
+    use driver_spec::Capability;
     if ctx.spec().has(Capability::Rwx) {
         "ReadWriteMany"
     } else {

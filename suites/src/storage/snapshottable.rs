@@ -3,16 +3,16 @@
 //! content's fields and references, the snapshot in the cloud, a restore that holds the data
 //! as it was when the snapshot was taken, and what deleting the snapshot deletes.
 
-use harness::driver_spec::Capability;
+use driver_spec::Capability;
 use kube::api::{DeleteParams, DynamicObject, Patch, PatchParams, PostParams};
 use kube_support::wait;
 
 use super::WAIT;
 use super::data::{check_seeded, write_seeded};
 use super::provisioning::{access_mode, is_manila};
-use crate::conformance::{Needs, TestCase, TestContext, TestError, TestResult};
 use crate::e2e::snapshots;
 use crate::e2e::workload::{PodBuilder, claim, claim_from_snapshot};
+use crate::registry::{Needs, TestCase, TestContext, TestError, TestResult};
 use crate::{ensure, ensure_eq, test_case};
 
 const SUITE: &str = "snapshottable";

@@ -19,10 +19,10 @@ use super::data::{SEEDED_LEN, check_seeded, seeded_content, write_seeded};
 use super::node_of;
 use super::provisioning::access_mode;
 use super::volumes::test_seed;
-use crate::conformance::{Needs, TestCase, TestContext, TestError, TestResult};
 use crate::e2e::workload::{PodBuilder, TEST_IMAGE, Workload, claim, describe_pod};
+use crate::registry::{Needs, TestCase, TestContext, TestError, TestResult};
 use crate::{ensure, test_case};
-use harness::driver_spec::Capability;
+use driver_spec::Capability;
 
 const SUITE: &str = "subPath";
 

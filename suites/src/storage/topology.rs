@@ -3,7 +3,7 @@
 //! whose node affinity conflicts with them refused by the scheduler, with Immediate and with
 //! delayed (WaitForFirstConsumer) binding.
 
-use harness::driver_spec::Capability;
+use driver_spec::Capability;
 use k8s_openapi::api::core::v1::{
     PersistentVolume, TopologySelectorLabelRequirement, TopologySelectorTerm,
 };
@@ -11,8 +11,8 @@ use k8s_openapi::api::storage::v1::StorageClass;
 
 use super::node_of;
 use super::provisioning::{access_mode, is_manila};
-use crate::conformance::{DriverConfig, Needs, TestCase, TestContext, TestError, TestResult};
 use crate::e2e::workload::{PodBuilder, claim, pod_with_claim};
+use crate::registry::{DriverConfig, Needs, TestCase, TestContext, TestError, TestResult};
 use crate::{ensure, ensure_eq, test_case};
 
 const SUITE: &str = "topology";

@@ -2,12 +2,12 @@
 //! known pattern, then checked — size and POSIX `cksum` against the checksum computed here —
 //! by the pod that wrote them and, where the driver claims persistence, by the next pod.
 
-use harness::driver_spec::Capability;
+use driver_spec::Capability;
 
 use super::provisioning::access_mode;
 use super::volumes::test_seed;
-use crate::conformance::{Needs, TestCase, TestContext, TestError, TestResult};
 use crate::e2e::workload::{PodBuilder, Workload, claim};
+use crate::registry::{Needs, TestCase, TestContext, TestError, TestResult};
 use crate::storage::data::seeded_content;
 use crate::{ensure_eq, test_case};
 

@@ -3,14 +3,14 @@
 //! driver claims `block`, block volumes are raw devices in pods and a volume used in the other
 //! mode than its own is refused.
 
-use harness::driver_spec::Capability;
+use driver_spec::Capability;
 use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod, VolumeDevice};
 use kube_support::wait::wait_event;
 
 use super::node_of;
 use super::provisioning::{access_mode, is_manila};
-use crate::conformance::{Needs, TestCase, TestContext, TestError, TestResult};
 use crate::e2e::workload::{PodBuilder, claim, describe_pod};
+use crate::registry::{Needs, TestCase, TestContext, TestError, TestResult};
 use crate::{ensure, ensure_eq, test_case};
 
 const SUITE: &str = "volumeMode";

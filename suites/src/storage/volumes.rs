@@ -2,12 +2,12 @@
 //! the next once the first is gone, where the driver claims persistence — and files on it can
 //! be executed.
 
-use harness::driver_spec::Capability;
+use driver_spec::Capability;
 
 use super::data::{check_seeded, write_seeded};
 use super::provisioning::access_mode;
-use crate::conformance::{Needs, TestCase, TestContext, TestResult};
 use crate::e2e::workload::{MOUNT_PATH, claim, pod_with_claim};
+use crate::registry::{Needs, TestCase, TestContext, TestResult};
 use crate::{ensure, test_case};
 
 const SUITE: &str = "volumes";

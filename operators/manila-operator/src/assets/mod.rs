@@ -3,10 +3,14 @@
 //! `managed-by` label on every object, the namespace on namespaced ones, and the NFS export
 //! directory added when the NFS plugin binds local exports.
 //!
-//! One asset set per release ([`Release`], `assets/current/` and `assets/previous/`): the
-//! upgrade suite installs the previous release's objects, which the current release then
-//! adopts and migrates. Placeholders, labels, namespaces and the export root are
-//! release-independent.
+//! One asset set per release ([`Release`]; `assets/current/` and `assets/previous/`, listed
+//! in `templates`): the upgrade suite installs the previous release's objects, which the
+//! current release then adopts and migrates. Placeholders, labels, namespaces and the export
+//! root are release-independent.
+
+#[cfg(test)]
+mod operator_rbac;
+mod templates;
 
 use std::collections::BTreeMap;
 
@@ -14,16 +18,11 @@ use kube::api::DynamicObject;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-use crate::api::LogLevel;
+use crate::api::{LogLevel, MANAGED_BY, MANAGED_BY_LABEL};
+use crate::apply::api_resource;
 use crate::config::{NfsMounter, OperatorConfig};
-use crate::controller::{MANAGED_BY, MANAGED_BY_LABEL};
-
-mod release;
-
-pub use release::{
-    CURRENT_VERSION, PREVIOUS_CA_DIR, PREVIOUS_CA_FILE_NAME, PREVIOUS_VERSION, Release,
-    UnknownRelease,
-};
+use crate::release::{PREVIOUS_CA_DIR, PREVIOUS_CA_FILE_NAME, Release};
+use templates::templates;
 
 /// A manifest could not be rendered.
 #[derive(Debug, thiserror::Error)]
@@ -103,7 +102,7 @@ pub fn render_release(
 ) -> Result<Vec<DynamicObject>, AssetError> {
     let vars = variables(inputs);
     let mut objects = Vec::new();
-    for asset in release.assets() {
+    for asset in templates(release) {
         if asset.when == When::SnapshotCrds && !inputs.snapshot_crds_present {
             continue;
         }
@@ -228,7 +227,7 @@ fn label(value: &mut Value) {
 fn place(value: &mut Value, namespace: &str) -> Result<(), String> {
     let api_version = value["apiVersion"].as_str().unwrap_or_default();
     let kind = value["kind"].as_str().unwrap_or_default();
-    let Some((_, namespaced)) = crate::apply::api_resource(api_version, kind) else {
+    let Some((_, namespaced)) = api_resource(api_version, kind) else {
         return Err(format!(
             "kind {api_version}/{kind} is not one the operator applies"
         ));
@@ -266,9 +265,6 @@ fn add_export_root(daemon_set: &mut Value, root: &str) {
         }
     }
 }
-
-#[cfg(test)]
-mod operator_rbac;
 
 #[cfg(test)]
 mod tests {
@@ -576,7 +572,7 @@ mod tests {
         let config = OperatorConfig::new("manila-csi");
         let vars = variables(&inputs(&config));
         for release in Release::ALL {
-            for asset in release.assets() {
+            for asset in templates(release) {
                 let text = substitute(asset.file, asset.template, &vars).unwrap();
                 assert!(!text.contains("${"), "{}", asset.file);
             }

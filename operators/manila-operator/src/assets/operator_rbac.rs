@@ -10,9 +10,10 @@ use kube::api::DynamicObject;
 use serde::Deserialize;
 use serde_json::Value;
 
-use super::{AssetInputs, Release, render};
+use super::{AssetInputs, render};
 use crate::api::LogLevel;
 use crate::config::OperatorConfig;
+use crate::release::Release;
 
 const RBAC: &str = include_str!("../../../../fixtures/manila-operator/rbac.yaml");
 

@@ -1,22 +1,52 @@
-//! managementState Managed and Removed: what a reconcile installs, keeps or removes.
+//! managementState Managed (and Force): one reconcile, step by step. Each step adds its
+//! part's conditions to the [`Report`]; a step whose failure leaves nothing sensible to do
+//! next ends the reconcile there.
+//!
+//! 1. the version check ([`check_version`]): an older operator leaves a newer driver alone;
+//! 2. the cloud ([`find_share_types`]): credentials, Manila in the catalog, its share types;
+//! 3. the driver Secret ([`sync_driver_secret`]), whose hash goes into the pod templates;
+//! 4. the driver's objects ([`render_objects`], [`apply_objects`]), then what an earlier
+//!    release installed and this one does not ([`prune_stale`]);
+//! 5. one StorageClass per share type ([`sync_storage_classes`]);
+//! 6. the workloads' health.
 
-use super::*;
+use std::collections::{BTreeMap, BTreeSet};
+use std::ops::ControlFlow;
 
+use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::core::v1::Secret;
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::api::{Api, DynamicObject, ListParams, ObjectMeta};
+use kube_support::events::EventType;
+
+use super::record::{new_changes, record_applied, record_class_change, record_pruned};
+use super::report::Report;
+use super::workloads::workload_health;
+use super::{Context, installed_version, owner_reference};
+use crate::api::{
+    ClusterCSIDriver, DRIVER_NAME, FIELD_MANAGER, GenerationStatus, LogLevel, MANAGED_BY,
+    MANAGED_BY_LABEL, ManagementState,
+};
+use crate::apply::Applier;
+use crate::assets::{self, AssetInputs};
+use crate::cloud::{self, CloudInputs, ManilaStatus, ShareType};
+use crate::config::OperatorConfig;
+use crate::downgrade::{self, VersionCheck};
+use crate::error::{Error, Result};
+use crate::prune::{self, ObjectKey};
+use crate::secret_sync;
+use crate::status::{self, Condition, Health, Status};
+use crate::storage_classes::{self, ClassChange};
+
+/// The CRD whose presence makes the operator install a VolumeSnapshotClass.
+const SNAPSHOT_CLASS_CRD: &str = "volumesnapshotclasses.snapshot.storage.k8s.io";
+
+/// managementState Managed or Force: install the driver and keep it as wanted.
 pub(super) async fn manage(driver: &ClusterCSIDriver, ctx: &Context) -> Report {
-    let mut report = Report::default();
-    let force = driver.spec.management_state == ManagementState::Force;
-    let installed = installed_version(driver);
-    match downgrade::check(installed, &ctx.config.version, ctx.config.release, force) {
-        VersionCheck::Proceed => {}
-        VersionCheck::Refuse { message } => return refuse_downgrade(ctx, installed, message).await,
-        VersionCheck::Forced { message } => {
-            // Once: the status then reports this operator's version.
-            tracing::warn!("{message}");
-            ctx.recorder
-                .publish(driver, EventType::Warning, downgrade::FORCED, message)
-                .await;
-        }
+    if let ControlFlow::Break(refused) = check_version(driver, ctx).await {
+        return refused;
     }
+    let mut report = Report::default();
     report.health(status::OPERATOR_VERSION, &Health::ok("AsExpected", ""));
     let inputs = match cloud::read_inputs(&ctx.client, &ctx.config).await {
         Ok(inputs) => inputs,
@@ -25,7 +55,62 @@ pub(super) async fn manage(driver: &ClusterCSIDriver, ctx: &Context) -> Report {
             return report;
         }
     };
-    let share_types = match cloud::probe_manila(&inputs).await {
+    let Some(share_types) = find_share_types(ctx, &inputs, &mut report).await else {
+        return report;
+    };
+    let Some(owner) = owner_reference(driver) else {
+        report.error = Some(Error::Invalid(format!(
+            "ClusterCSIDriver {DRIVER_NAME} has no uid: cannot own the driver's objects"
+        )));
+        return report;
+    };
+    let owner_uid = owner.uid.clone();
+    let applier = Applier::new(ctx.client.clone(), FIELD_MANAGER, owner);
+
+    // Credentials first: the pods' hash annotation depends on them.
+    let credentials_hash = sync_driver_secret(driver, ctx, &applier, &inputs, &mut report).await;
+    let Some(objects) = render_objects(driver, ctx, credentials_hash, &mut report).await else {
+        return report;
+    };
+    match apply_objects(driver, ctx, &applier, &objects, &mut report).await {
+        Err(error) => report.failed(status::STATIC_RESOURCES, "ApplyFailed", error),
+        Ok(()) => prune_stale(driver, ctx, &applier, &owner_uid, &objects, &mut report).await,
+    }
+    sync_storage_classes(driver, ctx, &share_types, &mut report).await;
+    workload_health(ctx, &objects, &mut report).await;
+    report
+}
+
+/// Whether this operator may install its release over what the installed one's
+/// (`status.version`): a downgrade is refused (the reconcile ends with that report) unless
+/// managementState is Force, which goes ahead with a Warning Event.
+async fn check_version(driver: &ClusterCSIDriver, ctx: &Context) -> ControlFlow<Report> {
+    let force = driver.spec.management_state == ManagementState::Force;
+    let installed = installed_version(driver);
+    match downgrade::check(installed, &ctx.config.version, ctx.config.release, force) {
+        VersionCheck::Proceed => {}
+        VersionCheck::Refuse { message } => {
+            return ControlFlow::Break(refuse_downgrade(ctx, installed, message).await);
+        }
+        VersionCheck::Forced { message } => {
+            // Once: the status then reports this operator's version.
+            tracing::warn!("{message}");
+            ctx.recorder
+                .publish(driver, EventType::Warning, downgrade::FORCED, message)
+                .await;
+        }
+    }
+    ControlFlow::Continue(())
+}
+
+/// Manila's share types, or `None` when the reconcile stops here: the credentials cannot be
+/// used (Degraded), or Manila is disabled (not Degraded; an installed driver is kept).
+async fn find_share_types(
+    ctx: &Context,
+    inputs: &CloudInputs,
+    report: &mut Report,
+) -> Option<Vec<ShareType>> {
+    let share_types = match cloud::probe_manila(inputs).await {
         Ok(ManilaStatus::Available(types)) => types,
         Ok(ManilaStatus::Disabled { reason, message }) => {
             let installed = driver_installed(ctx).await;
@@ -41,11 +126,11 @@ pub(super) async fn manage(driver: &ClusterCSIDriver, ctx: &Context) -> Report {
                 message,
             ));
             report.health(status::CREDENTIALS, &Health::ok("AsExpected", ""));
-            return report;
+            return None;
         }
         Err(error) => {
             report.failed(status::CREDENTIALS, "InvalidCredentials", error.into());
-            return report;
+            return None;
         }
     };
     ctx.metrics.share_types_seen(share_types.len());
@@ -55,17 +140,19 @@ pub(super) async fn manage(driver: &ClusterCSIDriver, ctx: &Context) -> Report {
         "AsExpected",
         format!("Manila offers {} share type(s)", share_types.len()),
     ));
-    let Some(owner) = owner_reference(driver) else {
-        report.error = Some(Error::Invalid(format!(
-            "ClusterCSIDriver {DRIVER_NAME} has no uid: cannot own the driver's objects"
-        )));
-        return report;
-    };
-    let owner_uid = owner.uid.clone();
-    let applier = Applier::new(ctx.client.clone(), FIELD_MANAGER, owner);
+    Some(share_types)
+}
 
-    // Credentials first: the pods' hash annotation depends on them.
-    let secret_data = secret_sync::driver_secret_data(&inputs, ctx.config.release);
+/// Applies the driver's flat Secret and returns the hash of its data (for the pod
+/// templates, also when applying failed).
+async fn sync_driver_secret(
+    driver: &ClusterCSIDriver,
+    ctx: &Context,
+    applier: &Applier,
+    inputs: &CloudInputs,
+    report: &mut Report,
+) -> String {
+    let secret_data = secret_sync::driver_secret_data(inputs, ctx.config.release);
     let credentials_hash = secret_sync::data_hash(&secret_data);
     match driver_secret(&ctx.config, &secret_data) {
         Ok(secret) => match applier.apply(&secret).await {
@@ -77,8 +164,35 @@ pub(super) async fn manage(driver: &ClusterCSIDriver, ctx: &Context) -> Report {
         },
         Err(error) => report.failed(status::CREDENTIALS, "SyncFailed", error),
     }
+    credentials_hash
+}
 
-    let snapshot_crds_present = match Api::<CustomResourceDefinition>::all(ctx.client.clone())
+/// The driver's objects of the configured release, or `None` (Degraded) when the embedded
+/// manifests cannot be rendered.
+async fn render_objects(
+    driver: &ClusterCSIDriver,
+    ctx: &Context,
+    credentials_hash: String,
+    report: &mut Report,
+) -> Option<Vec<DynamicObject>> {
+    let inputs = AssetInputs {
+        config: &ctx.config,
+        log_level: driver.spec.log_level.unwrap_or_default(),
+        credentials_hash,
+        snapshot_crds_present: snapshot_crds_present(ctx).await,
+    };
+    match assets::render(&inputs) {
+        Ok(objects) => Some(objects),
+        Err(error) => {
+            report.failed(status::STATIC_RESOURCES, "RenderFailed", error.into());
+            None
+        }
+    }
+}
+
+/// Whether the VolumeSnapshotClass CRD exists; when that cannot be read, assume not.
+async fn snapshot_crds_present(ctx: &Context) -> bool {
+    match Api::<CustomResourceDefinition>::all(ctx.client.clone())
         .get_opt(SNAPSHOT_CLASS_CRD)
         .await
     {
@@ -87,22 +201,20 @@ pub(super) async fn manage(driver: &ClusterCSIDriver, ctx: &Context) -> Report {
             tracing::warn!(error = %error, "cannot tell whether the snapshot CRDs exist; assuming not");
             false
         }
-    };
-    let inputs = AssetInputs {
-        config: &ctx.config,
-        log_level: driver.spec.log_level.unwrap_or_default(),
-        credentials_hash,
-        snapshot_crds_present,
-    };
-    let objects = match assets::render(&inputs) {
-        Ok(objects) => objects,
-        Err(error) => {
-            report.failed(status::STATIC_RESOURCES, "RenderFailed", error.into());
-            return report;
-        }
-    };
-    let mut static_failure = None;
-    for object in &objects {
+    }
+}
+
+/// Applies every object (an Event for each change, the workloads' generations into the
+/// report); the first failure, after trying them all.
+async fn apply_objects(
+    driver: &ClusterCSIDriver,
+    ctx: &Context,
+    applier: &Applier,
+    objects: &[DynamicObject],
+    report: &mut Report,
+) -> Result<()> {
+    let mut failure = None;
+    for object in objects {
         match applier.apply(object).await {
             Ok(applied) => {
                 record_applied(driver, ctx, &applied).await;
@@ -119,42 +231,57 @@ pub(super) async fn manage(driver: &ClusterCSIDriver, ctx: &Context) -> Report {
                 }
             }
             Err(error) => {
-                static_failure.get_or_insert(Error::from(error));
+                failure.get_or_insert(Error::from(error));
             }
         }
     }
-    match static_failure {
-        Some(error) => report.failed(status::STATIC_RESOURCES, "ApplyFailed", error),
-        None => {
-            // Everything wanted is in place: what an earlier release (or configuration)
-            // installed and this one does not goes now, e.g. N-1's shared sidecar role.
-            let mut wanted: BTreeSet<ObjectKey> = objects.iter().map(ObjectKey::of).collect();
-            wanted.insert(ObjectKey {
-                api_version: "v1".into(),
-                kind: "Secret".into(),
-                namespace: Some(ctx.config.namespace.clone()),
-                name: ctx.config.driver_secret.clone(),
-            });
-            match prune::prune(
-                &ctx.client,
-                &applier,
-                &ctx.config.namespace,
-                &owner_uid,
-                &wanted,
-            )
-            .await
-            {
-                Ok(deleted) => {
-                    for key in &deleted {
-                        record_pruned(driver, ctx, key).await;
-                    }
-                    report.health(status::STATIC_RESOURCES, &Health::ok("AsExpected", ""));
-                }
-                Err(error) => report.failed(status::STATIC_RESOURCES, "PruneFailed", error.into()),
-            }
-        }
-    }
+    failure.map_or(Ok(()), Err)
+}
 
+/// Once everything wanted is in place: deletes what an earlier release (or configuration)
+/// installed and this one does not, e.g. N-1's shared sidecar role, with an Event each.
+async fn prune_stale(
+    driver: &ClusterCSIDriver,
+    ctx: &Context,
+    applier: &Applier,
+    owner_uid: &str,
+    objects: &[DynamicObject],
+    report: &mut Report,
+) {
+    let mut wanted: BTreeSet<ObjectKey> = objects.iter().map(ObjectKey::of).collect();
+    wanted.insert(ObjectKey {
+        api_version: "v1".into(),
+        kind: "Secret".into(),
+        namespace: Some(ctx.config.namespace.clone()),
+        name: ctx.config.driver_secret.clone(),
+    });
+    match prune::prune(
+        &ctx.client,
+        applier,
+        &ctx.config.namespace,
+        owner_uid,
+        &wanted,
+    )
+    .await
+    {
+        Ok(deleted) => {
+            for key in &deleted {
+                record_pruned(driver, ctx, key).await;
+            }
+            report.health(status::STATIC_RESOURCES, &Health::ok("AsExpected", ""));
+        }
+        Err(error) => report.failed(status::STATIC_RESOURCES, "PruneFailed", error.into()),
+    }
+}
+
+/// One StorageClass per share type, as `storageClassState` allows; a class skipped for want
+/// of a share network is named in the condition (not Degraded: the others work).
+async fn sync_storage_classes(
+    driver: &ClusterCSIDriver,
+    ctx: &Context,
+    share_types: &[ShareType],
+    report: &mut Report,
+) {
     let share_networks = driver
         .spec
         .driver_config
@@ -165,7 +292,7 @@ pub(super) async fn manage(driver: &ClusterCSIDriver, ctx: &Context) -> Report {
     let class_state = driver.spec.storage_class_state.unwrap_or_default();
     match storage_classes::sync(
         &ctx.client,
-        &share_types,
+        share_types,
         &share_networks,
         class_state,
         &ctx.config,
@@ -193,9 +320,6 @@ pub(super) async fn manage(driver: &ClusterCSIDriver, ctx: &Context) -> Report {
         }
         Err(error) => report.failed(status::STORAGE_CLASSES, "SyncFailed", error.into()),
     }
-
-    workload_health(ctx, &objects, &mut report).await;
-    report
 }
 
 /// A downgrade refused: nothing is applied, pruned or synced; the installed driver's
@@ -219,24 +343,28 @@ async fn refuse_downgrade(ctx: &Context, installed: Option<&str>, message: Strin
         },
     );
     // The workloads have the same names in every release.
-    let inputs = AssetInputs {
-        config: &ctx.config,
-        log_level: LogLevel::Normal,
-        credentials_hash: String::new(),
-        snapshot_crds_present: false,
-    };
-    match assets::render(&inputs) {
+    match assets::render(&names_only_inputs(&ctx.config)) {
         Ok(objects) => workload_health(ctx, &objects, &mut report).await,
         Err(error) => report.failed(status::STATIC_RESOURCES, "RenderFailed", error.into()),
     }
     report
 }
 
+/// Inputs for rendering the driver's objects only to know which they are (their kinds and
+/// names): default verbosity, no hash, no snapshot class.
+pub(super) fn names_only_inputs(config: &OperatorConfig) -> AssetInputs<'_> {
+    AssetInputs {
+        config,
+        log_level: LogLevel::Normal,
+        credentials_hash: String::new(),
+        snapshot_crds_present: false,
+    }
+}
+
 /// Whether the driver was installed before (its controller Deployment exists).
-pub(super) async fn driver_installed(ctx: &Context) -> bool {
+async fn driver_installed(ctx: &Context) -> bool {
     let api = Api::<Deployment>::namespaced(ctx.client.clone(), &ctx.config.namespace);
-    let managed =
-        kube::api::ListParams::default().labels(&format!("{MANAGED_BY_LABEL}={MANAGED_BY}"));
+    let managed = ListParams::default().labels(&format!("{MANAGED_BY_LABEL}={MANAGED_BY}"));
     match api.list_metadata(&managed).await {
         Ok(list) => !list.items.is_empty(),
         Err(error) => {
@@ -246,80 +374,13 @@ pub(super) async fn driver_installed(ctx: &Context) -> bool {
     }
 }
 
-/// managementState Removed: the driver's objects go; StorageClasses, the
-/// VolumeSnapshotClass and volumes stay.
-pub(super) async fn remove(driver: &ClusterCSIDriver, ctx: &Context) -> Report {
-    let mut report = Report::default();
-    let Some(owner) = owner_reference(driver) else {
-        return report;
-    };
-    let applier = Applier::new(ctx.client.clone(), FIELD_MANAGER, owner);
-    let inputs = AssetInputs {
-        config: &ctx.config,
-        log_level: LogLevel::Normal,
-        credentials_hash: String::new(),
-        snapshot_crds_present: false,
-    };
-    let mut objects = match assets::render(&inputs) {
-        Ok(objects) => objects,
-        Err(error) => {
-            report.failed(status::STATIC_RESOURCES, "RenderFailed", error.into());
-            return report;
-        }
-    };
-    match driver_secret(&ctx.config, &BTreeMap::new()) {
-        Ok(secret) => objects.push(secret),
-        Err(error) => report.error = Some(error),
-    }
-    // Workloads first, then what they use.
-    objects.reverse();
-    for object in &objects {
-        match applier.delete(object).await {
-            Ok(true) => {
-                let kind = object
-                    .types
-                    .as_ref()
-                    .map(|t| t.kind.clone())
-                    .unwrap_or_default();
-                let what = describe(&kind, object.namespace().as_deref(), &object.name_any());
-                ctx.metrics.object_changed();
-                ctx.recorder
-                    .publish(
-                        driver,
-                        EventType::Normal,
-                        &format!("{kind}Deleted"),
-                        format!("deleted {what} (managementState Removed)"),
-                    )
-                    .await;
-            }
-            Ok(false) => {}
-            Err(error) => {
-                report.error.get_or_insert(error.into());
-            }
-        }
-    }
-    let removed = Health::ok(
-        "Removed",
-        "managementState is Removed: the driver is not installed",
-    );
-    for prefix in [
-        status::CONTROLLER_SERVICE,
-        status::NODE_SERVICE,
-        status::NFS_NODE_SERVICE,
-        status::STATIC_RESOURCES,
-    ] {
-        report.health(prefix, &removed);
-    }
-    report
-}
-
 /// The driver's flat Secret as an object to apply.
 pub(super) fn driver_secret(
     config: &OperatorConfig,
     data: &BTreeMap<String, String>,
 ) -> Result<DynamicObject> {
     let secret = Secret {
-        metadata: kube::api::ObjectMeta {
+        metadata: ObjectMeta {
             name: Some(config.driver_secret.clone()),
             namespace: Some(config.namespace.clone()),
             labels: Some(BTreeMap::from([(

@@ -2,9 +2,20 @@
 //! trigger it: the driver's own objects (a deleted or edited child is put back at once), the
 //! credentials Secret and CA ConfigMap, and the operator's StorageClasses; plus a periodic
 //! resync that picks up new share types.
+//!
+//! Children: `manage` (managementState Managed/Force, step by step) and `remove` (Removed)
+//! produce a `Report`; `workloads` reads the workloads' health into it; `record` turns
+//! changes into Events and the report into the ClusterCSIDriver's and the ClusterOperator's
+//! status.
 
-use std::collections::{BTreeMap, BTreeSet};
-use std::sync::Arc;
+mod manage;
+mod record;
+mod remove;
+mod report;
+mod workloads;
+
+use std::collections::BTreeSet;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use futures::StreamExt;
@@ -12,43 +23,27 @@ use k8s_openapi::api::apps::v1::{DaemonSet, Deployment};
 use k8s_openapi::api::core::v1::{ConfigMap, Secret, ServiceAccount};
 use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, Role, RoleBinding};
 use k8s_openapi::api::storage::v1::{CSIDriver, StorageClass};
-use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::{OwnerReference, Time};
-use kube::api::{Api, DynamicObject, Patch, PatchParams};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
+use kube::api::Api;
 use kube::runtime::controller::{Action, Controller};
 use kube::runtime::reflector::ObjectRef;
 use kube::runtime::watcher;
 use kube::{Client, Resource, ResourceExt};
 use kube_support::backoff::KeyedBackoff;
-use kube_support::events::{EventRecorder, EventType};
+use kube_support::events::EventRecorder;
 
 use crate::api::{
-    CLUSTER_OPERATOR_NAME, ClusterCSIDriver, ClusterCSIDriverStatus, ClusterOperator,
-    ClusterOperatorStatus, DRIVER_NAME, GenerationStatus, LogLevel, ManagementState,
-    ObjectReference, OperandVersion,
+    ClusterCSIDriver, DRIVER_NAME, FIELD_MANAGER, LogLevel, MANAGED_BY, MANAGED_BY_LABEL,
+    ManagementState,
 };
-use crate::apply::{Applied, Applier, Outcome};
-use crate::assets::{self, AssetInputs};
-use crate::cloud::{self, ManilaStatus};
 use crate::config::OperatorConfig;
-use crate::downgrade::{self, VersionCheck};
-use crate::error::{Error, Result, kube as kube_error};
+use crate::error::{Error, Result};
 use crate::metrics::Metrics;
-use crate::prune::{self, ObjectKey};
-use crate::secret_sync;
-use crate::status::{self, Condition, Health, Status};
-use crate::storage_classes::{self, ClassChange};
-
-/// The field manager of everything the operator applies.
-pub const FIELD_MANAGER: &str = "manila-csi-driver-operator";
-/// The label on every object the operator creates.
-pub const MANAGED_BY_LABEL: &str = "app.kubernetes.io/managed-by";
-/// Its value.
-pub const MANAGED_BY: &str = "manila-csi-driver-operator";
-/// The CRD whose presence makes the operator install a VolumeSnapshotClass.
-const SNAPSHOT_CLASS_CRD: &str = "volumesnapshotclasses.snapshot.storage.k8s.io";
-/// How soon to look again while a rollout is in progress (watches usually come first).
-const PROGRESS_POLL: Duration = Duration::from_secs(5);
+use manage::manage;
+use record::write_status;
+use remove::remove;
+use report::Report;
+pub use workloads::{daemon_set_health, deployment_health};
 
 /// Called with the operator's own log level when `spec.operatorLogLevel` changes.
 pub type LogLevelHook = Box<dyn Fn(LogLevel) + Send + Sync>;
@@ -68,7 +63,7 @@ pub struct Context {
     /// Applies `spec.operatorLogLevel`.
     pub operator_log_level: Option<LogLevelHook>,
     /// StorageClasses already reported as skipped (one Warning each, not one per sync).
-    skipped_classes: std::sync::Mutex<std::collections::BTreeSet<String>>,
+    skipped_classes: Mutex<BTreeSet<String>>,
 }
 
 impl Context {
@@ -161,33 +156,6 @@ fn error_policy(driver: Arc<ClusterCSIDriver>, error: &Error, ctx: Arc<Context>)
     Action::requeue(delay)
 }
 
-/// What one reconcile found and did, for the status.
-#[derive(Default)]
-struct Report {
-    conditions: Vec<Condition>,
-    ready_replicas: Option<i32>,
-    generations: Vec<GenerationStatus>,
-    requeue: Option<Duration>,
-    error: Option<Error>,
-    /// The version of the installed driver, when it is not this operator's (a refused
-    /// downgrade, or Unmanaged: the operator installed nothing).
-    driver_version: Option<String>,
-}
-
-impl Report {
-    fn health(&mut self, prefix: &str, health: &Health) {
-        self.conditions.extend(health.conditions(prefix));
-    }
-
-    fn failed(&mut self, prefix: &str, reason: &str, error: Error) {
-        self.health(
-            prefix,
-            &Health::degraded(reason, kube_support::error::error_chain(&error)),
-        );
-        self.error.get_or_insert(error);
-    }
-}
-
 /// One reconcile of the ClusterCSIDriver.
 pub async fn reconcile(driver: Arc<ClusterCSIDriver>, ctx: Arc<Context>) -> Result<Action> {
     ctx.metrics.reconcile();
@@ -229,14 +197,3 @@ fn installed_version(driver: &ClusterCSIDriver) -> Option<&str> {
 fn owner_reference(driver: &ClusterCSIDriver) -> Option<OwnerReference> {
     driver.controller_owner_ref(&())
 }
-
-mod manage;
-mod record;
-mod workloads;
-
-use manage::{manage, remove};
-use record::{
-    describe, new_changes, record_applied, record_class_change, record_pruned, write_status,
-};
-use workloads::workload_health;
-pub use workloads::{daemon_set_health, deployment_health};

@@ -1,8 +1,27 @@
 //! What the operator tells: Events for its changes, the ClusterCSIDriver's status and the
 //! ClusterOperator's.
 
-use super::*;
+use std::collections::BTreeSet;
 
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use kube::api::{Api, Patch, PatchParams};
+use kube_support::events::EventType;
+
+use super::Context;
+use super::report::Report;
+use crate::api::{
+    CLUSTER_OPERATOR_NAME, ClusterCSIDriver, ClusterCSIDriverStatus, ClusterOperator,
+    ClusterOperatorStatus, DRIVER_NAME, FIELD_MANAGER, ObjectReference, OperandVersion,
+    OperatorCondition,
+};
+use crate::apply::{Applied, Outcome};
+use crate::config::OperatorConfig;
+use crate::error::{Result, kube as kube_error};
+use crate::prune::ObjectKey;
+use crate::status;
+use crate::storage_classes::ClassChange;
+
+/// `Kind namespace/name`, or `Kind name` for a cluster-scoped object.
 pub(super) fn describe(kind: &str, namespace: Option<&str>, name: &str) -> String {
     match namespace {
         Some(namespace) => format!("{kind} {namespace}/{name}"),
@@ -56,7 +75,7 @@ pub(super) fn new_changes<'a>(ctx: &Context, changes: &'a [ClassChange]) -> Vec<
         .skipped_classes
         .lock()
         .unwrap_or_else(|e| e.into_inner());
-    let skipped: std::collections::BTreeSet<String> = changes
+    let skipped: BTreeSet<String> = changes
         .iter()
         .filter_map(|c| match c {
             ClassChange::Skipped { name, .. } => Some(name.clone()),
@@ -141,11 +160,11 @@ pub(super) async fn write_status(
 }
 
 /// Warning events when Manila becomes disabled or a sub-controller becomes degraded.
-pub(super) async fn record_transitions(
+async fn record_transitions(
     driver: &ClusterCSIDriver,
     ctx: &Context,
-    before: &[crate::api::OperatorCondition],
-    after: &[crate::api::OperatorCondition],
+    before: &[OperatorCondition],
+    after: &[OperatorCondition],
 ) {
     for condition in after {
         let was_true = before
@@ -172,7 +191,7 @@ pub(super) async fn record_transitions(
 
 /// Creates the ClusterOperator if needed and sets its aggregate conditions, versions and
 /// related objects.
-pub(super) async fn write_cluster_operator(
+async fn write_cluster_operator(
     ctx: &Context,
     driver_status: &ClusterCSIDriverStatus,
     now: &Time,
@@ -237,7 +256,7 @@ pub(super) async fn write_cluster_operator(
     Ok(())
 }
 
-pub(super) fn related_objects(config: &OperatorConfig) -> Vec<ObjectReference> {
+fn related_objects(config: &OperatorConfig) -> Vec<ObjectReference> {
     vec![
         ObjectReference {
             group: "operator.openshift.io".into(),

@@ -1,6 +1,17 @@
 //! The health of the driver's Deployment and DaemonSets, from their status.
 
-use super::*;
+use std::time::Duration;
+
+use k8s_openapi::api::apps::v1::{DaemonSet, Deployment};
+use kube::ResourceExt;
+use kube::api::{Api, DynamicObject};
+
+use super::Context;
+use super::report::Report;
+use crate::status::{self, Health};
+
+/// How soon to look again while a rollout is in progress (watches usually come first).
+const PROGRESS_POLL: Duration = Duration::from_secs(5);
 
 /// The conditions of the Deployment and DaemonSets among `objects`, from their status.
 pub(super) async fn workload_health(ctx: &Context, objects: &[DynamicObject], report: &mut Report) {

@@ -7,9 +7,9 @@ use std::time::Duration;
 
 use anyhow::Context;
 use clap::{Args, Subcommand};
-use harness::cluster::embedded::daemon::{self, UpOptions};
-use harness::cluster::embedded::is_node_ready;
-use harness::cluster::{CLUSTER_DIR_ENV, ClusterDescription, EmbeddedOptions};
+use cluster::embedded::daemon::{self, UpOptions};
+use cluster::embedded::is_node_ready;
+use cluster::{CLUSTER_DIR_ENV, ClusterDescription, EmbeddedOptions};
 use k8s_openapi::api::core::v1::Node;
 
 #[derive(Debug, Subcommand)]
@@ -118,7 +118,7 @@ fn parse_image(s: &str) -> Result<(String, PathBuf), String> {
 }
 
 fn base_dir() -> PathBuf {
-    harness::control_plane::run_dir::default_base()
+    control_plane::run_dir::default_base()
 }
 
 pub async fn run(command: ClusterCommand) -> anyhow::Result<()> {
@@ -199,7 +199,7 @@ async fn status(run_dir: &Path) -> anyhow::Result<()> {
     println!("process:    {}", owner.pid);
     println!("apiserver:  {}", description.api_url);
     println!("kubeconfig: {}", description.kubeconfig.display());
-    let cluster = harness::cluster::Cluster::connect(run_dir).await?;
+    let cluster = cluster::Cluster::connect(run_dir).await?;
     let nodes: kube::Api<Node> = kube::Api::all(cluster.client());
     for node in &description.nodes {
         let state = match nodes.get_opt(&node.name).await {

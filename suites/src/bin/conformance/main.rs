@@ -6,7 +6,7 @@
 //! - `conformance sanity`: the CSI sanity suite against any CSI endpoint (csi-sanity's
 //!   flags).
 //! - `conformance cluster up|serve|down|status`: an embedded cluster (real control plane,
-//!   simulated nodes) in the background or the foreground (see `harness::cluster`).
+//!   simulated nodes) in the background or the foreground (see the `cluster` crate).
 //!
 //! Exit status: 0 when every test passed or was skipped, 1 when one failed (or the
 //! embedded default could not be set up), 2 on bad input (flags, suite names, the spec file,

@@ -9,10 +9,10 @@ use anyhow::Context;
 use clap::Args;
 use regex::Regex;
 use suites::conformance::catalog;
+use suites::conformance::cluster_target::embedded::EmbeddedOptions;
+use suites::conformance::cluster_target::existing::ExistingOptions;
 use suites::conformance::progress::{Console, Progress};
 use suites::conformance::run::{self, RunConfig, TargetChoice};
-use suites::conformance::target::embedded::EmbeddedOptions;
-use suites::conformance::target::existing::ExistingOptions;
 use suites::conformance::{RunReport, RunnerOptions, SetupError};
 
 /// The spec file of the Manila driver the embedded default deploys.
@@ -77,7 +77,7 @@ pub struct RunArgs {
     /// processes of this host) or `containers` (each in a container of its own on a private
     /// docker network, from an image built locally; needs a Docker engine).
     #[arg(long, default_value = "embedded", conflicts_with = "kubeconfig")]
-    backend: harness::cluster::ClusterBackend,
+    backend: cluster::ClusterBackend,
     /// Embedded default: how the driver gets installed: `fixtures` (the plain manifests of
     /// fixtures/manila-csi) or `operator` (the Manila operator of fixtures/manila-operator
     /// installs it, its classes one per share type; needs the run's own fake cloud).
@@ -190,7 +190,7 @@ fn config(args: &RunArgs) -> anyhow::Result<RunConfig> {
     }
     let spec = match (&args.driver_spec, &args.kubeconfig) {
         (Some(spec), _) => spec.clone(),
-        (None, None) => harness::workspace::root().join(DEFAULT_SPEC),
+        (None, None) => workspace_binaries::root().join(DEFAULT_SPEC),
         (None, Some(_)) => {
             return Err(BadInput(
                 "--kubeconfig needs --driver-spec: the spec file of the driver installed there"
@@ -271,7 +271,7 @@ fn scratch_dir() -> PathBuf {
 fn output_dir(args: &RunArgs) -> PathBuf {
     args.output.clone().unwrap_or_else(|| {
         let stamp = chrono::Utc::now().format("%Y%m%dT%H%M%SZ").to_string();
-        harness::workspace::root()
+        workspace_binaries::root()
             .join("target/conformance")
             .join(stamp)
     })

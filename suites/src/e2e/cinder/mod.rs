@@ -26,8 +26,8 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
+use cluster::{Cluster, EmbeddedCluster, EmbeddedOptions, NODE_PLACEHOLDER};
 use fakes::{CloudConfig, FakeCloud, ServerSeed};
-use harness::cluster::{Cluster, EmbeddedCluster, EmbeddedOptions, NODE_PLACEHOLDER};
 use k8s_openapi::ByteString;
 use k8s_openapi::api::core::v1::{Namespace, Pod, Secret};
 use kube::api::{Api, PostParams};

@@ -23,10 +23,10 @@ use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use harness::cluster::{Cluster, ContainerCluster, EmbeddedCluster};
-use harness::runtime::host_mounts;
+use cluster::{Cluster, ContainerCluster, EmbeddedCluster};
 use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;
+use pod_runtime::host_mounts;
 
 use super::super::error::{Error, Result};
 

@@ -16,14 +16,16 @@ mod operator;
 pub(crate) mod teardown;
 
 use std::collections::BTreeMap;
+use std::future::Future;
 use std::path::{Path, PathBuf};
+use std::pin::Pin;
 use std::time::{Duration, Instant};
 
-use fakes::{CloudConfig, FakeCloud, NodeMetadata};
-use harness::cluster::{
+use cluster::{
     Cluster, ClusterBackend, ContainerCluster, ContainerOptions, EmbeddedCluster, EmbeddedOptions,
     NODE_PLACEHOLDER,
 };
+use fakes::{CloudConfig, FakeCloud, NodeMetadata};
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::{Api, ListParams};
 
@@ -31,7 +33,7 @@ use super::binaries::Binaries;
 use super::cloud::CloudInspector;
 use super::error::Result;
 use super::manifests::Applier;
-use super::workload::describe_pod;
+use super::workload::{WorkloadHost, describe_pod};
 use cleanup::ClusterGuard;
 use cloud_source::EnvironmentCloud;
 pub use cloud_source::{CloudSource, ExternalCloud, NfsAccess};
@@ -184,6 +186,16 @@ impl std::fmt::Debug for ManilaCsiEnvironment {
             .field("namespace", &self.options.namespace)
             .field("run_dir", &self.cluster_guard.run_dir())
             .finish_non_exhaustive()
+    }
+}
+
+impl WorkloadHost for ManilaCsiEnvironment {
+    fn cluster(&self) -> &Cluster {
+        ManilaCsiEnvironment::cluster(self)
+    }
+
+    fn diagnostics(&self) -> Pin<Box<dyn Future<Output = String> + Send + '_>> {
+        Box::pin(ManilaCsiEnvironment::diagnostics(self))
     }
 }
 

@@ -21,9 +21,9 @@ use kube_support::wait;
 use super::super::binaries::workspace_root;
 use super::super::error::{Error, Result};
 use super::super::manifests::{self, Applier};
+use super::super::timeline::Timeline;
 use super::teardown::ignore_not_found;
 use super::{CONTROLLER_SELECTOR, Install, ManilaCsiEnvironment};
-use crate::conformance::Timeline;
 
 /// The label on everything the operator creates.
 pub const OPERATOR_MANAGED_SELECTOR: &str =

@@ -28,12 +28,11 @@ use std::future::Future;
 use std::pin::Pin;
 use std::time::Duration;
 
-use harness::cluster::{Cluster, TestNamespace};
+use cluster::{Cluster, TestNamespace};
 use k8s_openapi::api::core::v1::{Event, PersistentVolume, PersistentVolumeClaim, Pod};
 use kube::api::{Api, DeleteParams, DynamicObject, PostParams};
 use kube_support::wait;
 
-use super::ManilaCsiEnvironment;
 use super::error::{Error, Result};
 use super::snapshots;
 
@@ -100,16 +99,6 @@ pub trait WorkloadHost: Send + Sync {
     fn cluster(&self) -> &Cluster;
     /// The driver's pods and the tail of each container's log, for failure messages.
     fn diagnostics(&self) -> Pin<Box<dyn Future<Output = String> + Send + '_>>;
-}
-
-impl WorkloadHost for ManilaCsiEnvironment {
-    fn cluster(&self) -> &Cluster {
-        ManilaCsiEnvironment::cluster(self)
-    }
-
-    fn diagnostics(&self) -> Pin<Box<dyn Future<Output = String> + Send + '_>> {
-        Box::pin(ManilaCsiEnvironment::diagnostics(self))
-    }
 }
 
 /// One scenario's namespace on an environment's cluster, with its claims and pods (see the

@@ -1,6 +1,10 @@
 //! Claims, volumes and the shares behind them.
 
-use super::*;
+use crate::registry::{TestContext, TestError, TestResult};
+use fakes::FakeCloud;
+use k8s_openapi::api::core::v1::PersistentVolume;
+use kube::api::{Api, ListParams};
+use kube_support::wait;
 
 /// The name the provisioner gives the volume of claim `name` (`pvc-<uid>`).
 pub(super) async fn volume_name_of(ctx: &TestContext<'_>, name: &str) -> TestResult<String> {

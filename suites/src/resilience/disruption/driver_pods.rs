@@ -1,7 +1,23 @@
 //! The driver's pods deleted under the writers: the node plugins', and the controller's during
 //! CreateVolume and DeleteVolume.
 
-use super::*;
+use super::super::writers::wall;
+use super::claims::{
+    claim_phase, describe_shares, is_pending, share_status, shares_for_claim, shares_named,
+    volume_name_of, volumes_of_claim, wait_share_gone,
+};
+use super::pods::{delete_driver_pods, driver_namespace, pod_node, wait_registered, wait_replaced};
+use super::scene::{Scene, read_through_new_pod};
+use super::{CREATE_HELD, CloudRestorer, millis, with_timeline};
+use crate::e2e::workload::claim;
+use crate::e2e::{CONTROLLER_SELECTOR, NODE_PLUGIN_SELECTOR};
+use crate::registry::{TestContext, TestResult};
+use crate::{ensure, ensure_eq};
+use fakes::{FaultAction, FaultRule, Operation, Times};
+use k8s_openapi::api::core::v1::PersistentVolume;
+use kube::api::{Api, DeleteParams};
+use kube_support::wait;
+use std::time::{Instant, SystemTime};
 
 /// The node plugin pods of every node are deleted; the DaemonSets recreate them; writes go
 /// on; a new pod publishes through the new plugins; the writers' unpublish works.

@@ -14,23 +14,6 @@
 //! mounts must go. What was injected when, and what each writer saw, is on the test's
 //! timeline; a failure message carries the timeline.
 
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
-
-use fakes::{FakeCloud, FaultAction, FaultRule, Operation, Times};
-use harness::driver_spec::Capability;
-use k8s_openapi::api::coordination::v1::Lease;
-use k8s_openapi::api::core::v1::{PersistentVolume, Pod};
-use k8s_openapi::api::storage::v1::CSINode;
-use kube::api::{Api, DeleteParams, ListParams};
-use kube_support::wait;
-
-use super::writers::{Stall, WriterFile, WriterSpec, Writers, wall};
-use crate::conformance::{Needs, TestCase, TestContext, TestError, TestResult, Timeline};
-use crate::e2e::workload::{BoundClaim, PodBuilder, claim, describe_pod, pod_is_ready};
-use crate::e2e::{CONTROLLER_SELECTOR, NODE_PLUGIN_SELECTOR};
-use crate::{ensure, ensure_eq, test_case};
-
-// The parts share this module's imports and helpers (`use super::*`).
 mod claims;
 mod driver_pods;
 mod node_and_cloud;
@@ -38,12 +21,19 @@ mod node_loss;
 mod pods;
 mod scene;
 
-use claims::*;
-use driver_pods::*;
-use node_and_cloud::*;
-use node_loss::*;
-use pods::*;
-use scene::*;
+use std::time::Duration;
+
+use driver_spec::Capability;
+use fakes::FakeCloud;
+
+use crate::e2e::timeline::Timeline;
+use crate::registry::{Needs, TestCase, TestError, TestResult};
+use crate::test_case;
+use driver_pods::{
+    controller_deleted_during_create, controller_deleted_during_delete, node_plugins_deleted,
+};
+use node_and_cloud::{cloud_unreachable, node_agent_restarted};
+use node_loss::node_lost;
 
 const SUITE: &str = "disruption";
 
@@ -97,7 +87,7 @@ pub fn tests() -> Vec<TestCase> {
             "should keep a lost node's ReadWriteOnce volume until Kubernetes frees it, and lose no data when the evicted writer's replacement takes it",
             Needs::capabilities(&[Capability::Exec])
                 .nodes(2)
-                .driver(crate::conformance::DriverConfig::AttachRequired)
+                .driver(crate::registry::DriverConfig::AttachRequired)
                 .exclusive(),
             node_lost
         ),
@@ -186,6 +176,7 @@ fn with_timeline(timeline: &Timeline, result: TestResult) -> TestResult {
 mod tests {
     #![allow(clippy::unwrap_used, clippy::expect_used)]
     use super::*;
+    use fakes::{FaultAction, FaultRule, Operation};
 
     #[test]
     fn every_test_runs_alone_and_needs_two_nodes() {
@@ -206,7 +197,7 @@ mod tests {
         // The node loss needs the attach-required instance (a volume Kubernetes attaches).
         let attached: Vec<&str> = tests
             .iter()
-            .filter(|t| t.needs.driver == crate::conformance::DriverConfig::AttachRequired)
+            .filter(|t| t.needs.driver == crate::registry::DriverConfig::AttachRequired)
             .map(|t| t.name)
             .collect();
         assert_eq!(attached.len(), 1, "{attached:?}");

@@ -1,6 +1,13 @@
 //! A node agent restarted, and the cloud unreachable, under the writers.
 
-use super::*;
+use super::claims::{claim_phase, shares_for_claim, shares_named};
+use super::pods::{volumes_in_use, wait_agent_renewed};
+use super::scene::{Scene, container_ids, mounts_of, read_through_new_pod};
+use super::{CloudRestorer, OUTAGE, with_timeline};
+use crate::e2e::workload::claim;
+use crate::registry::{TestContext, TestError, TestResult};
+use crate::{ensure, ensure_eq};
+use std::time::{Instant, SystemTime};
 
 /// The agent of the first node restarts while two writers on it write; their containers and
 /// mounts stay; their pods are deleted through the new agent.

@@ -14,9 +14,15 @@ use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::{Node, Toleration};
 use kube::api::PostParams;
 
-use super::*;
-use harness::cluster::NodeAction;
-use harness::cluster::embedded::is_node_ready;
+use super::with_timeline;
+use crate::e2e::workload::{PodBuilder, claim, describe_pod, pod_is_ready};
+use crate::registry::{TestContext, TestError, TestResult};
+use crate::{ensure, ensure_eq};
+use cluster::NodeAction;
+use cluster::embedded::is_node_ready;
+use kube::api::{Api, DeleteParams, ListParams};
+use kube_support::wait;
+use std::time::Duration;
 
 /// The writer's Deployment (its pods are labelled `app=<this>`).
 const KEEPER: &str = "keeper";

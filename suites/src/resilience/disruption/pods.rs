@@ -1,7 +1,15 @@
 //! The driver's pods and the nodes: deleting pods and waiting for their replacements, node
 //! registrations and Leases.
 
-use super::*;
+use super::NODE_LEASES;
+use crate::e2e::workload::{describe_pod, pod_is_ready};
+use crate::registry::{TestContext, TestError, TestResult};
+use k8s_openapi::api::coordination::v1::Lease;
+use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::api::storage::v1::CSINode;
+use kube::api::{Api, DeleteParams, ListParams};
+use kube_support::wait;
+use std::time::Instant;
 
 /// The namespace of the driver's pods, or a skip.
 pub(super) fn driver_namespace<'c>(ctx: &'c TestContext<'_>) -> TestResult<&'c str> {

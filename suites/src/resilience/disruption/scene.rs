@@ -1,6 +1,15 @@
 //! The writers and their volumes: the scene every disruption test starts from and checks.
 
-use super::*;
+use super::super::writers::{Stall, WriterFile, WriterSpec, Writers, wall};
+use super::MAX_STALL;
+use super::claims::wait_share_gone;
+use crate::e2e::workload::{BoundClaim, PodBuilder, claim, describe_pod, pod_is_ready};
+use crate::ensure;
+use crate::registry::{TestContext, TestError, TestResult};
+use k8s_openapi::api::core::v1::PersistentVolume;
+use kube::api::{Api, DeleteParams};
+use kube_support::wait;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 /// The claims and writers every test of the suite starts with (see the module docs).
 pub(super) struct Scene<'w, 'a> {

@@ -1,7 +1,19 @@
 //! The fault guard (inject, clear, cleared on drop), what the cloud holds, and the Events
 //! and claims the tests wait on.
 
-use super::*;
+use super::STEP;
+use crate::e2e::timeline::Timeline;
+use crate::e2e::workload::{BoundClaim, claim};
+use crate::registry::{TestContext, TestError, TestResult};
+use crate::storage::provisioning::access_mode;
+use crate::{ensure, ensure_eq};
+use fakes::{FakeCloud, FaultAction, FaultRule, Leftovers, Times};
+use k8s_openapi::api::core::v1::PersistentVolumeClaim;
+use kube::api::DeleteParams;
+use kube_support::wait;
+use kube_support::wait::wait_event;
+use std::collections::BTreeSet;
+use std::time::Duration;
 
 /// The fault rules a test injected, cleared when the test ends (also when it fails).
 pub(super) struct Faults<'a> {

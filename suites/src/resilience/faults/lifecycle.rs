@@ -1,6 +1,18 @@
 //! Faults during expansion and deletion.
 
-use super::*;
+use super::guard::{
+    Baseline, Faults, delete_and_ensure_nothing_left, ensure_names, ensure_only_share, test_claim,
+    wait_cloud, wait_for_event,
+};
+use super::provisioning::http_error_always;
+use super::{CLAIM, STEP};
+use crate::e2e::workload::{claim_capacity, volume_capacity};
+use crate::ensure;
+use crate::registry::{TestContext, TestResult};
+use fakes::Operation;
+use k8s_openapi::api::core::v1::{PersistentVolume, PersistentVolumeClaim};
+use kube::api::{Api, DeleteParams, Patch, PatchParams};
+use kube_support::wait;
 
 /// ShareExtend answers 500 until cleared: the resize is reported and not done; afterwards
 /// the share, the PV and the claim grow.

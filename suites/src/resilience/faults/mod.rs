@@ -22,32 +22,22 @@
 //! slower than the driver's HTTP timeout only after that timeout (60 s). The others take
 //! seconds.
 
-use std::collections::BTreeSet;
-use std::time::Duration;
-
-use fakes::{FakeCloud, FaultAction, FaultRule, Leftovers, Operation, Times};
-use harness::driver_spec::Capability;
-use k8s_openapi::api::core::v1::{PersistentVolume, PersistentVolumeClaim};
-use kube::api::{Api, DeleteParams, DynamicObject, Patch, PatchParams, PostParams};
-use kube_support::wait::{self, wait_event};
-
-use crate::conformance::{Needs, TestCase, TestContext, TestError, TestResult, Timeline};
-use crate::e2e::cloud::CloudInspector;
-use crate::e2e::snapshots;
-use crate::e2e::workload::{BoundClaim, claim, claim_capacity, volume_capacity};
-use crate::storage::provisioning::access_mode;
-use crate::{ensure, ensure_eq, test_case};
-
-// The parts share this module's imports and helpers (`use super::*`).
 mod guard;
 mod lifecycle;
 mod provisioning;
 mod snapshot_faults;
 
-use guard::*;
-use lifecycle::*;
-use provisioning::*;
-use snapshot_faults::*;
+use driver_spec::Capability;
+use std::time::Duration;
+
+use crate::registry::{Needs, TestCase};
+use crate::test_case;
+use lifecycle::{share_delete_500, share_extend_500};
+use provisioning::{
+    access_rule_ends_in_error, keystone_outage, quota_exceeded, share_create_500, share_create_503,
+    share_ends_in_error, share_stuck_creating, slower_than_http_timeout, token_expiry,
+};
+use snapshot_faults::{snapshot_ends_in_error, snapshot_error_deleting, snapshot_stuck_creating};
 
 const SUITE: &str = "faults";
 

@@ -1,7 +1,15 @@
 //! Faults during provisioning: Manila's errors, shares in error or stuck, access rules in
 //! error, quota, Keystone, and a reply slower than the driver's HTTP timeout.
 
-use super::*;
+use super::guard::{
+    Baseline, Faults, delete_and_ensure_nothing_left, describe_resources, ensure_names,
+    ensure_only_share, ensure_pending, test_claim, wait_bound, wait_cloud, wait_for_event,
+};
+use super::{CLAIM, SLOWER_THAN_HTTP_TIMEOUT, STEP, STUCK_REPORTED};
+use crate::e2e::cloud::CloudInspector;
+use crate::registry::{TestContext, TestResult};
+use crate::{ensure, ensure_eq};
+use fakes::{FaultAction, FaultRule, Operation, Times};
 
 /// A fault on provisioning: `rule` injected, a claim made, its ProvisioningFailed event
 /// naming every one of `expected` (the first is waited for), the claim still Pending, the

@@ -1,6 +1,19 @@
 //! Faults during snapshotting: snapshots in error, stuck, and in error_deleting.
 
-use super::*;
+use super::guard::{
+    Baseline, Faults, delete_and_ensure_nothing_left, describe_resources, ensure_names,
+    ensure_only_share, test_claim, wait_cloud, wait_for_event,
+};
+use super::{CLAIM, STEP, STUCK_LOOKS_SPAN};
+use crate::e2e::cloud::CloudInspector;
+use crate::e2e::snapshots;
+use crate::e2e::workload::BoundClaim;
+use crate::registry::{TestContext, TestError, TestResult};
+use crate::{ensure, ensure_eq};
+use fakes::{FaultAction, FaultRule, Operation, Times};
+use kube::api::{Api, DeleteParams, DynamicObject, PostParams};
+use kube_support::wait;
+use std::time::Duration;
 
 /// The VolumeSnapshot of every snapshot test.
 pub(super) const SNAPSHOT: &str = "snap";

@@ -1,7 +1,29 @@
 //! Going back: N-1's manifests applied over N are refused, the driver left as N installed
 //! it; N's manifests applied again clear the refusal.
 
-use super::*;
+use super::super::writers;
+use super::super::writers::{WriterFile, Writers};
+use super::inspect::{
+    condition_is, container_names, describe_events, driver_pod_uids, has_event, operator_events,
+    pods_as_they_are, record_rollout,
+};
+use super::{BeforeUpgrade, CONTROLLER_DEPLOYMENT, Releases, SHARED_ROLE, VERSION_DEGRADED, WAIT};
+use crate::e2e::timeline::Timeline;
+use crate::e2e::workload::Workload;
+use crate::e2e::{
+    DEFAULT_STORAGE_CLASS, DRIVER_SECRET, ManilaCsiEnvironment, OperatorOptions, condition,
+    describe_conditions, operand_versions,
+};
+use crate::registry::TestResult;
+use crate::{ensure, ensure_eq};
+use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::core::v1::Secret;
+use k8s_openapi::api::rbac::v1::ClusterRole;
+use k8s_openapi::api::storage::v1::StorageClass;
+use kube::api::Api;
+use kube_support::wait;
+use std::collections::BTreeMap;
+use std::time::SystemTime;
 
 /// The driver as N installed it: its pods, the controller's generation, the default class's
 /// uid and the driver's Secret.

@@ -2,7 +2,24 @@
 //! and versions, the cluster's inventory of volumes, snapshot contents and classes, the
 //! numbered writer's log, and Manila's shares and snapshots.
 
-use super::*;
+use super::{NUMBERED_WRITER, OPERATOR_LEASE, WAIT};
+use crate::e2e::cloud::CloudInspector;
+use crate::e2e::timeline::Timeline;
+use crate::e2e::workload::{Workload, describe_pod, pod_is_ready};
+use crate::e2e::{
+    CONTROLLER_SELECTOR, DRIVER_NAME, ManilaCsiEnvironment, NODE_PLUGIN_SELECTOR, condition,
+    snapshots,
+};
+use crate::registry::{TestError, TestResult};
+use crate::{ensure, ensure_eq};
+use k8s_openapi::api::apps::v1::{DaemonSet, Deployment};
+use k8s_openapi::api::coordination::v1::Lease;
+use k8s_openapi::api::core::v1::{Event, PersistentVolume, Pod, PodSpec, Secret};
+use k8s_openapi::api::storage::v1::StorageClass;
+use kube::api::{Api, DynamicObject, ListParams};
+use kube_support::wait;
+use std::collections::BTreeMap;
+use std::time::{Duration, SystemTime};
 
 /// The uids of every object `api` lists, by name.
 async fn uids<K>(api: &Api<K>) -> TestResult<BTreeMap<String, String>>

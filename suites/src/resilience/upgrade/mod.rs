@@ -23,42 +23,27 @@
 //! mounted. N-1's manifests applied over N are refused (`DowngradeRefused`) with the driver
 //! left as it is, and applying N's again clears the refusal.
 
-use std::collections::{BTreeMap, BTreeSet};
-use std::time::{Duration, SystemTime};
-
-use k8s_openapi::api::apps::v1::{DaemonSet, Deployment};
-use k8s_openapi::api::coordination::v1::Lease;
-use k8s_openapi::api::core::v1::{
-    ConfigMap, Event, PersistentVolume, PersistentVolumeClaim, Pod, PodSpec, Secret,
-};
-use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding};
-use k8s_openapi::api::storage::v1::StorageClass;
-use kube::api::{Api, DeleteParams, DynamicObject, ListParams, Patch, PatchParams, PostParams};
-use kube_support::wait;
-
-use super::writers::{self, WriterFile, WriterSpec, Writers};
-use crate::conformance::{Needs, TestCase, TestContext, TestError, TestResult, Timeline};
-use crate::e2e::cloud::CloudInspector;
-use crate::e2e::snapshots;
-use crate::e2e::workload::{
-    BoundClaim, Workload, claim, claim_capacity, claim_from_snapshot, describe_pod, pod_is_ready,
-    pod_with_claim, volume_capacity,
-};
-use crate::e2e::{
-    CA_CONFIG_MAP, CONTROLLER_SELECTOR, DEFAULT_STORAGE_CLASS, DRIVER_NAME, DRIVER_SECRET,
-    EnvironmentOptions, Install, ManilaCsiEnvironment, NODE_PLUGIN_SELECTOR,
-    OPERATOR_MANAGED_SELECTOR, OperatorOptions, SNAPSHOT_CLASS, condition, describe_conditions,
-    operand_versions,
-};
-use crate::{ensure, ensure_eq, test_case};
-
-// The parts share this module's imports and helpers (`use super::*`).
 mod downgrade;
 mod inspect;
 mod release_n;
 mod release_n_minus_1;
 
-use inspect::*;
+use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::api::storage::v1::StorageClass;
+use kube::api::{Api, DeleteParams, DynamicObject, Patch, PatchParams};
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use super::writers::{WriterSpec, Writers};
+use crate::e2e::cloud::CloudInspector;
+use crate::e2e::timeline::Timeline;
+use crate::e2e::workload::{BoundClaim, Workload, claim, pod_with_claim};
+use crate::e2e::{
+    DEFAULT_STORAGE_CLASS, EnvironmentOptions, Install, ManilaCsiEnvironment, OperatorOptions,
+};
+use crate::registry::{Needs, TestCase, TestContext, TestError, TestResult};
+use crate::{ensure, test_case};
+use inspect::Inventory;
 
 const SUITE: &str = "upgrade";
 

@@ -1,7 +1,37 @@
 //! The upgrade to N, and what must hold under N: N's layout, nothing deleted that holds
 //! data, the volumes in use undisturbed, N-1's snapshot restored, expansion.
 
-use super::*;
+use super::super::writers;
+use super::super::writers::Writers;
+use super::inspect::{
+    Inventory, cloud_snapshots, container_names, daemon_set_volume_names, describe_events,
+    driver_pod_uids, expand_parameters, gone_and_replaced, has_event, numbered_lines,
+    operator_events, pods_as_they_are, record_rollout, secret_text, shares, volume_names,
+    wait_written_beyond, written,
+};
+use super::{
+    BeforeUpgrade, CONTROLLER_DEPLOYMENT, DATA_CLAIM, NODE_PLUGIN_DAEMON_SET, NUMBERED_WRITER,
+    Releases, SHARED_ROLE, WAIT, resize,
+};
+use crate::e2e::cloud::CloudInspector;
+use crate::e2e::timeline::Timeline;
+use crate::e2e::workload::{
+    Workload, claim, claim_capacity, claim_from_snapshot, pod_with_claim, volume_capacity,
+};
+use crate::e2e::{
+    CA_CONFIG_MAP, DEFAULT_STORAGE_CLASS, DRIVER_SECRET, ManilaCsiEnvironment,
+    OPERATOR_MANAGED_SELECTOR, OperatorOptions, SNAPSHOT_CLASS, snapshots,
+};
+use crate::registry::{TestError, TestResult};
+use crate::{ensure, ensure_eq};
+use k8s_openapi::api::apps::v1::{DaemonSet, Deployment};
+use k8s_openapi::api::core::v1::{ConfigMap, PersistentVolume, PersistentVolumeClaim, Secret};
+use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding};
+use k8s_openapi::api::storage::v1::StorageClass;
+use kube::api::{Api, ListParams};
+use kube_support::wait;
+use std::collections::BTreeSet;
+use std::time::SystemTime;
 
 /// Applies N's operator manifests, waits until the operator reports N Available, measures the
 /// writer stall, and checks N's layout: the resizer added, the CA in the Secret instead of a

@@ -1,6 +1,28 @@
 //! Release N-1 as installed, and what the test sets up and notes under it.
 
-use super::*;
+use super::super::writers::Writers;
+use super::inspect::{
+    Inventory, cloud_snapshots, container_names, daemon_set_volume_names, driver_pod_uids,
+    expand_parameters, pods_as_they_are, secret_text, shares, volume_names, wait_written_beyond,
+    written,
+};
+use super::{
+    BeforeUpgrade, CONTROLLER_DEPLOYMENT, DATA_CLAIM, NODE_PLUGIN_DAEMON_SET, NUMBERED_WRITER,
+    PREVIOUS_CA_PATH, SHARED_ROLE, USER_CLASS, numbered_writer_pod, resize,
+};
+use crate::e2e::cloud::CloudInspector;
+use crate::e2e::timeline::Timeline;
+use crate::e2e::workload::{BoundClaim, Workload, claim};
+use crate::e2e::{
+    DEFAULT_STORAGE_CLASS, DRIVER_SECRET, ManilaCsiEnvironment, SNAPSHOT_CLASS, snapshots,
+};
+use crate::registry::{TestError, TestResult};
+use crate::{ensure, ensure_eq};
+use k8s_openapi::api::apps::v1::{DaemonSet, Deployment};
+use k8s_openapi::api::core::v1::Secret;
+use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding};
+use k8s_openapi::api::storage::v1::StorageClass;
+use kube::api::{Api, PostParams};
 
 /// Checks N-1's layout: the controller without a resizer, the CA mounted from the ConfigMap
 /// (and named by path in the driver's Secret), one ClusterRole for every sidecar, the

@@ -3,8 +3,10 @@
 use csi_proto::v1::{self, CapacityRange};
 use tonic::Code;
 
-use crate::sanity::case::{Case, CaseResult, case, ensure, expect_code, expect_ok};
-use crate::sanity::context::{CaseContext, ControllerCap};
+use crate::sanity::case::{Case, case};
+use crate::sanity::context::CaseContext;
+use crate::sanity::session::ControllerCap;
+use crate::sanity::verdict::{CaseResult, ensure, expect_code, expect_ok};
 
 const GROUP: &str = "ExpandVolume [Controller Server]";
 

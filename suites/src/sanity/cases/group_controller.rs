@@ -7,8 +7,9 @@ use csi_proto::v1::group_controller_service_capability::{self, rpc};
 use csi_proto::v1::{self, plugin_capability::service};
 use tonic::Code;
 
-use crate::sanity::case::{Case, CaseResult, Verdict, case, describe_status, expect_code};
+use crate::sanity::case::{Case, case};
 use crate::sanity::context::CaseContext;
+use crate::sanity::verdict::{CaseResult, Verdict, describe_status, expect_code};
 
 const SERVER: &str = "GroupController Service [GroupController Server]";
 const SNAPSHOTS: &str = "GroupController Service [GroupController VolumeGroupSnapshots]";

@@ -4,8 +4,9 @@ use csi_proto::v1::plugin_capability::{self, service, volume_expansion};
 use csi_proto::v1::{self};
 use regex::Regex;
 
-use crate::sanity::case::{Case, CaseResult, Verdict, case, ensure, expect_ok};
+use crate::sanity::case::{Case, case};
 use crate::sanity::context::CaseContext;
+use crate::sanity::verdict::{CaseResult, Verdict, ensure, expect_ok};
 
 const GROUP: &str = "Identity Service";
 
@@ -78,7 +79,7 @@ async fn probe(cx: &mut CaseContext) -> CaseResult {
             Err(status) => {
                 return Err(Verdict::Fail(format!(
                     "Probe ({label} endpoint) failed: {}",
-                    crate::sanity::case::describe_status(&status)
+                    crate::sanity::verdict::describe_status(&status)
                 )));
             }
         }

@@ -5,8 +5,10 @@ use std::collections::HashMap;
 use csi_proto::v1;
 use tonic::Code;
 
-use crate::sanity::case::{Case, CaseResult, case, expect_code, expect_ok};
-use crate::sanity::context::{CaseContext, ControllerCap};
+use crate::sanity::case::{Case, case};
+use crate::sanity::context::CaseContext;
+use crate::sanity::session::ControllerCap;
+use crate::sanity::verdict::{CaseResult, expect_code, expect_ok};
 
 const GROUP: &str = "ModifyVolume [Controller Server]";
 

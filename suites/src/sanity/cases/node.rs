@@ -7,10 +7,12 @@ use tonic::Code;
 
 use super::publish::node_requirement;
 use crate::sanity::PathKind;
-use crate::sanity::case::{
-    Case, CaseResult, Verdict, case, describe_status, ensure, expect_code, expect_ok, require,
+use crate::sanity::case::{Case, case};
+use crate::sanity::context::CaseContext;
+use crate::sanity::session::{ControllerCap, NodeCap};
+use crate::sanity::verdict::{
+    CaseResult, Verdict, describe_status, ensure, expect_code, expect_ok, require,
 };
-use crate::sanity::context::{CaseContext, ControllerCap, NodeCap};
 
 const GROUP: &str = "Node Service";
 

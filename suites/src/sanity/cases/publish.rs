@@ -5,10 +5,12 @@ use csi_proto::v1::{self, Topology, TopologyRequirement};
 use tonic::Code;
 
 use super::volumes::GROUP;
-use crate::sanity::case::{
-    Case, CaseResult, Verdict, case, describe_status, ensure, expect_code, expect_ok, require,
+use crate::sanity::case::{Case, case};
+use crate::sanity::context::CaseContext;
+use crate::sanity::session::ControllerCap;
+use crate::sanity::verdict::{
+    CaseResult, Verdict, describe_status, ensure, expect_code, expect_ok, require,
 };
-use crate::sanity::context::{CaseContext, ControllerCap};
 
 /// The publish cases.
 pub fn cases() -> Vec<Case> {

@@ -4,10 +4,12 @@ use csi_proto::v1;
 use tonic::Code;
 
 use super::volumes::MAX_NAME_LENGTH;
-use crate::sanity::case::{
-    Case, CaseResult, Verdict, case, describe_status, ensure, expect_code, expect_ok,
+use crate::sanity::case::{Case, case};
+use crate::sanity::context::{CaseContext, verify_snapshot};
+use crate::sanity::session::ControllerCap;
+use crate::sanity::verdict::{
+    CaseResult, Verdict, describe_status, ensure, expect_code, expect_ok,
 };
-use crate::sanity::context::{CaseContext, ControllerCap, verify_snapshot};
 
 const LIST: &str = "ListSnapshots [Controller Server]";
 const DELETE: &str = "DeleteSnapshot [Controller Server]";

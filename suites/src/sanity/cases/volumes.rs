@@ -4,8 +4,12 @@
 use csi_proto::v1::{self, CapacityRange, VolumeContentSource, volume_content_source};
 use tonic::Code;
 
-use crate::sanity::case::{Case, CaseResult, Verdict, case, ensure, expect_code, expect_ok};
-use crate::sanity::context::{CaseContext, ControllerCap};
+use crate::sanity::case::{Case, case};
+use crate::sanity::context::CaseContext;
+use crate::sanity::session::ControllerCap;
+use crate::sanity::verdict::{
+    CaseResult, Verdict, describe_status, ensure, expect_code, expect_ok,
+};
 
 /// The Controller Service group's name.
 pub const GROUP: &str = "Controller Service [Controller Server]";
@@ -270,12 +274,9 @@ async fn list_volumes_tracks_changes(cx: &mut CaseContext) -> CaseResult {
             during.len()
         )
     })?;
-    cx.delete_volume(&volume.volume_id).await.map_err(|s| {
-        Verdict::Fail(format!(
-            "DeleteVolume failed: {}",
-            crate::sanity::case::describe_status(&s)
-        ))
-    })?;
+    cx.delete_volume(&volume.volume_id)
+        .await
+        .map_err(|s| Verdict::Fail(format!("DeleteVolume failed: {}", describe_status(&s))))?;
     let after = list(cx, v1::ListVolumesRequest::default())
         .await?
         .entries
@@ -340,10 +341,7 @@ async fn list_volumes_pagination(cx: &mut CaseContext) -> CaseResult {
         })?;
         if created.contains(id) {
             cx.delete_volume(id).await.map_err(|s| {
-                Verdict::Fail(format!(
-                    "DeleteVolume {id} failed: {}",
-                    crate::sanity::case::describe_status(&s)
-                ))
+                Verdict::Fail(format!("DeleteVolume {id} failed: {}", describe_status(&s)))
             })?;
         }
         existing.remove(id);
@@ -436,7 +434,7 @@ async fn create_with_capacity(cx: &mut CaseContext) -> CaseResult {
         }
         Err(status) => Err(Verdict::Fail(format!(
             "CreateVolume failed: {}",
-            crate::sanity::case::describe_status(&status)
+            describe_status(&status)
         ))),
         Ok(volume) => {
             ensure(!volume.volume_id.is_empty(), || {
@@ -612,7 +610,7 @@ async fn delete_unknown_id(cx: &mut CaseContext) -> CaseResult {
     cx.delete_volume(&id).await.map_err(|s| {
         Verdict::Fail(format!(
             "DeleteVolume of unknown volume {id} must succeed, got {}",
-            crate::sanity::case::describe_status(&s)
+            describe_status(&s)
         ))
     })
 }
@@ -626,7 +624,7 @@ async fn delete_created(cx: &mut CaseContext) -> CaseResult {
         Verdict::Fail(format!(
             "DeleteVolume {} failed: {}",
             volume.volume_id,
-            crate::sanity::case::describe_status(&s)
+            describe_status(&s)
         ))
     })
 }
