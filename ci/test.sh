@@ -23,6 +23,8 @@ ci/node-image/build.sh kind >/dev/null
 
 step "cargo fmt --check"
 cargo fmt --all -- --check
+step "structure: no import circle, no file over 700 lines, mods at the top, no glob imports, no dependency on a driver crate"
+python3 ci/check-structure.py
 step "cargo clippy"
 cargo clippy --workspace --all-targets --locked -- -D warnings
 step "cargo nextest run"
