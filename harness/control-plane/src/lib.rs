@@ -410,6 +410,31 @@ impl ControlPlane {
     }
 }
 
+/// A control plane dropped without [`ControlPlane::shutdown`] (a test that ends early or
+/// forgets it): its components are killed and its run directory removed here, rather than
+/// left for the next start's stale-directory sweep, which may never come.
+impl Drop for ControlPlane {
+    fn drop(&mut self) {
+        let Some(dir) = self.run_dir.take() else {
+            return; // shut down already
+        };
+        let mut all_ended = true;
+        for process in &mut self.processes {
+            all_ended &= process.kill_and_reap(DROP_KILL_LIMIT);
+        }
+        if self.keep_run_dir || !all_ended {
+            // A component still alive might write into it; the next start's sweep cleans it.
+            return;
+        }
+        if let Err(error) = dir.remove() {
+            tracing::warn!(%error, "removing a dropped control plane's run directory");
+        }
+    }
+}
+
+/// How long dropping a control plane waits for each SIGKILLed component to end.
+const DROP_KILL_LIMIT: Duration = Duration::from_secs(2);
+
 /// Writes a certificate and key as `<dir>/<name>.crt` and `<dir>/<name>.key`, private to
 /// the owner (e.g. a node agent's kubelet serving certificate from [`ControlPlane::ca`]).
 pub fn write_serving_pair(dir: &Path, name: &str, pair: &CertifiedKeyPem) -> Result<CertFiles> {

@@ -84,6 +84,24 @@ impl LoggedChild {
         }
     }
 
+    /// SIGKILLs the process and reaps it, waiting at most `limit` (for drop paths, where
+    /// nothing can be awaited). Returns whether it has ended.
+    pub fn kill_and_reap(&mut self, limit: Duration) -> bool {
+        if matches!(self.child.try_wait(), Ok(Some(_))) {
+            return true;
+        }
+        let _ = self.child.start_kill();
+        let deadline = std::time::Instant::now() + limit;
+        loop {
+            match self.child.try_wait() {
+                Ok(Some(_)) | Err(_) => return true,
+                Ok(None) if std::time::Instant::now() >= deadline => return false,
+                // SIGKILL was sent: the kernel ends the process within moments; poll its exit.
+                Ok(None) => std::thread::sleep(Duration::from_millis(5)),
+            }
+        }
+    }
+
     /// Sends SIGTERM, waits up to `grace` for the process to end, then SIGKILLs it.
     /// `signal_error` maps a failure to send SIGTERM.
     pub async fn stop<E: IoContext>(
@@ -164,6 +182,11 @@ impl ComponentProcess {
                 log_tail: log_tail(self.log()),
             }),
         }
+    }
+
+    /// SIGKILLs the process and reaps it (see [`LoggedChild::kill_and_reap`]).
+    pub(crate) fn kill_and_reap(&mut self, limit: Duration) -> bool {
+        self.process.kill_and_reap(limit)
     }
 
     /// Sends SIGTERM, waits up to `grace` for the process to end, then SIGKILLs it.
