@@ -1,7 +1,8 @@
 //! The Manila CSI driver operator on its own embedded cluster with the fake cloud: installing
 //! the driver from nothing, share-type StorageClasses, self-healing, a cloud without Manila,
-//! credentials problems, management states, a cloud that speaks TLS with its own CA, leader
-//! election of two replicas, credential rotation, and a sidecar missing an RBAC rule.
+//! credentials problems, management states, storage-class states, a cloud that speaks TLS
+//! with its own CA, leader election of two replicas, credential rotation, and a sidecar
+//! missing an RBAC rule.
 //! One environment per test.
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
 
@@ -572,6 +573,85 @@ async fn two_replicas_elect_one_leader_rotated_credentials_reach_the_driver_and_
         .await?;
     wait_recreated(&classes, DEFAULT_STORAGE_CLASS, old_uid).await;
 
+    env.teardown().await?;
+    Ok(())
+}
+
+/// `storageClassState` as openshift/api defines it: Removed deletes the classes the operator
+/// made and never a user's class of the same driver; Unmanaged neither creates nor updates
+/// classes; Managed brings them back.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn storage_class_state_removed_deletes_only_the_operators_classes_and_unmanaged_creates_none()
+-> anyhow::Result<()> {
+    testkit::init_tracing(LOGS);
+    let env = ManilaCsiEnvironment::start(operator_options(OperatorOptions::default())).await?;
+    let classes: Api<StorageClass> = Api::all(env.client());
+    wait_exists(&classes, DEFAULT_STORAGE_CLASS).await;
+    let users_class = "users-own-manila-class";
+    let mut user = classes.get(DEFAULT_STORAGE_CLASS).await?;
+    user.metadata = kube::api::ObjectMeta {
+        name: Some(users_class.into()),
+        ..Default::default()
+    };
+    classes.create(&Default::default(), &user).await?;
+
+    // Removed: the operator's classes go, the user's stays.
+    set_spec(&env, serde_json::json!({ "storageClassState": "Removed" })).await;
+    wait_driver_condition(
+        &env,
+        "ManilaStorageClassControllerAvailable",
+        "True",
+        "storageClassState is Removed",
+    )
+    .await;
+    wait::wait_until("the operator's class to be deleted", WAIT, || {
+        let classes = classes.clone();
+        async move {
+            match classes.get_opt(DEFAULT_STORAGE_CLASS).await {
+                Ok(None) => Ok(Some(())),
+                Ok(Some(_)) => Err(format!("{DEFAULT_STORAGE_CLASS} still there")),
+                Err(error) => Err(error.to_string()),
+            }
+        }
+    })
+    .await?;
+    assert!(classes.get_opt(users_class).await?.is_some());
+    let events = operator_events(&env).await;
+    assert!(
+        events
+            .iter()
+            .any(|e| e.reason.as_deref() == Some("StorageClassDeleted")),
+        "{events:?}"
+    );
+
+    // Unmanaged: a new share type gets no class, nor does the deleted one come back; the
+    // condition names the new count once the sync has seen the type.
+    set_spec(
+        &env,
+        serde_json::json!({ "storageClassState": "Unmanaged" }),
+    )
+    .await;
+    env.fake_cloud()
+        .expect("the fake cloud")
+        .add_share_type(&ShareTypeSeed::named("silver"))?;
+    wait_driver_condition(
+        &env,
+        "ManilaStorageClassControllerAvailable",
+        "True",
+        "Unmanaged: the StorageClasses of 2 share type(s)",
+    )
+    .await;
+    assert!(classes.get_opt(DEFAULT_STORAGE_CLASS).await?.is_none());
+    assert!(classes.get_opt("csi-manila-silver").await?.is_none());
+
+    // Managed again: both classes are created.
+    set_spec(&env, serde_json::json!({ "storageClassState": "Managed" })).await;
+    wait_exists(&classes, DEFAULT_STORAGE_CLASS).await;
+    wait_exists(&classes, "csi-manila-silver").await;
+
+    classes
+        .delete(users_class, &DeleteParams::default())
+        .await?;
     env.teardown().await?;
     Ok(())
 }

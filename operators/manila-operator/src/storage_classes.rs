@@ -2,6 +2,11 @@
 //! upstream's operator makes them; created at start and at every share-type sync, and never
 //! deleted when a type (or Manila) disappears: PVs of the class may still exist.
 //!
+//! `spec.storageClassState` as openshift/api defines it: `Managed` (the default) creates and
+//! keeps the classes; `Unmanaged` neither creates nor updates them (the cluster admin owns
+//! them); `Removed` deletes the classes the operator made (its `managed-by` label and this
+//! driver as provisioner), never anyone else's.
+//!
 //! A class's parameters are immutable. When what the operator wants differs from what a class
 //! it made has (a new secret name, a share network configured later), the class is deleted
 //! and created again; PVs keep their own copy of what they need, so nothing else changes.
@@ -14,8 +19,8 @@
 use std::collections::BTreeMap;
 
 use k8s_openapi::api::storage::v1::StorageClass;
-use kube::Client;
-use kube::api::{Api, DeleteParams, ObjectMeta, PostParams};
+use kube::api::{Api, DeleteParams, ListParams, ObjectMeta, PostParams};
+use kube::{Client, ResourceExt};
 
 use crate::api::{DRIVER_NAME, MANAGED_BY, MANAGED_BY_LABEL, StorageClassState};
 use crate::cloud::ShareType;
@@ -27,7 +32,7 @@ pub enum SyncError {
     /// The API refused a call on a class.
     #[error("{action} StorageClass {name}: {source}")]
     Kube {
-        /// `creating`, `deleting`, `reading`.
+        /// `creating`, `deleting`, `reading`, `listing`.
         action: &'static str,
         /// The class.
         name: String,
@@ -51,6 +56,11 @@ pub enum ClassChange {
         name: String,
         /// Which parameters changed.
         reason: String,
+    },
+    /// Deleted because `storageClassState` is `Removed`.
+    Deleted {
+        /// Class name.
+        name: String,
     },
     /// Not created, and why (a DHSS=True type without a configured share network, or a
     /// class of that name the operator did not make).
@@ -157,8 +167,9 @@ pub fn differences(existing: &StorageClass, wanted: &StorageClass) -> Vec<String
     out
 }
 
-/// Creates missing classes and re-creates changed ones; never deletes one otherwise.
-/// Managed: create and re-create; Unmanaged: create missing only; Removed: nothing.
+/// Brings the classes to what `state` asks: Managed creates missing classes and re-creates
+/// changed ones (never deleting one otherwise), Unmanaged touches nothing, Removed deletes
+/// the classes the operator made.
 pub async fn sync(
     client: &Client,
     share_types: &[ShareType],
@@ -166,10 +177,64 @@ pub async fn sync(
     state: StorageClassState,
     config: &OperatorConfig,
 ) -> Result<Vec<ClassChange>, SyncError> {
-    if state == StorageClassState::Removed {
-        return Ok(Vec::new());
-    }
     let api: Api<StorageClass> = Api::all(client.clone());
+    match state {
+        StorageClassState::Managed => manage(&api, share_types, share_networks, config).await,
+        StorageClassState::Unmanaged => Ok(Vec::new()),
+        StorageClassState::Removed => remove_ours(&api).await,
+    }
+}
+
+/// Whether the operator made `class`: its `managed-by` label, and this driver as provisioner
+/// (a class a user labelled by hand for another driver is not ours to delete).
+pub fn made_by_operator(class: &StorageClass) -> bool {
+    let labelled = class
+        .metadata
+        .labels
+        .as_ref()
+        .and_then(|l| l.get(MANAGED_BY_LABEL))
+        .is_some_and(|v| v == MANAGED_BY);
+    labelled && class.provisioner == DRIVER_NAME
+}
+
+/// storageClassState Removed: deletes every class the operator made (PVs keep their own
+/// copy of what they need; the classes come back when the state is Managed again).
+async fn remove_ours(api: &Api<StorageClass>) -> Result<Vec<ClassChange>, SyncError> {
+    let selector = format!("{MANAGED_BY_LABEL}={MANAGED_BY}");
+    let classes = api
+        .list(&ListParams::default().labels(&selector))
+        .await
+        .map_err(|source| SyncError::Kube {
+            action: "listing",
+            name: selector.clone(),
+            source,
+        })?;
+    let mut changes = Vec::new();
+    for class in classes.items.iter().filter(|c| made_by_operator(c)) {
+        let name = class.name_any();
+        match api.delete(&name, &DeleteParams::default()).await {
+            Ok(_) => changes.push(ClassChange::Deleted { name }),
+            // Deleted meanwhile: nothing to report.
+            Err(kube::Error::Api(status)) if status.code == 404 => {}
+            Err(source) => {
+                return Err(SyncError::Kube {
+                    action: "deleting",
+                    name,
+                    source,
+                });
+            }
+        }
+    }
+    Ok(changes)
+}
+
+/// storageClassState Managed: creates missing classes and re-creates changed ones.
+async fn manage(
+    api: &Api<StorageClass>,
+    share_types: &[ShareType],
+    share_networks: &BTreeMap<String, String>,
+    config: &OperatorConfig,
+) -> Result<Vec<ClassChange>, SyncError> {
     let mut changes = Vec::new();
     for share_type in share_types {
         let name = class_name(&share_type.name);
@@ -191,19 +256,11 @@ pub async fn sync(
         })?;
         match existing {
             None => {
-                create(&api, &wanted, &name).await?;
+                create(api, &wanted, &name).await?;
                 changes.push(ClassChange::Created { name });
             }
             Some(existing) => {
-                if state != StorageClassState::Managed {
-                    continue;
-                }
-                let ours = existing
-                    .metadata
-                    .labels
-                    .as_ref()
-                    .and_then(|l| l.get(MANAGED_BY_LABEL))
-                    .is_some_and(|v| v == MANAGED_BY);
+                let ours = made_by_operator(&existing);
                 let differences = differences(&existing, &wanted);
                 if differences.is_empty() {
                     continue;
@@ -225,7 +282,7 @@ pub async fn sync(
                         name: name.clone(),
                         source,
                     })?;
-                create(&api, &wanted, &name).await?;
+                create(api, &wanted, &name).await?;
                 changes.push(ClassChange::Recreated {
                     name,
                     reason: differences.join(", "),
@@ -265,6 +322,27 @@ mod tests {
             id: format!("id-{name}"),
             dhss,
         }
+    }
+
+    #[test]
+    fn only_classes_the_operator_made_for_this_driver_are_its_own() {
+        let config = OperatorConfig::new("manila-csi");
+        let ours = desired(&share_type("default", false), None, &config).unwrap();
+        assert!(made_by_operator(&ours));
+
+        let mut unlabelled = ours.clone();
+        unlabelled.metadata.labels = None;
+        assert!(
+            !made_by_operator(&unlabelled),
+            "a user's class of the same driver"
+        );
+
+        let mut other_driver = ours.clone();
+        other_driver.provisioner = "cinder.csi.openstack.org".into();
+        assert!(
+            !made_by_operator(&other_driver),
+            "labelled by hand for another driver"
+        );
     }
 
     #[test]

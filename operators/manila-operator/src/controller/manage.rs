@@ -25,7 +25,7 @@ use super::workloads::workload_health;
 use super::{Context, installed_version, owner_reference};
 use crate::api::{
     ClusterCSIDriver, DRIVER_NAME, FIELD_MANAGER, GenerationStatus, LogLevel, MANAGED_BY,
-    MANAGED_BY_LABEL, ManagementState,
+    MANAGED_BY_LABEL, ManagementState, StorageClassState,
 };
 use crate::apply::Applier;
 use crate::assets::{self, AssetInputs};
@@ -310,7 +310,7 @@ async fn sync_storage_classes(
             for change in new_changes(ctx, &changes) {
                 record_class_change(driver, ctx, change).await;
             }
-            let message = format!("{} share type(s)", share_types.len());
+            let message = class_state_message(class_state, share_types.len(), &changes);
             let mut health = Health::ok("AsExpected", message);
             if !skipped.is_empty() {
                 // Not degraded: the other classes work; the message says what to configure.
@@ -319,6 +319,29 @@ async fn sync_storage_classes(
             report.health(status::STORAGE_CLASSES, &health);
         }
         Err(error) => report.failed(status::STORAGE_CLASSES, "SyncFailed", error.into()),
+    }
+}
+
+/// The StorageClasses condition's message: what the state did with the classes.
+fn class_state_message(
+    state: StorageClassState,
+    share_types: usize,
+    changes: &[ClassChange],
+) -> String {
+    match state {
+        StorageClassState::Managed => format!("{share_types} share type(s)"),
+        StorageClassState::Unmanaged => format!(
+            "storageClassState is Unmanaged: the StorageClasses of {share_types} share type(s) are neither created nor updated"
+        ),
+        StorageClassState::Removed => {
+            let deleted = changes
+                .iter()
+                .filter(|c| matches!(c, ClassChange::Deleted { .. }))
+                .count();
+            format!(
+                "storageClassState is Removed: the operator's StorageClasses are deleted ({deleted} this time)"
+            )
+        }
     }
 }
 

@@ -109,6 +109,11 @@ pub(super) async fn record_class_change(
             "StorageClassRecreated",
             format!("re-created StorageClass {name} (its parameters are immutable): {reason}"),
         ),
+        ClassChange::Deleted { name } => (
+            EventType::Normal,
+            "StorageClassDeleted",
+            format!("deleted StorageClass {name} (storageClassState Removed)"),
+        ),
         ClassChange::Skipped { name, reason } => (
             EventType::Warning,
             "StorageClassSkipped",
