@@ -49,6 +49,37 @@ impl std::fmt::Debug for ClaimReader {
     }
 }
 
+/// A driver's flags for reading claims: `--pvc-annotations` (read the claim's
+/// `<driver>/affinity` and `/anti-affinity` annotations in CreateVolume and send them as
+/// scheduler hints; needs the provisioner's `--extra-create-metadata`), `--master` and
+/// `--kubeconfig`, as upstream's drivers name them.
+#[derive(Clone, Debug, Default, clap::Args)]
+pub struct ClaimFlags {
+    /// Read the claim's affinity annotations in CreateVolume and send them as scheduler hints.
+    #[arg(long = "pvc-annotations", num_args = 0..=1, default_missing_value = "true",
+          default_value_t = false, action = clap::ArgAction::Set)]
+    pub pvc_annotations: bool,
+
+    /// Kubernetes API server address for `--pvc-annotations` (overrides the kubeconfig's).
+    #[arg(long)]
+    pub master: Option<String>,
+
+    /// Kubeconfig file for `--pvc-annotations` (else `--master`, else in-cluster).
+    #[arg(long)]
+    pub kubeconfig: Option<std::path::PathBuf>,
+}
+
+impl ClaimFlags {
+    /// A claim reader when `--pvc-annotations` is on (see [`ClaimReader::connect`]).
+    pub async fn reader(&self) -> Result<Option<ClaimReader>, ClaimError> {
+        if !self.pvc_annotations {
+            return Ok(None);
+        }
+        let reader = ClaimReader::connect(self.master.as_deref(), self.kubeconfig.as_deref());
+        Ok(Some(reader.await?))
+    }
+}
+
 impl ClaimReader {
     /// A client from `kubeconfig` (with `master` overriding its server), else `master`
     /// alone, else the in-cluster configuration, as upstream's `BuildConfigFromFlags`.

@@ -4,6 +4,9 @@ use std::path::PathBuf;
 
 use clap::{ArgAction, Parser};
 
+use csi_proto::plugin_server::ServiceFlags;
+use kube_support::claims::ClaimFlags;
+
 use crate::error::{Error, Result};
 
 /// klog's flags, shared with the other drivers.
@@ -56,30 +59,13 @@ pub struct Config {
           default_value_t = true, action = ArgAction::Set)]
     pub with_topology: bool,
 
-    /// Serve the Controller service.
-    #[arg(long = "provide-controller-service", num_args = 0..=1,
-          default_missing_value = "true", default_value_t = true, action = ArgAction::Set)]
-    pub provide_controller_service: bool,
+    /// `--provide-controller-service`, `--provide-node-service`.
+    #[command(flatten)]
+    pub services: ServiceFlags,
 
-    /// Serve the Node service.
-    #[arg(long = "provide-node-service", num_args = 0..=1,
-          default_missing_value = "true", default_value_t = true, action = ArgAction::Set)]
-    pub provide_node_service: bool,
-
-    /// Read the claim's `cinder.csi.openstack.org/affinity` and `/anti-affinity` annotations
-    /// in CreateVolume and send them as scheduler hints (needs the provisioner's
-    /// `--extra-create-metadata`).
-    #[arg(long = "pvc-annotations", num_args = 0..=1, default_missing_value = "true",
-          default_value_t = false, action = ArgAction::Set)]
-    pub pvc_annotations: bool,
-
-    /// Kubernetes API server address for `--pvc-annotations` (overrides the kubeconfig's).
-    #[arg(long)]
-    pub master: Option<String>,
-
-    /// Kubeconfig file for `--pvc-annotations` (else `--master`, else in-cluster).
-    #[arg(long)]
-    pub kubeconfig: Option<PathBuf>,
+    /// `--pvc-annotations`, `--master`, `--kubeconfig`.
+    #[command(flatten)]
+    pub claims: ClaimFlags,
 
     /// QPS of the Kubernetes client (accepted, unused: one claim read per CreateVolume).
     #[arg(long = "kube-api-qps", default_value_t = 5.0)]
@@ -109,7 +95,7 @@ pub struct Config {
 impl Config {
     /// Checks what the flag parser cannot express.
     pub fn validate(&self) -> Result<()> {
-        if !self.provide_controller_service && !self.provide_node_service {
+        if !self.services.provide_controller_service && !self.services.provide_node_service {
             return Err(Error::InvalidArgument(
                 "at least one of --provide-controller-service and --provide-node-service must be true"
                     .into(),
@@ -173,11 +159,11 @@ mod tests {
         assert_eq!(config.endpoint, "unix://csi/csi.sock");
         assert_eq!(config.cloud_config.len(), 2);
         assert_eq!(config.cluster, "kubernetes");
-        assert!(config.provide_controller_service);
-        assert!(!config.provide_node_service);
+        assert!(config.services.provide_controller_service);
+        assert!(!config.services.provide_node_service);
         assert!(config.with_topology);
         assert_eq!(config.logging.default_filter(), "debug");
-        assert!(!config.pvc_annotations);
+        assert!(!config.claims.pvc_annotations);
         assert!(config.validate().is_ok());
     }
 
@@ -192,10 +178,13 @@ mod tests {
             "--kube-api-burst=40",
             "--min-resync-period=1h0m0s",
         ]);
-        assert!(config.pvc_annotations);
-        assert_eq!(config.master.as_deref(), Some("https://10.0.0.1:6443"));
+        assert!(config.claims.pvc_annotations);
         assert_eq!(
-            config.kubeconfig.as_deref(),
+            config.claims.master.as_deref(),
+            Some("https://10.0.0.1:6443")
+        );
+        assert_eq!(
+            config.claims.kubeconfig.as_deref(),
             Some(std::path::Path::new("/etc/kubernetes/admin.conf"))
         );
         assert_eq!(config.kube_api_qps, 20.0);

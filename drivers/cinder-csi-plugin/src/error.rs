@@ -18,46 +18,11 @@ pub enum Error {
         /// What is wrong, naming the section and key.
         reason: String,
     },
-    /// Keystone, Cinder, Nova or the metadata service could not be reached.
-    #[error("cannot reach {service} at {url}: {reason}")]
-    Unreachable {
-        /// `Keystone`, `Cinder`, `Nova` or `metadata service`.
-        service: &'static str,
-        /// The URL tried.
-        url: String,
-        /// The transport error as text.
-        reason: String,
-    },
-    /// Keystone refused the credentials.
-    #[error("authentication failed: {0}")]
-    Unauthenticated(String),
-    /// An OpenStack API answered an error status; `message` is the cloud's own reason.
-    #[error("{service} {method} {path} failed with HTTP {status}: {message}")]
-    Api {
-        /// `Keystone`, `Cinder` or `Nova`.
-        service: &'static str,
-        /// HTTP method.
-        method: String,
-        /// Request path.
-        path: String,
-        /// HTTP status.
-        status: u16,
-        /// The fault message of the body.
-        message: String,
-    },
-    /// An OpenStack answer could not be decoded.
-    #[error("unexpected answer from {service} {path}: {reason}")]
-    Decode {
-        /// The service.
-        service: &'static str,
-        /// Request path.
-        path: String,
-        /// What was wrong.
-        reason: String,
-    },
-    /// The catalog has no usable endpoint for a service.
-    #[error("{0}")]
-    NotInCatalog(String),
+    /// An OpenStack call failed: a service unreachable, credentials refused, an error
+    /// status, an answer that does not decode, a service not in the catalog, the metadata
+    /// service. Its code is [`openstack_client::Error::grpc_code`].
+    #[error(transparent)]
+    Cloud(openstack_client::Error),
     /// A volume, snapshot, server or device does not exist.
     #[error("{0}")]
     NotFound(String),
@@ -116,20 +81,9 @@ impl Error {
     pub fn code(&self) -> Code {
         match self {
             Error::InvalidArgument(_) | Error::Config { .. } => Code::InvalidArgument,
-            Error::Unreachable { .. } => Code::Unavailable,
-            Error::Unauthenticated(_) => Code::Unauthenticated,
-            Error::Api { status, .. } => match status {
-                400 => Code::InvalidArgument,
-                401 => Code::Unauthenticated,
-                403 => Code::PermissionDenied,
-                404 => Code::NotFound,
-                409 => Code::FailedPrecondition,
-                413 => Code::ResourceExhausted,
-                429 | 503 => Code::Unavailable,
-                _ => Code::Internal,
-            },
-            Error::Decode { .. } | Error::Internal(_) | Error::Command { .. } => Code::Internal,
-            Error::NotInCatalog(_) | Error::FailedPrecondition(_) => Code::FailedPrecondition,
+            Error::Cloud(error) => error.grpc_code(),
+            Error::Internal(_) | Error::Command { .. } => Code::Internal,
+            Error::FailedPrecondition(_) => Code::FailedPrecondition,
             Error::NotFound(_) => Code::NotFound,
             Error::Aborted(_) => Code::Aborted,
             Error::Unavailable(_) => Code::Unavailable,
@@ -148,17 +102,15 @@ impl Error {
 
     /// Whether the cloud answered 404 for the request.
     pub fn is_not_found(&self) -> bool {
-        matches!(self, Error::NotFound(_) | Error::Api { status: 404, .. })
+        match self {
+            Error::NotFound(_) => true,
+            Error::Cloud(error) => error.is_not_found(),
+            _ => false,
+        }
     }
 }
 
-// The client's errors keep their variant; the metadata service's failures are
-// `Error::Unreachable`, as before.
-openstack_client::mirror_client_errors!(Error, metadata: |url, reason| Error::Unreachable {
-    service: "metadata service",
-    url,
-    reason,
-});
+openstack_client::client_errors_into!(Error);
 
 impl From<csi_proto::in_flight::Busy> for Error {
     fn from(busy: csi_proto::in_flight::Busy) -> Self {
@@ -190,13 +142,13 @@ mod tests {
     use super::*;
 
     fn api(status: u16) -> Error {
-        Error::Api {
+        Error::Cloud(openstack_client::Error::Api {
             service: "Cinder",
             method: "POST".into(),
             path: "/volumes".into(),
             status,
             message: "VolumeLimitExceeded: Maximum number of volumes allowed (10) exceeded".into(),
-        }
+        })
     }
 
     #[test]
@@ -249,7 +201,7 @@ mod tests {
     }
 
     #[test]
-    fn client_errors_keep_their_variant_and_code() {
+    fn client_errors_keep_their_message_and_code() {
         let error = Error::from(openstack_client::Error::Decode {
             service: "Cinder",
             path: "/volumes".into(),
@@ -257,19 +209,21 @@ mod tests {
         });
         assert_eq!(
             error.to_string(),
-            "unexpected answer from Cinder /volumes: bad"
+            "unexpected response from Cinder /volumes: bad"
         );
+        assert_eq!(error.code(), Code::Internal);
         let error = Error::from(openstack_client::Error::Metadata {
             url: "http://m".into(),
             reason: "answered HTTP 503".into(),
         });
-        assert!(matches!(
-            &error,
-            Error::Unreachable {
-                service: "metadata service",
-                ..
-            }
-        ));
+        assert_eq!(
+            error.to_string(),
+            "metadata service http://m: answered HTTP 503"
+        );
         assert_eq!(error.code(), Code::Unavailable);
+        let error = Error::from(openstack_client::Error::NotFound("volume v".into()));
+        assert!(matches!(&error, Error::NotFound(m) if m == "volume v"));
+        assert!(api(404).is_not_found());
+        assert_eq!(api(429).code(), Code::Unavailable);
     }
 }

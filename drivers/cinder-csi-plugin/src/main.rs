@@ -1,21 +1,26 @@
 //! The `cinder-csi-plugin` binary: parses flags, sets up logging, serves the CSI services
 //! until SIGINT/SIGTERM.
 
+use std::time::Duration;
+
 use anyhow::Context;
 use cinder_csi_plugin::config::Config;
-use cinder_csi_plugin::driver::Driver;
+use cinder_csi_plugin::driver::{self, Driver};
 use clap::Parser;
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     let config = Config::parse();
+    // RUST_LOG wins; otherwise upstream's `-v=N` picks the level.
     kube_support::telemetry::init_with_default(config.logging.default_filter());
     let listener = Driver::bind(&config.endpoint).await?;
-    let driver = Driver::new(&config)
+    let services = driver::build(&config)
         .await
         .context("cinder-csi-plugin cannot start")?;
-    driver
-        .serve(listener, kube_support::shutdown::signal_received())
-        .await?;
-    Ok(())
+    let signal = kube_support::shutdown::signal_received();
+    Ok(services.serve_draining(listener, signal, DRAIN).await?)
 }
+
+/// How long calls in flight may take to finish after SIGTERM (see
+/// [`csi_proto::plugin_server::PluginServices::serve_draining`]).
+const DRAIN: Duration = Duration::from_secs(5);

@@ -74,7 +74,7 @@ async fn create_publish_stage_write_and_clean_up_on_the_fake_cloud() -> TestResu
     let socket = format!("unix://{}", dir.path().join("csi.sock").display());
     let listener = Driver::bind(&socket).await?;
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-    let driver = Driver::from_parts(identity_service(true, true), Some(controller), Some(node));
+    let driver = Driver::new(identity_service(true, true), Some(controller), Some(node));
     let served = tokio::spawn(async move {
         let _ = driver
             .serve(listener, async {
@@ -312,7 +312,7 @@ async fn snapshot_class_parameters_on_the_fake_cloud() -> TestResult {
     let socket = format!("unix://{}", dir.path().join("csi.sock").display());
     let listener = Driver::bind(&socket).await?;
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-    let driver = Driver::from_parts(identity_service(true, false), Some(controller), None);
+    let driver = Driver::new(identity_service(true, false), Some(controller), None);
     let served = tokio::spawn(async move {
         let _ = driver
             .serve(listener, async {

@@ -72,7 +72,7 @@ impl ControllerOnFake {
         let socket = format!("unix://{}", dir.path().join("csi.sock").display());
         let listener = Driver::bind(&socket).await?;
         let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-        let driver = Driver::from_parts(identity_service(true, true), Some(controller), None);
+        let driver = Driver::new(identity_service(true, true), Some(controller), None);
         tokio::spawn(async move {
             let _ = driver
                 .serve(listener, async {

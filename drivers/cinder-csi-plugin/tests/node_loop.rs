@@ -111,7 +111,7 @@ impl Node {
         let socket = format!("unix://{}", root.path().join("csi.sock").display());
         let listener = Driver::bind(&socket).await?;
         let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-        let driver = Driver::from_parts(identity_service(false, true), None, Some(node));
+        let driver = Driver::new(identity_service(false, true), None, Some(node));
         let served = tokio::spawn(async move {
             let _ = driver
                 .serve(listener, async {

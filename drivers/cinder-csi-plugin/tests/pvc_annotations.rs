@@ -109,7 +109,7 @@ async fn serve(
     let socket = format!("unix://{}", dir.join(format!("{name}.sock")).display());
     let listener = Driver::bind(&socket).await?;
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-    let driver = Driver::from_parts(identity_service(true, false), Some(controller), None);
+    let driver = Driver::new(identity_service(true, false), Some(controller), None);
     tokio::spawn(async move {
         let _ = driver
             .serve(listener, async {

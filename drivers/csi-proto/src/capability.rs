@@ -2,8 +2,8 @@
 //! built from the RPC type alone.
 
 use crate::v1::{
-    ControllerServiceCapability, NodeServiceCapability, controller_service_capability,
-    node_service_capability,
+    ControllerGetCapabilitiesResponse, ControllerServiceCapability, NodeServiceCapability,
+    controller_service_capability, node_service_capability,
 };
 
 /// A Controller service capability of RPC type `kind`.
@@ -27,5 +27,14 @@ pub fn node_rpc(kind: node_service_capability::rpc::Type) -> NodeServiceCapabili
                 r#type: kind as i32,
             },
         )),
+    }
+}
+
+/// A ControllerGetCapabilities answer listing the RPC types `kinds`.
+pub fn controller_capabilities(
+    kinds: impl IntoIterator<Item = controller_service_capability::rpc::Type>,
+) -> ControllerGetCapabilitiesResponse {
+    ControllerGetCapabilitiesResponse {
+        capabilities: kinds.into_iter().map(controller_rpc).collect(),
     }
 }

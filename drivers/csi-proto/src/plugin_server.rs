@@ -3,6 +3,9 @@
 //! resetting the caller's stream), until shutdown.
 
 use std::future::Future;
+use std::time::Duration;
+
+use tokio::sync::Notify;
 
 use tonic::transport::Server;
 
@@ -53,6 +56,21 @@ impl PluginServeError {
     }
 }
 
+/// Which services a plugin serves: `--provide-controller-service` and
+/// `--provide-node-service` (both on unless set to false), as upstream's drivers name them.
+#[derive(Clone, Copy, Debug, clap::Args)]
+pub struct ServiceFlags {
+    /// Serve the Controller service.
+    #[arg(long = "provide-controller-service", num_args = 0..=1,
+          default_missing_value = "true", default_value_t = true, action = clap::ArgAction::Set)]
+    pub provide_controller_service: bool,
+
+    /// Serve the Node service.
+    #[arg(long = "provide-node-service", num_args = 0..=1,
+          default_missing_value = "true", default_value_t = true, action = clap::ArgAction::Set)]
+    pub provide_node_service: bool,
+}
+
 /// Binds the `--endpoint` flag's value (replacing a stale unix socket).
 pub async fn bind_endpoint(endpoint: &str) -> Result<Listener, PluginServeError> {
     let parsed: Endpoint =
@@ -68,6 +86,82 @@ pub async fn bind_endpoint(endpoint: &str) -> Result<Listener, PluginServeError>
             endpoint: parsed.to_string(),
             reason: e.to_string(),
         })
+}
+
+/// A plugin's services, ready to be served on one endpoint: what a driver builds. A driver
+/// names its own as a type alias (`type Driver = PluginServices<…>`).
+#[derive(Debug)]
+pub struct PluginServices<I, C, N> {
+    /// The Identity service (always served).
+    pub identity: I,
+    /// The Controller service, if the plugin provides it.
+    pub controller: Option<C>,
+    /// The Node service, if the plugin provides it.
+    pub node: Option<N>,
+}
+
+impl<I, C, N> PluginServices<I, C, N> {
+    /// The services from their parts.
+    pub fn new(identity: I, controller: Option<C>, node: Option<N>) -> Self {
+        PluginServices {
+            identity,
+            controller,
+            node,
+        }
+    }
+
+    /// Binds `endpoint` (replacing a stale unix socket); see [`bind_endpoint`].
+    pub async fn bind(endpoint: &str) -> Result<Listener, PluginServeError> {
+        bind_endpoint(endpoint).await
+    }
+}
+
+impl<I: Identity, C: Controller, N: Node> PluginServices<I, C, N> {
+    /// Serves until `shutdown` resolves, each service behind a panic guard.
+    pub async fn serve(
+        self,
+        listener: Listener,
+        shutdown: impl Future<Output = ()>,
+    ) -> Result<(), PluginServeError> {
+        serve_plugin(
+            self.identity,
+            self.controller,
+            self.node,
+            listener,
+            shutdown,
+        )
+        .await
+    }
+
+    /// Serves until `shutdown` resolves, then lets calls in flight finish for at most
+    /// `drain`. A CreateVolume waiting on a hung cloud call would otherwise keep the pod until
+    /// kubelet kills it at the end of its grace period (30 s), holding up the replacement
+    /// controller's leader election; its caller retries, and CSI calls are idempotent.
+    pub async fn serve_draining(
+        self,
+        listener: Listener,
+        shutdown: impl Future<Output = ()>,
+        drain: Duration,
+    ) -> Result<(), PluginServeError> {
+        let signalled = Notify::new();
+        let serve = self.serve(listener, async {
+            shutdown.await;
+            signalled.notify_one();
+        });
+        tokio::select! {
+            served = serve => served,
+            () = async {
+                signalled.notified().await;
+                tokio::time::sleep(drain).await;
+            } => {
+                tracing::warn!(
+                    "calls still in flight {drain:?} after the signal (a cloud call hanging?): \
+                     exiting without them; their callers retry, and CSI calls are idempotent"
+                );
+                Ok(())
+            }
+        }
+    }
 }
 
 /// Serves `identity` and the `controller` and `node` services a plugin has on `listener`

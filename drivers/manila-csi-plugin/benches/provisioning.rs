@@ -14,7 +14,7 @@ use csi_proto::v1::volume_capability::{AccessMode, AccessType, MountVolume};
 use csi_proto::v1::{self, VolumeCapability};
 use fakes::{CloudConfig, FakeCloud, SecretKind};
 use manila_csi_plugin::config::Config;
-use manila_csi_plugin::driver::Driver;
+use manila_csi_plugin::driver::{self, Driver};
 use tonic::transport::Channel;
 
 const GIB: i64 = 1 << 30;
@@ -78,7 +78,7 @@ async fn main() {
     ])
     .unwrap();
     let listener = Driver::bind(&config.endpoint).await.unwrap();
-    let driver = Driver::new(&config).await.unwrap();
+    let driver = driver::build(&config).await.unwrap();
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
     let server = tokio::spawn(driver.serve(listener, async {
         let _ = stopped.await;

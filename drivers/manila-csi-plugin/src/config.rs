@@ -5,6 +5,9 @@ use std::time::Duration;
 
 use clap::{ArgAction, Parser, ValueEnum};
 
+use csi_proto::plugin_server::ServiceFlags;
+use kube_support::claims::ClaimFlags;
+
 use crate::error::{Error, Result};
 
 /// klog's flags and Go's duration syntax, shared with the other drivers.
@@ -90,21 +93,13 @@ pub struct Config {
     #[arg(long = "cluster-id")]
     pub cluster_id: Option<String>,
 
-    /// Serve the Controller service.
-    #[arg(long = "provide-controller-service", num_args = 0..=1,
-          default_missing_value = "true", default_value_t = true, action = ArgAction::Set)]
-    pub provide_controller_service: bool,
+    /// `--provide-controller-service`, `--provide-node-service`.
+    #[command(flatten)]
+    pub services: ServiceFlags,
 
-    /// Serve the Node service.
-    #[arg(long = "provide-node-service", num_args = 0..=1,
-          default_missing_value = "true", default_value_t = true, action = ArgAction::Set)]
-    pub provide_node_service: bool,
-
-    /// Read the claim's annotations (`manila.csi.openstack.org/affinity`, `anti-affinity`)
-    /// from the Kubernetes API and pass them to Manila as scheduler hints (see [`crate::pvc`]).
-    #[arg(long = "pvc-annotations", num_args = 0..=1, default_missing_value = "true",
-          default_value_t = false, action = ArgAction::Set)]
-    pub pvc_annotations: bool,
+    /// `--pvc-annotations`, `--master`, `--kubeconfig`.
+    #[command(flatten)]
+    pub claims: ClaimFlags,
 
     /// Extra User-Agent component(s) for OpenStack requests (repeatable).
     #[arg(long = "user-agent")]
@@ -127,14 +122,6 @@ pub struct Config {
     #[arg(long = "compatibility-settings")]
     pub compatibility_settings: Option<String>,
 
-    /// Kubernetes API server address for `--pvc-annotations` (overrides the kubeconfig's).
-    #[arg(long)]
-    pub master: Option<String>,
-
-    /// Kubeconfig file for `--pvc-annotations` (else `--master`, else in-cluster).
-    #[arg(long)]
-    pub kubeconfig: Option<PathBuf>,
-
     /// QPS of the Kubernetes client (accepted, unused: one claim read per CreateVolume).
     #[arg(long = "kube-api-qps", default_value_t = 5.0)]
     pub kube_api_qps: f32,
@@ -156,13 +143,15 @@ pub struct Config {
 impl Config {
     /// Checks the combinations the flag parser cannot express.
     pub fn validate(&self) -> Result<()> {
-        if !self.provide_controller_service && !self.provide_node_service {
+        if !self.services.provide_controller_service && !self.services.provide_node_service {
             return Err(Error::InvalidArgument(
                 "at least one of --provide-controller-service and --provide-node-service must be true"
                     .into(),
             ));
         }
-        if self.provide_node_service && self.fwdendpoint.as_deref().is_none_or(str::is_empty) {
+        if self.services.provide_node_service
+            && self.fwdendpoint.as_deref().is_none_or(str::is_empty)
+        {
             return Err(Error::InvalidArgument(
                 "--fwdendpoint is required when the node service is provided".into(),
             ));
@@ -190,7 +179,7 @@ mod tests {
         let config = parse(&["--share-protocol-selector=NFS", "--fwdendpoint=unix:///x"]).unwrap();
         assert_eq!(config.endpoint, "unix:///tmp/csi.sock");
         assert_eq!(config.drivername, "manila.csi.openstack.org");
-        assert!(config.provide_controller_service && config.provide_node_service);
+        assert!(config.services.provide_controller_service && config.services.provide_node_service);
         assert!(!config.with_topology);
         assert_eq!(config.share_wait_timeout, Duration::from_secs(80));
         config.validate().unwrap();
@@ -229,7 +218,7 @@ mod tests {
         ])
         .unwrap();
         assert!(config.with_topology);
-        assert!(!config.provide_controller_service);
+        assert!(!config.services.provide_controller_service);
     }
 
     #[test]
@@ -279,7 +268,7 @@ mod tests {
         .unwrap();
         assert_eq!(config.logging.verbosity, 5);
         assert_eq!(config.logging.default_filter(), "debug");
-        assert!(config.pvc_annotations);
+        assert!(config.claims.pvc_annotations);
         assert_eq!(config.kube_api_burst, 40);
         assert_eq!(config.min_resync_period, Duration::from_secs(3600));
         assert_eq!(config.logging.logtostderr, Some(true));

@@ -13,43 +13,6 @@ pub enum Error {
     /// missing or unusable secret. The message names the culprit.
     #[error("{0}")]
     InvalidArgument(String),
-    /// An OpenStack service (Keystone or Manila) could not be reached at all.
-    #[error("cannot reach {service} at {url}: {reason}")]
-    Unreachable {
-        /// `Keystone` or `Manila`.
-        service: &'static str,
-        /// The URL that was tried.
-        url: String,
-        /// The transport error, flattened to text.
-        reason: String,
-    },
-    /// Keystone refused the credentials (or Manila kept answering 401 after re-authentication).
-    #[error("authentication failed: {0}")]
-    Unauthenticated(String),
-    /// The OpenStack API answered with an error status the driver does not handle itself.
-    #[error("{service} {method} {path} failed with HTTP {status}: {message}")]
-    Api {
-        /// `Keystone` or `Manila`.
-        service: &'static str,
-        /// HTTP method.
-        method: String,
-        /// Request path (no query secrets are ever put in paths).
-        path: String,
-        /// HTTP status code.
-        status: u16,
-        /// The error message from the body, if any.
-        message: String,
-    },
-    /// An OpenStack response could not be decoded.
-    #[error("unexpected response from {service} {path}: {reason}")]
-    Decode {
-        /// `Keystone` or `Manila`.
-        service: &'static str,
-        /// Request path.
-        path: String,
-        /// What was wrong with it.
-        reason: String,
-    },
     /// A share, snapshot or access rule does not exist.
     #[error("{0}")]
     NotFound(String),
@@ -65,10 +28,11 @@ pub enum Error {
     /// The resource or the cloud is not in a state that allows the operation.
     #[error("{0}")]
     FailedPrecondition(String),
-    /// The Keystone catalog lists no Manila endpoint usable with the credentials' region
-    /// and interface (a FailedPrecondition for CSI callers).
-    #[error("{0}")]
-    NotInCatalog(String),
+    /// An OpenStack call failed: a service unreachable, credentials refused, an error
+    /// status, an answer that does not decode, a service not in the catalog, the metadata
+    /// service. Its code is [`openstack_client::Error::grpc_code`].
+    #[error(transparent)]
+    Cloud(openstack_client::Error),
     /// Waiting for a share, snapshot or access rule ran past its deadline.
     #[error("{0}")]
     DeadlineExceeded(String),
@@ -104,15 +68,6 @@ pub enum Error {
     /// The partner node plugin answered with an error; its status is passed through.
     #[error("partner node plugin: {0}")]
     Partner(Status),
-    /// The OpenStack metadata service could not tell this node's id or zone (unreachable,
-    /// an error status, or a document without the field).
-    #[error("metadata service {url}: {reason}")]
-    Metadata {
-        /// The document's URL (`--metadata-url`).
-        url: String,
-        /// What went wrong.
-        reason: String,
-    },
     /// `--pvc-annotations` could not read the claim (FailedPrecondition without a client,
     /// NotFound for a missing claim, Unavailable for a failed read).
     #[error(transparent)]
@@ -133,30 +88,12 @@ impl Error {
     pub fn code(&self) -> Code {
         match self {
             Error::InvalidArgument(_) => Code::InvalidArgument,
-            Error::Unreachable { .. } => Code::Unavailable,
-            Error::Unauthenticated(_) => Code::Unauthenticated,
-            Error::Api {
-                status, message, ..
-            } => match status {
-                400 => Code::InvalidArgument,
-                401 => Code::Unauthenticated,
-                // Manila answers 403 both for policy denials and for "Invalid share/snapshot:
-                // status must be …" state errors.
-                403 if message.starts_with("Invalid") => Code::FailedPrecondition,
-                403 => Code::PermissionDenied,
-                404 => Code::NotFound,
-                409 => Code::FailedPrecondition,
-                // Manila answers 413 for quota errors (OverQuota, ShareLimitExceeded …).
-                413 => Code::ResourceExhausted,
-                503 => Code::Unavailable,
-                _ => Code::Internal,
-            },
-            Error::Decode { .. } => Code::Internal,
+            Error::Cloud(error) => error.grpc_code(),
             Error::NotFound(_) => Code::NotFound,
             Error::AlreadyExists(_) => Code::AlreadyExists,
             Error::Aborted(_) => Code::Aborted,
             Error::Unavailable(_) => Code::Unavailable,
-            Error::FailedPrecondition(_) | Error::NotInCatalog(_) => Code::FailedPrecondition,
+            Error::FailedPrecondition(_) => Code::FailedPrecondition,
             Error::DeadlineExceeded(_) => Code::DeadlineExceeded,
             Error::ResourceFailed { detail_id, .. } => code_for_detail_id(detail_id.as_deref()),
             Error::CreateFailed { source, .. } => source.code(),
@@ -168,14 +105,17 @@ impl Error {
             Error::Claim(ClaimError::Read { .. }) => Code::Unavailable,
             Error::Serve(error) => error.code(),
             Error::Partner(status) => status.code(),
-            Error::Metadata { .. } => Code::Unavailable,
             Error::Internal(_) => Code::Internal,
         }
     }
 
     /// Whether this is an HTTP 404 from the cloud or a [`Error::NotFound`].
     pub fn is_not_found(&self) -> bool {
-        matches!(self, Error::NotFound(_) | Error::Api { status: 404, .. })
+        match self {
+            Error::NotFound(_) => true,
+            Error::Cloud(error) => error.is_not_found(),
+            _ => false,
+        }
     }
 }
 
@@ -192,8 +132,7 @@ pub fn code_for_detail_id(detail_id: Option<&str>) -> Code {
     }
 }
 
-// The client's errors keep their variant (and so their message and code).
-openstack_client::mirror_client_errors!(Error, metadata: |url, reason| Error::Metadata { url, reason });
+openstack_client::client_errors_into!(Error);
 
 impl From<csi_proto::in_flight::Busy> for Error {
     fn from(busy: csi_proto::in_flight::Busy) -> Self {
@@ -238,14 +177,14 @@ mod tests {
 
     #[test]
     fn quota_errors_from_the_api_are_resource_exhausted() {
-        let error = Error::Api {
+        let error = Error::Cloud(openstack_client::Error::Api {
             service: "Manila",
             method: "POST".into(),
             path: "/shares".into(),
             status: 413,
             message: "Requested share exceeds allowed project/user or share type gigabytes quota."
                 .into(),
-        };
+        });
         let status = Status::from(error);
         assert_eq!(status.code(), Code::ResourceExhausted);
         assert!(status.message().contains("quota"), "{}", status.message());
@@ -269,7 +208,7 @@ mod tests {
     #[test]
     fn client_errors_keep_their_variant_and_code() {
         let error = Error::from(openstack_client::Error::NotInCatalog("no Manila".into()));
-        assert!(matches!(&error, Error::NotInCatalog(m) if m == "no Manila"));
+        assert_eq!(error.to_string(), "no Manila");
         assert_eq!(error.code(), Code::FailedPrecondition);
         let error = Error::from(openstack_client::Error::Metadata {
             url: "http://m".into(),

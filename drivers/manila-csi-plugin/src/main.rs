@@ -6,7 +6,7 @@ use std::time::Duration;
 use anyhow::Context;
 use clap::Parser;
 use manila_csi_plugin::config::Config;
-use manila_csi_plugin::driver::Driver;
+use manila_csi_plugin::driver::{self, Driver};
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
@@ -14,29 +14,13 @@ async fn main() -> anyhow::Result<()> {
     // RUST_LOG wins; otherwise upstream's `-v=N` picks the level.
     kube_support::telemetry::init_with_default(config.logging.default_filter());
     let listener = Driver::bind(&config.endpoint).await?;
-    let driver = Driver::new(&config)
+    let services = driver::build(&config)
         .await
         .context("manila-csi-plugin cannot start")?;
-    let signalled = std::sync::Arc::new(tokio::sync::Notify::new());
-    let notify = signalled.clone();
-    let serve = driver.serve(listener, async move {
-        kube_support::shutdown::signal_received().await;
-        notify.notify_one();
-    });
-    tokio::select! {
-        served = serve => served?,
-        () = async {
-            signalled.notified().await;
-            tokio::time::sleep(DRAIN).await;
-        } => tracing::warn!(
-            "calls still in flight {DRAIN:?} after the signal (a cloud call hanging?): exiting \
-             without them; their callers retry, and CSI calls are idempotent"
-        ),
-    }
-    Ok(())
+    let signal = kube_support::shutdown::signal_received();
+    Ok(services.serve_draining(listener, signal, DRAIN).await?)
 }
 
-/// How long calls in flight may take to finish after SIGTERM. A CreateVolume waiting on a
-/// hung cloud call would otherwise keep the pod until kubelet kills it at the end of its
-/// grace period (30 s), holding up the replacement controller's leader election.
+/// How long calls in flight may take to finish after SIGTERM (see
+/// [`csi_proto::plugin_server::PluginServices::serve_draining`]).
 const DRAIN: Duration = Duration::from_secs(5);

@@ -35,9 +35,11 @@ pub async fn node_identity(
     } else {
         None
     };
-    let missing = |field: &str| Error::Metadata {
-        url: url.to_string(),
-        reason: format!("the document has no {field}"),
+    let missing = |field: &str| {
+        Error::Cloud(openstack_client::Error::Metadata {
+            url: url.to_string(),
+            reason: format!("the document has no {field}"),
+        })
     };
     let node_id = match (nodeid, &metadata) {
         (Some(id), _) => id.to_string(),

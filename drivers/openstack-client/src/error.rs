@@ -85,71 +85,68 @@ impl Error {
     }
 }
 
+#[cfg(feature = "grpc")]
+impl Error {
+    /// The gRPC code a CSI driver reports this error with: transport failures and
+    /// throttling are Unavailable, HTTP statuses map as upstream's drivers map them.
+    pub fn grpc_code(&self) -> tonic::Code {
+        use tonic::Code;
+        match self {
+            Error::InvalidArgument(_) => Code::InvalidArgument,
+            Error::Unreachable { .. } | Error::Metadata { .. } => Code::Unavailable,
+            Error::Unauthenticated(_) => Code::Unauthenticated,
+            Error::Api {
+                status, message, ..
+            } => match status {
+                400 => Code::InvalidArgument,
+                401 => Code::Unauthenticated,
+                // Manila answers 403 both for policy denials and for "Invalid share/snapshot:
+                // status must be …" state errors.
+                403 if message.starts_with("Invalid") => Code::FailedPrecondition,
+                403 => Code::PermissionDenied,
+                404 => Code::NotFound,
+                409 => Code::FailedPrecondition,
+                // Manila and Cinder answer 413 for quota errors.
+                413 => Code::ResourceExhausted,
+                429 | 503 => Code::Unavailable,
+                _ => Code::Internal,
+            },
+            Error::Decode { .. } | Error::Internal(_) => Code::Internal,
+            Error::NotFound(_) => Code::NotFound,
+            Error::FailedPrecondition(_) | Error::NotInCatalog(_) => Code::FailedPrecondition,
+            Error::DeadlineExceeded(_) => Code::DeadlineExceeded,
+        }
+    }
+}
+
 impl From<crate::wait::Timeout> for Error {
     fn from(timeout: crate::wait::Timeout) -> Self {
         Error::DeadlineExceeded(timeout.to_string())
     }
 }
 
-/// Implements `From<openstack_client::Error>` for a caller's error enum that mirrors the
-/// client's variants (same names and fields: `InvalidArgument`, `Unreachable`,
-/// `Unauthenticated`, `Api`, `Decode`, `NotFound`, `FailedPrecondition`, `NotInCatalog`,
-/// `DeadlineExceeded`, `Internal`), so that each keeps its variant (and the caller's wording
-/// and code for it). `metadata` says what a metadata-service failure becomes, from its `url`
-/// and `reason`:
+/// Implements `From<openstack_client::Error>` for a caller's error enum that has the variants
+/// `InvalidArgument`, `NotFound`, `FailedPrecondition`, `DeadlineExceeded` and `Internal`
+/// (each holding a `String`) and `Cloud(openstack_client::Error)`: those five keep their
+/// variant (so the caller's own matches on them see the client's too), every other client
+/// error is `Cloud`.
 ///
 /// ```ignore
-/// openstack_client::mirror_client_errors!(Error, metadata: |url, reason| Error::Metadata { url, reason });
+/// openstack_client::client_errors_into!(Error);
 /// ```
 #[macro_export]
-macro_rules! mirror_client_errors {
-    ($target:ident, metadata: |$url:ident, $reason:ident| $metadata:expr) => {
+macro_rules! client_errors_into {
+    ($target:ident) => {
         impl From<$crate::Error> for $target {
             fn from(error: $crate::Error) -> Self {
                 use $crate::Error as Client;
                 match error {
                     Client::InvalidArgument(message) => $target::InvalidArgument(message),
-                    Client::Unreachable {
-                        service,
-                        url,
-                        reason,
-                    } => $target::Unreachable {
-                        service,
-                        url,
-                        reason,
-                    },
-                    Client::Unauthenticated(message) => $target::Unauthenticated(message),
-                    Client::Api {
-                        service,
-                        method,
-                        path,
-                        status,
-                        message,
-                    } => $target::Api {
-                        service,
-                        method,
-                        path,
-                        status,
-                        message,
-                    },
-                    Client::Decode {
-                        service,
-                        path,
-                        reason,
-                    } => $target::Decode {
-                        service,
-                        path,
-                        reason,
-                    },
                     Client::NotFound(message) => $target::NotFound(message),
                     Client::FailedPrecondition(message) => $target::FailedPrecondition(message),
-                    Client::NotInCatalog(message) => $target::NotInCatalog(message),
                     Client::DeadlineExceeded(message) => $target::DeadlineExceeded(message),
-                    Client::Metadata {
-                        url: $url,
-                        reason: $reason,
-                    } => $metadata,
                     Client::Internal(message) => $target::Internal(message),
+                    other => $target::Cloud(other),
                 }
             }
         }

@@ -2,7 +2,7 @@
 
 use std::collections::{BTreeMap, HashMap};
 
-use csi_proto::capability::controller_rpc;
+use csi_proto::capability::controller_capabilities;
 use csi_proto::v1::controller_server::Controller as CsiController;
 use csi_proto::v1::controller_service_capability::rpc;
 use csi_proto::v1::volume_capability::access_mode::Mode;
@@ -351,22 +351,17 @@ impl CsiController for Controller {
             "ControllerGetCapabilities",
             request.into_inner(),
             |_| async {
-                Ok(v1::ControllerGetCapabilitiesResponse {
-                    capabilities: [
-                        rpc::Type::CreateDeleteVolume,
-                        rpc::Type::PublishUnpublishVolume,
-                        rpc::Type::CreateDeleteSnapshot,
-                        rpc::Type::ListSnapshots,
-                        rpc::Type::CloneVolume,
-                        rpc::Type::ExpandVolume,
-                        rpc::Type::ListVolumes,
-                        rpc::Type::ListVolumesPublishedNodes,
-                        rpc::Type::GetVolume,
-                    ]
-                    .into_iter()
-                    .map(controller_rpc)
-                    .collect(),
-                })
+                Ok(controller_capabilities([
+                    rpc::Type::CreateDeleteVolume,
+                    rpc::Type::PublishUnpublishVolume,
+                    rpc::Type::CreateDeleteSnapshot,
+                    rpc::Type::ListSnapshots,
+                    rpc::Type::CloneVolume,
+                    rpc::Type::ExpandVolume,
+                    rpc::Type::ListVolumes,
+                    rpc::Type::ListVolumesPublishedNodes,
+                    rpc::Type::GetVolume,
+                ]))
             },
         )
         .await

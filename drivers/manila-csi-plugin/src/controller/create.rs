@@ -92,11 +92,11 @@ async fn resolve_hints(
 fn group_refused(error: Error, group_id: Option<&str>) -> Error {
     match (error, group_id) {
         (
-            Error::Api {
+            Error::Cloud(openstack_client::Error::Api {
                 status: 400 | 404,
                 message,
                 ..
-            },
+            }),
             Some(group),
         ) if message.to_ascii_lowercase().contains("share group") => {
             Error::InvalidArgument(format!(

@@ -2,7 +2,7 @@
 
 use std::collections::HashMap;
 
-use csi_proto::capability::controller_rpc;
+use csi_proto::capability::controller_capabilities;
 use csi_proto::v1::controller_server::Controller as ControllerRpc;
 use csi_proto::v1::controller_service_capability::rpc;
 use csi_proto::v1::volume_capability::AccessType;
@@ -222,16 +222,11 @@ impl ControllerRpc for Controller {
             "ControllerGetCapabilities",
             request.into_inner(),
             |_| async {
-                Ok(v1::ControllerGetCapabilitiesResponse {
-                    capabilities: [
-                        rpc::Type::CreateDeleteVolume,
-                        rpc::Type::CreateDeleteSnapshot,
-                        rpc::Type::ExpandVolume,
-                    ]
-                    .into_iter()
-                    .map(controller_rpc)
-                    .collect(),
-                })
+                Ok(controller_capabilities([
+                    rpc::Type::CreateDeleteVolume,
+                    rpc::Type::CreateDeleteSnapshot,
+                    rpc::Type::ExpandVolume,
+                ]))
             },
         )
         .await

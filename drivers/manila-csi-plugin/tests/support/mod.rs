@@ -17,7 +17,7 @@ use csi_proto::v1::volume_capability::{AccessMode, AccessType, MountVolume};
 use csi_proto::v1::{self, VolumeCapability};
 use fakes::{CloudConfig, FakeCloud, SecretKind};
 use manila_csi_plugin::config::Config;
-use manila_csi_plugin::driver::Driver;
+use manila_csi_plugin::driver::{self, Driver};
 use tempfile::TempDir;
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
@@ -46,7 +46,7 @@ impl RunningDriver {
         argv.extend(args.iter().map(|a| a.to_string()));
         let config = Config::try_parse_from(&argv).expect("test flags parse");
         let listener = Driver::bind(&config.endpoint).await?;
-        let driver = Driver::new(&config).await?;
+        let driver = driver::build(&config).await?;
         let (tx, rx) = oneshot::channel();
         let task = tokio::spawn(async move {
             driver

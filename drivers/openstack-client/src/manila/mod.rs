@@ -126,6 +126,36 @@ impl ManilaClient {
         })
     }
 
+    /// `GET path?query`, decoded.
+    async fn get<T: DeserializeOwned>(&self, path: &str, query: &[(&str, &str)]) -> Result<T> {
+        self.call(Method::GET, path, query, None, MIN_MICROVERSION)
+            .await
+    }
+
+    /// `GET path` of one resource; a 404 is [`Error::NotFound`] naming `what` ("share …").
+    async fn get_one<T: DeserializeOwned>(
+        &self,
+        path: &str,
+        what: impl FnOnce() -> String,
+    ) -> Result<T> {
+        match self.get(path, &[]).await {
+            Err(e) if e.is_not_found() => Err(Error::NotFound(format!("{} not found", what()))),
+            answer => answer,
+        }
+    }
+
+    /// `DELETE path`; `false` when the resource did not exist.
+    async fn delete(&self, path: &str) -> Result<bool> {
+        match self
+            .call_raw(Method::DELETE, path, &[], None, MIN_MICROVERSION)
+            .await
+        {
+            Ok(_) => Ok(true),
+            Err(e) if e.is_not_found() => Ok(false),
+            Err(e) => Err(e),
+        }
+    }
+
     async fn call_raw(
         &self,
         method: Method,
@@ -194,14 +224,8 @@ impl ManilaClient {
             share: Share,
         }
         let path = format!("/shares/{}", segment(id)?);
-        match self
-            .call::<Body>(Method::GET, &path, &[], None, MIN_MICROVERSION)
-            .await
-        {
-            Ok(body) => Ok(body.share),
-            Err(e) if e.is_not_found() => Err(Error::NotFound(format!("share {id} not found"))),
-            Err(e) => Err(e),
-        }
+        let body: Body = self.get_one(&path, || format!("share {id}")).await?;
+        Ok(body.share)
     }
 
     /// `GET /shares/detail?name=`: shares with exactly this name.
@@ -210,15 +234,8 @@ impl ManilaClient {
         struct Body {
             shares: Vec<Share>,
         }
-        let body: Body = self
-            .call(
-                Method::GET,
-                "/shares/detail",
-                &[("name", name)],
-                None,
-                MIN_MICROVERSION,
-            )
-            .await?;
+        let query = [("name", name)];
+        let body: Body = self.get("/shares/detail", &query).await?;
         Ok(body
             .shares
             .into_iter()
@@ -278,15 +295,7 @@ impl ManilaClient {
 
     /// `DELETE /shares/{id}`; returns `false` when the share did not exist.
     pub async fn delete_share(&self, id: &str) -> Result<bool> {
-        let path = format!("/shares/{}", segment(id)?);
-        match self
-            .call_raw(Method::DELETE, &path, &[], None, MIN_MICROVERSION)
-            .await
-        {
-            Ok(_) => Ok(true),
-            Err(e) if e.is_not_found() => Ok(false),
-            Err(e) => Err(e),
-        }
+        self.delete(&format!("/shares/{}", segment(id)?)).await
     }
 
     /// `POST /shares/{id}/action {"extend": …}`.
@@ -458,14 +467,8 @@ impl ManilaClient {
             snapshot: Snapshot,
         }
         let path = format!("/snapshots/{}", segment(id)?);
-        match self
-            .call::<Body>(Method::GET, &path, &[], None, MIN_MICROVERSION)
-            .await
-        {
-            Ok(body) => Ok(body.snapshot),
-            Err(e) if e.is_not_found() => Err(Error::NotFound(format!("snapshot {id} not found"))),
-            Err(e) => Err(e),
-        }
+        let body: Body = self.get_one(&path, || format!("snapshot {id}")).await?;
+        Ok(body.snapshot)
     }
 
     /// `GET /snapshots/detail?name=`: snapshots with exactly this name.
@@ -474,15 +477,8 @@ impl ManilaClient {
         struct Body {
             snapshots: Vec<Snapshot>,
         }
-        let body: Body = self
-            .call(
-                Method::GET,
-                "/snapshots/detail",
-                &[("name", name)],
-                None,
-                MIN_MICROVERSION,
-            )
-            .await?;
+        let query = [("name", name)];
+        let body: Body = self.get("/snapshots/detail", &query).await?;
         Ok(body
             .snapshots
             .into_iter()
@@ -492,15 +488,7 @@ impl ManilaClient {
 
     /// `DELETE /snapshots/{id}`; returns `false` when it did not exist.
     pub async fn delete_snapshot(&self, id: &str) -> Result<bool> {
-        let path = format!("/snapshots/{}", segment(id)?);
-        match self
-            .call_raw(Method::DELETE, &path, &[], None, MIN_MICROVERSION)
-            .await
-        {
-            Ok(_) => Ok(true),
-            Err(e) if e.is_not_found() => Ok(false),
-            Err(e) => Err(e),
-        }
+        self.delete(&format!("/snapshots/{}", segment(id)?)).await
     }
 
     /// The newest `ERROR` user message about `resource_id`, if any.
