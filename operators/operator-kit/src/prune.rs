@@ -240,27 +240,19 @@ mod tests {
 
     const OWNER: &str = "uid-of-the-clustercsidriver";
     const NS: &str = "example-ns";
-    /// What the Manila operator prunes: every prunable kind but PDBs and ConfigMaps.
-    const KINDS: &[(&str, &str)] = &[
-        ("apps/v1", "Deployment"),
-        ("apps/v1", "DaemonSet"),
-        ("storage.k8s.io/v1", "CSIDriver"),
-        ("rbac.authorization.k8s.io/v1", "RoleBinding"),
-        ("rbac.authorization.k8s.io/v1", "Role"),
-        ("rbac.authorization.k8s.io/v1", "ClusterRoleBinding"),
-        ("rbac.authorization.k8s.io/v1", "ClusterRole"),
-        ("v1", "ServiceAccount"),
-        ("v1", "Secret"),
-        // Named, but never pruned: not prunable.
-        ("snapshot.storage.k8s.io/v1", "VolumeSnapshotClass"),
-    ];
+    /// The kinds the test operator names: every prunable kind, and one that is not.
+    static KINDS: std::sync::LazyLock<Vec<(&str, &str)>> = std::sync::LazyLock::new(|| {
+        let mut kinds = PRUNABLE_KINDS.to_vec();
+        kinds.push(("snapshot.storage.k8s.io/v1", "VolumeSnapshotClass"));
+        kinds
+    });
 
     fn scope() -> Scope<'static> {
         Scope {
             identity: &TEST_IDENTITY,
             namespace: NS,
             owner_uid: OWNER,
-            kinds: KINDS,
+            kinds: &KINDS,
         }
     }
 
