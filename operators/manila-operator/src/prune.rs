@@ -14,18 +14,18 @@ use operator_kit::prune::{self, ObjectKey, PruneError, Scope};
 
 use crate::identity::IDENTITY;
 
-/// The kinds the Manila operator prunes (`apiVersion`, `kind`), in deletion order: workloads
-/// first, then the driver object and what the workloads used.
-pub const PRUNED_KINDS: &[(&str, &str)] = &[
-    ("apps/v1", "Deployment"),
-    ("apps/v1", "DaemonSet"),
-    ("storage.k8s.io/v1", "CSIDriver"),
-    ("rbac.authorization.k8s.io/v1", "RoleBinding"),
-    ("rbac.authorization.k8s.io/v1", "Role"),
-    ("rbac.authorization.k8s.io/v1", "ClusterRoleBinding"),
-    ("rbac.authorization.k8s.io/v1", "ClusterRole"),
-    ("v1", "ServiceAccount"),
-    ("v1", "Secret"),
+/// The kinds the Manila operator prunes (the library deletes workloads first, then the
+/// driver object and what the workloads used): all it applies but the VolumeSnapshotClass.
+pub const PRUNED_KINDS: &[&str] = &[
+    "Deployment",
+    "DaemonSet",
+    "CSIDriver",
+    "RoleBinding",
+    "Role",
+    "ClusterRoleBinding",
+    "ClusterRole",
+    "ServiceAccount",
+    "Secret",
 ];
 
 /// The scope of the Manila operator's prune in `namespace`, owned by `owner_uid`.
@@ -92,10 +92,17 @@ mod tests {
     }
 
     #[test]
-    fn every_pruned_kind_may_be_pruned() {
-        for kind in PRUNED_KINDS {
-            assert!(PRUNABLE_KINDS.contains(kind), "{kind:?}");
-        }
+    fn every_pruned_kind_may_be_pruned_and_goes_in_deletion_order() {
+        let kinds: Vec<&str> = scope(NS, OWNER)
+            .prunable_kinds()
+            .map(|(_, kind)| *kind)
+            .collect();
+        assert_eq!(kinds, PRUNED_KINDS);
+        assert!(
+            !PRUNABLE_KINDS
+                .iter()
+                .any(|(_, k)| *k == "VolumeSnapshotClass")
+        );
     }
 
     #[test]

@@ -53,8 +53,9 @@ pub struct Scope<'a> {
     pub namespace: &'a str,
     /// The uid of the ClusterCSIDriver that must own an object.
     pub owner_uid: &'a str,
-    /// The kinds it prunes, in deletion order; kinds not in [`PRUNABLE_KINDS`] are ignored.
-    pub kinds: &'a [(&'a str, &'a str)],
+    /// The kinds it prunes (`Deployment`, …); they go in the order of [`PRUNABLE_KINDS`],
+    /// and a kind not in it is ignored.
+    pub kinds: &'a [&'a str],
 }
 
 /// A prune could not list or delete.
@@ -136,13 +137,11 @@ impl Scope<'_> {
         self.identity.is_managed(meta.labels.as_ref()) && owned
     }
 
-    /// The kinds it prunes that may be pruned at all, in its order.
-    fn prunable_kinds(&self) -> impl Iterator<Item = &(&str, &str)> {
-        self.kinds.iter().filter(|(version, kind)| {
-            PRUNABLE_KINDS
-                .iter()
-                .any(|(v, k)| v == version && k == kind)
-        })
+    /// The kinds it prunes (`apiVersion`, `kind`), in deletion order.
+    pub fn prunable_kinds(&self) -> impl Iterator<Item = &(&'static str, &'static str)> {
+        PRUNABLE_KINDS
+            .iter()
+            .filter(|(_, kind)| self.kinds.contains(kind))
     }
 }
 
@@ -241,9 +240,9 @@ mod tests {
     const OWNER: &str = "uid-of-the-clustercsidriver";
     const NS: &str = "example-ns";
     /// The kinds the test operator names: every prunable kind, and one that is not.
-    static KINDS: std::sync::LazyLock<Vec<(&str, &str)>> = std::sync::LazyLock::new(|| {
-        let mut kinds = PRUNABLE_KINDS.to_vec();
-        kinds.push(("snapshot.storage.k8s.io/v1", "VolumeSnapshotClass"));
+    static KINDS: std::sync::LazyLock<Vec<&str>> = std::sync::LazyLock::new(|| {
+        let mut kinds: Vec<&str> = PRUNABLE_KINDS.iter().map(|(_, kind)| *kind).collect();
+        kinds.push("VolumeSnapshotClass");
         kinds
     });
 

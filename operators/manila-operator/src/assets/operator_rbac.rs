@@ -219,7 +219,7 @@ fn the_operator_may_do_what_its_controller_does_beyond_the_assets() {
 fn the_operator_may_list_and_delete_every_kind_it_prunes() {
     let (cluster, namespaced) = operator();
     let both: Vec<Right> = cluster.iter().chain(&namespaced).cloned().collect();
-    for (api_version, kind) in crate::prune::PRUNED_KINDS {
+    for (api_version, kind) in crate::prune::scope("manila-csi", "").prunable_kinds() {
         let (resource, is_namespaced) = api_resource(api_version, kind).unwrap();
         let held = if is_namespaced { &both } else { &cluster };
         let gaps = missing(
