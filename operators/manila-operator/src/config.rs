@@ -5,7 +5,7 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
-use crate::release::Release;
+use crate::release::{Release, VERSIONS};
 
 /// The images of the driver's containers. Defaults are upstream's image names; the embedded
 /// cluster maps them to this workspace's binaries.
@@ -88,7 +88,7 @@ pub struct OperatorConfig {
     /// Which release's objects the operator installs (`--release`, default current).
     pub release: Release,
     /// The version reported in `status.version` and the ClusterOperator: the release's
-    /// ([`Release::version`]; see [`OperatorConfig::set_release`]).
+    /// ([`crate::release::VERSIONS`]; see [`OperatorConfig::set_release`]).
     pub version: String,
 }
 
@@ -109,13 +109,13 @@ impl OperatorConfig {
             share_type_sync_interval: Duration::from_secs(60),
             resync_interval: Duration::from_secs(600),
             release: Release::Current,
-            version: Release::Current.version().into(),
+            version: VERSIONS.current.into(),
         }
     }
 
     /// Installs `release`'s objects and reports its version.
     pub fn set_release(&mut self, release: Release) {
         self.release = release;
-        self.version = release.version().into();
+        self.version = VERSIONS.of(release).into();
     }
 }

@@ -8,41 +8,23 @@ pub enum Error {
     Credentials(#[from] crate::cloud::CredentialsError),
     /// Rendering the embedded driver manifests.
     #[error(transparent)]
-    Assets(#[from] crate::assets::AssetError),
+    Assets(#[from] operator_kit::templates::TemplateError),
     /// Applying or deleting the driver's objects.
     #[error(transparent)]
-    Apply(#[from] crate::apply::ApplyError),
+    Apply(#[from] operator_kit::apply::ApplyError),
     /// Deleting objects the running release no longer installs.
     #[error(transparent)]
-    Prune(#[from] crate::prune::PruneError),
+    Prune(#[from] operator_kit::prune::PruneError),
     /// Creating or re-creating share-type StorageClasses.
     #[error(transparent)]
-    StorageClasses(#[from] crate::storage_classes::SyncError),
-    /// Installing the operator's CRDs.
+    StorageClasses(#[from] operator_kit::storage_classes::SyncError),
+    /// Writing the ClusterCSIDriver's or the ClusterOperator's status.
     #[error(transparent)]
-    Crds(#[from] kube_support::crd::CrdError),
-    /// Any other Kubernetes API call.
-    #[error("{action}: {source}")]
-    Kube {
-        /// What was being done.
-        action: String,
-        /// The API error.
-        #[source]
-        source: kube::Error,
-    },
+    Status(#[from] operator_kit::operator_status::StatusError),
     /// Something the operator built or read is not what it must be.
     #[error("{0}")]
     Invalid(String),
-    /// Leader election failed.
-    #[error(transparent)]
-    LeaderElection(#[from] kube_support::leader::LeaderError),
 }
 
 /// The operator's result type.
 pub type Result<T, E = Error> = std::result::Result<T, E>;
-
-/// Wraps a kube error with what was being done.
-pub(crate) fn kube(action: impl Into<String>) -> impl FnOnce(kube::Error) -> Error {
-    let action = action.into();
-    move |source| Error::Kube { action, source }
-}

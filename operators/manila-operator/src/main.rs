@@ -2,25 +2,19 @@
 //! ClusterCSIDriver `manila.csi.openstack.org` asks. Runs in a pod (in-cluster config) or
 //! anywhere with a kubeconfig; with leader election two replicas are safe.
 
-use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context as _;
-use clap::{ArgAction, Parser};
+use clap::Parser;
 use kube_support::go_duration::parse_go_duration as parse_duration;
-use kube_support::leader::LeaderElection;
-use kube_support::telemetry::level_for;
 use manila_operator::OperatorConfig;
-use manila_operator::api::LogLevel;
 use manila_operator::config::{Images, NfsMounter};
 use manila_operator::controller::{self, Context};
-use manila_operator::metrics::Metrics;
+use manila_operator::identity::IDENTITY;
 use manila_operator::release::Release;
-use tracing_subscriber::EnvFilter;
-use tracing_subscriber::layer::SubscriberExt;
-use tracing_subscriber::util::SubscriberInitExt;
+use operator_kit::startup::{self, CommonFlags};
 
 #[derive(Debug, Parser)]
 #[command(version, about = "Installs and manages the Manila CSI driver")]
@@ -77,26 +71,13 @@ struct Args {
     /// Image of livenessprobe.
     #[arg(long, env = "LIVENESS_PROBE_IMAGE")]
     liveness_probe_image: Option<String>,
-    /// Act only while holding the leader Lease (safe with several replicas).
-    #[arg(long = "leader-election", num_args = 0..=1, default_missing_value = "true",
-          default_value_t = true, action = ArgAction::Set)]
-    leader_election: bool,
-    /// Validity of the leader Lease after its last renewal.
-    #[arg(long, default_value = "15s", value_parser = parse_duration)]
-    leader_election_lease_duration: Duration,
-    /// Renew the Lease this long before it expires at the latest.
-    #[arg(long, default_value = "10s", value_parser = parse_duration)]
-    leader_election_renew_deadline: Duration,
-    /// `host:port` serving Prometheus `/metrics` (off when absent).
-    #[arg(long)]
-    metrics_address: Option<SocketAddr>,
     /// Which release's objects to install: `current`, or `previous` (N-1, the older layout the
     /// upgrade suite starts from; it reports its own version).
     #[arg(long, env = "OPERATOR_RELEASE", default_value = "current")]
     release: Release,
-    /// Verbosity as klog's `-v` (spec.operatorLogLevel overrides it; RUST_LOG wins over both).
-    #[arg(short = 'v', long = "v", default_value_t = 2)]
-    verbosity: u8,
+    /// Leader election, metrics and verbosity, as every operator has them.
+    #[command(flatten)]
+    common: CommonFlags,
 }
 
 impl Args {
@@ -133,103 +114,32 @@ impl Args {
     }
 }
 
-/// Installs the log subscriber; the returned hook changes the level at run time
-/// (spec.operatorLogLevel), unless `RUST_LOG` is set.
-fn init_logging(verbosity: u8) -> controller::LogLevelHook {
-    let from_env = EnvFilter::try_from_default_env().ok();
-    let fixed = from_env.is_some();
-    let filter = from_env.unwrap_or_else(|| EnvFilter::new(level_for(verbosity)));
-    let (filter, handle) = tracing_subscriber::reload::Layer::new(filter);
-    let _ = tracing_subscriber::registry()
-        .with(filter)
-        .with(kube_support::telemetry::stderr_layer())
-        .try_init();
-    let current = std::sync::Mutex::new(None::<LogLevel>);
-    Box::new(move |level: LogLevel| {
-        if fixed {
-            return;
-        }
-        let mut current = current.lock().unwrap_or_else(|e| e.into_inner());
-        if *current == Some(level) {
-            return;
-        }
-        *current = Some(level);
-        if let Err(error) = handle.reload(EnvFilter::new(level_for(level.verbosity()))) {
-            tracing::warn!(error = %error, "cannot change the log level");
-        } else {
-            tracing::info!(?level, "operator log level changed");
-        }
-    })
-}
-
-async fn serve_metrics(address: SocketAddr, metrics: Arc<Metrics>) -> anyhow::Result<SocketAddr> {
-    use axum::routing::get;
-    let listener = tokio::net::TcpListener::bind(address)
-        .await
-        .with_context(|| format!("listening for metrics on {address}"))?;
-    let bound = listener.local_addr()?;
-    let app = axum::Router::new().route(
-        "/metrics",
-        get(move || {
-            let metrics = metrics.clone();
-            async move { metrics.render() }
-        }),
-    );
-    tokio::spawn(async move {
-        if let Err(error) = axum::serve(listener, app).await {
-            tracing::warn!(error = %error, "metrics server stopped");
-        }
-    });
-    Ok(bound)
-}
-
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     let args = Args::parse();
-    let hook = init_logging(args.verbosity);
+    let hook = startup::init_logging(args.common.verbosity);
     let config = args.config();
     let client = kube_support::kube_client::client(args.kubeconfig.as_deref())
         .await
         .context("connecting to Kubernetes")?;
-    let instance = kube_support::instance::name("manila-csi-driver-operator");
+    let instance = kube_support::instance::name(IDENTITY.operator_name);
     let mut ctx = Context::new(client.clone(), config.clone(), &instance);
     ctx.operator_log_level = Some(hook);
-    if let Some(address) = args.metrics_address {
-        let bound = serve_metrics(address, ctx.metrics.clone()).await?;
+    if let Some(address) = args.common.metrics_address {
+        let bound = startup::serve_metrics(address, ctx.metrics.clone()).await?;
         tracing::info!(%bound, "serving /metrics");
     }
     let ctx = Arc::new(ctx);
     tracing::info!(namespace = %config.namespace, version = %config.version, release = %config.release, "starting");
-    if !args.leader_election {
-        controller::run(ctx, kube_support::shutdown::signal_received()).await;
-        return Ok(());
-    }
-    let election = LeaderElection {
-        lease_name: "manila-csi-driver-operator-lock".into(),
-        namespace: config.namespace.clone(),
-        identity: format!("{instance}_{}", std::process::id()),
-        lease_duration: args.leader_election_lease_duration,
-        renew_deadline: args.leader_election_renew_deadline,
-    };
-    // The controller stops when the signal arrives; so does the election, which then
-    // releases the Lease for the next replica.
-    let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
-    let work = async move {
-        let mut stop_rx = stop_rx;
-        controller::run(ctx, async move {
-            let _ = stop_rx.wait_for(|stop| *stop).await;
-        })
-        .await;
-        Ok(())
-    };
-    let shutdown = async move {
-        kube_support::shutdown::signal_received().await;
-        let _ = stop_tx.send(true);
-    };
-    election
-        .run(client, work, shutdown)
-        .await
-        .context("leader election")?;
+    startup::run_controller(
+        client,
+        &IDENTITY,
+        &config.namespace,
+        &instance,
+        &args.common,
+        |shutdown| controller::run(ctx, shutdown),
+    )
+    .await?;
     tracing::info!("stopped");
     Ok(())
 }

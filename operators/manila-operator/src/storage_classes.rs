@@ -2,15 +2,11 @@
 //! upstream's operator makes them; created at start and at every share-type sync, and never
 //! deleted when a type (or Manila) disappears: PVs of the class may still exist.
 //!
-//! `spec.storageClassState` as openshift/api defines it: `Managed` (the default) creates and
-//! keeps the classes; `Unmanaged` neither creates nor updates them (the cluster admin owns
-//! them); `Removed` deletes the classes the operator made (its `managed-by` label and this
-//! driver as provisioner), never anyone else's.
-//!
-//! A class's parameters are immutable. When what the operator wants differs from what a class
-//! it made has (a new secret name, a share network configured later), the class is deleted
-//! and created again; PVs keep their own copy of what they need, so nothing else changes.
-//! Classes the operator did not make (no `managed-by` label) are never touched.
+//! What the classes are is this module's: a share type's name as `type`, a share network for
+//! types that create share servers (`driver_handles_share_servers=True`; without one the class
+//! is skipped), the driver Secret for every operation. Creating them as
+//! `spec.storageClassState` asks, and re-creating one when its immutable parameters change,
+//! is the library's ([`operator_kit::storage_classes`]).
 //!
 //! The previous release ([`crate::release::Release::Previous`]) made classes without the `controller-expand`
 //! secret parameters and without `allowVolumeExpansion` (it had no resizer); the current
@@ -19,58 +15,15 @@
 use std::collections::BTreeMap;
 
 use k8s_openapi::api::storage::v1::StorageClass;
-use kube::api::{Api, DeleteParams, ListParams, ObjectMeta, PostParams};
-use kube::{Client, ResourceExt};
+use kube::Client;
+use kube::api::ObjectMeta;
+use operator_kit::api::StorageClassState;
+use operator_kit::storage_classes::{self, ClassChange, SyncError, Wanted};
 
-use crate::api::{DRIVER_NAME, MANAGED_BY, MANAGED_BY_LABEL, StorageClassState};
 use crate::cloud::ShareType;
 use crate::config::OperatorConfig;
-
-/// Creating or re-creating a StorageClass failed.
-#[derive(Debug, thiserror::Error)]
-pub enum SyncError {
-    /// The API refused a call on a class.
-    #[error("{action} StorageClass {name}: {source}")]
-    Kube {
-        /// `creating`, `deleting`, `reading`, `listing`.
-        action: &'static str,
-        /// The class.
-        name: String,
-        /// The API error.
-        #[source]
-        source: kube::Error,
-    },
-}
-
-/// What the sync did to one class.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum ClassChange {
-    /// Created.
-    Created {
-        /// Class name.
-        name: String,
-    },
-    /// Deleted and created again because its (immutable) parameters changed.
-    Recreated {
-        /// Class name.
-        name: String,
-        /// Which parameters changed.
-        reason: String,
-    },
-    /// Deleted because `storageClassState` is `Removed`.
-    Deleted {
-        /// Class name.
-        name: String,
-    },
-    /// Not created, and why (a DHSS=True type without a configured share network, or a
-    /// class of that name the operator did not make).
-    Skipped {
-        /// Class name.
-        name: String,
-        /// Why.
-        reason: String,
-    },
-}
+use crate::identity::IDENTITY;
+use crate::release;
 
 /// `csi-manila-<type, lowercased, _ → ->`.
 pub fn class_name(share_type: &str) -> String {
@@ -78,7 +31,7 @@ pub fn class_name(share_type: &str) -> String {
 }
 
 /// The class the operator wants for `share_type` (`None`: a DHSS=True type without a share
-/// network, see [`ClassChange::Skipped`]), in the configured release's layout.
+/// network, see [`wanted`]), in the configured release's layout.
 pub fn desired(
     share_type: &ShareType,
     share_network: Option<&str>,
@@ -91,7 +44,7 @@ pub fn desired(
     if let Some(network) = share_network {
         parameters.insert("shareNetworkID".into(), network.to_string());
     }
-    let expands = config.release.expands_volumes();
+    let expands = release::expands_volumes(config.release);
     for operation in [
         "provisioner",
         "controller-expand",
@@ -113,13 +66,10 @@ pub fn desired(
     Some(StorageClass {
         metadata: ObjectMeta {
             name: Some(class_name(&share_type.name)),
-            labels: Some(BTreeMap::from([(
-                MANAGED_BY_LABEL.to_string(),
-                MANAGED_BY.to_string(),
-            )])),
+            labels: Some(IDENTITY.labels()),
             ..Default::default()
         },
-        provisioner: DRIVER_NAME.into(),
+        provisioner: IDENTITY.driver_name.into(),
         parameters: Some(parameters),
         reclaim_policy: Some("Delete".into()),
         volume_binding_mode: Some("Immediate".into()),
@@ -128,48 +78,32 @@ pub fn desired(
     })
 }
 
-/// The immutable fields in which `existing` differs from `wanted`, in words; empty when
-/// they agree. `allowVolumeExpansion` is mutable and not compared.
-pub fn differences(existing: &StorageClass, wanted: &StorageClass) -> Vec<String> {
-    let mut out = Vec::new();
-    if existing.provisioner != wanted.provisioner {
-        out.push(format!(
-            "provisioner {} → {}",
-            existing.provisioner, wanted.provisioner
-        ));
-    }
-    let default_reclaim = Some("Delete".to_string());
-    let default_binding = Some("Immediate".to_string());
-    if existing.reclaim_policy.clone().or(default_reclaim.clone())
-        != wanted.reclaim_policy.clone().or(default_reclaim)
-    {
-        out.push("reclaimPolicy".into());
-    }
-    if existing
-        .volume_binding_mode
-        .clone()
-        .or(default_binding.clone())
-        != wanted.volume_binding_mode.clone().or(default_binding)
-    {
-        out.push("volumeBindingMode".into());
-    }
-    let empty = BTreeMap::new();
-    let have = existing.parameters.as_ref().unwrap_or(&empty);
-    let want = wanted.parameters.as_ref().unwrap_or(&empty);
-    let mut keys: Vec<&String> = have.keys().chain(want.keys()).collect();
-    keys.sort();
-    keys.dedup();
-    for key in keys {
-        if have.get(key) != want.get(key) {
-            out.push(format!("parameter {key}"));
-        }
-    }
-    out
+/// The classes of `share_types`: each one's [`desired`] class, or a skip naming the share
+/// network to configure.
+pub fn wanted(
+    share_types: &[ShareType],
+    share_networks: &BTreeMap<String, String>,
+    config: &OperatorConfig,
+) -> Vec<Wanted> {
+    share_types
+        .iter()
+        .map(|share_type| {
+            let network = share_networks.get(&share_type.name).map(String::as_str);
+            match desired(share_type, network, config) {
+                Some(class) => Wanted::Class(Box::new(class)),
+                None => Wanted::Skip {
+                    name: class_name(&share_type.name),
+                    reason: format!(
+                        "share type {} creates share servers (driver_handles_share_servers=True) and needs a share network: set spec.driverConfig.manila.shareNetworkIDs.{} in the ClusterCSIDriver",
+                        share_type.name, share_type.name
+                    ),
+                },
+            }
+        })
+        .collect()
 }
 
-/// Brings the classes to what `state` asks: Managed creates missing classes and re-creates
-/// changed ones (never deleting one otherwise), Unmanaged touches nothing, Removed deletes
-/// the classes the operator made.
+/// Brings the share types' classes to what `state` asks ([`storage_classes::sync`]).
 pub async fn sync(
     client: &Client,
     share_types: &[ShareType],
@@ -177,143 +111,15 @@ pub async fn sync(
     state: StorageClassState,
     config: &OperatorConfig,
 ) -> Result<Vec<ClassChange>, SyncError> {
-    let api: Api<StorageClass> = Api::all(client.clone());
-    match state {
-        StorageClassState::Managed => manage(&api, share_types, share_networks, config).await,
-        StorageClassState::Unmanaged => Ok(Vec::new()),
-        StorageClassState::Removed => remove_ours(&api).await,
-    }
-}
-
-/// Whether the operator made `class`: its `managed-by` label, and this driver as provisioner
-/// (a class a user labelled by hand for another driver is not ours to delete).
-pub fn made_by_operator(class: &StorageClass) -> bool {
-    let labelled = class
-        .metadata
-        .labels
-        .as_ref()
-        .and_then(|l| l.get(MANAGED_BY_LABEL))
-        .is_some_and(|v| v == MANAGED_BY);
-    labelled && class.provisioner == DRIVER_NAME
-}
-
-/// storageClassState Removed: deletes every class the operator made (PVs keep their own
-/// copy of what they need; the classes come back when the state is Managed again).
-async fn remove_ours(api: &Api<StorageClass>) -> Result<Vec<ClassChange>, SyncError> {
-    let selector = format!("{MANAGED_BY_LABEL}={MANAGED_BY}");
-    let classes = api
-        .list(&ListParams::default().labels(&selector))
-        .await
-        .map_err(|source| SyncError::Kube {
-            action: "listing",
-            name: selector.clone(),
-            source,
-        })?;
-    let mut changes = Vec::new();
-    for class in classes.items.iter().filter(|c| made_by_operator(c)) {
-        let name = class.name_any();
-        match api.delete(&name, &DeleteParams::default()).await {
-            Ok(_) => changes.push(ClassChange::Deleted { name }),
-            // Deleted meanwhile: nothing to report.
-            Err(kube::Error::Api(status)) if status.code == 404 => {}
-            Err(source) => {
-                return Err(SyncError::Kube {
-                    action: "deleting",
-                    name,
-                    source,
-                });
-            }
-        }
-    }
-    Ok(changes)
-}
-
-/// storageClassState Managed: creates missing classes and re-creates changed ones.
-async fn manage(
-    api: &Api<StorageClass>,
-    share_types: &[ShareType],
-    share_networks: &BTreeMap<String, String>,
-    config: &OperatorConfig,
-) -> Result<Vec<ClassChange>, SyncError> {
-    let mut changes = Vec::new();
-    for share_type in share_types {
-        let name = class_name(&share_type.name);
-        let network = share_networks.get(&share_type.name).map(String::as_str);
-        let Some(wanted) = desired(share_type, network, config) else {
-            changes.push(ClassChange::Skipped {
-                name,
-                reason: format!(
-                    "share type {} creates share servers (driver_handles_share_servers=True) and needs a share network: set spec.driverConfig.manila.shareNetworkIDs.{} in the ClusterCSIDriver",
-                    share_type.name, share_type.name
-                ),
-            });
-            continue;
-        };
-        let existing = api.get_opt(&name).await.map_err(|source| SyncError::Kube {
-            action: "reading",
-            name: name.clone(),
-            source,
-        })?;
-        match existing {
-            None => {
-                create(api, &wanted, &name).await?;
-                changes.push(ClassChange::Created { name });
-            }
-            Some(existing) => {
-                let ours = made_by_operator(&existing);
-                let differences = differences(&existing, &wanted);
-                if differences.is_empty() {
-                    continue;
-                }
-                if !ours {
-                    changes.push(ClassChange::Skipped {
-                        name,
-                        reason: format!(
-                            "a StorageClass of that name exists that the operator did not create (it differs in {}); it is left alone",
-                            differences.join(", ")
-                        ),
-                    });
-                    continue;
-                }
-                api.delete(&name, &DeleteParams::default())
-                    .await
-                    .map_err(|source| SyncError::Kube {
-                        action: "deleting",
-                        name: name.clone(),
-                        source,
-                    })?;
-                create(api, &wanted, &name).await?;
-                changes.push(ClassChange::Recreated {
-                    name,
-                    reason: differences.join(", "),
-                });
-            }
-        }
-    }
-    Ok(changes)
-}
-
-async fn create(
-    api: &Api<StorageClass>,
-    class: &StorageClass,
-    name: &str,
-) -> Result<(), SyncError> {
-    match api.create(&PostParams::default(), class).await {
-        Ok(_) => Ok(()),
-        // Deleted a moment ago and not gone yet, or made concurrently: the next sync
-        // compares again.
-        Err(kube::Error::Api(status)) if status.code == 409 => Ok(()),
-        Err(source) => Err(SyncError::Kube {
-            action: "creating",
-            name: name.to_string(),
-            source,
-        }),
-    }
+    let wanted = wanted(share_types, share_networks, config);
+    storage_classes::sync(client, &IDENTITY, &wanted, state).await
 }
 
 #[cfg(test)]
 mod tests {
     #![allow(clippy::unwrap_used)]
+    use operator_kit::storage_classes::{differences, made_by};
+
     use super::*;
 
     fn share_type(name: &str, dhss: bool) -> ShareType {
@@ -325,24 +131,32 @@ mod tests {
     }
 
     #[test]
-    fn only_classes_the_operator_made_for_this_driver_are_its_own() {
+    fn the_classes_it_wants_are_its_own_for_removal_and_re_creation() {
+        // What counts as the operator's own (label and provisioner) is the library's and
+        // tested there; Manila's classes must carry both.
         let config = OperatorConfig::new("manila-csi");
         let ours = desired(&share_type("default", false), None, &config).unwrap();
-        assert!(made_by_operator(&ours));
+        assert!(made_by(&IDENTITY, &ours));
+        assert_eq!(ours.provisioner, "manila.csi.openstack.org");
+    }
 
-        let mut unlabelled = ours.clone();
-        unlabelled.metadata.labels = None;
-        assert!(
-            !made_by_operator(&unlabelled),
-            "a user's class of the same driver"
+    #[test]
+    fn a_dhss_type_without_a_share_network_is_skipped_naming_the_setting() {
+        let config = OperatorConfig::new("manila-csi");
+        let wanted = wanted(
+            &[share_type("tenant", true), share_type("default", false)],
+            &BTreeMap::new(),
+            &config,
         );
-
-        let mut other_driver = ours.clone();
-        other_driver.provisioner = "cinder.csi.openstack.org".into();
+        let Wanted::Skip { name, reason } = &wanted[0] else {
+            panic!("not skipped: {:?}", wanted[0]);
+        };
+        assert_eq!(name, "csi-manila-tenant");
         assert!(
-            !made_by_operator(&other_driver),
-            "labelled by hand for another driver"
+            reason.contains("spec.driverConfig.manila.shareNetworkIDs.tenant"),
+            "{reason}"
         );
+        assert!(matches!(&wanted[1], Wanted::Class(_)));
     }
 
     #[test]

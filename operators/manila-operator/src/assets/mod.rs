@@ -1,7 +1,8 @@
 //! The driver's manifests, compiled into the binary (`operators/manila-operator/assets/`), and
-//! their rendering: `${NAME}` placeholders filled from the operator's configuration, the
-//! `managed-by` label on every object, the namespace on namespaced ones, and the NFS export
-//! directory added when the NFS plugin binds local exports.
+//! their rendering ([`operator_kit::templates`]): `${NAME}` placeholders filled from the
+//! operator's configuration, the `managed-by` label on every object, the namespace on
+//! namespaced ones, and the NFS export directory added when the NFS plugin binds local
+//! exports.
 //!
 //! One asset set per release ([`Release`]; `assets/current/` and `assets/previous/`, listed
 //! in `templates`): the upgrade suite installs the previous release's objects, which the
@@ -15,35 +16,14 @@ mod templates;
 use std::collections::BTreeMap;
 
 use kube::api::DynamicObject;
-use serde::Deserialize;
+use operator_kit::api::LogLevel;
+use operator_kit::templates::{Placement, TemplateError, render as render_template};
 use serde_json::{Value, json};
 
-use crate::api::{LogLevel, MANAGED_BY, MANAGED_BY_LABEL};
-use crate::apply::api_resource;
 use crate::config::{NfsMounter, OperatorConfig};
+use crate::identity::IDENTITY;
 use crate::release::{PREVIOUS_CA_DIR, PREVIOUS_CA_FILE_NAME, Release};
 use templates::templates;
-
-/// A manifest could not be rendered.
-#[derive(Debug, thiserror::Error)]
-pub enum AssetError {
-    /// A template names a placeholder the operator has no value for.
-    #[error("asset {asset}: unknown placeholder ${{{name}}}")]
-    UnknownPlaceholder {
-        /// The template's file name.
-        asset: &'static str,
-        /// The placeholder.
-        name: String,
-    },
-    /// A template is not valid YAML for a Kubernetes object.
-    #[error("asset {asset}: {reason}")]
-    Invalid {
-        /// The template's file name.
-        asset: &'static str,
-        /// What is wrong.
-        reason: String,
-    },
-}
 
 /// What the rendered manifests depend on.
 #[derive(Clone, Debug)]
@@ -89,7 +69,7 @@ pub const CREDENTIALS_HASH_ANNOTATION: &str = "manila.csi.openstack.org/credenti
 
 /// Every object of the driver for the configured release ([`OperatorConfig::release`]), in
 /// apply order.
-pub fn render(inputs: &AssetInputs<'_>) -> Result<Vec<DynamicObject>, AssetError> {
+pub fn render(inputs: &AssetInputs<'_>) -> Result<Vec<DynamicObject>, TemplateError> {
     render_release(inputs.config.release, inputs)
 }
 
@@ -99,43 +79,30 @@ pub fn render(inputs: &AssetInputs<'_>) -> Result<Vec<DynamicObject>, AssetError
 pub fn render_release(
     release: Release,
     inputs: &AssetInputs<'_>,
-) -> Result<Vec<DynamicObject>, AssetError> {
+) -> Result<Vec<DynamicObject>, TemplateError> {
     let vars = variables(inputs);
+    let placement = Placement {
+        identity: &IDENTITY,
+        namespace: &inputs.config.namespace,
+    };
     let mut objects = Vec::new();
     for asset in templates(release) {
         if asset.when == When::SnapshotCrds && !inputs.snapshot_crds_present {
             continue;
         }
-        let file = asset.file;
-        let invalid = |reason: String| AssetError::Invalid {
-            asset: file,
-            reason,
-        };
-        let text = substitute(file, asset.template, &vars)?;
-        for document in serde_yaml::Deserializer::from_str(&text) {
-            let value =
-                serde_yaml::Value::deserialize(document).map_err(|e| invalid(e.to_string()))?;
-            if value.is_null() {
-                continue;
-            }
-            let mut value: Value =
-                serde_json::to_value(value).map_err(|e| invalid(e.to_string()))?;
-            label(&mut value);
-            place(&mut value, &inputs.config.namespace).map_err(invalid)?;
-            if let NfsMounter::Local { export_root } = &inputs.config.nfs_mounter
-                && is_named(&value, "DaemonSet", NFS_DAEMON_SET)
-            {
-                add_export_root(&mut value, &export_root.display().to_string());
-            }
-            let object: DynamicObject =
-                serde_json::from_value(value).map_err(|e| invalid(e.to_string()))?;
-            if object.types.is_none() || object.metadata.name.is_none() {
-                return Err(invalid(
-                    "an object without apiVersion, kind or metadata.name".into(),
-                ));
-            }
-            objects.push(object);
-        }
+        objects.extend(render_template(
+            asset.file,
+            asset.template,
+            &vars,
+            placement,
+            |value| {
+                if let NfsMounter::Local { export_root } = &inputs.config.nfs_mounter
+                    && is_named(value, "DaemonSet", NFS_DAEMON_SET)
+                {
+                    add_export_root(value, &export_root.display().to_string());
+                }
+            },
+        )?);
     }
     Ok(objects)
 }
@@ -181,68 +148,6 @@ fn variables(inputs: &AssetInputs<'_>) -> BTreeMap<&'static str, String> {
     ])
 }
 
-/// Replaces every `${NAME}` of `template`; `$(NAME)` (Kubernetes' own expansion) stays.
-fn substitute(
-    asset: &'static str,
-    template: &str,
-    vars: &BTreeMap<&'static str, String>,
-) -> Result<String, AssetError> {
-    let mut out = String::with_capacity(template.len());
-    let mut rest = template;
-    while let Some(start) = rest.find("${") {
-        out.push_str(&rest[..start]);
-        let after = &rest[start + 2..];
-        let Some(end) = after.find('}') else {
-            return Err(AssetError::Invalid {
-                asset,
-                reason: "an unterminated ${ placeholder".into(),
-            });
-        };
-        let name = &after[..end];
-        let value = vars
-            .get(name)
-            .ok_or_else(|| AssetError::UnknownPlaceholder {
-                asset,
-                name: name.to_string(),
-            })?;
-        out.push_str(value);
-        rest = &after[end + 1..];
-    }
-    out.push_str(rest);
-    Ok(out)
-}
-
-/// Puts the `managed-by` label on an object.
-fn label(value: &mut Value) {
-    let metadata = &mut value["metadata"];
-    if !metadata["labels"].is_object() {
-        metadata["labels"] = json!({});
-    }
-    metadata["labels"][MANAGED_BY_LABEL] = json!(MANAGED_BY);
-}
-
-/// Sets `metadata.namespace` to `namespace` on an object of a namespaced kind and removes it
-/// from a cluster-scoped one; a kind the applier does not know is an error (it could not be
-/// applied anyway).
-fn place(value: &mut Value, namespace: &str) -> Result<(), String> {
-    let api_version = value["apiVersion"].as_str().unwrap_or_default();
-    let kind = value["kind"].as_str().unwrap_or_default();
-    let Some((_, namespaced)) = api_resource(api_version, kind) else {
-        return Err(format!(
-            "kind {api_version}/{kind} is not one the operator applies"
-        ));
-    };
-    let Some(metadata) = value["metadata"].as_object_mut() else {
-        return Err("an object without metadata".into());
-    };
-    if namespaced {
-        metadata.insert("namespace".into(), json!(namespace));
-    } else {
-        metadata.remove("namespace");
-    }
-    Ok(())
-}
-
 fn is_named(value: &Value, kind: &str, name: &str) -> bool {
     value["kind"] == kind && value["metadata"]["name"] == name
 }
@@ -270,6 +175,10 @@ fn add_export_root(daemon_set: &mut Value, root: &str) {
 mod tests {
     #![allow(clippy::unwrap_used, clippy::expect_used)]
     use std::path::PathBuf;
+
+    use operator_kit::api::MANAGED_BY_LABEL;
+    use operator_kit::kinds::api_resource;
+    use operator_kit::templates::substitute;
 
     use super::*;
 
@@ -371,12 +280,11 @@ mod tests {
                     .as_ref()
                     .and_then(|l| l.get(MANAGED_BY_LABEL))
                     .map(String::as_str),
-                Some(MANAGED_BY),
+                Some(IDENTITY.managed_by),
                 "{what}"
             );
             let types = object.types.as_ref().unwrap();
-            let (_, namespaced) =
-                crate::apply::api_resource(&types.api_version, &types.kind).unwrap();
+            let (_, namespaced) = api_resource(&types.api_version, &types.kind).unwrap();
             let expected = namespaced.then_some("driver-ns");
             assert_eq!(object.metadata.namespace.as_deref(), expected, "{what}");
             // RBAC subjects name the driver's namespace too.
@@ -577,25 +485,5 @@ mod tests {
                 assert!(!text.contains("${"), "{}", asset.file);
             }
         }
-    }
-
-    #[test]
-    fn an_unknown_placeholder_names_asset_and_placeholder() {
-        let error = substitute("x.yaml", "a: ${NOPE}", &BTreeMap::new()).unwrap_err();
-        assert!(matches!(
-            &error,
-            AssetError::UnknownPlaceholder { asset: "x.yaml", name } if name == "NOPE"
-        ));
-        assert_eq!(
-            error.to_string(),
-            "asset x.yaml: unknown placeholder ${NOPE}"
-        );
-        let unterminated = substitute("x.yaml", "a: ${NOPE", &BTreeMap::new()).unwrap_err();
-        assert_eq!(
-            unterminated.to_string(),
-            "asset x.yaml: an unterminated ${ placeholder"
-        );
-        let kept = substitute("x.yaml", "a: $(NODE_ID)", &BTreeMap::new()).unwrap();
-        assert_eq!(kept, "a: $(NODE_ID)");
     }
 }

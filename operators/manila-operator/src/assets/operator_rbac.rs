@@ -7,11 +7,12 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use kube::api::DynamicObject;
+use operator_kit::api::LogLevel;
+use operator_kit::kinds::api_resource;
 use serde::Deserialize;
 use serde_json::Value;
 
 use super::{AssetInputs, render};
-use crate::api::LogLevel;
 use crate::config::OperatorConfig;
 use crate::release::Release;
 
@@ -133,8 +134,7 @@ fn the_operator_may_apply_watch_and_remove_every_object_it_renders(
     let both: Vec<Right> = cluster.iter().chain(&namespaced).cloned().collect();
     for object in rendered(release) {
         let types = object.types.clone().unwrap();
-        let (resource, is_namespaced) =
-            crate::apply::api_resource(&types.api_version, &types.kind).unwrap();
+        let (resource, is_namespaced) = api_resource(&types.api_version, &types.kind).unwrap();
         // Never deleted (kept when Removed, never pruned) nor watched: the snapshot class.
         // Everything else may be pruned, which lists by label and deletes.
         let verbs: &[&str] = if types.kind == "VolumeSnapshotClass" {
@@ -219,8 +219,8 @@ fn the_operator_may_do_what_its_controller_does_beyond_the_assets() {
 fn the_operator_may_list_and_delete_every_kind_it_prunes() {
     let (cluster, namespaced) = operator();
     let both: Vec<Right> = cluster.iter().chain(&namespaced).cloned().collect();
-    for (api_version, kind) in crate::prune::PRUNED_KINDS {
-        let (resource, is_namespaced) = crate::apply::api_resource(api_version, kind).unwrap();
+    for (api_version, kind) in crate::prune::scope("manila-csi", "").prunable_kinds() {
+        let (resource, is_namespaced) = api_resource(api_version, kind).unwrap();
         let held = if is_namespaced { &both } else { &cluster };
         let gaps = missing(
             held,

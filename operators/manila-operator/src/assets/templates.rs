@@ -54,8 +54,9 @@ mod tests {
     use kube::api::DynamicObject;
     use serde_json::{Value, json};
 
+    use operator_kit::api::LogLevel;
+
     use super::super::{AssetInputs, render, render_release};
-    use crate::api::LogLevel;
     use crate::config::OperatorConfig;
     use crate::release::{PREVIOUS_CA_DIR, PREVIOUS_CA_FILE_NAME, PREVIOUS_VERSION, Release};
 

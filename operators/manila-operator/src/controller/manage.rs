@@ -19,24 +19,28 @@ use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomRe
 use kube::api::{Api, DynamicObject, ListParams, ObjectMeta};
 use kube_support::events::EventType;
 
-use super::record::{new_changes, record_applied, record_class_change, record_pruned};
+use operator_kit::api::{
+    ClusterCSIDriver, GenerationStatus, LogLevel, ManagementState, StorageClassState,
+};
+use operator_kit::apply::Applier;
+use operator_kit::downgrade::{self, VersionCheck};
+use operator_kit::prune::ObjectKey;
+use operator_kit::status::{Condition, Health, Status};
+use operator_kit::storage_classes::ClassChange;
+use operator_kit::templates::data_hash;
+
+use super::record::record_pruned;
 use super::report::Report;
 use super::workloads::workload_health;
 use super::{Context, installed_version, owner_reference};
-use crate::api::{
-    ClusterCSIDriver, DRIVER_NAME, FIELD_MANAGER, GenerationStatus, LogLevel, MANAGED_BY,
-    MANAGED_BY_LABEL, ManagementState, StorageClassState,
-};
-use crate::apply::Applier;
 use crate::assets::{self, AssetInputs};
 use crate::cloud::{self, CloudInputs, ManilaStatus, ShareType};
 use crate::config::OperatorConfig;
-use crate::downgrade::{self, VersionCheck};
 use crate::error::{Error, Result};
-use crate::prune::{self, ObjectKey};
+use crate::identity::{self, DRIVER_NAME, IDENTITY, SHARE_TYPES};
+use crate::prune;
 use crate::secret_sync;
-use crate::status::{self, Condition, Health, Status};
-use crate::storage_classes::{self, ClassChange};
+use crate::storage_classes;
 
 /// The CRD whose presence makes the operator install a VolumeSnapshotClass.
 const SNAPSHOT_CLASS_CRD: &str = "volumesnapshotclasses.snapshot.storage.k8s.io";
@@ -47,11 +51,11 @@ pub(super) async fn manage(driver: &ClusterCSIDriver, ctx: &Context) -> Report {
         return refused;
     }
     let mut report = Report::default();
-    report.health(status::OPERATOR_VERSION, &Health::ok("AsExpected", ""));
+    report.health(identity::OPERATOR_VERSION, &Health::ok("AsExpected", ""));
     let inputs = match cloud::read_inputs(&ctx.client, &ctx.config).await {
         Ok(inputs) => inputs,
         Err(error) => {
-            report.failed(status::CREDENTIALS, "InvalidCredentials", error.into());
+            report.failed(identity::CREDENTIALS, "InvalidCredentials", error.into());
             return report;
         }
     };
@@ -65,7 +69,7 @@ pub(super) async fn manage(driver: &ClusterCSIDriver, ctx: &Context) -> Report {
         return report;
     };
     let owner_uid = owner.uid.clone();
-    let applier = Applier::new(ctx.client.clone(), FIELD_MANAGER, owner);
+    let applier = Applier::new(ctx.client.clone(), IDENTITY.field_manager, owner);
 
     // Credentials first: the pods' hash annotation depends on them.
     let credentials_hash = sync_driver_secret(driver, ctx, &applier, &inputs, &mut report).await;
@@ -73,7 +77,7 @@ pub(super) async fn manage(driver: &ClusterCSIDriver, ctx: &Context) -> Report {
         return report;
     };
     match apply_objects(driver, ctx, &applier, &objects, &mut report).await {
-        Err(error) => report.failed(status::STATIC_RESOURCES, "ApplyFailed", error),
+        Err(error) => report.failed(identity::STATIC_RESOURCES, "ApplyFailed", error),
         Ok(()) => prune_stale(driver, ctx, &applier, &owner_uid, &objects, &mut report).await,
     }
     sync_storage_classes(driver, ctx, &share_types, &mut report).await;
@@ -87,7 +91,13 @@ pub(super) async fn manage(driver: &ClusterCSIDriver, ctx: &Context) -> Report {
 async fn check_version(driver: &ClusterCSIDriver, ctx: &Context) -> ControlFlow<Report> {
     let force = driver.spec.management_state == ManagementState::Force;
     let installed = installed_version(driver);
-    match downgrade::check(installed, &ctx.config.version, ctx.config.release, force) {
+    match downgrade::check(
+        &IDENTITY,
+        installed,
+        &ctx.config.version,
+        ctx.config.release,
+        force,
+    ) {
         VersionCheck::Proceed => {}
         VersionCheck::Refuse { message } => {
             return ControlFlow::Break(refuse_downgrade(ctx, installed, message).await);
@@ -120,22 +130,22 @@ async fn find_share_types(
                 format!("{message}; the driver is not installed")
             };
             report.conditions.push(Condition::new(
-                status::MANILA_DISABLED,
+                identity::MANILA_DISABLED,
                 Status::True,
                 reason.as_str(),
                 message,
             ));
-            report.health(status::CREDENTIALS, &Health::ok("AsExpected", ""));
+            report.health(identity::CREDENTIALS, &Health::ok("AsExpected", ""));
             return None;
         }
         Err(error) => {
-            report.failed(status::CREDENTIALS, "InvalidCredentials", error.into());
+            report.failed(identity::CREDENTIALS, "InvalidCredentials", error.into());
             return None;
         }
     };
-    ctx.metrics.share_types_seen(share_types.len());
+    ctx.metrics.set(&SHARE_TYPES, share_types.len() as u64);
     report.conditions.push(Condition::new(
-        status::MANILA_DISABLED,
+        identity::MANILA_DISABLED,
         Status::False,
         "AsExpected",
         format!("Manila offers {} share type(s)", share_types.len()),
@@ -153,16 +163,16 @@ async fn sync_driver_secret(
     report: &mut Report,
 ) -> String {
     let secret_data = secret_sync::driver_secret_data(inputs, ctx.config.release);
-    let credentials_hash = secret_sync::data_hash(&secret_data);
+    let credentials_hash = data_hash(&secret_data);
     match driver_secret(&ctx.config, &secret_data) {
         Ok(secret) => match applier.apply(&secret).await {
             Ok(applied) => {
-                record_applied(driver, ctx, &applied).await;
-                report.health(status::CREDENTIALS, &Health::ok("AsExpected", ""));
+                ctx.recorder.applied(driver, &applied).await;
+                report.health(identity::CREDENTIALS, &Health::ok("AsExpected", ""));
             }
-            Err(error) => report.failed(status::CREDENTIALS, "SyncFailed", error.into()),
+            Err(error) => report.failed(identity::CREDENTIALS, "SyncFailed", error.into()),
         },
-        Err(error) => report.failed(status::CREDENTIALS, "SyncFailed", error),
+        Err(error) => report.failed(identity::CREDENTIALS, "SyncFailed", error),
     }
     credentials_hash
 }
@@ -184,7 +194,7 @@ async fn render_objects(
     match assets::render(&inputs) {
         Ok(objects) => Some(objects),
         Err(error) => {
-            report.failed(status::STATIC_RESOURCES, "RenderFailed", error.into());
+            report.failed(identity::STATIC_RESOURCES, "RenderFailed", error.into());
             None
         }
     }
@@ -217,7 +227,7 @@ async fn apply_objects(
     for object in objects {
         match applier.apply(object).await {
             Ok(applied) => {
-                record_applied(driver, ctx, &applied).await;
+                ctx.recorder.applied(driver, &applied).await;
                 if let Some(generation) = applied.generation
                     && matches!(applied.kind.as_str(), "Deployment" | "DaemonSet")
                 {
@@ -268,9 +278,9 @@ async fn prune_stale(
             for key in &deleted {
                 record_pruned(driver, ctx, key).await;
             }
-            report.health(status::STATIC_RESOURCES, &Health::ok("AsExpected", ""));
+            report.health(identity::STATIC_RESOURCES, &Health::ok("AsExpected", ""));
         }
-        Err(error) => report.failed(status::STATIC_RESOURCES, "PruneFailed", error.into()),
+        Err(error) => report.failed(identity::STATIC_RESOURCES, "PruneFailed", error.into()),
     }
 }
 
@@ -307,18 +317,16 @@ async fn sync_storage_classes(
                     _ => None,
                 })
                 .collect();
-            for change in new_changes(ctx, &changes) {
-                record_class_change(driver, ctx, change).await;
-            }
+            ctx.recorder.class_changes(driver, &changes).await;
             let message = class_state_message(class_state, share_types.len(), &changes);
             let mut health = Health::ok("AsExpected", message);
             if !skipped.is_empty() {
                 // Not degraded: the other classes work; the message says what to configure.
                 health.message = format!("skipped: {}", skipped.join("; "));
             }
-            report.health(status::STORAGE_CLASSES, &health);
+            report.health(identity::STORAGE_CLASSES, &health);
         }
-        Err(error) => report.failed(status::STORAGE_CLASSES, "SyncFailed", error.into()),
+        Err(error) => report.failed(identity::STORAGE_CLASSES, "SyncFailed", error.into()),
     }
 }
 
@@ -356,7 +364,7 @@ async fn refuse_downgrade(ctx: &Context, installed: Option<&str>, message: Strin
         ..Report::default()
     };
     report.health(
-        status::OPERATOR_VERSION,
+        identity::OPERATOR_VERSION,
         &Health {
             available: true,
             progressing: false,
@@ -368,7 +376,7 @@ async fn refuse_downgrade(ctx: &Context, installed: Option<&str>, message: Strin
     // The workloads have the same names in every release.
     match assets::render(&names_only_inputs(&ctx.config)) {
         Ok(objects) => workload_health(ctx, &objects, &mut report).await,
-        Err(error) => report.failed(status::STATIC_RESOURCES, "RenderFailed", error.into()),
+        Err(error) => report.failed(identity::STATIC_RESOURCES, "RenderFailed", error.into()),
     }
     report
 }
@@ -387,7 +395,7 @@ pub(super) fn names_only_inputs(config: &OperatorConfig) -> AssetInputs<'_> {
 /// Whether the driver was installed before (its controller Deployment exists).
 async fn driver_installed(ctx: &Context) -> bool {
     let api = Api::<Deployment>::namespaced(ctx.client.clone(), &ctx.config.namespace);
-    let managed = ListParams::default().labels(&format!("{MANAGED_BY_LABEL}={MANAGED_BY}"));
+    let managed = ListParams::default().labels(&IDENTITY.managed_by_selector());
     match api.list_metadata(&managed).await {
         Ok(list) => !list.items.is_empty(),
         Err(error) => {
@@ -406,10 +414,7 @@ pub(super) fn driver_secret(
         metadata: ObjectMeta {
             name: Some(config.driver_secret.clone()),
             namespace: Some(config.namespace.clone()),
-            labels: Some(BTreeMap::from([(
-                MANAGED_BY_LABEL.to_string(),
-                MANAGED_BY.to_string(),
-            )])),
+            labels: Some(IDENTITY.labels()),
             ..Default::default()
         },
         type_: Some("Opaque".into()),

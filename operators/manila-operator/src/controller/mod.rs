@@ -14,8 +14,7 @@ mod remove;
 mod report;
 mod workloads;
 
-use std::collections::BTreeSet;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
 use futures::StreamExt;
@@ -30,23 +29,18 @@ use kube::runtime::reflector::ObjectRef;
 use kube::runtime::watcher;
 use kube::{Client, Resource, ResourceExt};
 use kube_support::backoff::KeyedBackoff;
-use kube_support::events::EventRecorder;
+use operator_kit::api::{ClusterCSIDriver, ManagementState};
+use operator_kit::metrics::Metrics;
+use operator_kit::record::Recorder;
+use operator_kit::startup::LogLevelHook;
 
-use crate::api::{
-    ClusterCSIDriver, DRIVER_NAME, FIELD_MANAGER, LogLevel, MANAGED_BY, MANAGED_BY_LABEL,
-    ManagementState,
-};
 use crate::config::OperatorConfig;
 use crate::error::{Error, Result};
-use crate::metrics::Metrics;
+use crate::identity::{self, DRIVER_NAME, IDENTITY};
 use manage::manage;
 use record::write_status;
 use remove::remove;
 use report::Report;
-pub use workloads::{daemon_set_health, deployment_health};
-
-/// Called with the operator's own log level when `spec.operatorLogLevel` changes.
-pub type LogLevelHook = Box<dyn Fn(LogLevel) + Send + Sync>;
 
 /// What every reconcile needs.
 pub struct Context {
@@ -54,29 +48,27 @@ pub struct Context {
     pub client: Client,
     /// The operator's configuration.
     pub config: OperatorConfig,
-    /// Records an Event for every change.
-    pub recorder: EventRecorder,
+    /// Records an Event for every change (and counts it in the metrics).
+    pub recorder: Recorder,
     /// Prometheus metrics.
     pub metrics: Arc<Metrics>,
     /// Back-off of failed reconciles.
     pub backoff: KeyedBackoff,
     /// Applies `spec.operatorLogLevel`.
     pub operator_log_level: Option<LogLevelHook>,
-    /// StorageClasses already reported as skipped (one Warning each, not one per sync).
-    skipped_classes: Mutex<BTreeSet<String>>,
 }
 
 impl Context {
     /// A context with default back-off (1 s doubling to 2 min) and new metrics.
     pub fn new(client: Client, config: OperatorConfig, instance: &str) -> Self {
+        let metrics = Arc::new(identity::metrics());
         Context {
-            recorder: EventRecorder::new(client.clone(), FIELD_MANAGER, instance),
+            recorder: Recorder::new(client.clone(), &IDENTITY, instance, metrics.clone()),
             client,
             config,
-            metrics: Arc::new(Metrics::default()),
+            metrics,
             backoff: KeyedBackoff::new(Duration::from_secs(1), Duration::from_secs(120)),
             operator_log_level: None,
-            skipped_classes: Default::default(),
         }
     }
 }
@@ -85,7 +77,7 @@ impl Context {
 pub async fn run(ctx: Arc<Context>, shutdown: impl Future<Output = ()> + Send + Sync + 'static) {
     let client = ctx.client.clone();
     let namespace = ctx.config.namespace.as_str();
-    let managed = watcher::Config::default().labels(&format!("{MANAGED_BY_LABEL}={MANAGED_BY}"));
+    let managed = watcher::Config::default().labels(&IDENTITY.managed_by_selector());
     let the_driver = || ObjectRef::<ClusterCSIDriver>::new(DRIVER_NAME);
     let credentials_secret = ctx.config.credentials_secret.clone();
     let ca_config_map = ctx.config.ca_config_map.clone();
@@ -124,8 +116,7 @@ pub async fn run(ctx: Arc<Context>, shutdown: impl Future<Output = ()> + Send + 
         Api::<Secret>::namespaced(client.clone(), namespace),
         watcher::Config::default(),
         move |secret| {
-            let ours =
-                secret.labels().get(MANAGED_BY_LABEL).map(String::as_str) == Some(MANAGED_BY);
+            let ours = IDENTITY.is_managed(Some(secret.labels()));
             (ours || secret.name_any() == credentials_secret).then(the_driver)
         },
     )

@@ -3,17 +3,16 @@
 
 use std::collections::BTreeMap;
 
-use kube::ResourceExt;
-use kube_support::events::EventType;
+use operator_kit::api::ClusterCSIDriver;
+use operator_kit::apply::Applier;
+use operator_kit::prune::ObjectKey;
+use operator_kit::status::Health;
 
 use super::manage::{driver_secret, names_only_inputs};
-use super::record::describe;
 use super::report::Report;
 use super::{Context, owner_reference};
-use crate::api::{ClusterCSIDriver, FIELD_MANAGER};
-use crate::apply::Applier;
 use crate::assets;
-use crate::status::{self, Health};
+use crate::identity::{self, IDENTITY};
 
 /// managementState Removed: the driver's objects go; StorageClasses, the
 /// VolumeSnapshotClass and volumes stay.
@@ -22,11 +21,11 @@ pub(super) async fn remove(driver: &ClusterCSIDriver, ctx: &Context) -> Report {
     let Some(owner) = owner_reference(driver) else {
         return report;
     };
-    let applier = Applier::new(ctx.client.clone(), FIELD_MANAGER, owner);
+    let applier = Applier::new(ctx.client.clone(), IDENTITY.field_manager, owner);
     let mut objects = match assets::render(&names_only_inputs(&ctx.config)) {
         Ok(objects) => objects,
         Err(error) => {
-            report.failed(status::STATIC_RESOURCES, "RenderFailed", error.into());
+            report.failed(identity::STATIC_RESOURCES, "RenderFailed", error.into());
             return report;
         }
     };
@@ -39,20 +38,9 @@ pub(super) async fn remove(driver: &ClusterCSIDriver, ctx: &Context) -> Report {
     for object in &objects {
         match applier.delete(object).await {
             Ok(true) => {
-                let kind = object
-                    .types
-                    .as_ref()
-                    .map(|t| t.kind.clone())
-                    .unwrap_or_default();
-                let what = describe(&kind, object.namespace().as_deref(), &object.name_any());
-                ctx.metrics.object_changed();
+                let key = ObjectKey::of(object);
                 ctx.recorder
-                    .publish(
-                        driver,
-                        EventType::Normal,
-                        &format!("{kind}Deleted"),
-                        format!("deleted {what} (managementState Removed)"),
-                    )
+                    .deleted(driver, &key, " (managementState Removed)")
                     .await;
             }
             Ok(false) => {}
@@ -66,10 +54,10 @@ pub(super) async fn remove(driver: &ClusterCSIDriver, ctx: &Context) -> Report {
         "managementState is Removed: the driver is not installed",
     );
     for prefix in [
-        status::CONTROLLER_SERVICE,
-        status::NODE_SERVICE,
-        status::NFS_NODE_SERVICE,
-        status::STATIC_RESOURCES,
+        identity::CONTROLLER_SERVICE,
+        identity::NODE_SERVICE,
+        identity::NFS_NODE_SERVICE,
+        identity::STATIC_RESOURCES,
     ] {
         report.health(prefix, &removed);
     }

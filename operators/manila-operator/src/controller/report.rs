@@ -4,10 +4,10 @@
 use std::time::Duration;
 
 use kube_support::error::error_chain;
+use operator_kit::api::GenerationStatus;
+use operator_kit::status::{Condition, Health};
 
-use crate::api::GenerationStatus;
 use crate::error::Error;
-use crate::status::{Condition, Health};
 
 /// What one reconcile found and did, for the status.
 #[derive(Default)]

@@ -1,14 +1,17 @@
-//! The health of the driver's Deployment and DaemonSets, from their status.
+//! The health of the driver's Deployment and DaemonSets, from their status
+//! ([`operator_kit::workloads`]), each under its part's conditions.
 
 use std::time::Duration;
 
 use k8s_openapi::api::apps::v1::{DaemonSet, Deployment};
 use kube::ResourceExt;
 use kube::api::{Api, DynamicObject};
+use operator_kit::status::Health;
+use operator_kit::workloads::{daemon_set_health, deployment_health};
 
 use super::Context;
 use super::report::Report;
-use crate::status::{self, Health};
+use crate::identity;
 
 /// How soon to look again while a rollout is in progress (watches usually come first).
 const PROGRESS_POLL: Duration = Duration::from_secs(5);
@@ -42,7 +45,7 @@ pub(super) async fn workload_health(ctx: &Context, objects: &[DynamicObject], re
                         format!("Deployment {namespace}/{name}: {error}"),
                     ),
                 };
-                (status::CONTROLLER_SERVICE, health)
+                (identity::CONTROLLER_SERVICE, health)
             }
             "DaemonSet" => {
                 let api = Api::<DaemonSet>::namespaced(ctx.client.clone(), namespace);
@@ -58,9 +61,9 @@ pub(super) async fn workload_health(ctx: &Context, objects: &[DynamicObject], re
                     ),
                 };
                 let prefix = if name.contains("nfs") {
-                    status::NFS_NODE_SERVICE
+                    identity::NFS_NODE_SERVICE
                 } else {
-                    status::NODE_SERVICE
+                    identity::NODE_SERVICE
                 };
                 (prefix, health)
             }
@@ -70,110 +73,5 @@ pub(super) async fn workload_health(ctx: &Context, objects: &[DynamicObject], re
             report.requeue = Some(PROGRESS_POLL);
         }
         report.health(prefix, &health);
-    }
-}
-
-/// Available when every replica is ready and up to date; progressing while a rollout runs.
-pub fn deployment_health(deployment: &Deployment) -> Health {
-    let name = deployment.name_any();
-    let wanted = deployment
-        .spec
-        .as_ref()
-        .and_then(|s| s.replicas)
-        .unwrap_or(1);
-    let status = deployment.status.clone().unwrap_or_default();
-    let observed =
-        status.observed_generation.unwrap_or(0) >= deployment.metadata.generation.unwrap_or(0);
-    let ready = status.ready_replicas.unwrap_or(0);
-    let updated = status.updated_replicas.unwrap_or(0);
-    let available = status.available_replicas.unwrap_or(0);
-    let done = observed && updated >= wanted && ready >= wanted && available >= wanted;
-    Health {
-        available: available >= wanted.min(1),
-        progressing: !done,
-        degraded: None,
-        reason: if done {
-            "AsExpected".into()
-        } else {
-            "Deploying".into()
-        },
-        message: format!("Deployment {name}: {ready}/{wanted} ready, {updated} up to date"),
-    }
-}
-
-/// Available when the pods run on every node they should; progressing while they roll out.
-pub fn daemon_set_health(daemon_set: &DaemonSet) -> Health {
-    let name = daemon_set.name_any();
-    let status = daemon_set.status.clone().unwrap_or_default();
-    let observed =
-        status.observed_generation.unwrap_or(0) >= daemon_set.metadata.generation.unwrap_or(0);
-    let desired = status.desired_number_scheduled;
-    let available = status.number_available.unwrap_or(0);
-    let updated = status.updated_number_scheduled.unwrap_or(0);
-    let done = observed && available >= desired && updated >= desired;
-    Health {
-        available: available >= desired && (observed || available > 0),
-        progressing: !done,
-        degraded: None,
-        reason: if done {
-            "AsExpected".into()
-        } else {
-            "Deploying".into()
-        },
-        message: format!("DaemonSet {name}: {available}/{desired} available, {updated} up to date"),
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    #![allow(clippy::unwrap_used)]
-    use super::*;
-    use k8s_openapi::api::apps::v1::{DaemonSetStatus, DeploymentSpec, DeploymentStatus};
-
-    #[test]
-    fn a_deployment_is_available_with_one_ready_replica_and_done_when_all_are_updated() {
-        let mut deployment = Deployment {
-            spec: Some(DeploymentSpec {
-                replicas: Some(1),
-                ..Default::default()
-            }),
-            status: Some(DeploymentStatus {
-                observed_generation: Some(2),
-                ready_replicas: Some(1),
-                updated_replicas: Some(1),
-                available_replicas: Some(1),
-                ..Default::default()
-            }),
-            ..Default::default()
-        };
-        deployment.metadata.generation = Some(2);
-        let health = deployment_health(&deployment);
-        assert!(health.available && !health.progressing, "{health:?}");
-
-        deployment.metadata.generation = Some(3);
-        let health = deployment_health(&deployment);
-        assert!(health.available && health.progressing, "{health:?}");
-    }
-
-    #[test]
-    fn a_daemon_set_rolling_out_is_progressing() {
-        let mut daemon_set = DaemonSet {
-            status: Some(DaemonSetStatus {
-                observed_generation: Some(1),
-                desired_number_scheduled: 2,
-                number_available: Some(1),
-                updated_number_scheduled: Some(2),
-                ..Default::default()
-            }),
-            ..Default::default()
-        };
-        daemon_set.metadata.generation = Some(1);
-        let health = daemon_set_health(&daemon_set);
-        assert!(!health.available && health.progressing, "{health:?}");
-        assert!(
-            health.message.contains("1/2 available"),
-            "{}",
-            health.message
-        );
     }
 }

@@ -3,15 +3,15 @@
 //! a child (a deleted or edited child is put back by the next reconcile).
 //!
 //! The owner is cluster-scoped, so it may own both cluster-scoped and namespaced objects.
-//! Each object's API is looked up in a static table of the kinds the operator applies
-//! ([`api_resource`]): no discovery round trip, and an object of any other kind is an error
+//! Each object's API is looked up in a static table of the kinds operators apply
+//! ([`crate::kinds`]): no discovery round trip, and an object of any other kind is an error
 //! rather than a surprise.
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 use kube::Client;
-use kube::api::{
-    Api, ApiResource, DeleteParams, DynamicObject, GroupVersionKind, Patch, PatchParams,
-};
+use kube::api::{Api, DeleteParams, DynamicObject, Patch, PatchParams};
+
+use crate::kinds::api_resource;
 
 /// Applying or deleting an object failed. Every variant names the object as
 /// `Kind namespace/name` (`Kind name` for cluster-scoped ones).
@@ -48,7 +48,7 @@ pub enum ApplyError {
 
 /// The API's own words for an error: its message, reason and code for a refusal, the
 /// error's text otherwise (kube's text of an API error also dumps the whole Status).
-pub(crate) fn api_message(error: &kube::Error) -> String {
+pub fn api_message(error: &kube::Error) -> String {
     match error {
         kube::Error::Api(status) => {
             let mut text = status.message.clone();
@@ -92,63 +92,6 @@ pub struct Applied {
     pub outcome: Outcome,
     /// `metadata.generation` after the apply.
     pub generation: Option<i64>,
-}
-
-/// The kinds the operator applies: (group, version, kind, plural, namespaced). The rendered
-/// assets, the driver Secret, and nothing else (a test checks the assets against it).
-const KINDS: &[(&str, &str, &str, &str, bool)] = &[
-    ("", "v1", "ServiceAccount", "serviceaccounts", true),
-    ("", "v1", "Secret", "secrets", true),
-    (
-        "rbac.authorization.k8s.io",
-        "v1",
-        "ClusterRole",
-        "clusterroles",
-        false,
-    ),
-    (
-        "rbac.authorization.k8s.io",
-        "v1",
-        "ClusterRoleBinding",
-        "clusterrolebindings",
-        false,
-    ),
-    ("rbac.authorization.k8s.io", "v1", "Role", "roles", true),
-    (
-        "rbac.authorization.k8s.io",
-        "v1",
-        "RoleBinding",
-        "rolebindings",
-        true,
-    ),
-    ("storage.k8s.io", "v1", "CSIDriver", "csidrivers", false),
-    ("apps", "v1", "Deployment", "deployments", true),
-    ("apps", "v1", "DaemonSet", "daemonsets", true),
-    (
-        "snapshot.storage.k8s.io",
-        "v1",
-        "VolumeSnapshotClass",
-        "volumesnapshotclasses",
-        false,
-    ),
-];
-
-/// The API resource of `api_version`/`kind` and whether it is namespaced, for the kinds the
-/// operator applies; `None` for any other kind.
-pub fn api_resource(api_version: &str, kind: &str) -> Option<(ApiResource, bool)> {
-    let (group, version) = api_version.split_once('/').unwrap_or(("", api_version));
-    KINDS
-        .iter()
-        .find(|(g, v, k, _, _)| *g == group && *v == version && *k == kind)
-        .map(|(_, _, _, plural, namespaced)| {
-            (
-                ApiResource::from_gvk_with_plural(
-                    &GroupVersionKind::gvk(group, version, kind),
-                    plural,
-                ),
-                *namespaced,
-            )
-        })
 }
 
 /// `Kind namespace/name` or `Kind name`.
@@ -424,60 +367,6 @@ mod tests {
             "metadata": {"name": "csi-nodeplugin-nfsplugin", "namespace": "manila-csi"},
             "spec": {"template": {"spec": {"containers": []}}},
         }))
-    }
-
-    #[test]
-    fn every_rendered_kind_is_known_with_its_scope() {
-        let config = crate::OperatorConfig::new("ns");
-        let inputs = crate::assets::AssetInputs {
-            config: &config,
-            log_level: crate::api::LogLevel::Normal,
-            credentials_hash: String::new(),
-            snapshot_crds_present: true,
-        };
-        let objects = crate::assets::render(&inputs).unwrap();
-        assert!(!objects.is_empty());
-        for object in objects {
-            let types = object.types.clone().unwrap();
-            let (_, namespaced) = api_resource(&types.api_version, &types.kind)
-                .unwrap_or_else(|| panic!("{}/{}", types.api_version, types.kind));
-            assert_eq!(
-                object.metadata.namespace.is_some(),
-                namespaced,
-                "{}",
-                describe(&object)
-            );
-        }
-    }
-
-    #[test]
-    fn resources_resolve_group_version_and_plural() {
-        let (resource, namespaced) = api_resource("apps/v1", "Deployment").unwrap();
-        assert_eq!(
-            (
-                resource.group.as_str(),
-                resource.plural.as_str(),
-                namespaced
-            ),
-            ("apps", "deployments", true)
-        );
-        let (resource, namespaced) = api_resource("v1", "Secret").unwrap();
-        assert_eq!(
-            (
-                resource.group.as_str(),
-                resource.api_version.as_str(),
-                namespaced
-            ),
-            ("", "v1", true)
-        );
-        let (resource, namespaced) =
-            api_resource("snapshot.storage.k8s.io/v1", "VolumeSnapshotClass").unwrap();
-        assert_eq!(
-            (resource.plural.as_str(), namespaced),
-            ("volumesnapshotclasses", false)
-        );
-        assert!(api_resource("apps/v1beta1", "Deployment").is_none());
-        assert!(api_resource("v1", "Pod").is_none());
     }
 
     #[test]

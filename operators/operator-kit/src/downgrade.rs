@@ -2,7 +2,7 @@
 //! operator last installed the driver; an operator older than that (by SemVer precedence, so
 //! N-1's `0.1.0-previous` is older than N's `0.1.0`) does not apply its objects over the newer
 //! ones: it leaves the installed driver exactly as it is and says so in the
-//! `ManilaOperatorVersionControllerDegraded` condition (and a Warning Event) naming both
+//! `<Prefix>OperatorVersionControllerDegraded` condition (and a Warning Event) naming both
 //! versions and what to do. Going back silently would take away what the newer release added
 //! (N-1 deletes N's per-sidecar roles and re-creates every StorageClass without expansion).
 //!
@@ -11,6 +11,7 @@
 
 use semver::Version;
 
+use crate::identity::OperatorIdentity;
 use crate::release::Release;
 
 /// Reason of the condition and Event when a downgrade is refused.
@@ -40,8 +41,9 @@ pub enum VersionCheck {
 
 /// Whether an operator of `running` version (installing `release`) may install its objects
 /// over a driver installed by version `installed` (`status.version`; `None` before the first
-/// install). `force`: `managementState` is Force.
+/// install). `force`: `managementState` is Force. `identity` names the driver in the messages.
 pub fn check(
+    identity: &OperatorIdentity,
     installed: Option<&str>,
     running: &str,
     release: Release,
@@ -66,19 +68,21 @@ pub fn check(
     if force {
         VersionCheck::Forced {
             message: format!(
-                "downgrading the Manila CSI driver from version {installed} to {running} \
+                "downgrading the {} from version {installed} to {running} \
                  (release {release}) because managementState is Force: {running}'s objects \
-                 replace {installed}'s"
+                 replace {installed}'s",
+                identity.display_name
             ),
         }
     } else {
         VersionCheck::Refuse {
             message: format!(
-                "refusing to downgrade the Manila CSI driver from version {installed} to \
+                "refusing to downgrade the {} from version {installed} to \
                  {running} (this operator, release {release}): the driver installed by \
                  {installed} is left as it is. Apply the operator manifests of version \
                  {installed} or later again, or set the ClusterCSIDriver's managementState to \
-                 Force to install {running} over it"
+                 Force to install {running} over it",
+                identity.display_name
             ),
         }
     }
@@ -87,7 +91,10 @@ pub fn check(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::release::{CURRENT_VERSION, PREVIOUS_VERSION};
+    use crate::identity::TEST_IDENTITY;
+
+    const CURRENT_VERSION: &str = crate::versions!().current;
+    const PREVIOUS_VERSION: &str = crate::versions!().previous;
 
     #[test]
     fn installing_upgrading_and_reconciling_the_same_version_proceed() {
@@ -98,13 +105,25 @@ mod tests {
             Some(CURRENT_VERSION),
         ] {
             assert_eq!(
-                check(installed, CURRENT_VERSION, Release::Current, false),
+                check(
+                    &TEST_IDENTITY,
+                    installed,
+                    CURRENT_VERSION,
+                    Release::Current,
+                    false
+                ),
                 VersionCheck::Proceed,
                 "{installed:?}"
             );
         }
         assert_eq!(
-            check(Some("0.9.3"), "1.0.0", Release::Current, false),
+            check(
+                &TEST_IDENTITY,
+                Some("0.9.3"),
+                "1.0.0",
+                Release::Current,
+                false
+            ),
             VersionCheck::Proceed
         );
     }
@@ -112,6 +131,7 @@ mod tests {
     #[test]
     fn n_minus_1_refuses_to_go_back_from_n_naming_both_versions() {
         let VersionCheck::Refuse { message } = check(
+            &TEST_IDENTITY,
             Some(CURRENT_VERSION),
             PREVIOUS_VERSION,
             Release::Previous,
@@ -121,7 +141,7 @@ mod tests {
         };
         assert!(
             message.starts_with(&format!(
-                "refusing to downgrade the Manila CSI driver from version {CURRENT_VERSION} to \
+                "refusing to downgrade the Example CSI driver from version {CURRENT_VERSION} to \
                  {PREVIOUS_VERSION} (this operator, release previous)"
             )),
             "{message}"
@@ -134,7 +154,13 @@ mod tests {
         assert!(message.contains("managementState to Force"), "{message}");
         // Any older version, not only N-1.
         assert!(matches!(
-            check(Some("1.2.0"), "1.1.9", Release::Current, false),
+            check(
+                &TEST_IDENTITY,
+                Some("1.2.0"),
+                "1.1.9",
+                Release::Current,
+                false
+            ),
             VersionCheck::Refuse { .. }
         ));
     }
@@ -142,6 +168,7 @@ mod tests {
     #[test]
     fn force_downgrades_with_a_warning() {
         let VersionCheck::Forced { message } = check(
+            &TEST_IDENTITY,
             Some(CURRENT_VERSION),
             PREVIOUS_VERSION,
             Release::Previous,
@@ -157,6 +184,7 @@ mod tests {
         // Force changes nothing when there is no downgrade.
         assert_eq!(
             check(
+                &TEST_IDENTITY,
                 Some(PREVIOUS_VERSION),
                 CURRENT_VERSION,
                 Release::Current,
@@ -169,7 +197,13 @@ mod tests {
     #[test]
     fn versions_that_are_not_semver_are_not_compared() {
         assert_eq!(
-            check(Some("v2-custom"), CURRENT_VERSION, Release::Current, false),
+            check(
+                &TEST_IDENTITY,
+                Some("v2-custom"),
+                CURRENT_VERSION,
+                Release::Current,
+                false
+            ),
             VersionCheck::Proceed
         );
     }

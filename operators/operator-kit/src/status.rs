@@ -1,6 +1,7 @@
-//! Conditions: each sub-controller reports `<Name>Available/Progressing/Degraded` on the
-//! ClusterCSIDriver (plus `ManilaControllerDisabled`), and the ClusterOperator gets the
-//! aggregate, as OpenShift's operators report them.
+//! Conditions: each part of an operator reports `<Prefix><Part>Available/Progressing/Degraded`
+//! on the ClusterCSIDriver (plus `<Prefix>ControllerDisabled` when the driver cannot be used
+//! on the cloud; see [`crate::identity`]), and the ClusterOperator gets the aggregate, as
+//! OpenShift's operators report them.
 //!
 //! A condition keeps its `lastTransitionTime` while its status stays the same; only a
 //! change of status moves it.
@@ -8,23 +9,7 @@
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 
 use crate::api::OperatorCondition;
-
-/// `ManilaControllerDisabled`: Manila cannot be used (missing, unreachable, 403, no types).
-pub const MANILA_DISABLED: &str = "ManilaControllerDisabled";
-/// Prefix of the controller Deployment's conditions.
-pub const CONTROLLER_SERVICE: &str = "ManilaDriverControllerServiceController";
-/// Prefix of the Manila node DaemonSet's conditions.
-pub const NODE_SERVICE: &str = "ManilaDriverNodeServiceController";
-/// Prefix of the NFS node plugin DaemonSet's conditions.
-pub const NFS_NODE_SERVICE: &str = "NFSDriverNodeServiceController";
-/// Prefix of the credentials (secret sync) conditions.
-pub const CREDENTIALS: &str = "ManilaCredentialsController";
-/// Prefix of the share-type StorageClass conditions.
-pub const STORAGE_CLASSES: &str = "ManilaStorageClassController";
-/// Prefix of the static objects' (RBAC, CSIDriver, …) conditions.
-pub const STATIC_RESOURCES: &str = "ManilaStaticResourcesController";
-/// Prefix of the conditions about the installed version (a refused downgrade).
-pub const OPERATOR_VERSION: &str = "ManilaOperatorVersionController";
+use crate::identity::OperatorIdentity;
 
 /// `True`, `False` or `Unknown`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -205,9 +190,10 @@ pub fn merge(current: &mut Vec<OperatorCondition>, wanted: &[Condition], now: &T
 
 /// The ClusterOperator's `Available`, `Progressing`, `Degraded` and `Upgradeable` from the
 /// sub-controllers' conditions: Degraded if any `…Degraded` is True, Progressing if any
-/// `…Progressing` is True, Available unless some `…Available` is False. A disabled Manila is
-/// Available (with the reason in the message), never Degraded.
-pub fn aggregate(conditions: &[OperatorCondition]) -> Vec<Condition> {
+/// `…Progressing` is True, Available unless some `…Available` is False. A disabled driver
+/// (`identity`'s [`OperatorIdentity::disabled_condition`] True) is Available (with the reason
+/// in the message), never Degraded.
+pub fn aggregate(identity: &OperatorIdentity, conditions: &[OperatorCondition]) -> Vec<Condition> {
     let with_suffix = |suffix: &str, status: &str| -> Vec<&OperatorCondition> {
         conditions
             .iter()
@@ -226,14 +212,15 @@ pub fn aggregate(conditions: &[OperatorCondition]) -> Vec<Condition> {
     let degraded = with_suffix("Degraded", "True");
     let progressing = with_suffix("Progressing", "True");
     let unavailable = with_suffix("Available", "False");
+    let disabled_type = identity.disabled_condition();
     let disabled = conditions
         .iter()
-        .find(|c| c.type_ == MANILA_DISABLED && c.status == "True");
+        .find(|c| c.type_ == disabled_type && c.status == "True");
     let mut out = Vec::new();
     out.push(if unavailable.is_empty() {
         let message = disabled
             .and_then(|c| c.message.clone())
-            .map(|m| format!("Manila CSI driver not installed: {m}"))
+            .map(|m| format!("{} not installed: {m}", identity.display_name))
             .unwrap_or_default();
         Condition::new("Available", Status::True, "AsExpected", message)
     } else {
@@ -277,6 +264,7 @@ pub fn aggregate(conditions: &[OperatorCondition]) -> Vec<Condition> {
 mod tests {
     #![allow(clippy::unwrap_used)]
     use super::*;
+    use crate::identity::TEST_IDENTITY;
 
     fn time(seconds: i64) -> Time {
         Time(k8s_openapi::jiff::Timestamp::from_second(seconds).unwrap())
@@ -301,22 +289,25 @@ mod tests {
     }
 
     #[test]
-    fn disabled_manila_is_available_not_degraded() {
+    fn a_disabled_driver_is_available_not_degraded() {
         let mut current = Vec::new();
         merge(
             &mut current,
             &[Condition::new(
-                MANILA_DISABLED,
+                "ExampleControllerDisabled",
                 Status::True,
-                "ManilaNotInCatalog",
-                "no shared-file-system service in the catalog",
+                "ExampleNotInCatalog",
+                "no example service in the catalog",
             )],
             &time(1),
         );
-        let aggregate = aggregate(&current);
+        let aggregate = aggregate(&TEST_IDENTITY, &current);
         assert_eq!(aggregate[0].type_, "Available");
         assert_eq!(aggregate[0].status, Status::True);
-        assert!(aggregate[0].message.contains("catalog"));
+        assert_eq!(
+            aggregate[0].message,
+            "Example CSI driver not installed: no example service in the catalog"
+        );
         assert_eq!(aggregate[2].type_, "Degraded");
         assert_eq!(aggregate[2].status, Status::False);
     }
@@ -335,7 +326,7 @@ mod tests {
                 .conditions("B"),
             &time(1),
         );
-        let aggregate = aggregate(&current);
+        let aggregate = aggregate(&TEST_IDENTITY, &current);
         assert_eq!(aggregate[0].status, Status::False);
         assert_eq!(aggregate[2].status, Status::True);
         assert!(aggregate[2].message.contains("BDegraded: secret x/y"));

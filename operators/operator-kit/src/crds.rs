@@ -1,4 +1,4 @@
-//! The operator's CRDs, as shipped in `fixtures/crds/` (ClusterCSIDriver and
+//! The operators' CRDs, as shipped in `fixtures/crds/` (ClusterCSIDriver and
 //! ClusterOperator), compiled in, and their installation.
 //!
 //! The YAML files are the single source of the schema the apiserver enforces: tests, suites
@@ -226,7 +226,7 @@ mod tests {
     /// to `api.rs` does not compile here until it is added (and to the schema).
     fn full_driver() -> ClusterCSIDriver {
         let mut driver = ClusterCSIDriver::new(
-            DRIVER_NAME,
+            "example.csi.test",
             ClusterCSIDriverSpec {
                 management_state: ManagementState::Managed,
                 log_level: Some(LogLevel::Debug),
@@ -237,6 +237,7 @@ mod tests {
                     manila: Some(ManilaDriverConfig {
                         share_network_ids: BTreeMap::from([("dhss".into(), "net-1".into())]),
                     }),
+                    cinder: Some(CinderDriverConfig {}),
                 }),
             },
         );
@@ -258,7 +259,8 @@ mod tests {
 
     /// A ClusterOperator with every field set.
     fn full_operator() -> ClusterOperator {
-        let mut operator = ClusterOperator::new(CLUSTER_OPERATOR_NAME, ClusterOperatorSpec {});
+        let mut operator =
+            ClusterOperator::new("example-csi-driver-operator", ClusterOperatorSpec {});
         operator.status = Some(ClusterOperatorStatus {
             conditions: vec![condition()],
             versions: vec![OperandVersion {
@@ -421,6 +423,8 @@ mod tests {
         let mut object = to_value(&full_driver());
         object.as_object_mut().unwrap().remove("metadata");
         object["spec"]["driverConfig"]["manila"]["shareNetworkId"] = json!("x");
+        // A Cinder setting added to the Rust type only.
+        object["spec"]["driverConfig"]["cinder"]["availabilityZones"] = json!(true);
         object["status"]["conditions"][0]["status"] = json!(1);
         object["spec"]["logLevel"] = json!("Loud");
         let mut found = Vec::new();
@@ -429,6 +433,7 @@ mod tests {
         assert_eq!(
             found,
             [
+                ".spec.driverConfig.cinder.availabilityZones is not in the schema",
                 ".spec.driverConfig.manila.shareNetworkId is not in the schema",
                 ".spec.logLevel: \"Loud\" is not in the enum",
                 ".status.conditions[0].status: 1 is not of type \"string\"",

@@ -1,5 +1,6 @@
-//! The operator's API: the cluster-scoped `ClusterCSIDriver` (operator.openshift.io/v1) it
-//! manages, and the `ClusterOperator` (config.openshift.io/v1) it reports on.
+//! The operators' API: the cluster-scoped `ClusterCSIDriver` (operator.openshift.io/v1) each
+//! manages (one per driver, named after it), and the `ClusterOperator` (config.openshift.io/v1)
+//! each reports on.
 //!
 //! The schema the apiserver enforces is the CRD YAML in `fixtures/crds/` (see [`crate::crds`]);
 //! these types mirror the fields the operator reads and writes. Optional fields are `Option`
@@ -11,16 +12,9 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::CustomResource;
 use serde::{Deserialize, Serialize};
 
-/// The name of the one ClusterCSIDriver this operator manages (the driver's name).
-pub const DRIVER_NAME: &str = "manila.csi.openstack.org";
-/// The name of the ClusterOperator it reports on.
-pub const CLUSTER_OPERATOR_NAME: &str = "manila-csi-driver-operator";
-/// The field manager of everything the operator applies.
-pub const FIELD_MANAGER: &str = "manila-csi-driver-operator";
-/// The label on every object the operator creates.
+/// The label on every object an operator creates; its value is the operator's
+/// ([`crate::OperatorIdentity::managed_by`]).
 pub const MANAGED_BY_LABEL: &str = "app.kubernetes.io/managed-by";
-/// Its value.
-pub const MANAGED_BY: &str = "manila-csi-driver-operator";
 
 /// How the operator treats what it manages.
 #[derive(Serialize, Deserialize, Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -62,15 +56,15 @@ impl LogLevel {
     }
 }
 
-/// Whether the operator manages the StorageClasses of the share types.
+/// Whether the operator manages its StorageClasses (as openshift/api defines it).
 #[derive(Serialize, Deserialize, Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum StorageClassState {
-    /// Created and kept in sync (never deleted).
+    /// Created, and re-created when their immutable parameters change.
     #[default]
     Managed,
-    /// Created when missing, never changed afterwards.
+    /// Neither created nor updated: the classes are the admin's.
     Unmanaged,
-    /// Not created; existing classes are left alone.
+    /// The classes the operator made are deleted (never anyone else's).
     Removed,
 }
 
@@ -94,7 +88,7 @@ pub struct ClusterCSIDriverSpec {
     /// The operator's own verbosity.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub operator_log_level: Option<LogLevel>,
-    /// Whether share-type StorageClasses are managed.
+    /// Whether the operator's StorageClasses are managed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub storage_class_state: Option<StorageClassState>,
     /// Driver-specific configuration.
@@ -102,16 +96,19 @@ pub struct ClusterCSIDriverSpec {
     pub driver_config: Option<DriverConfig>,
 }
 
-/// `spec.driverConfig`: per-driver settings.
+/// `spec.driverConfig`: per-driver settings, one member per driver.
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
 #[serde(rename_all = "camelCase")]
 pub struct DriverConfig {
-    /// `Manila` for this operator.
+    /// `Manila` or `Cinder`: which member applies.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub driver_type: Option<String>,
     /// Manila settings.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub manila: Option<ManilaDriverConfig>,
+    /// Cinder settings.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cinder: Option<CinderDriverConfig>,
 }
 
 /// `spec.driverConfig.manila`.
@@ -128,6 +125,12 @@ pub struct ManilaDriverConfig {
     pub share_network_ids: BTreeMap<String, String>,
 }
 
+/// `spec.driverConfig.cinder`: no settings yet (the Cinder operator adds them, each in the
+/// CRD of `fixtures/crds/` too: the CRD-schema check fails until both have it).
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct CinderDriverConfig {}
+
 /// What the operator last observed and did.
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
 #[serde(rename_all = "camelCase")]
@@ -135,7 +138,7 @@ pub struct ClusterCSIDriverStatus {
     /// The spec generation the status describes.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub observed_generation: Option<i64>,
-    /// `<Controller>Available/Progressing/Degraded` and `ManilaControllerDisabled`.
+    /// `<Part>Available/Progressing/Degraded` and `<Prefix>ControllerDisabled`.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub conditions: Vec<OperatorCondition>,
     /// The operator's release.
@@ -211,7 +214,7 @@ pub struct ClusterOperatorStatus {
     pub related_objects: Vec<ObjectReference>,
 }
 
-/// A named version (`operator`, `manila-csi-driver`).
+/// A named version (`operator`, and the operand's, e.g. `manila-csi-driver`).
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq)]
 pub struct OperandVersion {
     /// What the version is of.
@@ -258,5 +261,13 @@ mod tests {
             manila.share_network_ids.get("tenant").map(String::as_str),
             Some("net-1")
         );
+        let cinder: ClusterCSIDriverSpec = serde_json::from_value(serde_json::json!({
+            "driverConfig": {"driverType": "Cinder", "cinder": {}},
+        }))
+        .unwrap();
+        let config = cinder.driver_config.unwrap();
+        assert_eq!(config.cinder, Some(CinderDriverConfig {}));
+        assert_eq!(config.manila, None);
+        assert_eq!(cinder.management_state, ManagementState::Managed);
     }
 }

@@ -1,0 +1,29 @@
+//! The library the CSI driver operators share (the Manila operator, the Cinder operator):
+//! what one operator proves, with the driver as a parameter, an [`OperatorIdentity`]
+//! (driver name, operator name, field manager, `managed-by` label, condition and metric
+//! prefixes). Each operator keeps its reconcile, its assets and its cloud checks.
+//!
+//! The modules form layers (see the README): the vocabulary at the bottom ([`identity`],
+//! [`api`], [`kinds`], [`release`], [`status`], [`metrics`], [`crds`], [`workloads`],
+//! [`downgrade`]); what talks to the API server above it ([`apply`], [`templates`],
+//! [`prune`], [`storage_classes`]); then what reports ([`record`], [`operator_status`]) and
+//! the binary's start-up ([`startup`]).
+
+pub mod api;
+pub mod apply;
+pub mod crds;
+pub mod downgrade;
+pub mod identity;
+pub mod kinds;
+pub mod metrics;
+pub mod operator_status;
+pub mod prune;
+pub mod record;
+pub mod release;
+pub mod startup;
+pub mod status;
+pub mod storage_classes;
+pub mod templates;
+pub mod workloads;
+
+pub use identity::OperatorIdentity;

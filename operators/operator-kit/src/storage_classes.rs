@@ -1,0 +1,322 @@
+//! An operator's StorageClasses, given the classes it wants (which classes, and their
+//! parameters, are each operator's: the Manila operator's one per share type):
+//! `spec.storageClassState` as openshift/api defines it, and re-creation when immutable
+//! parameters change.
+//!
+//! `Managed` (the default) creates the wanted classes and keeps them; `Unmanaged` neither
+//! creates nor updates them (the cluster admin owns them); `Removed` deletes the classes the
+//! operator made (its `managed-by` label and its driver as provisioner), never anyone else's.
+//! A class is never deleted otherwise: PVs of the class may still exist.
+//!
+//! A class's parameters are immutable. When what the operator wants differs from what a class
+//! it made has (a new secret name, a parameter configured later), the class is deleted and
+//! created again; PVs keep their own copy of what they need, so nothing else changes.
+//! Classes the operator did not make are never touched.
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::api::storage::v1::StorageClass;
+use kube::api::{Api, DeleteParams, ListParams, PostParams};
+use kube::{Client, ResourceExt};
+
+use crate::api::StorageClassState;
+use crate::identity::OperatorIdentity;
+
+/// Creating, re-creating or deleting a StorageClass failed.
+#[derive(Debug, thiserror::Error)]
+pub enum SyncError {
+    /// The API refused a call on a class.
+    #[error("{action} StorageClass {name}: {source}")]
+    Kube {
+        /// `creating`, `deleting`, `reading`, `listing`.
+        action: &'static str,
+        /// The class.
+        name: String,
+        /// The API error.
+        #[source]
+        source: kube::Error,
+    },
+}
+
+/// What the sync did to one class.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ClassChange {
+    /// Created.
+    Created {
+        /// Class name.
+        name: String,
+    },
+    /// Deleted and created again because its (immutable) parameters changed.
+    Recreated {
+        /// Class name.
+        name: String,
+        /// Which parameters changed.
+        reason: String,
+    },
+    /// Deleted because `storageClassState` is `Removed`.
+    Deleted {
+        /// Class name.
+        name: String,
+    },
+    /// Not created, and why (the operator could not build it, or a class of that name the
+    /// operator did not make exists).
+    Skipped {
+        /// Class name.
+        name: String,
+        /// Why.
+        reason: String,
+    },
+}
+
+/// One class an operator wants: the class, or why it cannot be made.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Wanted {
+    /// Make and keep this class.
+    Class(Box<StorageClass>),
+    /// The class `name` is not made ([`ClassChange::Skipped`] with `reason`).
+    Skip {
+        /// Class name.
+        name: String,
+        /// Why.
+        reason: String,
+    },
+}
+
+/// The immutable fields in which `existing` differs from `wanted`, in words; empty when
+/// they agree. `allowVolumeExpansion` is mutable and not compared.
+pub fn differences(existing: &StorageClass, wanted: &StorageClass) -> Vec<String> {
+    let mut out = Vec::new();
+    if existing.provisioner != wanted.provisioner {
+        out.push(format!(
+            "provisioner {} → {}",
+            existing.provisioner, wanted.provisioner
+        ));
+    }
+    let default_reclaim = Some("Delete".to_string());
+    let default_binding = Some("Immediate".to_string());
+    if existing.reclaim_policy.clone().or(default_reclaim.clone())
+        != wanted.reclaim_policy.clone().or(default_reclaim)
+    {
+        out.push("reclaimPolicy".into());
+    }
+    if existing
+        .volume_binding_mode
+        .clone()
+        .or(default_binding.clone())
+        != wanted.volume_binding_mode.clone().or(default_binding)
+    {
+        out.push("volumeBindingMode".into());
+    }
+    let empty = BTreeMap::new();
+    let have = existing.parameters.as_ref().unwrap_or(&empty);
+    let want = wanted.parameters.as_ref().unwrap_or(&empty);
+    let mut keys: Vec<&String> = have.keys().chain(want.keys()).collect();
+    keys.sort();
+    keys.dedup();
+    for key in keys {
+        if have.get(key) != want.get(key) {
+            out.push(format!("parameter {key}"));
+        }
+    }
+    out
+}
+
+/// Whether `identity`'s operator made `class`: its `managed-by` label, and its driver as
+/// provisioner (a class a user labelled by hand for another driver is not ours to delete).
+pub fn made_by(identity: &OperatorIdentity, class: &StorageClass) -> bool {
+    identity.is_managed(class.metadata.labels.as_ref()) && class.provisioner == identity.driver_name
+}
+
+/// Brings the classes to what `state` asks: Managed creates the `wanted` classes and
+/// re-creates changed ones (never deleting one otherwise), Unmanaged touches nothing,
+/// Removed deletes the classes `identity`'s operator made.
+pub async fn sync(
+    client: &Client,
+    identity: &OperatorIdentity,
+    wanted: &[Wanted],
+    state: StorageClassState,
+) -> Result<Vec<ClassChange>, SyncError> {
+    let api: Api<StorageClass> = Api::all(client.clone());
+    match state {
+        StorageClassState::Managed => manage(&api, identity, wanted).await,
+        StorageClassState::Unmanaged => Ok(Vec::new()),
+        StorageClassState::Removed => remove_ours(&api, identity).await,
+    }
+}
+
+/// storageClassState Removed: deletes every class the operator made (PVs keep their own
+/// copy of what they need; the classes come back when the state is Managed again).
+async fn remove_ours(
+    api: &Api<StorageClass>,
+    identity: &OperatorIdentity,
+) -> Result<Vec<ClassChange>, SyncError> {
+    let selector = identity.managed_by_selector();
+    let classes = api
+        .list(&ListParams::default().labels(&selector))
+        .await
+        .map_err(|source| SyncError::Kube {
+            action: "listing",
+            name: selector.clone(),
+            source,
+        })?;
+    let mut changes = Vec::new();
+    for class in classes.items.iter().filter(|c| made_by(identity, c)) {
+        let name = class.name_any();
+        match api.delete(&name, &DeleteParams::default()).await {
+            Ok(_) => changes.push(ClassChange::Deleted { name }),
+            // Deleted meanwhile: nothing to report.
+            Err(kube::Error::Api(status)) if status.code == 404 => {}
+            Err(source) => {
+                return Err(SyncError::Kube {
+                    action: "deleting",
+                    name,
+                    source,
+                });
+            }
+        }
+    }
+    Ok(changes)
+}
+
+/// storageClassState Managed: creates missing classes and re-creates changed ones.
+async fn manage(
+    api: &Api<StorageClass>,
+    identity: &OperatorIdentity,
+    wanted: &[Wanted],
+) -> Result<Vec<ClassChange>, SyncError> {
+    let mut changes = Vec::new();
+    for class in wanted {
+        let wanted = match class {
+            Wanted::Class(class) => class,
+            Wanted::Skip { name, reason } => {
+                changes.push(ClassChange::Skipped {
+                    name: name.clone(),
+                    reason: reason.clone(),
+                });
+                continue;
+            }
+        };
+        let name = wanted.name_any();
+        let existing = api.get_opt(&name).await.map_err(|source| SyncError::Kube {
+            action: "reading",
+            name: name.clone(),
+            source,
+        })?;
+        let Some(existing) = existing else {
+            create(api, wanted, &name).await?;
+            changes.push(ClassChange::Created { name });
+            continue;
+        };
+        let differences = differences(&existing, wanted);
+        if differences.is_empty() {
+            continue;
+        }
+        if !made_by(identity, &existing) {
+            changes.push(ClassChange::Skipped {
+                name,
+                reason: format!(
+                    "a StorageClass of that name exists that the operator did not create (it differs in {}); it is left alone",
+                    differences.join(", ")
+                ),
+            });
+            continue;
+        }
+        api.delete(&name, &DeleteParams::default())
+            .await
+            .map_err(|source| SyncError::Kube {
+                action: "deleting",
+                name: name.clone(),
+                source,
+            })?;
+        create(api, wanted, &name).await?;
+        changes.push(ClassChange::Recreated {
+            name,
+            reason: differences.join(", "),
+        });
+    }
+    Ok(changes)
+}
+
+async fn create(
+    api: &Api<StorageClass>,
+    class: &StorageClass,
+    name: &str,
+) -> Result<(), SyncError> {
+    match api.create(&PostParams::default(), class).await {
+        Ok(_) => Ok(()),
+        // Deleted a moment ago and not gone yet, or made concurrently: the next sync
+        // compares again.
+        Err(kube::Error::Api(status)) if status.code == 409 => Ok(()),
+        Err(source) => Err(SyncError::Kube {
+            action: "creating",
+            name: name.to_string(),
+            source,
+        }),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use kube::api::ObjectMeta;
+
+    use super::*;
+    use crate::identity::TEST_IDENTITY;
+
+    fn class(parameters: &[(&str, &str)]) -> StorageClass {
+        StorageClass {
+            metadata: ObjectMeta {
+                name: Some("example-gold".into()),
+                labels: Some(TEST_IDENTITY.labels()),
+                ..Default::default()
+            },
+            provisioner: TEST_IDENTITY.driver_name.into(),
+            parameters: Some(
+                parameters
+                    .iter()
+                    .map(|(k, v)| (k.to_string(), v.to_string()))
+                    .collect(),
+            ),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn only_classes_the_operator_made_for_its_driver_are_its_own() {
+        let ours = class(&[]);
+        assert!(made_by(&TEST_IDENTITY, &ours));
+
+        let mut unlabelled = ours.clone();
+        unlabelled.metadata.labels = None;
+        assert!(!made_by(&TEST_IDENTITY, &unlabelled), "a user's class");
+
+        let mut other_driver = ours.clone();
+        other_driver.provisioner = "manila.csi.openstack.org".into();
+        assert!(
+            !made_by(&TEST_IDENTITY, &other_driver),
+            "labelled by hand for another driver"
+        );
+    }
+
+    #[test]
+    fn differences_name_changed_immutable_fields_only() {
+        let wanted = class(&[("type", "gold"), ("network", "net-2")]);
+        let mut existing = class(&[("type", "gold"), ("network", "net-1"), ("old", "x")]);
+        assert_eq!(
+            differences(&existing, &wanted),
+            vec!["parameter network", "parameter old"]
+        );
+        existing.parameters = wanted.parameters.clone();
+        existing.allow_volume_expansion = Some(false);
+        existing.reclaim_policy = Some("Delete".into());
+        assert!(
+            differences(&existing, &wanted).is_empty(),
+            "defaults and mutable fields"
+        );
+        existing.volume_binding_mode = Some("WaitForFirstConsumer".into());
+        existing.provisioner = "other".into();
+        assert_eq!(
+            differences(&existing, &wanted),
+            vec!["provisioner other → example.csi.test", "volumeBindingMode"]
+        );
+    }
+}
