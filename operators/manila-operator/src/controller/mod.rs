@@ -39,6 +39,7 @@ use crate::api::{
 use crate::config::OperatorConfig;
 use crate::error::{Error, Result};
 use crate::metrics::Metrics;
+use crate::status::{self, Health};
 use manage::manage;
 use record::write_status;
 use remove::remove;
@@ -162,7 +163,7 @@ pub async fn reconcile(driver: Arc<ClusterCSIDriver>, ctx: Arc<Context>) -> Resu
     if let (Some(hook), Some(level)) = (&ctx.operator_log_level, driver.spec.operator_log_level) {
         hook(level);
     }
-    let report = match driver.spec.management_state {
+    let mut report = match driver.spec.management_state {
         ManagementState::Unmanaged => {
             tracing::debug!("managementState Unmanaged: hands off");
             Report {
@@ -173,6 +174,10 @@ pub async fn reconcile(driver: Arc<ClusterCSIDriver>, ctx: Arc<Context>) -> Resu
         ManagementState::Removed => remove(&driver, &ctx).await,
         ManagementState::Managed | ManagementState::Force => manage(&driver, &ctx).await,
     };
+    if driver.spec.management_state != ManagementState::Removed {
+        // A refused removal is over once the state is no longer Removed.
+        report.health(status::DRIVER_REMOVAL, &Health::ok("AsExpected", ""));
+    }
     write_status(&driver, &ctx, &report).await?;
     match report.error {
         Some(error) => Err(error),

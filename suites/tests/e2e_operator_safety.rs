@@ -1,0 +1,104 @@
+//! The Manila CSI driver operator made safe for production, on its own embedded cluster
+//! with the fake cloud: managementState Removed refused while volumes of the driver exist.
+//! One environment per test.
+#![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
+
+// The shared steps of the operator tests; this binary uses only some of them.
+#[allow(dead_code)]
+mod operator_steps;
+#[path = "operator_steps/safety.rs"]
+mod safety;
+
+use std::time::Duration;
+
+use k8s_openapi::api::apps::v1::{DaemonSet, Deployment};
+use k8s_openapi::api::core::v1::Pod;
+use kube::api::{Api, ListParams};
+use kube_support::wait;
+use operator_steps::{
+    CONTROLLER_DEPLOYMENT, LOGS, WAIT, operator_events, operator_options, rwx_claim, set_spec,
+    status_of, wait_driver_condition,
+};
+use safety::{REMOVAL_DEGRADED, wait_no_daemon_sets};
+use suites::e2e::workload::Workload;
+use suites::e2e::{
+    CONTROLLER_SELECTOR, ManilaCsiEnvironment, NODE_PLUGIN_SELECTOR, OperatorOptions,
+    describe_conditions,
+};
+
+/// Removed while a claim is bound: refused (the driver's pods stay, a Degraded condition
+/// names the count, a Warning Event); the claim deleted, the removal goes ahead.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn removed_is_refused_while_a_volume_of_the_driver_exists_and_proceeds_once_none_is_left()
+-> anyhow::Result<()> {
+    testkit::init_tracing(LOGS);
+    let env = ManilaCsiEnvironment::start(operator_options(OperatorOptions::default())).await?;
+    let client = env.client();
+    let namespace = env.namespace().to_string();
+    let workload = Workload::create(&env, "operator-removal").await?;
+    workload.bound_claim(&rwx_claim("data")).await?;
+
+    set_spec(&env, serde_json::json!({ "managementState": "Removed" })).await;
+    let driver = wait_driver_condition(
+        &env,
+        REMOVAL_DEGRADED,
+        "True",
+        "1 PersistentVolume(s) of manila.csi.openstack.org",
+    )
+    .await;
+    let (_, reason, message) = status_of(&driver, REMOVAL_DEGRADED);
+    assert_eq!(reason, "RemovalRefused");
+    assert!(message.contains("Delete the claims"), "{message}");
+    // Refused, the driver is still Available: only Degraded says why.
+    let operator = env
+        .wait_cluster_operator("Degraded naming the refusal, Available", WAIT, |o| {
+            status_of(o, "Degraded").0 == "True"
+                && status_of(o, "Degraded").2.contains("refused")
+                && status_of(o, "Available").0 == "True"
+        })
+        .await?;
+    tracing::info!("refused: {}", describe_conditions(&operator));
+    let events = operator_events(&env).await;
+    assert!(
+        events
+            .iter()
+            .any(|e| e.reason.as_deref() == Some("RemovalRefused")
+                && e.type_.as_deref() == Some("Warning")),
+        "{events:?}"
+    );
+    assert!(
+        !events
+            .iter()
+            .any(|e| e.reason.as_deref() == Some("DaemonSetDeleted")),
+        "{events:?}"
+    );
+    // Nothing deleted: the Deployment, both DaemonSets and their pods are there.
+    let deployments: Api<Deployment> = Api::namespaced(client.clone(), &namespace);
+    assert!(deployments.get_opt(CONTROLLER_DEPLOYMENT).await?.is_some());
+    let daemon_sets: Api<DaemonSet> = Api::namespaced(client.clone(), &namespace);
+    assert_eq!(
+        daemon_sets.list(&ListParams::default()).await?.items.len(),
+        2
+    );
+    let pods: Api<Pod> = Api::namespaced(client.clone(), &namespace);
+    for selector in [CONTROLLER_SELECTOR, NODE_PLUGIN_SELECTOR] {
+        let found = pods.list(&ListParams::default().labels(selector)).await?;
+        assert!(!found.items.is_empty(), "no pod of {selector}");
+    }
+
+    // The claim goes (its PV with it): the removal proceeds.
+    workload.cleanup().await?;
+    wait::wait_deleted(
+        &deployments,
+        CONTROLLER_DEPLOYMENT,
+        Duration::from_secs(120),
+    )
+    .await?;
+    wait_no_daemon_sets(&daemon_sets).await;
+    let driver = wait_driver_condition(&env, REMOVAL_DEGRADED, "False", "").await;
+    let available = status_of(&driver, "ManilaDriverRemovalControllerAvailable");
+    assert!(available.2.contains("removed"), "{available:?}");
+
+    env.teardown().await?;
+    Ok(())
+}
