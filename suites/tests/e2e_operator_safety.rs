@@ -1,5 +1,7 @@
 //! The Manila CSI driver operator made safe for production, on its own embedded cluster
-//! with the fake cloud: managementState Removed refused while volumes of the driver exist.
+//! with the fake cloud: managementState Removed refused while volumes of the driver exist;
+//! the driver controller highly available (two replicas, every sidecar leader-elected, a
+//! PodDisruptionBudget).
 //! One environment per test.
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
 
@@ -12,14 +14,18 @@ mod safety;
 use std::time::Duration;
 
 use k8s_openapi::api::apps::v1::{DaemonSet, Deployment};
+use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::Pod;
-use kube::api::{Api, ListParams};
+use kube::api::{Api, DeleteParams, ListParams};
 use kube_support::wait;
 use operator_steps::{
     CONTROLLER_DEPLOYMENT, LOGS, WAIT, operator_events, operator_options, rwx_claim, set_spec,
     status_of, wait_driver_condition,
 };
-use safety::{REMOVAL_DEGRADED, wait_no_daemon_sets};
+use safety::{
+    OTHER_SIDECAR_LEASES, PROVISIONER_LEASE, REMOVAL_DEGRADED, lease_holder_pod,
+    pod_disruption_budget, wait_deployment_ready, wait_no_daemon_sets,
+};
 use suites::e2e::workload::Workload;
 use suites::e2e::{
     CONTROLLER_SELECTOR, ManilaCsiEnvironment, NODE_PLUGIN_SELECTOR, OperatorOptions,
@@ -98,6 +104,72 @@ async fn removed_is_refused_while_a_volume_of_the_driver_exists_and_proceeds_onc
     let driver = wait_driver_condition(&env, REMOVAL_DEGRADED, "False", "").await;
     let available = status_of(&driver, "ManilaDriverRemovalControllerAvailable");
     assert!(available.2.contains("removed"), "{available:?}");
+
+    env.teardown().await?;
+    Ok(())
+}
+
+/// Two controller replicas, one leader per sidecar; the provisioner's leader pod deleted, the
+/// other replica takes the Lease and a claim created right after binds.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn provisioning_continues_when_the_controller_leader_pod_is_deleted() -> anyhow::Result<()> {
+    testkit::init_tracing(LOGS);
+    let env = ManilaCsiEnvironment::start(operator_options(OperatorOptions::default())).await?;
+    let client = env.client();
+    let namespace = env.namespace().to_string();
+    let deployments: Api<Deployment> = Api::namespaced(client.clone(), &namespace);
+    wait_deployment_ready(&deployments, CONTROLLER_DEPLOYMENT, 2).await;
+    let deployment = deployments.get(CONTROLLER_DEPLOYMENT).await?;
+    let strategy = deployment.spec.as_ref().unwrap().strategy.clone().unwrap();
+    assert_eq!(strategy.type_.as_deref(), Some("RollingUpdate"));
+
+    // The budget: one pod at a time, and with both ready one disruption allowed.
+    let budget = pod_disruption_budget(&client, &namespace, CONTROLLER_DEPLOYMENT).await;
+    assert_eq!(budget.data["spec"]["maxUnavailable"], 1);
+    wait::wait_until("the budget to allow one disruption", WAIT, || {
+        let client = client.clone();
+        let namespace = namespace.clone();
+        async move {
+            let budget = pod_disruption_budget(&client, &namespace, CONTROLLER_DEPLOYMENT).await;
+            let status = &budget.data["status"];
+            if status["disruptionsAllowed"] == 1 && status["currentHealthy"] == 2 {
+                Ok(Some(()))
+            } else {
+                Err(format!("status {status}"))
+            }
+        }
+    })
+    .await?;
+
+    // Each sidecar has its leader among the two pods.
+    let leases: Api<Lease> = Api::namespaced(client.clone(), &namespace);
+    let pods: Api<Pod> = Api::namespaced(client.clone(), &namespace);
+    let controllers: Vec<String> = pods
+        .list(&ListParams::default().labels(CONTROLLER_SELECTOR))
+        .await?
+        .items
+        .into_iter()
+        .filter_map(|p| p.metadata.name)
+        .collect();
+    assert_eq!(controllers.len(), 2, "{controllers:?}");
+    let leader = lease_holder_pod(&leases, PROVISIONER_LEASE, None).await;
+    assert!(controllers.contains(&leader), "{leader} of {controllers:?}");
+    for lease in OTHER_SIDECAR_LEASES {
+        let holder = lease_holder_pod(&leases, lease, None).await;
+        assert!(controllers.contains(&holder), "{lease}: {holder}");
+    }
+
+    // The leader goes; a claim created right after binds, provisioned by whichever
+    // replica took the Lease.
+    let workload = Workload::create(&env, "operator-ha").await?;
+    workload.bound_claim(&rwx_claim("before")).await?;
+    pods.delete(&leader, &DeleteParams::default()).await?;
+    workload.bound_claim(&rwx_claim("after")).await?;
+    let successor = lease_holder_pod(&leases, PROVISIONER_LEASE, Some(&leader)).await;
+    assert_ne!(successor, leader);
+    tracing::info!(%leader, %successor, "the provisioner's Lease moved");
+    wait_deployment_ready(&deployments, CONTROLLER_DEPLOYMENT, 2).await;
+    workload.cleanup().await?;
 
     env.teardown().await?;
     Ok(())

@@ -125,6 +125,20 @@ const KINDS: &[(&str, &str, &str, &str, bool)] = &[
     ("apps", "v1", "Deployment", "deployments", true),
     ("apps", "v1", "DaemonSet", "daemonsets", true),
     (
+        "policy",
+        "v1",
+        "PodDisruptionBudget",
+        "poddisruptionbudgets",
+        true,
+    ),
+    (
+        "policy",
+        "v1beta1",
+        "PodDisruptionBudget",
+        "poddisruptionbudgets",
+        true,
+    ),
+    (
         "snapshot.storage.k8s.io",
         "v1",
         "VolumeSnapshotClass",
