@@ -1,7 +1,7 @@
 //! The Manila CSI driver operator made safe for production, on its own embedded cluster
 //! with the fake cloud: managementState Removed refused while volumes of the driver exist;
 //! the driver controller highly available (two replicas, every sidecar leader-elected, a
-//! PodDisruptionBudget).
+//! PodDisruptionBudget); node plugins on a tainted node.
 //! One environment per test.
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
 
@@ -23,10 +23,11 @@ use operator_steps::{
     status_of, wait_driver_condition,
 };
 use safety::{
-    OTHER_SIDECAR_LEASES, PROVISIONER_LEASE, REMOVAL_DEGRADED, lease_holder_pod,
-    pod_disruption_budget, wait_deployment_ready, wait_no_daemon_sets,
+    NFS_PLUGIN_SELECTOR, OTHER_SIDECAR_LEASES, PROVISIONER_LEASE, REMOVAL_DEGRADED,
+    lease_holder_pod, pod_disruption_budget, pods_on_node, set_taints, tolerate_taint,
+    wait_deployment_ready, wait_no_daemon_sets,
 };
-use suites::e2e::workload::Workload;
+use suites::e2e::workload::{PodBuilder, Workload};
 use suites::e2e::{
     CONTROLLER_SELECTOR, ManilaCsiEnvironment, NODE_PLUGIN_SELECTOR, OperatorOptions,
     describe_conditions,
@@ -171,6 +172,79 @@ async fn provisioning_continues_when_the_controller_leader_pod_is_deleted() -> a
     wait_deployment_ready(&deployments, CONTROLLER_DEPLOYMENT, 2).await;
     workload.cleanup().await?;
 
+    env.teardown().await?;
+    Ok(())
+}
+
+/// A node tainted NoSchedule and NoExecute keeps both node plugins (they tolerate every
+/// taint, at system-node-critical priority), while a pod that does not tolerate the taint is
+/// evicted; a pod that does tolerate it mounts a claim there.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tainted_node_keeps_its_node_plugins_and_mounts_for_a_tolerating_pod()
+-> anyhow::Result<()> {
+    testkit::init_tracing(LOGS);
+    let env = ManilaCsiEnvironment::start(operator_options(OperatorOptions::default())).await?;
+    let client = env.client();
+    let namespace = env.namespace().to_string();
+    let node = env.cluster().node_names().last().cloned().unwrap();
+    let pods: Api<Pod> = Api::namespaced(client.clone(), &namespace);
+    let plugins = [NODE_PLUGIN_SELECTOR, NFS_PLUGIN_SELECTOR];
+    let mut before = Vec::new();
+    for selector in plugins {
+        let found = pods_on_node(&pods, selector, &node).await;
+        assert_eq!(found.len(), 1, "{selector} on {node}: {found:?}");
+        let pod = pods.get(&found[0].0).await?;
+        let spec = pod.spec.unwrap();
+        assert_eq!(
+            spec.priority_class_name.as_deref(),
+            Some("system-node-critical")
+        );
+        assert_eq!(spec.priority, Some(2_000_001_000));
+        before.extend(found);
+    }
+
+    // A pod on the node that does not tolerate the taint, to see NoExecute act.
+    let workload = Workload::create(&env, "operator-taint").await?;
+    let mut canary = PodBuilder::new("canary", "true").build();
+    let spec = canary.spec.as_mut().unwrap();
+    spec.node_selector = None;
+    spec.node_name = Some(node.clone());
+    workload.ready_pod(&canary).await?;
+    set_taints(&client, &node, &["NoSchedule", "NoExecute"]).await;
+    let workload_pods: Api<Pod> = Api::namespaced(client.clone(), workload.namespace());
+    wait::wait_deleted(&workload_pods, "canary", WAIT).await?;
+
+    // The node plugins are the same pods, still ready.
+    for selector in plugins {
+        for (name, uid) in pods_on_node(&pods, selector, &node).await {
+            assert!(before.contains(&(name.clone(), uid)), "{name} is new");
+            let pod = pods.get(&name).await?;
+            assert!(suites::e2e::workload::pod_is_ready(&pod), "{name}");
+        }
+    }
+    assert_eq!(
+        before.len(),
+        plugins.len(),
+        "one pod of each node plugin was on {node}"
+    );
+
+    // A pod that tolerates the taint mounts a claim on the tainted node.
+    workload.bound_claim(&rwx_claim("data")).await?;
+    let mut pod = PodBuilder::new("writer", "echo on-a-tainted-node > /data/file")
+        .claim("data", "/data")
+        .node(&node)
+        .build();
+    tolerate_taint(&mut pod);
+    let ready = workload.ready_pod(&pod).await?;
+    assert_eq!(
+        ready.spec.unwrap().node_name.as_deref(),
+        Some(node.as_str())
+    );
+    let read = workload.exec("writer", "cat /data/file").await?;
+    assert_eq!(read.trim(), "on-a-tainted-node");
+
+    workload.cleanup().await?;
+    set_taints(&client, &node, &[]).await;
     env.teardown().await?;
     Ok(())
 }

@@ -123,3 +123,58 @@ pub async fn wait_deployment_ready(
     .await
     .unwrap();
 }
+pub const NFS_PLUGIN_SELECTOR: &str = "app=csi-nfsplugin,component=nodeplugin";
+
+/// The taint the node tests put on a node (NoSchedule and NoExecute).
+pub const TAINT_KEY: &str = "conformance.openstack-csi.io/maintenance";
+
+/// Sets the node's taints to [`TAINT_KEY`] with `effects` (none: removes them).
+pub async fn set_taints(client: &kube::Client, node: &str, effects: &[&str]) {
+    let nodes: Api<k8s_openapi::api::core::v1::Node> = Api::all(client.clone());
+    let taints: Vec<serde_json::Value> = effects
+        .iter()
+        .map(|effect| serde_json::json!({ "key": TAINT_KEY, "value": "true", "effect": effect }))
+        .collect();
+    nodes
+        .patch(
+            node,
+            &kube::api::PatchParams::default(),
+            &kube::api::Patch::Merge(&serde_json::json!({ "spec": { "taints": taints } })),
+        )
+        .await
+        .unwrap();
+}
+
+/// The pod's tolerations of [`TAINT_KEY`], whatever the effect.
+pub fn tolerate_taint(pod: &mut k8s_openapi::api::core::v1::Pod) {
+    let spec = pod.spec.as_mut().unwrap();
+    spec.tolerations = Some(vec![k8s_openapi::api::core::v1::Toleration {
+        key: Some(TAINT_KEY.into()),
+        operator: Some("Exists".into()),
+        ..Default::default()
+    }]);
+}
+
+/// The pods of `selector` on `node`, by name and uid.
+pub async fn pods_on_node(
+    pods: &Api<k8s_openapi::api::core::v1::Pod>,
+    selector: &str,
+    node: &str,
+) -> Vec<(String, String)> {
+    pods.list(
+        &ListParams::default()
+            .labels(selector)
+            .fields(&format!("spec.nodeName={node}")),
+    )
+    .await
+    .unwrap()
+    .items
+    .into_iter()
+    .map(|p| {
+        (
+            p.metadata.name.unwrap_or_default(),
+            p.metadata.uid.unwrap_or_default(),
+        )
+    })
+    .collect()
+}
