@@ -90,7 +90,17 @@ pub struct OperatorConfig {
     /// The version reported in `status.version` and the ClusterOperator: the release's
     /// ([`crate::release::VERSIONS`]; see [`OperatorConfig::set_release`]).
     pub version: String,
+    /// The apiVersion of the controller's PodDisruptionBudget: [`PDB_V1`] (Kubernetes 1.21
+    /// and later, the default), or [`PDB_V1BETA1`] where the cluster serves only that (the
+    /// binary asks the API server at start).
+    pub pdb_api_version: &'static str,
 }
+
+/// `policy/v1`, the PodDisruptionBudget API since Kubernetes 1.21.
+pub const PDB_V1: &str = "policy/v1";
+/// `policy/v1beta1`, the PodDisruptionBudget API of Kubernetes 1.20 and earlier (removed in
+/// 1.25).
+pub const PDB_V1BETA1: &str = "policy/v1beta1";
 
 impl OperatorConfig {
     /// Defaults for a driver in `namespace`.
@@ -110,6 +120,7 @@ impl OperatorConfig {
             resync_interval: Duration::from_secs(600),
             release: Release::Current,
             version: VERSIONS.current.into(),
+            pdb_api_version: PDB_V1,
         }
     }
 

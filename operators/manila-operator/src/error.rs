@@ -21,6 +21,15 @@ pub enum Error {
     /// Writing the ClusterCSIDriver's or the ClusterOperator's status.
     #[error(transparent)]
     Status(#[from] operator_kit::operator_status::StatusError),
+    /// Any other Kubernetes API call.
+    #[error("{action}: {source}")]
+    Kube {
+        /// What was being done.
+        action: String,
+        /// The API error.
+        #[source]
+        source: kube::Error,
+    },
     /// Something the operator built or read is not what it must be.
     #[error("{0}")]
     Invalid(String),
@@ -28,3 +37,9 @@ pub enum Error {
 
 /// The operator's result type.
 pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// Wraps a Kubernetes API error with what was being done.
+pub(crate) fn kube(action: impl Into<String>) -> impl FnOnce(kube::Error) -> Error {
+    let action = action.into();
+    move |source| Error::Kube { action, source }
+}

@@ -35,6 +35,9 @@ pub const STORAGE_CLASSES: &str = "ManilaStorageClassController";
 pub const STATIC_RESOURCES: &str = "ManilaStaticResourcesController";
 /// Prefix of the conditions about the installed version (a refused downgrade).
 pub const OPERATOR_VERSION: &str = "ManilaOperatorVersionController";
+/// Prefix of the conditions of managementState Removed: Degraded (`RemovalRefused`) while
+/// PersistentVolumes of the driver exist, so the driver is not removed.
+pub const DRIVER_REMOVAL: &str = "ManilaDriverRemovalController";
 
 /// `manila_operator_share_types`: the share types Manila listed at the last sync.
 pub const SHARE_TYPES: Gauge = Gauge {

@@ -10,7 +10,7 @@ use anyhow::Context as _;
 use clap::Parser;
 use kube_support::go_duration::parse_go_duration as parse_duration;
 use manila_operator::OperatorConfig;
-use manila_operator::config::{Images, NfsMounter};
+use manila_operator::config::{Images, NfsMounter, PDB_V1, PDB_V1BETA1};
 use manila_operator::controller::{self, Context};
 use manila_operator::identity::IDENTITY;
 use manila_operator::release::Release;
@@ -118,10 +118,11 @@ impl Args {
 async fn main() -> anyhow::Result<()> {
     let args = Args::parse();
     let hook = startup::init_logging(args.common.verbosity);
-    let config = args.config();
+    let mut config = args.config();
     let client = kube_support::kube_client::client(args.kubeconfig.as_deref())
         .await
         .context("connecting to Kubernetes")?;
+    config.pdb_api_version = pdb_api_version(&client).await;
     let instance = kube_support::instance::name(IDENTITY.operator_name);
     let mut ctx = Context::new(client.clone(), config.clone(), &instance);
     ctx.operator_log_level = Some(hook);
@@ -142,4 +143,26 @@ async fn main() -> anyhow::Result<()> {
     .await?;
     tracing::info!("stopped");
     Ok(())
+}
+
+/// The PodDisruptionBudget API the cluster serves: `policy/v1`, or `policy/v1beta1` when the
+/// API server does not know `policy/v1` (before Kubernetes 1.21). Any other answer keeps
+/// `policy/v1`: a failing apply then says what is wrong.
+async fn pdb_api_version(client: &kube::Client) -> &'static str {
+    match client.list_api_group_resources(PDB_V1).await {
+        Ok(list)
+            if list
+                .resources
+                .iter()
+                .any(|r| r.name == "poddisruptionbudgets") =>
+        {
+            PDB_V1
+        }
+        Ok(_) => PDB_V1BETA1,
+        Err(kube::Error::Api(status)) if status.is_not_found() => PDB_V1BETA1,
+        Err(error) => {
+            tracing::warn!(%error, "API discovery of {PDB_V1} failed; assuming it is served");
+            PDB_V1
+        }
+    }
 }

@@ -4,6 +4,10 @@
 //! (a unit test of `assets::templates` renders both and checks that the differences are
 //! exactly these):
 //!
+//! - the controller is not highly available: one replica, `Recreate`, no leader election in
+//!   the sidecars, no pod anti-affinity and no PodDisruptionBudget (N: two replicas, rolling
+//!   one at a time, every sidecar with `--leader-election`, spread over nodes, a budget of
+//!   `maxUnavailable: 1`);
 //! - no `csi-resizer` in the controller Deployment, and no resizer RBAC;
 //! - one ClusterRole and binding `openstack-manila-csi-controllerplugin` shared by every
 //!   controller sidecar, instead of a least-privilege ClusterRole per sidecar;

@@ -35,6 +35,14 @@ const KINDS: &[Kind] = &[
         "poddisruptionbudgets",
         true,
     ),
+    // Kubernetes 1.20 (the embedded cluster's) serves PodDisruptionBudgets only as v1beta1.
+    (
+        "policy",
+        "v1beta1",
+        "PodDisruptionBudget",
+        "poddisruptionbudgets",
+        true,
+    ),
     (
         "snapshot.storage.k8s.io",
         "v1",
@@ -114,7 +122,6 @@ mod tests {
     fn other_kinds_and_versions_are_unknown() {
         assert!(api_resource("v1", "Pod").is_none());
         assert!(api_resource("apps/v1beta1", "Deployment").is_none());
-        assert!(api_resource("policy/v1beta1", "PodDisruptionBudget").is_none());
         assert!(api_resource("storage.k8s.io/v1", "StorageClass").is_none());
     }
 }

@@ -83,6 +83,16 @@ pub struct Config {
     #[arg(long = "probe-timeout", default_value = "1s", value_parser = parse_duration)]
     pub probe_timeout: Duration,
 
+    /// Share the HTTP endpoint's port with other probes listening on it (`SO_REUSEPORT`;
+    /// an addition, off by default). For clusters whose pods share one network namespace
+    /// (the harness's embedded cluster sets the variable in every pod), where two replicas'
+    /// probes would otherwise collide; where each pod has its own network, as on a real
+    /// cluster, it changes nothing.
+    #[arg(long = "http-endpoint-reuse-port", env = "LIVENESSPROBE_HTTP_ENDPOINT_REUSE_PORT",
+          num_args = 0..=1, default_missing_value = "true", default_value_t = false,
+          action = clap::ArgAction::Set)]
+    pub reuse_port: bool,
+
     /// Log verbosity as klog's `-v`. `RUST_LOG` wins.
     #[arg(short = 'v', long = "v", default_value_t = 2)]
     pub verbosity: u8,
@@ -119,7 +129,7 @@ pub async fn serve(
         source,
     })?;
     let address = config.listen_address()?;
-    let listener = tokio::net::TcpListener::bind(address)
+    let listener = listen(address, config.reuse_port)
         .await
         .map_err(|source| Error::Bind { address, source })?;
     let bound = listener
@@ -141,6 +151,23 @@ pub async fn serve(
     });
     tracing::info!(address = %bound, csi = %endpoint, "serving /healthz");
     Ok((bound, task))
+}
+
+/// A listener on `address`; with `reuse_port`, one that other `SO_REUSEPORT` listeners may
+/// share.
+async fn listen(address: SocketAddr, reuse_port: bool) -> std::io::Result<tokio::net::TcpListener> {
+    if !reuse_port {
+        return tokio::net::TcpListener::bind(address).await;
+    }
+    let socket = if address.is_ipv4() {
+        tokio::net::TcpSocket::new_v4()?
+    } else {
+        tokio::net::TcpSocket::new_v6()?
+    };
+    socket.set_reuseaddr(true)?;
+    socket.set_reuseport(true)?;
+    socket.bind(address)?;
+    socket.listen(128)
 }
 
 /// One Probe of the driver: `Ok` when ready, else why not.
@@ -181,9 +208,33 @@ mod tests {
             .unwrap()
     }
 
+    #[tokio::test]
+    async fn only_probes_that_reuse_the_port_share_it() {
+        let first = parse(&[
+            "--csi-address=/nonexistent/csi.sock",
+            "--http-endpoint=127.0.0.1:0",
+            "--http-endpoint-reuse-port",
+        ]);
+        let (address, task) = serve(&first, std::future::pending()).await.unwrap();
+        let endpoint = format!("--http-endpoint={address}");
+        let second = parse(&[
+            "--csi-address=/nonexistent/csi.sock",
+            &endpoint,
+            "--http-endpoint-reuse-port",
+        ]);
+        let (shared, second_task) = serve(&second, std::future::pending()).await.unwrap();
+        assert_eq!(shared, address);
+        let plain = parse(&["--csi-address=/nonexistent/csi.sock", &endpoint]);
+        let error = serve(&plain, std::future::pending()).await.unwrap_err();
+        assert!(matches!(error, Error::Bind { .. }), "{error}");
+        task.abort();
+        second_task.abort();
+    }
+
     #[test]
     fn defaults_match_upstream() {
         let config = parse(&[]);
+        assert!(!config.reuse_port);
         assert_eq!(config.listen_address().unwrap().port(), 9808);
         assert_eq!(config.probe_timeout, Duration::from_secs(1));
     }

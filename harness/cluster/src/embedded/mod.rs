@@ -83,6 +83,12 @@ pub struct EmbeddedOptions {
 /// In a value of [`EmbeddedOptions::pod_env`], the node's name.
 pub const NODE_PLACEHOLDER: &str = "{node}";
 
+/// Every container of the embedded cluster gets this variable (before
+/// [`EmbeddedOptions::pod_env`]): all pods share the host's network, so the workspace's CSI
+/// livenessprobe listens with `SO_REUSEPORT` and two replicas of a driver (or the node
+/// plugins of two nodes) can serve their probes on one port instead of colliding.
+pub const SHARED_NETWORK_POD_ENV: (&str, &str) = ("LIVENESSPROBE_HTTP_ENDPOINT_REUSE_PORT", "true");
+
 impl Default for EmbeddedOptions {
     fn default() -> Self {
         Self {
@@ -411,10 +417,17 @@ impl NodeSetup<'_> {
                 &[std::net::Ipv4Addr::LOCALHOST.to_string(), name.clone()],
             )?,
         )?;
-        let pod_env = options
-            .pod_env
-            .iter()
-            .map(|(k, v)| (k.clone(), v.replace(NODE_PLACEHOLDER, &name)))
+        let shared_network = (
+            SHARED_NETWORK_POD_ENV.0.to_string(),
+            SHARED_NETWORK_POD_ENV.1.to_string(),
+        );
+        let pod_env = std::iter::once(shared_network)
+            .chain(
+                options
+                    .pod_env
+                    .iter()
+                    .map(|(k, v)| (k.clone(), v.replace(NODE_PLACEHOLDER, &name))),
+            )
             .collect();
         Ok(NodeAgentLaunch {
             pod_env,

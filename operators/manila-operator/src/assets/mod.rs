@@ -140,6 +140,7 @@ fn variables(inputs: &AssetInputs<'_>) -> BTreeMap<&'static str, String> {
             kube_support::telemetry::level_for(verbosity).to_string(),
         ),
         ("NFS_MOUNTER", mounter.to_string()),
+        ("PDB_API_VERSION", config.pdb_api_version.to_string()),
         // The previous release mounts the CA ConfigMap into the driver's pods.
         ("CA_CONFIG_MAP", config.ca_config_map.clone()),
         ("CA_BUNDLE_KEY", config.ca_bundle_key.clone()),
@@ -254,6 +255,7 @@ mod tests {
                 "DaemonSet csi-nodeplugin-nfsplugin",
                 "DaemonSet openstack-manila-csi-nodeplugin",
                 "Deployment openstack-manila-csi-controllerplugin",
+                "PodDisruptionBudget openstack-manila-csi-controllerplugin",
                 "VolumeSnapshotClass csi-manila-snapclass",
             ]
         );
@@ -410,7 +412,7 @@ mod tests {
         assert!(driver_args.contains(&"--fwdendpoint=$(FWD_CSI_ENDPOINT)"));
         assert!(!driver_args.iter().any(|a| a.starts_with("--nodeaz")));
         let controller = &named(&objects, CONTROLLER_DEPLOYMENT).data["spec"];
-        assert_eq!(controller["replicas"], 1);
+        assert_eq!(controller["replicas"], 2, "highly available");
         let controller_args = args(&controller["template"]["spec"]["containers"][0]);
         assert!(controller_args.contains(&"--provide-node-service=false"));
     }

@@ -185,6 +185,8 @@ fn the_operator_may_do_what_its_controller_does_beyond_the_assets() {
             &["get"],
         ),
         needs("", "events", &["create", "patch"]),
+        // managementState Removed counts the driver's PersistentVolumes.
+        needs("", "persistentvolumes", &["list"]),
     ]
     .concat();
     let gaps = missing(&cluster, &cluster_wide);

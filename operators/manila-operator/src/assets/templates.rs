@@ -211,6 +211,7 @@ mod tests {
             })
         };
         let only_current = [
+            "PodDisruptionBudget openstack-manila-csi-controllerplugin",
             "ClusterRole openstack-manila-csi-provisioner",
             "ClusterRoleBinding openstack-manila-csi-provisioner",
             "ClusterRole openstack-manila-csi-resizer",
@@ -237,12 +238,38 @@ mod tests {
                         without_ca(spec),
                         (ca_volume.clone(), vec![ca_mount("csi-driver")])
                     );
-                    let containers = new.data["spec"]["template"]["spec"]["containers"]
-                        .as_array_mut()
-                        .unwrap();
+                    // N is highly available: two replicas spread over nodes, rolling one
+                    // at a time, every sidecar leader-elected; N-1 one replica, Recreate.
+                    let spec = &mut new.data["spec"];
+                    assert_eq!(spec["replicas"], 2);
+                    spec["replicas"] = json!(1);
+                    assert_eq!(
+                        spec["strategy"],
+                        json!({"type": "RollingUpdate",
+                               "rollingUpdate": {"maxUnavailable": 1, "maxSurge": 0}})
+                    );
+                    spec["strategy"] = json!({"type": "Recreate"});
+                    let pod = spec["template"]["spec"].as_object_mut().unwrap();
+                    let affinity = pod.remove("affinity").unwrap();
+                    assert_eq!(
+                        affinity["podAntiAffinity"]["preferredDuringSchedulingIgnoredDuringExecution"]
+                            [0]["podAffinityTerm"]["topologyKey"],
+                        "kubernetes.io/hostname"
+                    );
+                    let containers = pod["containers"].as_array_mut().unwrap();
                     let before = containers.len();
                     containers.retain(|c| c["name"] != "csi-resizer");
                     assert_eq!(containers.len(), before - 1);
+                    let mut elected = Vec::new();
+                    for container in containers.iter_mut() {
+                        let args = container["args"].as_array_mut().unwrap();
+                        let count = args.len();
+                        args.retain(|a| a != "--leader-election");
+                        if args.len() < count {
+                            elected.push(container["name"].as_str().unwrap().to_string());
+                        }
+                    }
+                    assert_eq!(elected, ["csi-provisioner", "csi-snapshotter"]);
                 }
                 "DaemonSet openstack-manila-csi-nodeplugin" => {
                     let spec = &mut old.data["spec"]["template"]["spec"];

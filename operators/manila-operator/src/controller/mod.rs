@@ -153,7 +153,7 @@ pub async fn reconcile(driver: Arc<ClusterCSIDriver>, ctx: Arc<Context>) -> Resu
     if let (Some(hook), Some(level)) = (&ctx.operator_log_level, driver.spec.operator_log_level) {
         hook(level);
     }
-    let report = match driver.spec.management_state {
+    let mut report = match driver.spec.management_state {
         ManagementState::Unmanaged => {
             tracing::debug!("managementState Unmanaged: hands off");
             Report {
@@ -164,6 +164,10 @@ pub async fn reconcile(driver: Arc<ClusterCSIDriver>, ctx: Arc<Context>) -> Resu
         ManagementState::Removed => remove(&driver, &ctx).await,
         ManagementState::Managed | ManagementState::Force => manage(&driver, &ctx).await,
     };
+    if driver.spec.management_state != ManagementState::Removed {
+        // A refused removal is over once the state is no longer Removed.
+        report.health(identity::DRIVER_REMOVAL, &operator_kit::status::Health::ok("AsExpected", ""));
+    }
     write_status(&driver, &ctx, &report).await?;
     match report.error {
         Some(error) => Err(error),
