@@ -78,6 +78,8 @@ pub enum Operation {
     VolumeSnapshotDelete,
     /// Cinder's availability zones.
     VolumeAvailabilityZones,
+    /// Nova's availability zones (`GET /os-availability-zone` under `/compute`).
+    ComputeAvailabilityZones,
     /// Cinder's quota sets and limits.
     VolumeQuotas,
     /// Cinder's user messages.

@@ -4,6 +4,7 @@
 use std::time::Duration;
 
 use reqwest::Method;
+use serde::Deserialize;
 use serde_json::Value;
 
 use crate::credentials::Credentials;
@@ -177,6 +178,53 @@ pub fn fault_message(body: &Value) -> String {
     }
 }
 
+/// One availability zone as Cinder's and Nova's `GET /os-availability-zone` list it (both
+/// answer `{"availabilityZoneInfo": [{"zoneName", "zoneState": {"available"}, …}]}`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct AvailabilityZone {
+    /// `zoneName`.
+    pub name: String,
+    /// `zoneState.available` (false when absent).
+    pub available: bool,
+}
+
+#[derive(Deserialize)]
+struct ZoneListing {
+    #[serde(rename = "availabilityZoneInfo")]
+    zones: Vec<ZoneEntry>,
+}
+
+#[derive(Deserialize)]
+struct ZoneEntry {
+    #[serde(rename = "zoneName")]
+    name: String,
+    #[serde(rename = "zoneState", default)]
+    state: Option<ZoneState>,
+}
+
+#[derive(Deserialize)]
+struct ZoneState {
+    #[serde(default)]
+    available: bool,
+}
+
+/// Decodes an `os-availability-zone` answer of `service` at `path`, in the cloud's order.
+pub fn decode_zones(
+    service: &'static str,
+    path: &str,
+    value: Value,
+) -> Result<Vec<AvailabilityZone>> {
+    let listing: ZoneListing = decode(service, path, value)?;
+    Ok(listing
+        .zones
+        .into_iter()
+        .map(|z| AvailabilityZone {
+            name: z.name,
+            available: z.state.is_some_and(|s| s.available),
+        })
+        .collect())
+}
+
 /// Decodes `value` as `T`, naming `service` and `path` when it does not fit.
 pub fn decode<T: serde::de::DeserializeOwned>(
     service: &'static str,
@@ -211,6 +259,30 @@ mod tests {
         );
         assert_eq!(fault_message(&json!("plain text")), "plain text");
         assert_eq!(fault_message(&Value::Null), "(no message)");
+    }
+
+    #[test]
+    fn zone_listings_decode_with_their_state() -> Result<()> {
+        let zones = decode_zones(
+            "Nova",
+            "/os-availability-zone",
+            json!({"availabilityZoneInfo": [
+                {"zoneName": "a", "zoneState": {"available": true}, "hosts": null},
+                {"zoneName": "b", "zoneState": {"available": false}},
+                {"zoneName": "c"},
+            ]}),
+        )?;
+        let seen: Vec<(&str, bool)> = zones
+            .iter()
+            .map(|z| (z.name.as_str(), z.available))
+            .collect();
+        assert_eq!(seen, [("a", true), ("b", false), ("c", false)]);
+        let wrong = decode_zones("Nova", "/os-availability-zone", json!({"zones": []}))
+            .err()
+            .map(|e| e.to_string())
+            .unwrap_or_default();
+        assert!(wrong.contains("/os-availability-zone"), "{wrong}");
+        Ok(())
     }
 
     #[test]

@@ -1,4 +1,4 @@
-//! Cinder v3: volumes and snapshots.
+//! Cinder v3: volumes, snapshots and the volume availability zones.
 
 use std::collections::BTreeMap;
 
@@ -6,7 +6,7 @@ use reqwest::Method;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-use crate::block_storage::{BlockStorageCloud, Service, decode};
+use crate::block_storage::{AvailabilityZone, BlockStorageCloud, Service, decode, decode_zones};
 use crate::error::Result;
 
 /// A Cinder volume as `GET /volumes/{id}` shows it.
@@ -138,6 +138,15 @@ fn query(value: &str) -> String {
 }
 
 impl BlockStorageCloud {
+    /// The volume availability zones (`GET /os-availability-zone`), in Cinder's order.
+    pub async fn volume_availability_zones(&self) -> Result<Vec<AvailabilityZone>> {
+        let path = "/os-availability-zone";
+        let body = self
+            .request(Service::Cinder, Method::GET, path, None)
+            .await?;
+        decode_zones("Cinder", path, body)
+    }
+
     /// `GET /volumes/{id}`.
     pub async fn volume(&self, id: &str) -> Result<Volume> {
         let path = format!("/volumes/{id}");

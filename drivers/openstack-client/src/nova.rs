@@ -1,12 +1,19 @@
-//! Nova v2.1: the servers volumes attach to.
+//! Nova v2.1: the servers volumes attach to, and the compute availability zones.
 
 use reqwest::Method;
 use serde_json::json;
 
-use crate::block_storage::{BlockStorageCloud, Service};
+use crate::block_storage::{AvailabilityZone, BlockStorageCloud, Service, decode_zones};
 use crate::error::Result;
 
 impl BlockStorageCloud {
+    /// The compute availability zones (`GET /os-availability-zone`), in Nova's order.
+    pub async fn compute_availability_zones(&self) -> Result<Vec<AvailabilityZone>> {
+        let path = "/os-availability-zone";
+        let body = self.request(Service::Nova, Method::GET, path, None).await?;
+        decode_zones("Nova", path, body)
+    }
+
     /// Whether server `id` exists (`GET /servers/{id}`).
     pub async fn server_exists(&self, id: &str) -> Result<bool> {
         match self

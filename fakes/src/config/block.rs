@@ -175,6 +175,11 @@ impl Default for CinderQuotas {
 pub struct NovaConfig {
     /// Servers that exist from the start.
     pub servers: Vec<ServerSeed>,
+    /// Compute availability zones besides the servers' own (zones whose hosts run none of
+    /// the cloud's servers). `GET /os-availability-zone` lists these and the zone of every
+    /// server, sorted and without duplicates; `nova` (Nova's default zone) when both are
+    /// empty.
+    pub availability_zones: Vec<String>,
 }
 
 /// A server to seed: its name is also the node name of its metadata document.
@@ -228,6 +233,9 @@ pub(crate) fn validate(cinder: &CinderConfig, nova: &NovaConfig) -> Result<(), S
         .delays
         .validate()
         .map_err(|e| format!("cinder.delays.{e}"))?;
+    if nova.availability_zones.iter().any(String::is_empty) {
+        return Err("nova.availability_zones: a zone name must not be empty".into());
+    }
     let mut servers = std::collections::BTreeSet::new();
     for s in &nova.servers {
         if s.name.is_empty() || s.availability_zone.is_empty() || !servers.insert(&s.name) {

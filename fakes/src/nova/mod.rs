@@ -3,6 +3,8 @@
 //! `virtio-…` link in the server's disk directory and move the volume in Cinder through
 //! `attaching` → `in-use` and `detaching` → `available`.
 
+use std::collections::BTreeSet;
+
 use chrono::Utc;
 use serde_json::{Value, json};
 use wiremock::Request;
@@ -72,6 +74,7 @@ pub(crate) fn handle(
     state.advance(ctx.now);
     let m = req.method.as_str();
     let mut reply = match segments.as_slice() {
+        ["os-availability-zone"] if m == "GET" => zones(state, &mut ctx),
         ["servers"] if m == "GET" => list(state, &ctx, false),
         ["servers", "detail"] if m == "GET" => list(state, &ctx, true),
         ["servers", id] if m == "GET" => match state.server(id) {
@@ -99,6 +102,31 @@ pub(crate) fn handle(
             "Vary",
             "OpenStack-API-Version, X-OpenStack-Nova-API-Version",
         )
+}
+
+/// The compute zones as Nova's non-detailed `GET /os-availability-zone` lists them: the
+/// seed's `nova.availability_zones` and every server's zone, sorted, once each (`nova` when
+/// there are none), available, without hosts.
+fn zones(state: &BlockState, ctx: &mut Ctx<'_>) -> Reply {
+    if let Err(r) = ctx.fault(Operation::ComputeAvailabilityZones, &[]) {
+        return r;
+    }
+    let mut names: BTreeSet<&str> = ctx
+        .config
+        .nova
+        .availability_zones
+        .iter()
+        .map(String::as_str)
+        .chain(state.servers.values().map(|s| s.availability_zone.as_str()))
+        .collect();
+    if names.is_empty() {
+        names.insert("nova");
+    }
+    let info: Vec<Value> = names
+        .into_iter()
+        .map(|z| json!({"zoneName": z, "zoneState": {"available": true}, "hosts": null}))
+        .collect();
+    Reply::json(200, json!({"availabilityZoneInfo": info}))
 }
 
 fn server_missing(id: &str) -> Reply {

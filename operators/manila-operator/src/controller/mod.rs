@@ -166,7 +166,10 @@ pub async fn reconcile(driver: Arc<ClusterCSIDriver>, ctx: Arc<Context>) -> Resu
     };
     if driver.spec.management_state != ManagementState::Removed {
         // A refused removal is over once the state is no longer Removed.
-        report.health(identity::DRIVER_REMOVAL, &operator_kit::status::Health::ok("AsExpected", ""));
+        report.health(
+            identity::DRIVER_REMOVAL,
+            &operator_kit::status::Health::ok("AsExpected", ""),
+        );
     }
     write_status(&driver, &ctx, &report).await?;
     match report.error {
