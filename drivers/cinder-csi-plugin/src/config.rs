@@ -95,12 +95,7 @@ pub struct Config {
 impl Config {
     /// Checks what the flag parser cannot express.
     pub fn validate(&self) -> Result<()> {
-        if !self.services.provide_controller_service && !self.services.provide_node_service {
-            return Err(Error::InvalidArgument(
-                "at least one of --provide-controller-service and --provide-node-service must be true"
-                    .into(),
-            ));
-        }
+        self.services.validate().map_err(Error::InvalidArgument)?;
         if self.cloud_config.is_empty() {
             return Err(Error::InvalidArgument(
                 "--cloud-config is required (the INI file with [Global] credentials)".into(),

@@ -71,6 +71,17 @@ pub struct ServiceFlags {
     pub provide_node_service: bool,
 }
 
+impl ServiceFlags {
+    /// Refuses turning both services off (a plugin serving only Identity is a mistake).
+    pub fn validate(&self) -> Result<(), String> {
+        if self.provide_controller_service || self.provide_node_service {
+            Ok(())
+        } else {
+            Err("at least one of --provide-controller-service and --provide-node-service must be true".into())
+        }
+    }
+}
+
 /// Binds the `--endpoint` flag's value (replacing a stale unix socket).
 pub async fn bind_endpoint(endpoint: &str) -> Result<Listener, PluginServeError> {
     let parsed: Endpoint =

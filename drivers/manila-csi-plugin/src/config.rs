@@ -143,12 +143,7 @@ pub struct Config {
 impl Config {
     /// Checks the combinations the flag parser cannot express.
     pub fn validate(&self) -> Result<()> {
-        if !self.services.provide_controller_service && !self.services.provide_node_service {
-            return Err(Error::InvalidArgument(
-                "at least one of --provide-controller-service and --provide-node-service must be true"
-                    .into(),
-            ));
-        }
+        self.services.validate().map_err(Error::InvalidArgument)?;
         if self.services.provide_node_service
             && self.fwdendpoint.as_deref().is_none_or(str::is_empty)
         {
