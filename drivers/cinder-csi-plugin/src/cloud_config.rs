@@ -2,7 +2,8 @@
 //! (`[Global]` credentials, `[BlockStorage]` options, `[Metadata]` search order).
 //!
 //! Section and key names are case-insensitive, as in upstream's parser; values may be
-//! double-quoted. With several files a later file's key overrides the earlier one's. Errors
+//! double-quoted, with `\"` and `\\` escapes, and blanks inside the quotes are kept (as
+//! upstream's gcfg keeps them); unquoted values lose their leading and trailing blanks. With several files a later file's key overrides the earlier one's. Errors
 //! name the file, section and key.
 
 use std::collections::BTreeMap;
@@ -127,7 +128,8 @@ impl CloudConfig {
                 for (key, value) in properties.iter() {
                     entries.insert(
                         (section.clone(), key.trim().to_ascii_lowercase()),
-                        (unquote(value).to_string(), file.clone()),
+                        // rust-ini has already removed the quotes and escapes.
+                        (value.to_string(), file.clone()),
                     );
                 }
             }
@@ -236,14 +238,6 @@ fn parse_search_order(value: &str) -> std::result::Result<Vec<MetadataSource>, S
     Ok(order)
 }
 
-fn unquote(value: &str) -> &str {
-    let value = value.trim();
-    value
-        .strip_prefix('"')
-        .and_then(|v| v.strip_suffix('"'))
-        .unwrap_or(value)
-}
-
 struct Reader<'a> {
     entries: &'a Entries,
 }
@@ -338,6 +332,20 @@ ignore-volume-az = false
 [Metadata]
 search-order = metadataService
 "#;
+
+    #[test]
+    fn quoted_values_keep_their_blanks_and_quotes_inside_them() -> Result<()> {
+        let text = "[Global]\nauth-url = http://k:5000/v3 \nusername = \"  alice \"\n\
+                    password = \"\\\"quoted\\\"\"\n";
+        let config = parse(text)?;
+        assert_eq!(config.global.auth_url, "http://k:5000/v3");
+        assert_eq!(config.global.username.as_deref(), Some("  alice "));
+        assert_eq!(
+            config.global.password.as_ref().map(Secret::expose),
+            Some("\"quoted\"")
+        );
+        Ok(())
+    }
 
     #[test]
     fn a_full_file_parses() -> Result<()> {

@@ -11,9 +11,10 @@ use cinder_operator::cloud_conf::{Inputs, Sources, translate};
 use fakes::config::Secret as FakeSecret;
 use fakes::{CloudConfig, FakeCloud};
 
-/// A password with every character INI writers and readers disagree about. (Not leading or
-/// trailing blanks: this driver's parser trims values even inside quotes.)
-const NASTY_PASSWORD: &str = "p;a#s=s:w \"o\" r\\d\t'x'";
+/// A password with every character INI writers and readers disagree about, starting and
+/// ending with a double quote (which a reader must not strip a second time). Not leading or
+/// trailing blanks: `openstack_client` trims every credential value it reads.
+const NASTY_PASSWORD: &str = "\"p;a#s=s:w \"o\" r\\d\t'x'\"";
 
 #[tokio::test]
 async fn the_operators_cloud_conf_and_ca_reach_the_cloud_through_the_drivers_parser() {

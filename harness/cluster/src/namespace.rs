@@ -122,8 +122,11 @@ impl TestNamespace {
     pub async fn cleanup(mut self) -> Result<()> {
         self.cleaned = true;
         let namespaces: Api<Namespace> = Api::all(self.client.clone());
+        // Background, as `kubectl delete namespace` does: the namespace controller deletes the
+        // content itself. Foreground would add a finalizer only the garbage collector removes,
+        // and a fresh, loaded cluster's garbage collector can take minutes to sync its graph.
         match namespaces
-            .delete(&self.name, &DeleteParams::foreground())
+            .delete(&self.name, &DeleteParams::background())
             .await
         {
             Ok(_) => {}

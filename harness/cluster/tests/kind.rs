@@ -22,6 +22,11 @@ const WAIT: Duration = Duration::from_secs(120);
 /// The image the project binary is imported as.
 const PROJECT_IMAGE: &str = "localhost/openstack-csi-conformance/node-agent:test";
 
+/// A pod's PID 1 gets no signal it has no handler for, so a bare `sleep` sits out the whole
+/// 30 s grace period on deletion (and the namespace's deletion with it); this one stops at
+/// SIGTERM, as a well-behaved application does.
+const SLEEP_UNTIL_TERM: &str = "sleep 3600 & trap 'kill $!; exit 0' TERM; wait";
+
 fn pod(name: &str, node: &str, image: &str, command: &[&str]) -> Pod {
     serde_json::from_value(serde_json::json!({
         "apiVersion": "v1",
@@ -122,14 +127,14 @@ async fn a_kind_cluster_runs_pods_across_nodes_with_services_and_project_images(
             "server",
             "node-2",
             busybox,
-            &["sh", "-c", "mkdir -p /www && echo served-by-node-2 >/www/index.html && exec httpd -f -p 8080 -h /www"],
+            &["sh", "-c", "mkdir -p /www && echo served-by-node-2 >/www/index.html && httpd -f -p 8080 -h /www & trap 'kill $!; exit 0' TERM; wait"],
         ),
     )
     .await
     .unwrap();
     pods.create(
         &PostParams::default(),
-        &pod("client", "node-1", busybox, &["sleep", "3600"]),
+        &pod("client", "node-1", busybox, &["sh", "-c", SLEEP_UNTIL_TERM]),
     )
     .await
     .unwrap();
