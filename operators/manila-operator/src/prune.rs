@@ -1,6 +1,8 @@
 //! What the Manila operator prunes ([`operator_kit::prune`]): the driver objects an earlier
 //! release installed and this one no longer renders (N-1's ClusterRole shared by every
-//! sidecar, replaced by one ClusterRole per sidecar), of the kinds in [`PRUNED_KINDS`].
+//! sidecar, replaced by one ClusterRole per sidecar), or an earlier configuration did (the
+//! runtime configuration's ConfigMap once `matchExportLocationAddress` is unset), of the
+//! kinds in [`PRUNED_KINDS`].
 //!
 //! Its RBAC (`fixtures/manila-operator/rbac.yaml`) lets it list and delete exactly these
 //! kinds (a test of `assets::operator_rbac` checks it); the VolumeSnapshotClass, which
@@ -25,6 +27,7 @@ pub const PRUNED_KINDS: &[&str] = &[
     "ClusterRoleBinding",
     "ClusterRole",
     "ServiceAccount",
+    "ConfigMap",
     "Secret",
 ];
 
@@ -84,6 +87,7 @@ mod tests {
             log_level: LogLevel::Normal,
             credentials_hash: String::new(),
             snapshot_crds_present: true,
+            settings: Default::default(),
         })
         .unwrap()
         .iter()

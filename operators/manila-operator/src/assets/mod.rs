@@ -11,6 +11,7 @@
 
 #[cfg(test)]
 mod operator_rbac;
+mod settings;
 mod templates;
 
 use std::collections::BTreeMap;
@@ -21,9 +22,12 @@ use operator_kit::templates::{Placement, TemplateError, render as render_templat
 use serde_json::{Value, json};
 
 use crate::config::{NfsMounter, OperatorConfig};
+use crate::driver_config::DriverSettings;
 use crate::identity::IDENTITY;
 use crate::release::{PREVIOUS_CA_DIR, PREVIOUS_CA_FILE_NAME, Release};
 use templates::templates;
+
+pub use settings::RUNTIME_CONFIG_HASH_ANNOTATION;
 
 /// What the rendered manifests depend on.
 #[derive(Clone, Debug)]
@@ -36,6 +40,8 @@ pub struct AssetInputs<'a> {
     pub credentials_hash: String,
     /// Whether the VolumeSnapshotClass CRD exists (the class is rendered only then).
     pub snapshot_crds_present: bool,
+    /// `spec.driverConfig.manila`'s settings, checked.
+    pub settings: DriverSettings,
 }
 
 /// When a template is part of the installation.
@@ -75,7 +81,9 @@ pub fn render(inputs: &AssetInputs<'_>) -> Result<Vec<DynamicObject>, TemplateEr
 
 /// Every object of `release`, in apply order: placeholders filled, the `managed-by` label on
 /// each, `metadata.namespace` set to the operator's namespace on namespaced kinds (and absent
-/// on cluster-scoped ones), the export root added to the NFS plugin with a local mounter.
+/// on cluster-scoped ones), the export root added to the NFS plugin with a local mounter,
+/// and the driver settings applied (the runtime configuration's ConfigMap first, so that it
+/// exists before the pods that mount it).
 pub fn render_release(
     release: Release,
     inputs: &AssetInputs<'_>,
@@ -85,7 +93,7 @@ pub fn render_release(
         identity: &IDENTITY,
         namespace: &inputs.config.namespace,
     };
-    let mut objects = Vec::new();
+    let mut objects = settings::runtime_config_map(&inputs.settings, &vars, placement)?;
     for asset in templates(release) {
         if asset.when == When::SnapshotCrds && !inputs.snapshot_crds_present {
             continue;
@@ -101,6 +109,7 @@ pub fn render_release(
                 {
                     add_export_root(value, &export_root.display().to_string());
                 }
+                settings::apply(value, &inputs.settings);
             },
         )?);
     }
@@ -189,6 +198,7 @@ mod tests {
             log_level: LogLevel::Debug,
             credentials_hash: "0123456789abcdef".into(),
             snapshot_crds_present: true,
+            settings: DriverSettings::default(),
         }
     }
 

@@ -94,6 +94,12 @@ fn rendered(release: Release) -> Vec<DynamicObject> {
         log_level: LogLevel::Normal,
         credentials_hash: String::new(),
         snapshot_crds_present: true,
+        // Every object a setting can add: the runtime configuration's ConfigMap.
+        settings: crate::driver_config::DriverSettings {
+            topology: true,
+            nfs_share_client: None,
+            match_export_location_address: Some("10.0.0.0/8".into()),
+        },
     })
     .unwrap()
 }

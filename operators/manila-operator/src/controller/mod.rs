@@ -1,6 +1,7 @@
 //! The reconcile of the ClusterCSIDriver `manila.csi.openstack.org`, and the watches that
-//! trigger it: the driver's own objects (a deleted or edited child is put back at once), the
-//! credentials Secret and CA ConfigMap, and the operator's StorageClasses; plus a periodic
+//! trigger it: the driver's own objects (a deleted or edited child is put back at once, also
+//! its Secret and the runtime configuration's ConfigMap), the credentials Secret and CA
+//! ConfigMap, and the operator's StorageClasses; plus a periodic
 //! resync that picks up new share types.
 //!
 //! Children: `manage` (managementState Managed/Force, step by step) and `remove` (Removed)
@@ -123,7 +124,10 @@ pub async fn run(ctx: Arc<Context>, shutdown: impl Future<Output = ()> + Send + 
     .watches(
         Api::<ConfigMap>::namespaced(client.clone(), namespace),
         watcher::Config::default(),
-        move |map| (map.name_any() == ca_config_map).then(the_driver),
+        move |map| {
+            let ours = IDENTITY.is_managed(Some(map.labels()));
+            (ours || map.name_any() == ca_config_map).then(the_driver)
+        },
     )
     .watches(
         Api::<StorageClass>::all(client.clone()),
