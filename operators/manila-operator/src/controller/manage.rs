@@ -285,6 +285,7 @@ async fn prune_stale(
         &ctx.config.namespace,
         owner_uid,
         &wanted,
+        ctx.config.pdb_api_version,
     )
     .await
     {
