@@ -9,6 +9,7 @@
 //! current release then adopts and migrates. Placeholders, labels, namespaces and the export
 //! root are release-independent.
 
+mod liveness;
 #[cfg(test)]
 mod operator_rbac;
 mod settings;
@@ -110,6 +111,7 @@ pub fn render_release(
                     add_export_root(value, &export_root.display().to_string());
                 }
                 settings::apply(value, &inputs.settings);
+                liveness::add(value, inputs.config, inputs.log_level.verbosity());
             },
         )?);
     }
@@ -281,6 +283,24 @@ mod tests {
     }
 
     #[test]
+    fn the_rendered_installation_with_every_setting_is_stable() {
+        let mut config = OperatorConfig::new("manila-csi");
+        local(&mut config);
+        config.controller_health_port = 39808;
+        config.node_health_port = Some(39809);
+        config.nfs_node_health_port = Some(39810);
+        let inputs = AssetInputs {
+            settings: DriverSettings {
+                topology: true,
+                nfs_share_client: Some("10.0.0.0/8".into()),
+                match_export_location_address: Some("10.0.0.0/24".into()),
+            },
+            ..inputs(&config)
+        };
+        insta::assert_yaml_snapshot!(render(&inputs).unwrap());
+    }
+
+    #[test]
     fn every_object_is_labelled_and_namespaced_as_its_kind_is() {
         let config = OperatorConfig::new("driver-ns");
         for object in render(&inputs(&config)).unwrap() {
@@ -316,7 +336,10 @@ mod tests {
         #[case] verbosity: u8,
         #[case] rust_log: &str,
     ) {
-        let config = OperatorConfig::new("manila-csi");
+        let mut config = OperatorConfig::new("manila-csi");
+        // With the node plugins' liveness sidecars.
+        config.node_health_port = Some(39809);
+        config.nfs_node_health_port = Some(39810);
         let inputs = AssetInputs {
             log_level: level,
             ..inputs(&config)
