@@ -12,6 +12,10 @@ use std::net::IpAddr;
 
 use ipnet::IpNet;
 use operator_kit::api::{ManilaDriverConfig, ShareProtocol, TopologyState};
+use operator_kit::status::Health;
+
+/// The reason of the static resources' Degraded condition while a setting is refused.
+pub const INVALID_DRIVER_CONFIG: &str = "InvalidDriverConfig";
 
 /// The ConfigMap holding the driver's runtime configuration file.
 pub const RUNTIME_CONFIG_MAP: &str = "manila-csi-runtime-config";
@@ -51,6 +55,21 @@ pub enum SettingsError {
         "spec.driverConfig.manila.protocol CEPHFS: the CephFS node plugin the Manila driver forwards to is not available (this operator installs only the NFS node plugin); nothing is applied until protocol is NFS or unset"
     )]
     CephfsUnavailable,
+}
+
+impl SettingsError {
+    /// The static resources' health while the setting is refused: Degraded, naming the
+    /// field, but Available (the installed driver, if any, is kept and keeps working).
+    pub fn health(&self) -> Health {
+        let message = self.to_string();
+        Health {
+            available: true,
+            progressing: false,
+            degraded: Some(message.clone()),
+            reason: INVALID_DRIVER_CONFIG.into(),
+            message,
+        }
+    }
 }
 
 impl DriverSettings {
@@ -241,5 +260,16 @@ mod tests {
         let text = error.to_string();
         assert!(text.contains(message), "{text}");
         assert!(text.contains("nothing is applied"), "{text}");
+        let health = error.health();
+        assert!(health.available && !health.progressing);
+        assert_eq!(health.degraded.as_deref(), Some(text.as_str()));
+        assert_eq!(health.reason, INVALID_DRIVER_CONFIG);
+        let conditions = health.conditions("ManilaStaticResourcesController");
+        let degraded = conditions
+            .iter()
+            .find(|c| c.type_ == "ManilaStaticResourcesControllerDegraded")
+            .unwrap();
+        assert_eq!(degraded.status, operator_kit::status::Status::True);
+        assert_eq!(degraded.message, text);
     }
 }

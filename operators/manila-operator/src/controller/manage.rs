@@ -46,9 +46,6 @@ use crate::prune;
 use crate::secret_sync;
 use crate::storage_classes;
 
-/// The reason of `ManilaStaticResourcesControllerDegraded` while a driver setting is refused.
-pub(crate) const INVALID_DRIVER_CONFIG: &str = "InvalidDriverConfig";
-
 /// The CRD whose presence makes the operator install a VolumeSnapshotClass.
 const SNAPSHOT_CLASS_CRD: &str = "volumesnapshotclasses.snapshot.storage.k8s.io";
 
@@ -399,23 +396,13 @@ async fn refuse_downgrade(ctx: &Context, installed: Option<&str>, message: Strin
 /// version. The static resources' condition is Degraded naming the field (its first report
 /// is a Warning Event), while the driver stays Available as long as its workloads are.
 async fn refuse_settings(driver: &ClusterCSIDriver, ctx: &Context, error: SettingsError) -> Report {
-    let message = error.to_string();
-    tracing::warn!("{message}");
+    tracing::warn!("{error}");
     let mut report = Report {
         driver_version: installed_version(driver).map(str::to_string),
         ..Report::default()
     };
     report.health(identity::OPERATOR_VERSION, &Health::ok("AsExpected", ""));
-    report.health(
-        identity::STATIC_RESOURCES,
-        &Health {
-            available: true,
-            progressing: false,
-            degraded: Some(message.clone()),
-            reason: INVALID_DRIVER_CONFIG.into(),
-            message,
-        },
-    );
+    report.health(identity::STATIC_RESOURCES, &error.health());
     match assets::render(&names_only_inputs(&ctx.config)) {
         Ok(objects) => workload_health(ctx, &objects, &mut report).await,
         Err(error) => report.failed(identity::STATIC_RESOURCES, "RenderFailed", error.into()),
