@@ -81,6 +81,11 @@ pub struct OperatorConfig {
     pub nfs_mounter: NfsMounter,
     /// Port of the controller pod's liveness probe (pods share the host network).
     pub controller_health_port: u16,
+    /// Port of the Manila node plugins' liveness probe (host network: one port per node,
+    /// the same on every node); `None`: no liveness probe on them.
+    pub node_health_port: Option<u16>,
+    /// Port of the NFS node plugins' liveness probe; `None`: none.
+    pub nfs_node_health_port: Option<u16>,
     /// How often share types are listed for new StorageClasses.
     pub share_type_sync_interval: Duration,
     /// How often everything is reconciled even without a watch event.
@@ -116,6 +121,8 @@ impl OperatorConfig {
             images: Images::default(),
             nfs_mounter: NfsMounter::Kernel,
             controller_health_port: 9808,
+            node_health_port: None,
+            nfs_node_health_port: None,
             share_type_sync_interval: Duration::from_secs(60),
             resync_interval: Duration::from_secs(600),
             release: Release::Current,

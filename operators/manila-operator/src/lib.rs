@@ -21,6 +21,7 @@ pub mod assets;
 pub mod cloud;
 pub mod config;
 pub mod controller;
+pub mod driver_config;
 pub mod error;
 pub mod identity;
 pub mod prune;

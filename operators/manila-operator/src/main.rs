@@ -47,6 +47,13 @@ struct Args {
     /// Port of the driver controller pod's liveness probe.
     #[arg(long, default_value_t = 9808)]
     controller_health_port: u16,
+    /// Port of the Manila node plugins' liveness probe (a livenessprobe sidecar on every
+    /// node, listening on all the node's addresses); unset: no liveness probe on them.
+    #[arg(long)]
+    node_health_port: Option<u16>,
+    /// Port of the NFS node plugins' liveness probe; unset: none.
+    #[arg(long)]
+    nfs_node_health_port: Option<u16>,
     /// Image of manila-csi-plugin.
     #[arg(long, env = "DRIVER_IMAGE")]
     driver_image: Option<String>,
@@ -90,6 +97,8 @@ impl Args {
         config.share_type_sync_interval = self.share_type_sync_interval;
         config.resync_interval = self.resync_interval;
         config.controller_health_port = self.controller_health_port;
+        config.node_health_port = self.node_health_port;
+        config.nfs_node_health_port = self.nfs_node_health_port;
         if let Some(export_root) = &self.nfs_export_root {
             config.nfs_mounter = NfsMounter::Local {
                 export_root: export_root.clone(),

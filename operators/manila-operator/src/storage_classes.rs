@@ -8,6 +8,12 @@
 //! `spec.storageClassState` asks, and re-creating one when its immutable parameters change,
 //! is the library's ([`operator_kit::storage_classes`]).
 //!
+//! The driver settings of `spec.driverConfig.manila` ([`DriverSettings`]) reach every class:
+//! `nfsShareClient` as `nfs-shareClient`, topology as `autoTopology: "true"` with
+//! `WaitForFirstConsumer` binding (the share is made in the zone of the node the claim's
+//! first pod is scheduled to; with `Immediate` the provisioner would pick any zone of the
+//! cluster). A change of either re-creates the classes (their parameters are immutable).
+//!
 //! The previous release ([`crate::release::Release::Previous`]) made classes without the `controller-expand`
 //! secret parameters and without `allowVolumeExpansion` (it had no resizer); the current
 //! release re-creates those, so that new claims can be expanded.
@@ -22,8 +28,14 @@ use operator_kit::storage_classes::{self, ClassChange, SyncError, Wanted};
 
 use crate::cloud::ShareType;
 use crate::config::OperatorConfig;
+use crate::driver_config::DriverSettings;
 use crate::identity::IDENTITY;
 use crate::release;
+
+/// The class parameter of `spec.driverConfig.manila.nfsShareClient`.
+pub const NFS_SHARE_CLIENT: &str = "nfs-shareClient";
+/// The class parameter set with topology.
+pub const AUTO_TOPOLOGY: &str = "autoTopology";
 
 /// `csi-manila-<type, lowercased, _ → ->`.
 pub fn class_name(share_type: &str) -> String {
@@ -35,6 +47,7 @@ pub fn class_name(share_type: &str) -> String {
 pub fn desired(
     share_type: &ShareType,
     share_network: Option<&str>,
+    settings: &DriverSettings,
     config: &OperatorConfig,
 ) -> Option<StorageClass> {
     if share_type.dhss && share_network.is_none() {
@@ -44,6 +57,17 @@ pub fn desired(
     if let Some(network) = share_network {
         parameters.insert("shareNetworkID".into(), network.to_string());
     }
+    if let Some(clients) = &settings.nfs_share_client {
+        parameters.insert(NFS_SHARE_CLIENT.into(), clients.clone());
+    }
+    if settings.topology {
+        parameters.insert(AUTO_TOPOLOGY.into(), "true".into());
+    }
+    let binding = if settings.topology {
+        "WaitForFirstConsumer"
+    } else {
+        "Immediate"
+    };
     let expands = release::expands_volumes(config.release);
     for operation in [
         "provisioner",
@@ -72,7 +96,7 @@ pub fn desired(
         provisioner: IDENTITY.driver_name.into(),
         parameters: Some(parameters),
         reclaim_policy: Some("Delete".into()),
-        volume_binding_mode: Some("Immediate".into()),
+        volume_binding_mode: Some(binding.into()),
         allow_volume_expansion: expands.then_some(true),
         ..Default::default()
     })
@@ -83,13 +107,14 @@ pub fn desired(
 pub fn wanted(
     share_types: &[ShareType],
     share_networks: &BTreeMap<String, String>,
+    settings: &DriverSettings,
     config: &OperatorConfig,
 ) -> Vec<Wanted> {
     share_types
         .iter()
         .map(|share_type| {
             let network = share_networks.get(&share_type.name).map(String::as_str);
-            match desired(share_type, network, config) {
+            match desired(share_type, network, settings, config) {
                 Some(class) => Wanted::Class(Box::new(class)),
                 None => Wanted::Skip {
                     name: class_name(&share_type.name),
@@ -108,10 +133,11 @@ pub async fn sync(
     client: &Client,
     share_types: &[ShareType],
     share_networks: &BTreeMap<String, String>,
+    settings: &DriverSettings,
     state: StorageClassState,
     config: &OperatorConfig,
 ) -> Result<Vec<ClassChange>, SyncError> {
-    let wanted = wanted(share_types, share_networks, config);
+    let wanted = wanted(share_types, share_networks, settings, config);
     storage_classes::sync(client, &IDENTITY, &wanted, state).await
 }
 
@@ -135,7 +161,13 @@ mod tests {
         // What counts as the operator's own (label and provisioner) is the library's and
         // tested there; Manila's classes must carry both.
         let config = OperatorConfig::new("manila-csi");
-        let ours = desired(&share_type("default", false), None, &config).unwrap();
+        let ours = desired(
+            &share_type("default", false),
+            None,
+            &DriverSettings::default(),
+            &config,
+        )
+        .unwrap();
         assert!(made_by(&IDENTITY, &ours));
         assert_eq!(ours.provisioner, "manila.csi.openstack.org");
     }
@@ -146,6 +178,7 @@ mod tests {
         let wanted = wanted(
             &[share_type("tenant", true), share_type("default", false)],
             &BTreeMap::new(),
+            &DriverSettings::default(),
             &config,
         );
         let Wanted::Skip { name, reason } = &wanted[0] else {
@@ -168,15 +201,35 @@ mod tests {
     #[test]
     fn a_class_names_the_type_and_the_driver_secret_for_every_operation() {
         let config = OperatorConfig::new("manila-csi");
-        let class = desired(&share_type("default", false), None, &config).unwrap();
+        let class = desired(
+            &share_type("default", false),
+            None,
+            &DriverSettings::default(),
+            &config,
+        )
+        .unwrap();
         insta::assert_yaml_snapshot!(class);
     }
 
     #[test]
     fn a_dhss_type_needs_a_share_network() {
         let config = OperatorConfig::new("manila-csi");
-        assert!(desired(&share_type("tenant", true), None, &config).is_none());
-        let class = desired(&share_type("tenant", true), Some("net-1"), &config).unwrap();
+        assert!(
+            desired(
+                &share_type("tenant", true),
+                None,
+                &DriverSettings::default(),
+                &config
+            )
+            .is_none()
+        );
+        let class = desired(
+            &share_type("tenant", true),
+            Some("net-1"),
+            &DriverSettings::default(),
+            &config,
+        )
+        .unwrap();
         assert_eq!(
             class
                 .parameters
@@ -190,8 +243,20 @@ mod tests {
     #[test]
     fn differences_name_changed_parameters_only() {
         let config = OperatorConfig::new("manila-csi");
-        let wanted = desired(&share_type("tenant", true), Some("net-2"), &config).unwrap();
-        let mut existing = desired(&share_type("tenant", true), Some("net-1"), &config).unwrap();
+        let wanted = desired(
+            &share_type("tenant", true),
+            Some("net-2"),
+            &DriverSettings::default(),
+            &config,
+        )
+        .unwrap();
+        let mut existing = desired(
+            &share_type("tenant", true),
+            Some("net-1"),
+            &DriverSettings::default(),
+            &config,
+        )
+        .unwrap();
         assert_eq!(
             differences(&existing, &wanted),
             vec!["parameter shareNetworkID"]
@@ -202,12 +267,98 @@ mod tests {
     }
 
     #[test]
+    fn the_driver_settings_reach_every_class_and_a_change_re_creates_it() {
+        let config = OperatorConfig::new("manila-csi");
+        let settings = DriverSettings {
+            topology: true,
+            nfs_share_client: Some("10.0.0.0/8,192.168.1.5".into()),
+            match_export_location_address: Some("10.0.0.0/8".into()),
+        };
+        let plain = desired(
+            &share_type("default", false),
+            None,
+            &DriverSettings::default(),
+            &config,
+        )
+        .unwrap();
+        let parameters = plain.parameters.clone().unwrap();
+        assert!(!parameters.contains_key(NFS_SHARE_CLIENT), "{parameters:?}");
+        assert!(!parameters.contains_key(AUTO_TOPOLOGY), "{parameters:?}");
+        assert_eq!(plain.volume_binding_mode.as_deref(), Some("Immediate"));
+        for share_type in [share_type("default", false), share_type("tenant", true)] {
+            let class = desired(&share_type, Some("net-1"), &settings, &config).unwrap();
+            let parameters = class.parameters.clone().unwrap();
+            assert_eq!(
+                parameters.get(NFS_SHARE_CLIENT).map(String::as_str),
+                Some("10.0.0.0/8,192.168.1.5")
+            );
+            assert_eq!(
+                parameters.get(AUTO_TOPOLOGY).map(String::as_str),
+                Some("true")
+            );
+            assert_eq!(
+                class.volume_binding_mode.as_deref(),
+                Some("WaitForFirstConsumer")
+            );
+        }
+        // The runtime configuration is the node plugins', not the classes'.
+        let without_match = DriverSettings {
+            match_export_location_address: None,
+            ..settings.clone()
+        };
+        let with = desired(&share_type("default", false), None, &settings, &config).unwrap();
+        let without =
+            desired(&share_type("default", false), None, &without_match, &config).unwrap();
+        assert!(differences(&with, &without).is_empty());
+        // What the library compares to re-create a class (and says in the Event): turning
+        // the settings on, changing the clients, and turning them off again.
+        assert_eq!(
+            differences(&plain, &with),
+            vec![
+                "volumeBindingMode",
+                "parameter autoTopology",
+                "parameter nfs-shareClient"
+            ]
+        );
+        let other_clients = DriverSettings {
+            nfs_share_client: Some("10.0.0.0/8".into()),
+            ..settings.clone()
+        };
+        let changed =
+            desired(&share_type("default", false), None, &other_clients, &config).unwrap();
+        assert_eq!(
+            differences(&with, &changed),
+            vec!["parameter nfs-shareClient"]
+        );
+        assert_eq!(
+            differences(&with, &plain),
+            vec![
+                "volumeBindingMode",
+                "parameter autoTopology",
+                "parameter nfs-shareClient"
+            ]
+        );
+    }
+
+    #[test]
     fn the_previous_release_makes_classes_without_expansion_which_the_current_one_recreates() {
         use crate::release::Release;
         let mut config = OperatorConfig::new("manila-csi");
-        let current = desired(&share_type("default", false), None, &config).unwrap();
+        let current = desired(
+            &share_type("default", false),
+            None,
+            &DriverSettings::default(),
+            &config,
+        )
+        .unwrap();
         config.set_release(Release::Previous);
-        let previous = desired(&share_type("default", false), None, &config).unwrap();
+        let previous = desired(
+            &share_type("default", false),
+            None,
+            &DriverSettings::default(),
+            &config,
+        )
+        .unwrap();
         assert_eq!(previous.allow_volume_expansion, None);
         assert_eq!(current.allow_volume_expansion, Some(true));
         let keys = |class: &StorageClass| -> Vec<String> {

@@ -123,6 +123,54 @@ pub struct ManilaDriverConfig {
         skip_serializing_if = "BTreeMap::is_empty"
     )]
     pub share_network_ids: BTreeMap<String, String>,
+    /// Topology-aware provisioning: the driver's `--with-topology` and the classes'
+    /// `autoTopology`. Unset is [`TopologyState::Disabled`].
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub topology: Option<TopologyState>,
+    /// The addresses or CIDRs (a comma list) every share of the operator's classes is
+    /// exported to: the classes' `nfs-shareClient`. Unset: the driver's default, `0.0.0.0/0`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub nfs_share_client: Option<String>,
+    /// An IP address or CIDR: nodes mount only export locations at an address inside it
+    /// (the driver's runtime configuration `nfs.matchExportLocationAddress`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub match_export_location_address: Option<String>,
+    /// The share protocol the driver serves: its `--share-protocol-selector`. Unset is
+    /// [`ShareProtocol::Nfs`].
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub protocol: Option<ShareProtocol>,
+}
+
+/// Whether a driver runs topology-aware.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum TopologyState {
+    /// Volumes are created in the zone of the node that first uses them.
+    Enabled,
+    /// No topology: volumes are reachable from every node.
+    #[default]
+    Disabled,
+}
+
+/// The share protocol of the Manila driver, as Manila spells it.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum ShareProtocol {
+    /// NFS shares, mounted by the NFS node plugin.
+    #[default]
+    #[serde(rename = "NFS")]
+    Nfs,
+    /// CephFS shares, mounted by a CephFS node plugin.
+    #[serde(rename = "CEPHFS")]
+    Cephfs,
+}
+
+impl ShareProtocol {
+    /// The value of the driver's `--share-protocol-selector`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ShareProtocol::Nfs => "NFS",
+            ShareProtocol::Cephfs => "CEPHFS",
+        }
+    }
 }
 
 /// `spec.driverConfig.cinder`: no settings yet (the Cinder operator adds them, each in the
@@ -250,7 +298,9 @@ mod tests {
             "logLevel": "TraceAll",
             "storageClassState": "Unmanaged",
             "driverConfig": {"driverType": "Manila",
-                "manila": {"shareNetworkIDs": {"tenant": "net-1"}}},
+                "manila": {"shareNetworkIDs": {"tenant": "net-1"}, "topology": "Enabled",
+                    "nfsShareClient": "10.0.0.0/8", "matchExportLocationAddress": "10.0.0.5",
+                    "protocol": "CEPHFS"}},
         }))
         .unwrap();
         assert_eq!(spec.management_state, ManagementState::Removed);
@@ -261,6 +311,22 @@ mod tests {
             manila.share_network_ids.get("tenant").map(String::as_str),
             Some("net-1")
         );
+        assert_eq!(manila.topology, Some(TopologyState::Enabled));
+        assert_eq!(manila.nfs_share_client.as_deref(), Some("10.0.0.0/8"));
+        assert_eq!(
+            manila.match_export_location_address.as_deref(),
+            Some("10.0.0.5")
+        );
+        assert_eq!(manila.protocol, Some(ShareProtocol::Cephfs));
+        assert_eq!(ShareProtocol::Cephfs.as_str(), "CEPHFS");
+        assert_eq!(
+            serde_json::to_value(ShareProtocol::Nfs).unwrap(),
+            serde_json::json!(ShareProtocol::Nfs.as_str())
+        );
+        let unset: ManilaDriverConfig = serde_json::from_value(serde_json::json!({})).unwrap();
+        assert_eq!(unset, ManilaDriverConfig::default());
+        assert_eq!(unset.topology.unwrap_or_default(), TopologyState::Disabled);
+        assert_eq!(unset.protocol.unwrap_or_default(), ShareProtocol::Nfs);
         let cinder: ClusterCSIDriverSpec = serde_json::from_value(serde_json::json!({
             "driverConfig": {"driverType": "Cinder", "cinder": {}},
         }))

@@ -236,6 +236,10 @@ mod tests {
                     driver_type: Some("Manila".into()),
                     manila: Some(ManilaDriverConfig {
                         share_network_ids: BTreeMap::from([("dhss".into(), "net-1".into())]),
+                        topology: Some(TopologyState::Enabled),
+                        nfs_share_client: Some("10.0.0.0/8,192.168.1.5".into()),
+                        match_export_location_address: Some("10.0.0.0/24".into()),
+                        protocol: Some(ShareProtocol::Nfs),
                     }),
                     cinder: Some(CinderDriverConfig {}),
                 }),
@@ -381,8 +385,43 @@ mod tests {
                 | StorageClassState::Removed => {}
             }
         }
+        let values = |items: &[Value]| items.to_vec();
+        let topologies = [TopologyState::Enabled, TopologyState::Disabled];
+        for state in topologies {
+            match state {
+                TopologyState::Enabled | TopologyState::Disabled => {}
+            }
+        }
+        let protocols = [ShareProtocol::Nfs, ShareProtocol::Cephfs];
+        for protocol in protocols {
+            match protocol {
+                ShareProtocol::Nfs | ShareProtocol::Cephfs => {}
+            }
+        }
         let schema = schema::<ClusterCSIDriver>();
         let spec = &schema.properties.as_ref().unwrap()["spec"];
+        let manila = &spec.properties.as_ref().unwrap()["driverConfig"]
+            .properties
+            .as_ref()
+            .unwrap()["manila"];
+        let manila_enum_of = |field: &str| -> Vec<Value> {
+            manila.properties.as_ref().unwrap()[field]
+                .enum_
+                .clone()
+                .unwrap()
+                .into_iter()
+                .map(|v| v.0)
+                .collect()
+        };
+        assert_eq!(
+            manila_enum_of("topology"),
+            values(&topologies.map(|v| to_value(&v)))
+        );
+        assert_eq!(
+            manila_enum_of("protocol"),
+            values(&protocols.map(|v| to_value(&v)))
+        );
+        assert_eq!(manila_enum_of("protocol"), [json!("NFS"), json!("CEPHFS")]);
         let enum_of = |field: &str| -> Vec<Value> {
             spec.properties.as_ref().unwrap()[field]
                 .enum_
@@ -392,7 +431,6 @@ mod tests {
                 .map(|v| v.0)
                 .collect()
         };
-        let values = |items: &[Value]| items.to_vec();
         assert_eq!(
             enum_of("managementState"),
             values(&management.map(|v| to_value(&v)))
@@ -427,6 +465,7 @@ mod tests {
         object["spec"]["driverConfig"]["cinder"]["availabilityZones"] = json!(true);
         object["status"]["conditions"][0]["status"] = json!(1);
         object["spec"]["logLevel"] = json!("Loud");
+        object["spec"]["driverConfig"]["manila"]["protocol"] = json!("SMB");
         let mut found = Vec::new();
         undeclared(&schema, &object, "", &mut found);
         found.sort();
@@ -434,6 +473,7 @@ mod tests {
             found,
             [
                 ".spec.driverConfig.cinder.availabilityZones is not in the schema",
+                ".spec.driverConfig.manila.protocol: \"SMB\" is not in the enum",
                 ".spec.driverConfig.manila.shareNetworkId is not in the schema",
                 ".spec.logLevel: \"Loud\" is not in the enum",
                 ".status.conditions[0].status: 1 is not of type \"string\"",

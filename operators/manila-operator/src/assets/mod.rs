@@ -9,8 +9,10 @@
 //! current release then adopts and migrates. Placeholders, labels, namespaces and the export
 //! root are release-independent.
 
+mod liveness;
 #[cfg(test)]
 mod operator_rbac;
+mod settings;
 mod templates;
 
 use std::collections::BTreeMap;
@@ -21,9 +23,12 @@ use operator_kit::templates::{Placement, TemplateError, render as render_templat
 use serde_json::{Value, json};
 
 use crate::config::{NfsMounter, OperatorConfig};
+use crate::driver_config::DriverSettings;
 use crate::identity::IDENTITY;
 use crate::release::{PREVIOUS_CA_DIR, PREVIOUS_CA_FILE_NAME, Release};
 use templates::templates;
+
+pub use settings::RUNTIME_CONFIG_HASH_ANNOTATION;
 
 /// What the rendered manifests depend on.
 #[derive(Clone, Debug)]
@@ -36,6 +41,8 @@ pub struct AssetInputs<'a> {
     pub credentials_hash: String,
     /// Whether the VolumeSnapshotClass CRD exists (the class is rendered only then).
     pub snapshot_crds_present: bool,
+    /// `spec.driverConfig.manila`'s settings, checked.
+    pub settings: DriverSettings,
 }
 
 /// When a template is part of the installation.
@@ -75,7 +82,9 @@ pub fn render(inputs: &AssetInputs<'_>) -> Result<Vec<DynamicObject>, TemplateEr
 
 /// Every object of `release`, in apply order: placeholders filled, the `managed-by` label on
 /// each, `metadata.namespace` set to the operator's namespace on namespaced kinds (and absent
-/// on cluster-scoped ones), the export root added to the NFS plugin with a local mounter.
+/// on cluster-scoped ones), the export root added to the NFS plugin with a local mounter,
+/// and the driver settings applied (the runtime configuration's ConfigMap first, so that it
+/// exists before the pods that mount it).
 pub fn render_release(
     release: Release,
     inputs: &AssetInputs<'_>,
@@ -85,7 +94,7 @@ pub fn render_release(
         identity: &IDENTITY,
         namespace: &inputs.config.namespace,
     };
-    let mut objects = Vec::new();
+    let mut objects = settings::runtime_config_map(&inputs.settings, &vars, placement)?;
     for asset in templates(release) {
         if asset.when == When::SnapshotCrds && !inputs.snapshot_crds_present {
             continue;
@@ -101,6 +110,8 @@ pub fn render_release(
                 {
                     add_export_root(value, &export_root.display().to_string());
                 }
+                settings::apply(value, &inputs.settings);
+                liveness::add(value, inputs.config, inputs.log_level.verbosity());
             },
         )?);
     }
@@ -189,6 +200,7 @@ mod tests {
             log_level: LogLevel::Debug,
             credentials_hash: "0123456789abcdef".into(),
             snapshot_crds_present: true,
+            settings: DriverSettings::default(),
         }
     }
 
@@ -271,6 +283,24 @@ mod tests {
     }
 
     #[test]
+    fn the_rendered_installation_with_every_setting_is_stable() {
+        let mut config = OperatorConfig::new("manila-csi");
+        local(&mut config);
+        config.controller_health_port = 39808;
+        config.node_health_port = Some(39809);
+        config.nfs_node_health_port = Some(39810);
+        let inputs = AssetInputs {
+            settings: DriverSettings {
+                topology: true,
+                nfs_share_client: Some("10.0.0.0/8".into()),
+                match_export_location_address: Some("10.0.0.0/24".into()),
+            },
+            ..inputs(&config)
+        };
+        insta::assert_yaml_snapshot!(render(&inputs).unwrap());
+    }
+
+    #[test]
     fn every_object_is_labelled_and_namespaced_as_its_kind_is() {
         let config = OperatorConfig::new("driver-ns");
         for object in render(&inputs(&config)).unwrap() {
@@ -306,7 +336,10 @@ mod tests {
         #[case] verbosity: u8,
         #[case] rust_log: &str,
     ) {
-        let config = OperatorConfig::new("manila-csi");
+        let mut config = OperatorConfig::new("manila-csi");
+        // With the node plugins' liveness sidecars.
+        config.node_health_port = Some(39809);
+        config.nfs_node_health_port = Some(39810);
         let inputs = AssetInputs {
             log_level: level,
             ..inputs(&config)

@@ -94,6 +94,12 @@ fn rendered(release: Release) -> Vec<DynamicObject> {
         log_level: LogLevel::Normal,
         credentials_hash: String::new(),
         snapshot_crds_present: true,
+        // Every object a setting can add: the runtime configuration's ConfigMap.
+        settings: crate::driver_config::DriverSettings {
+            topology: true,
+            nfs_share_client: None,
+            match_export_location_address: Some("10.0.0.0/8".into()),
+        },
     })
     .unwrap()
 }
@@ -153,10 +159,9 @@ fn the_operator_may_apply_watch_and_remove_every_object_it_renders(
     }
 }
 
-#[test]
-fn the_operator_may_do_what_its_controller_does_beyond_the_assets() {
-    let (cluster, namespaced) = operator();
-    let both: Vec<Right> = cluster.iter().chain(&namespaced).cloned().collect();
+/// What the controller does beyond applying, watching and deleting the objects it renders:
+/// (cluster-wide, in its namespace).
+fn controller_needs() -> (Vec<Right>, Vec<Right>) {
     let cluster_wide = [
         needs(
             "operator.openshift.io",
@@ -184,13 +189,17 @@ fn the_operator_may_do_what_its_controller_does_beyond_the_assets() {
             "customresourcedefinitions",
             &["get"],
         ),
-        needs("", "events", &["create", "patch"]),
+        needs("", "events", &["create"]),
         // managementState Removed counts the driver's PersistentVolumes.
         needs("", "persistentvolumes", &["list"]),
+        // Owner references with blockOwnerDeletion (OwnerReferencesPermissionEnforcement).
+        needs(
+            "operator.openshift.io",
+            "clustercsidrivers/finalizers",
+            &["update"],
+        ),
     ]
     .concat();
-    let gaps = missing(&cluster, &cluster_wide);
-    assert!(gaps.is_empty(), "{gaps:?}");
     let in_namespace = [
         // The driver Secret it writes and the credentials it reads.
         needs(
@@ -206,6 +215,16 @@ fn the_operator_may_do_what_its_controller_does_beyond_the_assets() {
         ),
     ]
     .concat();
+    (cluster_wide, in_namespace)
+}
+
+#[test]
+fn the_operator_may_do_what_its_controller_does_beyond_the_assets() {
+    let (cluster, namespaced) = operator();
+    let both: Vec<Right> = cluster.iter().chain(&namespaced).cloned().collect();
+    let (cluster_wide, in_namespace) = controller_needs();
+    let gaps = missing(&cluster, &cluster_wide);
+    assert!(gaps.is_empty(), "{gaps:?}");
     let gaps = missing(&both, &in_namespace);
     assert!(gaps.is_empty(), "{gaps:?}");
     // No shortcut around RBAC's escalation check.
@@ -217,11 +236,102 @@ fn the_operator_may_do_what_its_controller_does_beyond_the_assets() {
     }
 }
 
+/// The rights the operator uses, as rbac.yaml says in its first lines: every rule is used.
+/// Cluster-wide: the cluster-scoped objects it renders (apply, watch, delete; the snapshot
+/// class only applied), what its controller does, and exactly the rights of the ClusterRoles
+/// it creates ("Held for the sidecars"); in its namespace: the namespaced objects it renders
+/// and prunes, what its controller does there, and the rights of the Roles it creates.
+#[test]
+fn the_operator_holds_nothing_it_does_not_use() {
+    let (cluster, namespaced) = operator();
+    let (mut used_cluster, mut used_namespaced) = controller_needs();
+    for release in [Release::Current, Release::Previous] {
+        for object in rendered(release) {
+            let types = object.types.clone().unwrap();
+            let (resource, is_namespaced) = api_resource(&types.api_version, &types.kind).unwrap();
+            let verbs: &[&str] = if types.kind == "VolumeSnapshotClass" {
+                &["get", "create", "patch"]
+            } else {
+                &["get", "list", "watch", "create", "patch", "delete"]
+            };
+            let object_rights = needs(&resource.group, &resource.plural, verbs);
+            match (types.kind.as_str(), is_namespaced) {
+                ("ClusterRole", _) => used_cluster.extend(rights(&object.data["rules"])),
+                ("Role", _) => used_namespaced.extend(rights(&object.data["rules"])),
+                _ => {}
+            }
+            if is_namespaced {
+                used_namespaced.extend(object_rights);
+            } else {
+                used_cluster.extend(object_rights);
+            }
+        }
+    }
+    let unused = missing(&used_cluster, &cluster);
+    assert!(
+        unused.is_empty(),
+        "the operator's ClusterRole grants what nothing uses: {unused:?}"
+    );
+    let unused = missing(&used_namespaced, &namespaced);
+    assert!(
+        unused.is_empty(),
+        "the operator's Role grants what nothing uses: {unused:?}"
+    );
+}
+
+/// The "Held for the sidecars" rules are exactly the union of the sidecars' ClusterRoles of
+/// both releases (rbac.yaml says so): none extra, and none missing but the Events the
+/// operator holds for itself above.
+#[test]
+fn the_rights_held_for_the_sidecars_are_exactly_their_roles() {
+    let text = RBAC.replace("${NAMESPACE}", "manila-csi");
+    let (_, section) = text.split_once("# --- Held for the sidecars ---").unwrap();
+    let (section, _) = section.split_once("\n---\n").unwrap();
+    // The rules of the section, without its comments.
+    let rules: Vec<&str> = section
+        .lines()
+        .filter(|line| !line.trim_start().starts_with('#'))
+        .collect();
+    let rules: Value =
+        serde_json::to_value(serde_yaml::from_str::<serde_yaml::Value>(&rules.join("\n")).unwrap())
+            .unwrap();
+    assert!(rules.as_array().is_some_and(|r| !r.is_empty()), "{rules}");
+    let mut held = rights(&rules);
+    held.sort();
+    held.dedup();
+    let mut union = Vec::new();
+    for release in [Release::Current, Release::Previous] {
+        for object in rendered(release) {
+            if object.types.as_ref().unwrap().kind == "ClusterRole" {
+                union.extend(rights(&object.data["rules"]));
+            }
+        }
+    }
+    union.sort();
+    union.dedup();
+    let extra: Vec<&Right> = held.iter().filter(|r| !union.contains(r)).collect();
+    assert!(extra.is_empty(), "held for no sidecar: {extra:?}");
+    // What the section lacks the operator holds above for itself (Events).
+    let (cluster, _) = operator();
+    let own: Vec<Right> = cluster.into_iter().filter(|r| !held.contains(r)).collect();
+    let lacking: Vec<&Right> = union.iter().filter(|r| !held.contains(r)).collect();
+    assert_eq!(lacking, [&("".into(), "events".into(), "create".into())]);
+    assert!(own.contains(lacking[0]));
+}
+
 #[test]
 fn the_operator_may_list_and_delete_every_kind_it_prunes() {
     let (cluster, namespaced) = operator();
     let both: Vec<Right> = cluster.iter().chain(&namespaced).cloned().collect();
-    for (api_version, kind) in crate::prune::scope("manila-csi", "").prunable_kinds() {
+    // The library's kinds, and the budget at both versions the operator may apply it at.
+    let budgets = [
+        ("policy/v1", crate::prune::BUDGET_KIND),
+        ("policy/v1beta1", crate::prune::BUDGET_KIND),
+    ];
+    for (api_version, kind) in crate::prune::scope("manila-csi", "")
+        .prunable_kinds()
+        .chain(&budgets)
+    {
         let (resource, is_namespaced) = api_resource(api_version, kind).unwrap();
         let held = if is_namespaced { &both } else { &cluster };
         let gaps = missing(

@@ -68,6 +68,7 @@ mod tests {
             log_level: LogLevel::Normal,
             credentials_hash: "0123456789abcdef".into(),
             snapshot_crds_present: true,
+            settings: Default::default(),
         })
         .unwrap()
     }
@@ -94,6 +95,7 @@ mod tests {
             log_level: LogLevel::Normal,
             credentials_hash: String::new(),
             snapshot_crds_present: true,
+            settings: Default::default(),
         };
         let by_config: Vec<String> = render(&inputs).unwrap().iter().map(key).collect();
         let explicit: Vec<String> = render_release(Release::Previous, &inputs)

@@ -3,6 +3,8 @@
 //! next ends the reconcile there.
 //!
 //! 1. the version check ([`check_version`]): an older operator leaves a newer driver alone;
+//!    the driver settings ([`DriverSettings`]): a value the driver would refuse leaves the
+//!    installed driver alone too;
 //! 2. the cloud ([`find_share_types`]): credentials, Manila in the catalog, its share types;
 //! 3. the driver Secret ([`sync_driver_secret`]), whose hash goes into the pod templates;
 //! 4. the driver's objects ([`render_objects`], [`apply_objects`]), then what an earlier
@@ -20,7 +22,8 @@ use kube::api::{Api, DynamicObject, ListParams, ObjectMeta};
 use kube_support::events::EventType;
 
 use operator_kit::api::{
-    ClusterCSIDriver, GenerationStatus, LogLevel, ManagementState, StorageClassState,
+    ClusterCSIDriver, GenerationStatus, LogLevel, ManagementState, ManilaDriverConfig,
+    StorageClassState,
 };
 use operator_kit::apply::Applier;
 use operator_kit::downgrade::{self, VersionCheck};
@@ -36,6 +39,7 @@ use super::{Context, installed_version, owner_reference};
 use crate::assets::{self, AssetInputs};
 use crate::cloud::{self, CloudInputs, ManilaStatus, ShareType};
 use crate::config::OperatorConfig;
+use crate::driver_config::{DriverSettings, SettingsError};
 use crate::error::{Error, Result};
 use crate::identity::{self, DRIVER_NAME, IDENTITY, SHARE_TYPES};
 use crate::prune;
@@ -50,6 +54,10 @@ pub(super) async fn manage(driver: &ClusterCSIDriver, ctx: &Context) -> Report {
     if let ControlFlow::Break(refused) = check_version(driver, ctx).await {
         return refused;
     }
+    let settings = match DriverSettings::from_spec(manila_config(driver)) {
+        Ok(settings) => settings,
+        Err(error) => return refuse_settings(driver, ctx, error).await,
+    };
     let mut report = Report::default();
     report.health(identity::OPERATOR_VERSION, &Health::ok("AsExpected", ""));
     let inputs = match cloud::read_inputs(&ctx.client, &ctx.config).await {
@@ -73,14 +81,15 @@ pub(super) async fn manage(driver: &ClusterCSIDriver, ctx: &Context) -> Report {
 
     // Credentials first: the pods' hash annotation depends on them.
     let credentials_hash = sync_driver_secret(driver, ctx, &applier, &inputs, &mut report).await;
-    let Some(objects) = render_objects(driver, ctx, credentials_hash, &mut report).await else {
+    let Some(objects) = render_objects(driver, ctx, credentials_hash, &settings, &mut report).await
+    else {
         return report;
     };
     match apply_objects(driver, ctx, &applier, &objects, &mut report).await {
         Err(error) => report.failed(identity::STATIC_RESOURCES, "ApplyFailed", error),
         Ok(()) => prune_stale(driver, ctx, &applier, &owner_uid, &objects, &mut report).await,
     }
-    sync_storage_classes(driver, ctx, &share_types, &mut report).await;
+    sync_storage_classes(driver, ctx, &share_types, &settings, &mut report).await;
     workload_health(ctx, &objects, &mut report).await;
     report
 }
@@ -183,6 +192,7 @@ async fn render_objects(
     driver: &ClusterCSIDriver,
     ctx: &Context,
     credentials_hash: String,
+    settings: &DriverSettings,
     report: &mut Report,
 ) -> Option<Vec<DynamicObject>> {
     let inputs = AssetInputs {
@@ -190,6 +200,7 @@ async fn render_objects(
         log_level: driver.spec.log_level.unwrap_or_default(),
         credentials_hash,
         snapshot_crds_present: snapshot_crds_present(ctx).await,
+        settings: settings.clone(),
     };
     match assets::render(&inputs) {
         Ok(objects) => Some(objects),
@@ -271,6 +282,7 @@ async fn prune_stale(
         &ctx.config.namespace,
         owner_uid,
         &wanted,
+        ctx.config.pdb_api_version,
     )
     .await
     {
@@ -290,13 +302,10 @@ async fn sync_storage_classes(
     driver: &ClusterCSIDriver,
     ctx: &Context,
     share_types: &[ShareType],
+    settings: &DriverSettings,
     report: &mut Report,
 ) {
-    let share_networks = driver
-        .spec
-        .driver_config
-        .as_ref()
-        .and_then(|c| c.manila.as_ref())
+    let share_networks = manila_config(driver)
         .map(|m| m.share_network_ids.clone())
         .unwrap_or_default();
     let class_state = driver.spec.storage_class_state.unwrap_or_default();
@@ -304,6 +313,7 @@ async fn sync_storage_classes(
         &ctx.client,
         share_types,
         &share_networks,
+        settings,
         class_state,
         &ctx.config,
     )
@@ -381,14 +391,48 @@ async fn refuse_downgrade(ctx: &Context, installed: Option<&str>, message: Strin
     report
 }
 
+/// Settings that do not pass the checks: nothing is applied, pruned or synced; the
+/// installed driver's workloads are still reported on and the status keeps the installed
+/// version. The static resources' condition is Degraded naming the field (its first report
+/// is a Warning Event), while the driver stays Available as long as its workloads are.
+async fn refuse_settings(driver: &ClusterCSIDriver, ctx: &Context, error: SettingsError) -> Report {
+    tracing::warn!("{error}");
+    let mut report = Report {
+        driver_version: installed_version(driver).map(str::to_string),
+        ..Report::default()
+    };
+    report.health(identity::OPERATOR_VERSION, &Health::ok("AsExpected", ""));
+    report.health(identity::STATIC_RESOURCES, &error.health());
+    match assets::render(&names_only_inputs(&ctx.config)) {
+        Ok(objects) => workload_health(ctx, &objects, &mut report).await,
+        Err(error) => report.failed(identity::STATIC_RESOURCES, "RenderFailed", error.into()),
+    }
+    report
+}
+
+/// `spec.driverConfig.manila`, when set.
+fn manila_config(driver: &ClusterCSIDriver) -> Option<&ManilaDriverConfig> {
+    driver
+        .spec
+        .driver_config
+        .as_ref()
+        .and_then(|c| c.manila.as_ref())
+}
+
 /// Inputs for rendering the driver's objects only to know which they are (their kinds and
-/// names): default verbosity, no hash, no snapshot class.
+/// names): default verbosity, no hash, no snapshot class, and settings that render every
+/// object a setting can add (the runtime configuration's ConfigMap), so that Removed
+/// deletes it too.
 pub(super) fn names_only_inputs(config: &OperatorConfig) -> AssetInputs<'_> {
     AssetInputs {
         config,
         log_level: LogLevel::Normal,
         credentials_hash: String::new(),
         snapshot_crds_present: false,
+        settings: DriverSettings {
+            match_export_location_address: Some("0.0.0.0/0".into()),
+            ..DriverSettings::default()
+        },
     }
 }
 

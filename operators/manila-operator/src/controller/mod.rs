@@ -1,6 +1,7 @@
 //! The reconcile of the ClusterCSIDriver `manila.csi.openstack.org`, and the watches that
-//! trigger it: the driver's own objects (a deleted or edited child is put back at once), the
-//! credentials Secret and CA ConfigMap, and the operator's StorageClasses; plus a periodic
+//! trigger it: the driver's own objects (a deleted or edited child is put back at once, also
+//! its Secret and the runtime configuration's ConfigMap), the credentials Secret and CA
+//! ConfigMap, and the operator's StorageClasses; plus a periodic
 //! resync that picks up new share types.
 //!
 //! Children: `manage` (managementState Managed/Force, step by step) and `remove` (Removed)
@@ -23,13 +24,14 @@ use k8s_openapi::api::core::v1::{ConfigMap, Secret, ServiceAccount};
 use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, Role, RoleBinding};
 use k8s_openapi::api::storage::v1::{CSIDriver, StorageClass};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
-use kube::api::Api;
+use kube::api::{Api, DynamicObject};
 use kube::runtime::controller::{Action, Controller};
 use kube::runtime::reflector::ObjectRef;
 use kube::runtime::watcher;
 use kube::{Client, Resource, ResourceExt};
 use kube_support::backoff::KeyedBackoff;
 use operator_kit::api::{ClusterCSIDriver, ManagementState};
+use operator_kit::kinds::api_resource;
 use operator_kit::metrics::Metrics;
 use operator_kit::record::Recorder;
 use operator_kit::startup::LogLevelHook;
@@ -37,6 +39,7 @@ use operator_kit::startup::LogLevelHook;
 use crate::config::OperatorConfig;
 use crate::error::{Error, Result};
 use crate::identity::{self, DRIVER_NAME, IDENTITY};
+use crate::prune::BUDGET_KIND;
 use manage::manage;
 use record::write_status;
 use remove::remove;
@@ -82,62 +85,75 @@ pub async fn run(ctx: Arc<Context>, shutdown: impl Future<Output = ()> + Send + 
     let credentials_secret = ctx.config.credentials_secret.clone();
     let ca_config_map = ctx.config.ca_config_map.clone();
     tracing::info!(namespace, "watching ClusterCSIDriver {DRIVER_NAME}");
-    Controller::new(
+    let mut controller = Controller::new(
         Api::<ClusterCSIDriver>::all(client.clone()),
         watcher::Config::default().fields(&format!("metadata.name={DRIVER_NAME}")),
-    )
-    .owns(
-        Api::<Deployment>::namespaced(client.clone(), namespace),
-        managed.clone(),
-    )
-    .owns(
-        Api::<DaemonSet>::namespaced(client.clone(), namespace),
-        managed.clone(),
-    )
-    .owns(
-        Api::<ServiceAccount>::namespaced(client.clone(), namespace),
-        managed.clone(),
-    )
-    .owns(
-        Api::<Role>::namespaced(client.clone(), namespace),
-        managed.clone(),
-    )
-    .owns(
-        Api::<RoleBinding>::namespaced(client.clone(), namespace),
-        managed.clone(),
-    )
-    .owns(Api::<ClusterRole>::all(client.clone()), managed.clone())
-    .owns(
-        Api::<ClusterRoleBinding>::all(client.clone()),
-        managed.clone(),
-    )
-    .owns(Api::<CSIDriver>::all(client.clone()), managed.clone())
-    .watches(
-        Api::<Secret>::namespaced(client.clone(), namespace),
-        watcher::Config::default(),
-        move |secret| {
-            let ours = IDENTITY.is_managed(Some(secret.labels()));
-            (ours || secret.name_any() == credentials_secret).then(the_driver)
-        },
-    )
-    .watches(
-        Api::<ConfigMap>::namespaced(client.clone(), namespace),
-        watcher::Config::default(),
-        move |map| (map.name_any() == ca_config_map).then(the_driver),
-    )
-    .watches(
-        Api::<StorageClass>::all(client.clone()),
-        managed,
-        move |_| Some(the_driver()),
-    )
-    .graceful_shutdown_on(shutdown)
-    .run(reconcile, error_policy, ctx)
-    .for_each(|result| async move {
-        if let Err(error) = result {
-            tracing::debug!(error = %error, "reconcile ended with an error");
-        }
-    })
-    .await;
+    );
+    // The controller's PodDisruptionBudget, at the version the cluster serves (policy/v1,
+    // or v1beta1 before Kubernetes 1.21): a typed policy/v1 watch would fail there.
+    if let Some((budgets, _)) = api_resource(ctx.config.pdb_api_version, BUDGET_KIND) {
+        controller = controller.owns_with(
+            Api::<DynamicObject>::namespaced_with(client.clone(), namespace, &budgets),
+            budgets,
+            managed.clone(),
+        );
+    }
+    controller
+        .owns(
+            Api::<Deployment>::namespaced(client.clone(), namespace),
+            managed.clone(),
+        )
+        .owns(
+            Api::<DaemonSet>::namespaced(client.clone(), namespace),
+            managed.clone(),
+        )
+        .owns(
+            Api::<ServiceAccount>::namespaced(client.clone(), namespace),
+            managed.clone(),
+        )
+        .owns(
+            Api::<Role>::namespaced(client.clone(), namespace),
+            managed.clone(),
+        )
+        .owns(
+            Api::<RoleBinding>::namespaced(client.clone(), namespace),
+            managed.clone(),
+        )
+        .owns(Api::<ClusterRole>::all(client.clone()), managed.clone())
+        .owns(
+            Api::<ClusterRoleBinding>::all(client.clone()),
+            managed.clone(),
+        )
+        .owns(Api::<CSIDriver>::all(client.clone()), managed.clone())
+        .watches(
+            Api::<Secret>::namespaced(client.clone(), namespace),
+            watcher::Config::default(),
+            move |secret| {
+                let ours = IDENTITY.is_managed(Some(secret.labels()));
+                (ours || secret.name_any() == credentials_secret).then(the_driver)
+            },
+        )
+        .watches(
+            Api::<ConfigMap>::namespaced(client.clone(), namespace),
+            watcher::Config::default(),
+            move |map| {
+                let ours = IDENTITY.is_managed(Some(map.labels()));
+                (ours || map.name_any() == ca_config_map).then(the_driver)
+            },
+        )
+        .watches(
+            Api::<StorageClass>::all(client.clone()),
+            managed,
+            move |_| Some(the_driver()),
+        )
+        .graceful_shutdown_on(shutdown)
+        .run(reconcile, error_policy, ctx)
+        .for_each(|result| async move {
+            if let Err(error) = result {
+                tracing::debug!(error = %error, "reconcile ended with an error");
+            }
+        })
+        .await;
 }
 
 fn error_policy(driver: Arc<ClusterCSIDriver>, error: &Error, ctx: Arc<Context>) -> Action {
