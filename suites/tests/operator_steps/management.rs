@@ -104,9 +104,9 @@ pub async fn downgrade_refused_until_forced(env: &ManilaCsiEnvironment) -> anyho
                 && status_of(o, "Available").0 == "True"
         })
         .await?;
-    // Not asserted yet: the ClusterOperator's Upgradeable stays True while a downgrade is
-    // refused, as operator_kit::status::aggregate always reports it (see the report of
-    // issue 26's test task); it is logged here.
+    // Not asserted yet: Upgradeable=False while the downgrade is refused. The operator does
+    // not report it (operator_kit::status::aggregate always says Upgradeable=True); once it
+    // does, add `&& status_of(o, "Upgradeable").0 == "False"` to the wait above.
     tracing::info!(
         upgradeable = ?condition(&operator, "Upgradeable"),
         "refused downgrade: {}",
