@@ -1,8 +1,9 @@
 //! The Manila CSI driver operator on its own embedded cluster with the fake cloud: installing
 //! the driver from nothing, share-type StorageClasses, self-healing, a cloud without Manila,
-//! credentials problems, management states, storage-class states, a cloud that speaks TLS
-//! with its own CA, leader election of two replicas, credential rotation, and a sidecar
-//! missing an RBAC rule.
+//! credentials problems, management states (Force too), storage-class states, a cloud that
+//! speaks TLS with its own CA, leader election of two replicas, credential rotation, a
+//! sidecar missing an RBAC rule, a downgrade refused until forced, the log levels in the
+//! pods and the operator's `/metrics`.
 //! One environment per test.
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
 
@@ -18,8 +19,9 @@ use k8s_openapi::api::storage::v1::{CSIDriver, StorageClass};
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams};
 use kube_support::wait;
 use operator_steps::{
-    CONTROLLER_DEPLOYMENT, LOGS, WAIT, operator_events, operator_options, rwx_claim, set_spec,
-    status_of, wait_driver_condition, wait_exists, wait_generation_observed, wait_recreated,
+    CONTROLLER_DEPLOYMENT, LOGS, WAIT, log_level, management, metrics, operator_events,
+    operator_options, rwx_claim, set_spec, status_of, wait_driver_condition, wait_exists,
+    wait_generation_observed, wait_recreated,
 };
 use suites::e2e::workload::{Workload, claim, pod_with_claim};
 use suites::e2e::{
@@ -199,12 +201,8 @@ async fn without_manila_the_driver_is_disabled_not_degraded_and_credential_error
         .await?;
     assert!(deployments.get_opt(CONTROLLER_DEPLOYMENT).await?.is_some());
 
-    // Manila goes away again: Disabled, the driver stays.
-    env.fake_cloud()
-        .expect("the fake cloud")
-        .set_manila_present(false);
-    wait_driver_condition(&env, "ManilaControllerDisabled", "True", "kept").await;
-    assert!(deployments.get_opt(CONTROLLER_DEPLOYMENT).await?.is_some());
+    // Manila goes away again: Disabled, not Degraded; its classes and the driver stay.
+    management::manila_gone_keeps_classes_and_driver(&env).await?;
     env.fake_cloud()
         .expect("the fake cloud")
         .set_manila_present(true);
@@ -376,7 +374,7 @@ async fn over_tls_the_operator_and_driver_trust_the_ca_bundle_and_a_wrong_ca_is_
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn two_replicas_elect_one_leader_rotated_credentials_reach_the_driver_and_missing_rbac_shows()
+async fn two_replicas_elect_one_leader_rotated_credentials_reach_the_driver_missing_rbac_shows_and_a_downgrade_waits_for_force()
 -> anyhow::Result<()> {
     testkit::init_tracing(LOGS);
     let env = ManilaCsiEnvironment::start(operator_options(OperatorOptions {
@@ -573,16 +571,20 @@ async fn two_replicas_elect_one_leader_rotated_credentials_reach_the_driver_and_
         .await?;
     wait_recreated(&classes, DEFAULT_STORAGE_CLASS, old_uid).await;
 
+    // N-1's operator manifests over N: refused until managementState Force.
+    management::downgrade_refused_until_forced(&env).await?;
+
     env.teardown().await?;
     Ok(())
 }
 
 /// `storageClassState` as openshift/api defines it: Removed deletes the classes the operator
 /// made and never a user's class of the same driver; Unmanaged neither creates nor updates
-/// classes; Managed brings them back.
+/// classes; Managed brings them back. Then the operator's `/metrics` scraped, `logLevel` and
+/// `operatorLogLevel` in the pods, and managementState Force.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn storage_class_state_removed_deletes_only_the_operators_classes_and_unmanaged_creates_none()
--> anyhow::Result<()> {
+async fn storage_class_states_metrics_log_levels_and_force_work_as_documented() -> anyhow::Result<()>
+{
     testkit::init_tracing(LOGS);
     let env = ManilaCsiEnvironment::start(operator_options(OperatorOptions::default())).await?;
     let classes: Api<StorageClass> = Api::all(env.client());
@@ -648,6 +650,22 @@ async fn storage_class_state_removed_deletes_only_the_operators_classes_and_unma
     set_spec(&env, serde_json::json!({ "storageClassState": "Managed" })).await;
     wait_exists(&classes, DEFAULT_STORAGE_CLASS).await;
     wait_exists(&classes, "csi-manila-silver").await;
+
+    // /metrics over HTTP: reconciles and object changes counted, the share types Manila
+    // lists (the seed's and silver).
+    let scrape = metrics::scrape_matching_the_cloud(&env).await?;
+    assert_eq!(scrape.value(metrics::SHARE_TYPES)?, 2.0, "{}", scrape.text);
+
+    // logLevel Debug reaches every container of every driver pod (the pods roll); the
+    // three workloads' updates are counted as object changes.
+    let (containers, pods) =
+        log_level::change_driver_log_level(&env, log_level::NORMAL, log_level::DEBUG).await?;
+    tracing::info!(containers, pods, "every driver container at logLevel Debug");
+    metrics::wait_object_changes(&env, &scrape, 3.0).await?;
+    log_level::change_operator_log_level_to_debug(&env).await?;
+
+    // Force with the operator's own version installed: as Managed.
+    management::force_applies_like_managed(&env).await?;
 
     classes
         .delete(users_class, &DeleteParams::default())

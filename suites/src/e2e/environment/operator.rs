@@ -40,6 +40,9 @@ pub const DRIVER_SECRET: &str = "csi-manila-secrets";
 pub const CLUSTER_OPERATOR: &str = "manila-csi-driver-operator";
 /// The operator's Deployment (`fixtures/manila-operator/operator.yaml`).
 pub const OPERATOR_DEPLOYMENT: &str = "manila-csi-driver-operator";
+/// The operator's `--metrics-address`: a port the kernel picks for each replica (the
+/// embedded cluster's pods share one network); each logs `serving /metrics bound=<address>`.
+pub const OPERATOR_METRICS_ADDRESS: &str = "127.0.0.1:0";
 
 /// Which release of the operator's driver objects the operator installs: its
 /// `OPERATOR_RELEASE` (`--release`). Reach the values through
@@ -275,6 +278,10 @@ impl ManilaCsiEnvironment {
             (
                 "OPERATOR_REPLICAS".to_string(),
                 operator.replicas.to_string(),
+            ),
+            (
+                "METRICS_ADDRESS".to_string(),
+                OPERATOR_METRICS_ADDRESS.to_string(),
             ),
             (
                 "OPERATOR_RELEASE".to_string(),
