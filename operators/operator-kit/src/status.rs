@@ -9,6 +9,7 @@
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 
 use crate::api::OperatorCondition;
+use crate::downgrade;
 use crate::identity::OperatorIdentity;
 
 /// `True`, `False` or `Unknown`.
@@ -192,7 +193,8 @@ pub fn merge(current: &mut Vec<OperatorCondition>, wanted: &[Condition], now: &T
 /// sub-controllers' conditions: Degraded if any `…Degraded` is True, Progressing if any
 /// `…Progressing` is True, Available unless some `…Available` is False. A disabled driver
 /// (`identity`'s [`OperatorIdentity::disabled_condition`] True) is Available (with the reason
-/// in the message), never Degraded.
+/// in the message), never Degraded. Upgradeable is False while a downgrade is refused (a
+/// `…Degraded` condition with reason [`downgrade::REFUSED`]).
 pub fn aggregate(identity: &OperatorIdentity, conditions: &[OperatorCondition]) -> Vec<Condition> {
     let with_suffix = |suffix: &str, status: &str| -> Vec<&OperatorCondition> {
         conditions
@@ -251,12 +253,22 @@ pub fn aggregate(identity: &OperatorIdentity, conditions: &[OperatorCondition]) 
             summary(&degraded),
         )
     });
-    out.push(Condition::new(
-        "Upgradeable",
-        Status::True,
-        "AsExpected",
-        "",
-    ));
+    // A refused downgrade: the installed driver is newer than this operator, so moving the
+    // cluster on (or back) is not safe until someone decides (Force, or the newer operator).
+    let refused = conditions.iter().find(|c| {
+        c.type_.ends_with("Degraded")
+            && c.status == "True"
+            && c.reason.as_deref() == Some(downgrade::REFUSED)
+    });
+    out.push(match refused {
+        Some(c) => Condition::new(
+            "Upgradeable",
+            Status::False,
+            downgrade::REFUSED,
+            format!("{}: {}", c.type_, c.message.as_deref().unwrap_or("")),
+        ),
+        None => Condition::new("Upgradeable", Status::True, "AsExpected", ""),
+    });
     out
 }
 
@@ -330,5 +342,40 @@ mod tests {
         assert_eq!(aggregate[0].status, Status::False);
         assert_eq!(aggregate[2].status, Status::True);
         assert!(aggregate[2].message.contains("BDegraded: secret x/y"));
+    }
+
+    #[test]
+    fn a_refused_downgrade_makes_the_operator_not_upgradeable() {
+        let mut current = Vec::new();
+        merge(
+            &mut current,
+            &Health::ok("AsExpected", "").conditions("A"),
+            &time(1),
+        );
+        let upgradeable = |current: &[OperatorCondition]| {
+            aggregate(&TEST_IDENTITY, current)
+                .into_iter()
+                .find(|c| c.type_ == "Upgradeable")
+                .unwrap()
+        };
+        assert_eq!(upgradeable(&current).status, Status::True);
+        let refusal = Health {
+            available: true,
+            progressing: false,
+            degraded: Some("installed 2.0.0 is newer than 1.0.0".into()),
+            reason: downgrade::REFUSED.into(),
+            message: "installed 2.0.0 is newer than 1.0.0".into(),
+        };
+        merge(&mut current, &refusal.conditions("Version"), &time(2));
+        let condition = upgradeable(&current);
+        assert_eq!(condition.status, Status::False);
+        assert_eq!(condition.reason, downgrade::REFUSED);
+        assert!(
+            condition
+                .message
+                .contains("VersionDegraded: installed 2.0.0"),
+            "{}",
+            condition.message
+        );
     }
 }

@@ -11,7 +11,7 @@ use k8s_openapi::api::storage::v1::StorageClass;
 use kube::api::{Api, DeleteParams, ListParams};
 use suites::e2e::{
     DEFAULT_STORAGE_CLASS, ManilaCsiEnvironment, OPERATOR_MANAGED_SELECTOR, OperatorOptions,
-    condition, describe_conditions,
+    describe_conditions,
 };
 
 use super::{
@@ -98,20 +98,20 @@ pub async fn downgrade_refused_until_forced(env: &ManilaCsiEnvironment) -> anyho
         "the refusal names both versions and Force: {message}"
     );
     let operator = env
-        .wait_cluster_operator("Degraded by the refused downgrade, Available", WAIT, |o| {
-            status_of(o, "Degraded").0 == "True"
-                && status_of(o, "Degraded").2.contains(&message)
-                && status_of(o, "Available").0 == "True"
-        })
+        .wait_cluster_operator(
+            "Degraded by the refused downgrade, Available, not Upgradeable",
+            WAIT,
+            |o| {
+                status_of(o, "Degraded").0 == "True"
+                    && status_of(o, "Degraded").2.contains(&message)
+                    && status_of(o, "Available").0 == "True"
+                    && status_of(o, "Upgradeable").0 == "False"
+                    && status_of(o, "Upgradeable").1 == "DowngradeRefused"
+                    && status_of(o, "Upgradeable").2.contains(&message)
+            },
+        )
         .await?;
-    // Not asserted yet: Upgradeable=False while the downgrade is refused. The operator does
-    // not report it (operator_kit::status::aggregate always says Upgradeable=True); once it
-    // does, add `&& status_of(o, "Upgradeable").0 == "False"` to the wait above.
-    tracing::info!(
-        upgradeable = ?condition(&operator, "Upgradeable"),
-        "refused downgrade: {}",
-        describe_conditions(&operator)
-    );
+    tracing::info!("refused downgrade: {}", describe_conditions(&operator));
     let untouched = deployments.get(CONTROLLER_DEPLOYMENT).await?;
     ensure!(
         untouched.metadata.uid == at_n.metadata.uid
@@ -137,6 +137,10 @@ pub async fn downgrade_refused_until_forced(env: &ManilaCsiEnvironment) -> anyho
         "the DowngradeForced Event names both versions and Force: {text}"
     );
     wait_driver_condition(env, VERSION_DEGRADED, "False", "").await;
+    env.wait_cluster_operator("Upgradeable again once forced", WAIT, |o| {
+        status_of(o, "Upgradeable").0 == "True"
+    })
+    .await?;
     // N-1's shape: no resizer, one ClusterRole for every sidecar.
     let at_n_minus_1 = deployments.get(CONTROLLER_DEPLOYMENT).await?;
     let containers = container_names(&at_n_minus_1);
