@@ -239,10 +239,12 @@ mod tests {
 
     const OWNER: &str = "uid-of-the-clustercsidriver";
     const NS: &str = "example-ns";
-    /// The kinds the test operator names: every prunable kind, and one that is not.
+    /// The kinds the test operator names: every prunable kind, and two kinds it applies
+    /// that are not prunable (naming them does not make them so).
     static KINDS: std::sync::LazyLock<Vec<&str>> = std::sync::LazyLock::new(|| {
         let mut kinds: Vec<&str> = PRUNABLE_KINDS.iter().map(|(_, kind)| *kind).collect();
         kinds.push("VolumeSnapshotClass");
+        kinds.push("StorageClass");
         kinds
     });
 
