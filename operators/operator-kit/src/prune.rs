@@ -519,10 +519,15 @@ mod tests {
                 path.as_str()
             })
             .collect();
-        // Every kind of the scope but the snapshot class, which is not prunable.
-        assert_eq!(lists.len(), KINDS.len() - 1);
+        // Every kind of the scope but the snapshot class and the StorageClass, which are not
+        // prunable.
+        assert_eq!(lists.len(), KINDS.len() - 2);
         assert!(lists.contains(&"/apis/apps/v1/namespaces/example-ns/deployments"));
         assert!(!lists.iter().any(|l| l.contains("snapshot")), "{lists:?}");
+        assert!(
+            !lists.iter().any(|l| l.contains("storageclasses")),
+            "{lists:?}"
+        );
         assert!(lists.contains(&roles));
         let deletes: Vec<&str> = state
             .seen

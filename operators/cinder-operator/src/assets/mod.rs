@@ -5,6 +5,8 @@
 //! namespaced ones, and the embedded cluster's disk root added to the node plugin with
 //! `--disk-root`.
 
+#[cfg(test)]
+mod operator_rbac;
 mod templates;
 #[cfg(test)]
 mod tests;
@@ -25,6 +27,20 @@ pub const CONTROLLER_DEPLOYMENT: &str = "openstack-cinder-csi-controllerplugin";
 pub const NODE_DAEMON_SET: &str = "openstack-cinder-csi-nodeplugin";
 /// The pod-template annotation carrying [`AssetInputs::config_hash`].
 pub const CONFIG_HASH_ANNOTATION: &str = "cinder.csi.openstack.org/config-hash";
+
+/// The kinds the operator prunes (`operator_kit::prune`, workloads first): all it applies
+/// but the VolumeSnapshotClass and the StorageClass, which snapshots and volumes refer to.
+pub const PRUNED_KINDS: &[&str] = &[
+    "Deployment",
+    "DaemonSet",
+    "CSIDriver",
+    "RoleBinding",
+    "Role",
+    "ClusterRoleBinding",
+    "ClusterRole",
+    "ServiceAccount",
+    "Secret",
+];
 
 /// What the rendered manifests depend on.
 #[derive(Clone, Debug)]

@@ -30,27 +30,13 @@ use super::checks;
 use super::report::Report;
 use super::workloads::workload_health;
 use super::{Context, installed_version, owner_reference};
-use crate::assets::{self, AssetInputs};
+use crate::assets::{self, AssetInputs, PRUNED_KINDS};
 use crate::config::OperatorConfig;
 use crate::error::{Error, Result};
 use crate::identity::{self, DRIVER_NAME, IDENTITY};
 
 /// The CRD whose presence makes the operator install a VolumeSnapshotClass.
 const SNAPSHOT_CLASS_CRD: &str = "volumesnapshotclasses.snapshot.storage.k8s.io";
-
-/// The kinds the operator prunes: all it applies but the VolumeSnapshotClass and the
-/// StorageClass (volumes and snapshots refer to them).
-pub(super) const PRUNED_KINDS: &[&str] = &[
-    "Deployment",
-    "DaemonSet",
-    "CSIDriver",
-    "RoleBinding",
-    "Role",
-    "ClusterRoleBinding",
-    "ClusterRole",
-    "ServiceAccount",
-    "Secret",
-];
 
 /// managementState Managed or Force: install the driver and keep it as wanted.
 pub(super) async fn manage(driver: &ClusterCSIDriver, ctx: &Context) -> Report {
@@ -376,4 +362,71 @@ pub(super) fn driver_secret(
     value["apiVersion"] = serde_json::json!("v1");
     value["kind"] = serde_json::json!("Secret");
     serde_json::from_value(value).map_err(invalid)
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use operator_kit::api::StorageClassState;
+
+    use super::*;
+
+    #[test]
+    fn the_storage_class_goes_to_the_class_sync_as_one_the_operator_made() {
+        let config = OperatorConfig::new("ns");
+        let mut inputs = names_only_inputs(&config);
+        inputs.snapshot_crds_present = true;
+        let (objects, classes) = split_classes(assets::render(&inputs).unwrap());
+        assert!(
+            objects
+                .iter()
+                .all(|o| o.types.as_ref().unwrap().kind != "StorageClass")
+        );
+        assert!(
+            objects
+                .iter()
+                .any(|o| o.types.as_ref().unwrap().kind == "VolumeSnapshotClass"),
+            "the snapshot class is applied like the other objects"
+        );
+        let [Wanted::Class(class)] = classes.as_slice() else {
+            panic!("{classes:?}");
+        };
+        assert_eq!(class.metadata.name.as_deref(), Some("standard-csi"));
+        assert!(storage_classes::made_by(&IDENTITY, class));
+        assert_eq!(
+            class.volume_binding_mode.as_deref(),
+            Some("WaitForFirstConsumer")
+        );
+        assert_eq!(class.allow_volume_expansion, Some(true));
+    }
+
+    #[test]
+    fn the_class_message_says_what_the_state_did() {
+        assert_eq!(
+            class_message(StorageClassState::Managed, &[]),
+            "StorageClass standard-csi is managed"
+        );
+        assert!(
+            class_message(StorageClassState::Unmanaged, &[])
+                .contains("neither created nor updated")
+        );
+        let skipped = [ClassChange::Skipped {
+            name: "standard-csi".into(),
+            reason: "a StorageClass of that name exists that the operator did not create".into(),
+        }];
+        assert!(
+            class_message(StorageClassState::Managed, &skipped)
+                .starts_with("skipped: standard-csi: ")
+        );
+    }
+
+    #[test]
+    fn the_driver_secret_is_labelled_in_the_namespace_and_kept_by_the_prune() {
+        let config = OperatorConfig::new("ns");
+        let data = BTreeMap::from([("cloud.conf".to_string(), "[Global]\n".to_string())]);
+        let secret = driver_secret(&config, &data).unwrap();
+        assert_eq!(ObjectKey::of(&secret), driver_secret_key(&config));
+        assert!(IDENTITY.is_managed(secret.metadata.labels.as_ref()));
+        assert!(PRUNED_KINDS.contains(&"Secret"));
+    }
 }
