@@ -15,8 +15,7 @@ use suites::e2e::cinder::{
 use suites::e2e::cluster_csi_driver_resource;
 use suites::e2e::workload::pod_is_ready;
 
-pub const LOGS: &str =
-    "suites=info,cluster=info,control_plane=info,node_agent=info,pod_runtime=info,fakes=warn";
+pub const LOGS: &str = "e2e_cinder_operator=info,suites=info,cluster=info,control_plane=info,node_agent=info,pod_runtime=info,fakes=warn";
 /// How long a condition or a re-created object may take.
 pub const WAIT: Duration = Duration::from_secs(60);
 /// How long the operator may take to put back a deleted child ("within seconds").
