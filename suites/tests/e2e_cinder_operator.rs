@@ -474,7 +474,8 @@ async fn configuration_errors_and_legacy_keys_are_named(env: &CinderCsiEnvironme
 }
 
 /// A CA bundle that did not sign the cloud's certificate: the cloud check fails with
-/// `CertificateProblem`; the right one recovers.
+/// `CertificateProblem` naming the URL, the ClusterOperator is Degraded and the driver
+/// stays; the right one recovers.
 async fn a_wrong_ca_is_a_certificate_problem(env: &CinderCsiEnvironment) {
     let good = env.cloud().ca_pem().expect("a TLS cloud has a CA");
     patch_config_map(
@@ -493,6 +494,20 @@ async fn a_wrong_ca_is_a_certificate_problem(env: &CinderCsiEnvironment) {
         .await
         .unwrap();
     tracing::info!(message = %condition_of(&driver, CLOUD_DEGRADED).2, "wrong CA");
+    env.wait_cluster_operator("Degraded", WAIT, |o| {
+        condition_of(o, "Degraded").0 == "True"
+    })
+    .await
+    .unwrap();
+    let deployments: Api<Deployment> = Api::namespaced(env.client(), env.namespace());
+    assert!(
+        deployments
+            .get_opt(CINDER_CONTROLLER_DEPLOYMENT)
+            .await
+            .unwrap()
+            .is_some(),
+        "a cloud problem deletes nothing"
+    );
     patch_config_map(env, serde_json::json!({ CA_BUNDLE_KEY: good })).await;
     env.wait_driver_condition(CLOUD_DEGRADED, "False", None, &[], WAIT)
         .await
