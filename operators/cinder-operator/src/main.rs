@@ -199,3 +199,66 @@ async fn run(args: &Args, config: OperatorConfig) -> anyhow::Result<()> {
     tracing::info!("stopped");
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    #[test]
+    fn without_a_subcommand_the_operator_runs_with_the_contracts_defaults() {
+        let args =
+            Args::try_parse_from(["cinder-csi-driver-operator", "--namespace", "ns"]).unwrap();
+        assert!(args.command.is_none());
+        assert!(args.common.leader_election);
+        let config = args.operator_config();
+        assert_eq!(config.namespace, "ns");
+        assert_eq!(config.credentials_secret, "cloud-credentials");
+        assert_eq!(config.clouds_yaml_key, "clouds.yaml");
+        assert_eq!(config.config_map, "cloud-provider-config");
+        assert_eq!(config.config_key, "config");
+        assert_eq!(config.ca_bundle_key, "ca-bundle.pem");
+        assert_eq!(config.driver_secret, "openstack-cinder-config");
+        assert_eq!(config.resync_interval, Duration::from_secs(600));
+        assert!(!config.default_storage_class);
+    }
+
+    #[test]
+    fn the_run_flags_reach_the_configuration_and_render_stays() {
+        let args = Args::try_parse_from([
+            "cinder-csi-driver-operator",
+            "--namespace=ns",
+            "--credentials-secret=creds",
+            "--cloud-name=other",
+            "--config-map=conf",
+            "--resync-interval=30s",
+            "--disk-root=/tmp/disks",
+            "--default-storage-class",
+            "--leader-election=false",
+            "-v",
+            "4",
+            "render",
+            "--no-topology",
+        ])
+        .unwrap();
+        assert!(matches!(
+            args.command,
+            Some(Command::Render {
+                no_topology: true,
+                no_snapshot_class: false
+            })
+        ));
+        assert!(!args.common.leader_election);
+        assert_eq!(args.common.verbosity, 4);
+        let config = args.operator_config();
+        assert_eq!(config.credentials_secret, "creds");
+        assert_eq!(config.cloud_name, "other");
+        assert_eq!(config.config_map, "conf");
+        assert_eq!(config.resync_interval, Duration::from_secs(30));
+        assert_eq!(
+            config.disk_source,
+            DiskSource::DiskRoot(PathBuf::from("/tmp/disks"))
+        );
+        assert!(config.default_storage_class);
+    }
+}

@@ -5,8 +5,9 @@
 //! 1. the version check ([`check_version`]): an older operator leaves a newer driver alone;
 //! 2. the checks ([`checks::run`]): inputs and their translation, the cloud, the zones;
 //! 3. the driver Secret ([`apply_driver_secret`]), whose hash goes into the pod templates;
-//! 4. the driver's objects ([`render_objects`], [`apply_objects`]), then what the operator
-//!    installed before and no longer renders ([`prune_stale`]);
+//! 4. the driver's objects, rendered, the StorageClass split off ([`split_classes`]) and
+//!    the rest applied ([`apply_objects`]), then what the operator installed before and no
+//!    longer renders is pruned ([`prune_stale`]);
 //! 5. the StorageClass `standard-csi` as `storageClassState` says ([`sync_storage_class`]);
 //! 6. the workloads' health.
 
