@@ -4,6 +4,12 @@
 //! the ClusterCSIDriver instead.
 
 use std::path::PathBuf;
+use std::time::Duration;
+
+use operator_kit::release::Versions;
+
+/// The versions the operator reports: this crate's (the Cinder operator has one release).
+pub const VERSIONS: Versions = operator_kit::versions!();
 
 /// The images of the driver's containers. Defaults are upstream's image names; the embedded
 /// cluster maps them to this workspace's binaries.
@@ -86,6 +92,11 @@ pub struct OperatorConfig {
     /// the newest one). Upstream's later operators make it the default; set
     /// `--default-storage-class` for that.
     pub default_storage_class: bool,
+    /// How often everything is reconciled without a watch event (the cloud's zones and
+    /// credentials are checked again then).
+    pub resync_interval: Duration,
+    /// The version this operator reports (`status.version`, the ClusterOperator's versions).
+    pub version: String,
 }
 
 /// The StorageClass the operator installs (upstream's name).
@@ -115,6 +126,8 @@ impl OperatorConfig {
             controller_health_port: 10301,
             cluster_name: "kubernetes".into(),
             default_storage_class: false,
+            resync_interval: Duration::from_secs(600),
+            version: VERSIONS.current.to_owned(),
         }
     }
 

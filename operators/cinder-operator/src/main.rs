@@ -1,14 +1,22 @@
-//! `cinder-csi-driver-operator`: for now, `render` prints the manifests the operator installs
-//! for its configuration (flags and environment), as YAML documents, without a cluster. The
-//! reconcile that applies them comes with the shared operator library.
+//! `cinder-csi-driver-operator`: without a subcommand it installs and manages the Cinder CSI
+//! driver as the ClusterCSIDriver `cinder.csi.openstack.org` asks (in a pod with in-cluster
+//! configuration, or anywhere with a kubeconfig; with leader election two replicas are
+//! safe). `render` prints the manifests it installs for its configuration, as YAML
+//! documents, without a cluster.
 
 use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
 
 use anyhow::Context as _;
 use cinder_operator::OperatorConfig;
 use cinder_operator::assets::{AssetInputs, render};
 use cinder_operator::config::DiskSource;
+use cinder_operator::controller::{self, Context};
+use cinder_operator::identity::IDENTITY;
 use clap::{ArgAction, Parser, Subcommand};
+use kube_support::go_duration::parse_go_duration as parse_duration;
+use operator_kit::startup::{self, CommonFlags};
 
 #[derive(Debug, Parser)]
 #[command(version, about = "Installs and manages the Cinder CSI driver")]
@@ -20,6 +28,22 @@ struct Args {
         default_value = "openshift-cluster-csi-drivers"
     )]
     namespace: String,
+    /// Kubeconfig file; in-cluster configuration when absent.
+    #[arg(long, env = "KUBECONFIG")]
+    kubeconfig: Option<PathBuf>,
+    /// The Secret with clouds.yaml (key clouds.yaml).
+    #[arg(long, default_value = "cloud-credentials")]
+    credentials_secret: String,
+    /// The cloud of clouds.yaml to use.
+    #[arg(long, env = "OS_CLOUD", default_value = "openstack")]
+    cloud_name: String,
+    /// The ConfigMap with the user's INI configuration (key config) and a CA bundle (key
+    /// ca-bundle.pem); optional, as are both keys.
+    #[arg(long, default_value = "cloud-provider-config")]
+    config_map: String,
+    /// How often everything is reconciled without a watch event.
+    #[arg(long, default_value = "10m", value_parser = parse_duration)]
+    resync_interval: Duration,
     /// The Secret the operator writes for the driver (cloud.conf and the CA bundle).
     #[arg(long, default_value = "openstack-cinder-config")]
     driver_secret: String,
@@ -58,8 +82,12 @@ struct Args {
     /// Image of livenessprobe.
     #[arg(long, env = "LIVENESS_PROBE_IMAGE")]
     liveness_probe_image: Option<String>,
+    /// Leader election, metrics and verbosity, as every operator has them.
+    #[command(flatten)]
+    common: CommonFlags,
+    /// What to do; without one, run the operator.
     #[command(subcommand)]
-    command: Command,
+    command: Option<Command>,
 }
 
 #[derive(Debug, Subcommand)]
@@ -78,6 +106,10 @@ enum Command {
 impl Args {
     fn operator_config(&self) -> OperatorConfig {
         let mut config = OperatorConfig::new(&self.namespace);
+        config.credentials_secret = self.credentials_secret.clone();
+        config.cloud_name = self.cloud_name.clone();
+        config.config_map = self.config_map.clone();
+        config.resync_interval = self.resync_interval;
         config.driver_secret = self.driver_secret.clone();
         config.cluster_name = self.cluster_name.clone();
         config.controller_health_port = self.controller_health_port;
@@ -110,22 +142,123 @@ fn main() -> anyhow::Result<()> {
     let args = Args::parse();
     let config = args.operator_config();
     match args.command {
-        Command::Render {
+        Some(Command::Render {
             no_topology,
             no_snapshot_class,
-        } => {
-            let objects = render(&AssetInputs {
-                config: &config,
-                verbosity: 2,
-                config_hash: String::new(),
-                topology: !no_topology,
-                snapshot_crds_present: !no_snapshot_class,
-            })?;
-            for object in objects {
-                let yaml = serde_yaml::to_string(&object).context("writing YAML")?;
-                print!("---\n{yaml}");
-            }
-        }
+        }) => print_manifests(&config, !no_topology, !no_snapshot_class),
+        None => tokio::runtime::Runtime::new()
+            .context("starting the async runtime")?
+            .block_on(run(&args, config)),
+    }
+}
+
+/// Prints the driver's manifests as YAML documents.
+fn print_manifests(
+    config: &OperatorConfig,
+    topology: bool,
+    snapshot_crds_present: bool,
+) -> anyhow::Result<()> {
+    let objects = render(&AssetInputs {
+        config,
+        verbosity: 2,
+        config_hash: String::new(),
+        topology,
+        snapshot_crds_present,
+    })?;
+    for object in objects {
+        let yaml = serde_yaml::to_string(&object).context("writing YAML")?;
+        print!("---\n{yaml}");
     }
     Ok(())
+}
+
+/// Runs the operator until SIGTERM/SIGINT.
+async fn run(args: &Args, config: OperatorConfig) -> anyhow::Result<()> {
+    let hook = startup::init_logging(args.common.verbosity);
+    let client = kube_support::kube_client::client(args.kubeconfig.as_deref())
+        .await
+        .context("connecting to Kubernetes")?;
+    let instance = kube_support::instance::name(IDENTITY.operator_name);
+    let mut ctx = Context::new(client.clone(), config.clone(), &instance);
+    ctx.operator_log_level = Some(hook);
+    if let Some(address) = args.common.metrics_address {
+        let bound = startup::serve_metrics(address, ctx.metrics.clone()).await?;
+        tracing::info!(%bound, "serving /metrics");
+    }
+    let ctx = Arc::new(ctx);
+    tracing::info!(namespace = %config.namespace, version = %config.version, "starting");
+    startup::run_controller(
+        client,
+        &IDENTITY,
+        &config.namespace,
+        &instance,
+        &args.common,
+        |shutdown| controller::run(ctx, shutdown),
+    )
+    .await?;
+    tracing::info!("stopped");
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    #[test]
+    fn without_a_subcommand_the_operator_runs_with_the_contracts_defaults() {
+        let args =
+            Args::try_parse_from(["cinder-csi-driver-operator", "--namespace", "ns"]).unwrap();
+        assert!(args.command.is_none());
+        assert!(args.common.leader_election);
+        let config = args.operator_config();
+        assert_eq!(config.namespace, "ns");
+        assert_eq!(config.credentials_secret, "cloud-credentials");
+        assert_eq!(config.clouds_yaml_key, "clouds.yaml");
+        assert_eq!(config.config_map, "cloud-provider-config");
+        assert_eq!(config.config_key, "config");
+        assert_eq!(config.ca_bundle_key, "ca-bundle.pem");
+        assert_eq!(config.driver_secret, "openstack-cinder-config");
+        assert_eq!(config.resync_interval, Duration::from_secs(600));
+        assert!(!config.default_storage_class);
+    }
+
+    #[test]
+    fn the_run_flags_reach_the_configuration_and_render_stays() {
+        let args = Args::try_parse_from([
+            "cinder-csi-driver-operator",
+            "--namespace=ns",
+            "--credentials-secret=creds",
+            "--cloud-name=other",
+            "--config-map=conf",
+            "--resync-interval=30s",
+            "--disk-root=/tmp/disks",
+            "--default-storage-class",
+            "--leader-election=false",
+            "-v",
+            "4",
+            "render",
+            "--no-topology",
+        ])
+        .unwrap();
+        assert!(matches!(
+            args.command,
+            Some(Command::Render {
+                no_topology: true,
+                no_snapshot_class: false
+            })
+        ));
+        assert!(!args.common.leader_election);
+        assert_eq!(args.common.verbosity, 4);
+        let config = args.operator_config();
+        assert_eq!(config.credentials_secret, "creds");
+        assert_eq!(config.cloud_name, "other");
+        assert_eq!(config.config_map, "conf");
+        assert_eq!(config.resync_interval, Duration::from_secs(30));
+        assert_eq!(
+            config.disk_source,
+            DiskSource::DiskRoot(PathBuf::from("/tmp/disks"))
+        );
+        assert!(config.default_storage_class);
+    }
 }

@@ -9,7 +9,8 @@ use kube::api::{ApiResource, GroupVersionKind};
 type Kind = (&'static str, &'static str, &'static str, &'static str, bool);
 
 /// The kinds operators apply: identities and RBAC, the driver object, workloads, their
-/// disruption budget, configuration and snapshot classes, and the namespace they live in.
+/// disruption budget, configuration, storage and snapshot classes, and the namespace they
+/// live in.
 const KINDS: &[Kind] = &[
     ("", "v1", "Namespace", "namespaces", false),
     ("", "v1", "ServiceAccount", "serviceaccounts", true),
@@ -26,6 +27,15 @@ const KINDS: &[Kind] = &[
     (RBAC, "v1", "Role", "roles", true),
     (RBAC, "v1", "RoleBinding", "rolebindings", true),
     ("storage.k8s.io", "v1", "CSIDriver", "csidrivers", false),
+    // Rendered and labelled like the others; created and re-created through
+    // `crate::storage_classes` (storageClassState), never pruned.
+    (
+        "storage.k8s.io",
+        "v1",
+        "StorageClass",
+        "storageclasses",
+        false,
+    ),
     ("apps", "v1", "Deployment", "deployments", true),
     ("apps", "v1", "DaemonSet", "daemonsets", true),
     (
@@ -98,6 +108,13 @@ mod tests {
     #[case("apps/v1", "Deployment", "apps", "deployments", true)]
     #[case("v1", "Secret", "", "secrets", true)]
     #[case(
+        "storage.k8s.io/v1",
+        "StorageClass",
+        "storage.k8s.io",
+        "storageclasses",
+        false
+    )]
+    #[case(
         "snapshot.storage.k8s.io/v1",
         "VolumeSnapshotClass",
         "snapshot.storage.k8s.io",
@@ -122,6 +139,7 @@ mod tests {
     fn other_kinds_and_versions_are_unknown() {
         assert!(api_resource("v1", "Pod").is_none());
         assert!(api_resource("apps/v1beta1", "Deployment").is_none());
-        assert!(api_resource("storage.k8s.io/v1", "StorageClass").is_none());
+        assert!(api_resource("storage.k8s.io/v1beta1", "StorageClass").is_none());
+        assert!(api_resource("storage.k8s.io/v1", "VolumeAttachment").is_none());
     }
 }

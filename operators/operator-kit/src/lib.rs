@@ -6,7 +6,7 @@
 //! The modules form layers (see the README): the vocabulary at the bottom ([`identity`],
 //! [`api`], [`kinds`], [`release`], [`status`], [`metrics`], [`crds`], [`workloads`],
 //! [`downgrade`]); what talks to the API server above it ([`apply`], [`templates`],
-//! [`prune`], [`storage_classes`]); then what reports ([`record`], [`operator_status`]) and
+//! [`prune`], [`storage_classes`], [`removal`]); then what reports ([`record`], [`operator_status`]) and
 //! the binary's start-up ([`startup`]).
 
 pub mod api;
@@ -20,6 +20,7 @@ pub mod operator_status;
 pub mod prune;
 pub mod record;
 pub mod release;
+pub mod removal;
 pub mod startup;
 pub mod status;
 pub mod storage_classes;

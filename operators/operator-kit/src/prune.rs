@@ -239,10 +239,12 @@ mod tests {
 
     const OWNER: &str = "uid-of-the-clustercsidriver";
     const NS: &str = "example-ns";
-    /// The kinds the test operator names: every prunable kind, and one that is not.
+    /// The kinds the test operator names: every prunable kind, and two kinds it applies
+    /// that are not prunable (naming them does not make them so).
     static KINDS: std::sync::LazyLock<Vec<&str>> = std::sync::LazyLock::new(|| {
         let mut kinds: Vec<&str> = PRUNABLE_KINDS.iter().map(|(_, kind)| *kind).collect();
         kinds.push("VolumeSnapshotClass");
+        kinds.push("StorageClass");
         kinds
     });
 
@@ -517,10 +519,15 @@ mod tests {
                 path.as_str()
             })
             .collect();
-        // Every kind of the scope but the snapshot class, which is not prunable.
-        assert_eq!(lists.len(), KINDS.len() - 1);
+        // Every kind of the scope but the snapshot class and the StorageClass, which are not
+        // prunable.
+        assert_eq!(lists.len(), KINDS.len() - 2);
         assert!(lists.contains(&"/apis/apps/v1/namespaces/example-ns/deployments"));
         assert!(!lists.iter().any(|l| l.contains("snapshot")), "{lists:?}");
+        assert!(
+            !lists.iter().any(|l| l.contains("storageclasses")),
+            "{lists:?}"
+        );
         assert!(lists.contains(&roles));
         let deletes: Vec<&str> = state
             .seen

@@ -16,13 +16,18 @@ pub struct ImageBinary {
     pub package: &'static str,
 }
 
-/// Every image the fixtures of `fixtures/manila-csi/`, `fixtures/manila-operator/` and
-/// `fixtures/cinder-csi/` use.
+/// Every image the fixtures of `fixtures/manila-csi/`, `fixtures/manila-operator/`,
+/// `fixtures/cinder-csi/` and `fixtures/cinder-operator/` use.
 pub const IMAGES: &[ImageBinary] = &[
     ImageBinary {
         image: "quay.io/openstack-csi-conformance/manila-csi-driver-operator",
         binary: "manila-csi-driver-operator",
         package: "manila-operator",
+    },
+    ImageBinary {
+        image: "quay.io/openstack-csi-conformance/cinder-csi-driver-operator",
+        binary: "cinder-csi-driver-operator",
+        package: "cinder-operator",
     },
     ImageBinary {
         image: "registry.k8s.io/provider-os/manila-csi-plugin",
@@ -170,22 +175,39 @@ mod tests {
 
     #[test]
     fn every_fixture_image_is_mapped() {
-        let root = workspace_root().join("fixtures/manila-csi");
         let mut images = Vec::new();
-        for entry in std::fs::read_dir(&root).unwrap() {
-            let text = std::fs::read_to_string(entry.unwrap().path()).unwrap();
-            for line in text.lines() {
-                if let Some(image) = line.trim().strip_prefix("image: ") {
-                    images.push(image.to_string());
+        for dir in [
+            "manila-csi",
+            "manila-operator",
+            "cinder-csi",
+            "cinder-operator",
+        ] {
+            let root = workspace_root().join("fixtures").join(dir);
+            for entry in std::fs::read_dir(&root).unwrap() {
+                let path = entry.unwrap().path();
+                if path.extension().is_none_or(|e| e != "yaml") {
+                    continue;
+                }
+                let text = std::fs::read_to_string(&path).unwrap();
+                for line in text.lines() {
+                    if let Some(image) = line.trim().strip_prefix("image: ") {
+                        images.push((dir, image.trim_matches('"').to_string()));
+                    }
                 }
             }
         }
-        assert!(images.len() >= 9, "{images:?}");
-        for image in images {
-            let (name, _tag) = image.rsplit_once(':').unwrap();
+        for dir in ["manila-operator", "cinder-operator"] {
+            assert!(
+                images.iter().any(|(d, _)| *d == dir),
+                "no image in fixtures/{dir}: {images:?}"
+            );
+        }
+        assert!(images.len() >= 12, "{images:?}");
+        for (dir, image) in images {
+            let name = image.rsplit_once(':').map_or(image.as_str(), |(n, _)| n);
             assert!(
                 IMAGES.iter().any(|i| i.image == name),
-                "{image} is not mapped to a binary"
+                "{image} of fixtures/{dir} is not mapped to a binary"
             );
         }
     }

@@ -1,9 +1,12 @@
 //! The driver's manifests, compiled into the binary (`operators/cinder-operator/assets/`),
-//! and their rendering: `${NAME}` placeholders filled from the operator's configuration and
-//! the reconcile's findings (the zone decision, the driver config's hash, the log level),
-//! the `managed-by` label on every object, the namespace on namespaced ones, and the
-//! embedded cluster's disk root added to the node plugin with `--disk-root`.
+//! and their rendering ([`operator_kit::templates`]): `${NAME}` placeholders filled from the
+//! operator's configuration and the reconcile's findings (the zone decision, the driver
+//! config's hash, the log level), the `managed-by` label on every object, the namespace on
+//! namespaced ones, and the embedded cluster's disk root added to the node plugin with
+//! `--disk-root`.
 
+#[cfg(test)]
+mod operator_rbac;
 mod templates;
 #[cfg(test)]
 mod tests;
@@ -11,16 +14,13 @@ mod tests;
 use std::collections::BTreeMap;
 
 use kube::api::DynamicObject;
-use serde::Deserialize;
+use operator_kit::templates::{Placement, TemplateError, render as render_template};
 use serde_json::{Value, json};
 
 use crate::config::{CONFIG_DIR, DiskSource, OperatorConfig};
+use crate::identity::IDENTITY;
 use templates::{Asset, CURRENT, When};
 
-/// The label every object of the operator carries, and its value.
-pub const MANAGED_BY_LABEL: &str = "app.kubernetes.io/managed-by";
-/// See [`MANAGED_BY_LABEL`].
-pub const MANAGED_BY: &str = "cinder-csi-driver-operator";
 /// The controller plugin's Deployment.
 pub const CONTROLLER_DEPLOYMENT: &str = "openstack-cinder-csi-controllerplugin";
 /// The node plugin's DaemonSet.
@@ -28,26 +28,19 @@ pub const NODE_DAEMON_SET: &str = "openstack-cinder-csi-nodeplugin";
 /// The pod-template annotation carrying [`AssetInputs::config_hash`].
 pub const CONFIG_HASH_ANNOTATION: &str = "cinder.csi.openstack.org/config-hash";
 
-/// A manifest could not be rendered.
-#[derive(Debug, thiserror::Error)]
-pub enum AssetError {
-    /// A template names a placeholder the operator has no value for.
-    #[error("asset {asset}: unknown placeholder ${{{name}}}")]
-    UnknownPlaceholder {
-        /// The template's file name.
-        asset: &'static str,
-        /// The placeholder.
-        name: String,
-    },
-    /// A template is not valid YAML for a Kubernetes object.
-    #[error("asset {asset}: {reason}")]
-    Invalid {
-        /// The template's file name.
-        asset: &'static str,
-        /// What is wrong.
-        reason: String,
-    },
-}
+/// The kinds the operator prunes (`operator_kit::prune`, workloads first): all it applies
+/// but the VolumeSnapshotClass and the StorageClass, which snapshots and volumes refer to.
+pub const PRUNED_KINDS: &[&str] = &[
+    "Deployment",
+    "DaemonSet",
+    "CSIDriver",
+    "RoleBinding",
+    "Role",
+    "ClusterRoleBinding",
+    "ClusterRole",
+    "ServiceAccount",
+    "Secret",
+];
 
 /// What the rendered manifests depend on.
 #[derive(Clone, Debug)]
@@ -67,51 +60,42 @@ pub struct AssetInputs<'a> {
 
 /// Every object of the driver, in apply order: placeholders filled, the `managed-by` label
 /// on each, `metadata.namespace` set on namespaced kinds (absent on cluster-scoped ones).
-pub fn render(inputs: &AssetInputs<'_>) -> Result<Vec<DynamicObject>, AssetError> {
+pub fn render(inputs: &AssetInputs<'_>) -> Result<Vec<DynamicObject>, TemplateError> {
     render_assets(CURRENT, inputs)
 }
 
 fn render_assets(
     assets: &[Asset],
     inputs: &AssetInputs<'_>,
-) -> Result<Vec<DynamicObject>, AssetError> {
+) -> Result<Vec<DynamicObject>, TemplateError> {
     let vars = variables(inputs);
+    let placement = Placement {
+        identity: &IDENTITY,
+        namespace: &inputs.config.namespace,
+    };
+    let disk_root = match &inputs.config.disk_source {
+        DiskSource::DiskRoot(root) => Some(root.display().to_string()),
+        DiskSource::HostDev => None,
+    };
     let mut objects = Vec::new();
     for asset in assets {
         if asset.when == When::SnapshotCrds && !inputs.snapshot_crds_present {
             continue;
         }
-        let file = asset.file;
-        let invalid = |reason: String| AssetError::Invalid {
-            asset: file,
-            reason,
-        };
-        let text = substitute(file, asset.template, &vars)?;
-        for document in serde_yaml::Deserializer::from_str(&text) {
-            let value =
-                serde_yaml::Value::deserialize(document).map_err(|e| invalid(e.to_string()))?;
-            if value.is_null() {
-                continue;
-            }
-            let mut value: Value =
-                serde_json::to_value(value).map_err(|e| invalid(e.to_string()))?;
-            label(&mut value);
-            place(&mut value, &inputs.config.namespace).map_err(invalid)?;
-            if let DiskSource::DiskRoot(root) = &inputs.config.disk_source
-                && value["kind"] == "DaemonSet"
-                && value["metadata"]["name"] == NODE_DAEMON_SET
-            {
-                add_disk_root(&mut value, &root.display().to_string());
-            }
-            let object: DynamicObject =
-                serde_json::from_value(value).map_err(|e| invalid(e.to_string()))?;
-            if object.types.is_none() || object.metadata.name.is_none() {
-                return Err(invalid(
-                    "an object without apiVersion, kind or metadata.name".into(),
-                ));
-            }
-            objects.push(object);
-        }
+        objects.extend(render_template(
+            asset.file,
+            asset.template,
+            &vars,
+            placement,
+            |value| {
+                if let Some(root) = &disk_root
+                    && value["kind"] == "DaemonSet"
+                    && value["metadata"]["name"] == NODE_DAEMON_SET
+                {
+                    add_disk_root(value, root);
+                }
+            },
+        )?);
     }
     Ok(objects)
 }
@@ -148,81 +132,6 @@ fn variables(inputs: &AssetInputs<'_>) -> BTreeMap<&'static str, String> {
         ),
         ("DEFAULT_CLASS", config.default_storage_class.to_string()),
     ])
-}
-
-/// Replaces every `${NAME}` of `template`; `$(NAME)` (Kubernetes' own expansion) stays.
-fn substitute(
-    asset: &'static str,
-    template: &str,
-    vars: &BTreeMap<&'static str, String>,
-) -> Result<String, AssetError> {
-    let mut out = String::with_capacity(template.len());
-    let mut rest = template;
-    while let Some(start) = rest.find("${") {
-        out.push_str(&rest[..start]);
-        let after = &rest[start + 2..];
-        let Some(end) = after.find('}') else {
-            return Err(AssetError::Invalid {
-                asset,
-                reason: "an unterminated ${ placeholder".into(),
-            });
-        };
-        let name = &after[..end];
-        let value = vars
-            .get(name)
-            .ok_or_else(|| AssetError::UnknownPlaceholder {
-                asset,
-                name: name.to_string(),
-            })?;
-        out.push_str(value);
-        rest = &after[end + 1..];
-    }
-    out.push_str(rest);
-    Ok(out)
-}
-
-/// Puts the `managed-by` label on an object.
-fn label(value: &mut Value) {
-    let metadata = &mut value["metadata"];
-    if !metadata["labels"].is_object() {
-        metadata["labels"] = json!({});
-    }
-    metadata["labels"][MANAGED_BY_LABEL] = json!(MANAGED_BY);
-}
-
-/// Whether objects of `apiVersion`/`kind` are namespaced; `None` for a kind the operator does
-/// not install.
-pub fn namespaced(api_version: &str, kind: &str) -> Option<bool> {
-    Some(match (api_version, kind) {
-        ("v1", "ServiceAccount")
-        | ("rbac.authorization.k8s.io/v1", "Role" | "RoleBinding")
-        | ("apps/v1", "Deployment" | "DaemonSet") => true,
-        ("rbac.authorization.k8s.io/v1", "ClusterRole" | "ClusterRoleBinding")
-        | ("storage.k8s.io/v1", "CSIDriver" | "StorageClass")
-        | ("snapshot.storage.k8s.io/v1", "VolumeSnapshotClass") => false,
-        _ => return None,
-    })
-}
-
-/// Sets `metadata.namespace` to `namespace` on an object of a namespaced kind and removes it
-/// from a cluster-scoped one; a kind the operator does not install is an error.
-fn place(value: &mut Value, namespace: &str) -> Result<(), String> {
-    let api_version = value["apiVersion"].as_str().unwrap_or_default().to_owned();
-    let kind = value["kind"].as_str().unwrap_or_default().to_owned();
-    let Some(is_namespaced) = namespaced(&api_version, &kind) else {
-        return Err(format!(
-            "kind {api_version}/{kind} is not one the operator installs"
-        ));
-    };
-    let Some(metadata) = value["metadata"].as_object_mut() else {
-        return Err("an object without metadata".into());
-    };
-    if is_namespaced {
-        metadata.insert("namespace".into(), json!(namespace));
-    } else {
-        metadata.remove("namespace");
-    }
-    Ok(())
 }
 
 /// Mounts `root` read-only at the same path into the node plugin's driver container: the

@@ -96,11 +96,12 @@ fn every_object_is_rendered_in_apply_order() {
     );
     for object in &objects {
         assert_eq!(
-            object.metadata.labels.as_ref().unwrap()[MANAGED_BY_LABEL],
-            MANAGED_BY
+            object.metadata.labels.as_ref().unwrap()["app.kubernetes.io/managed-by"],
+            "cinder-csi-driver-operator"
         );
         let api_version = &object.types.as_ref().unwrap().api_version;
-        let is_namespaced = namespaced(api_version, kind(object)).unwrap();
+        let (_, is_namespaced) =
+            operator_kit::kinds::api_resource(api_version, kind(object)).unwrap();
         assert_eq!(
             object.metadata.namespace.as_deref(),
             is_namespaced.then_some("openshift-cluster-csi-drivers"),
@@ -417,14 +418,16 @@ fn each_sidecar_gets_exactly_its_own_rules_bound_to_the_controller_account() {
 }
 
 #[test]
-fn unknown_placeholders_and_kinds_are_errors_naming_the_asset() {
-    let vars = BTreeMap::from([("A", "1".to_owned())]);
+fn unknown_placeholders_are_errors_naming_the_asset() {
+    let config = OperatorConfig::new("ns");
+    let broken = [Asset {
+        file: "current/broken.yaml",
+        template: "apiVersion: v1\nkind: ServiceAccount\nmetadata:\n  name: ${NOPE}\n",
+        when: When::Always,
+    }];
+    let error = render_assets(&broken, &inputs(&config)).unwrap_err();
     assert_eq!(
-        substitute("x.yaml", "a: ${A} $(B)", &vars).unwrap(),
-        "a: 1 $(B)"
+        error.to_string(),
+        "asset current/broken.yaml: unknown placeholder ${NOPE}"
     );
-    let err = substitute("x.yaml", "a: ${B}", &vars).unwrap_err();
-    assert_eq!(err.to_string(), "asset x.yaml: unknown placeholder ${B}");
-    let mut value = json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"}});
-    assert!(place(&mut value, "ns").unwrap_err().contains("v1/Pod"));
 }

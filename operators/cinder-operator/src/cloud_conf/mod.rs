@@ -161,23 +161,11 @@ impl DriverConfig {
     }
 
     /// A short hash of everything the driver reads (credentials, configuration and the CA's
-    /// contents), for the pod templates' annotation: any change restarts the driver pods.
+    /// contents; [`operator_kit::templates::data_hash`] of the Secret's data), for the pod
+    /// templates' annotation: any change restarts the driver pods.
     pub fn hash(&self) -> String {
-        data_hash(&self.secret_data())
+        operator_kit::templates::data_hash(&self.secret_data())
     }
-}
-
-/// FNV-1a (64 bit) over the keys and values, each followed by a zero byte: the same in every
-/// process and release.
-pub fn data_hash(data: &BTreeMap<String, String>) -> String {
-    let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
-    for (key, value) in data {
-        for byte in key.bytes().chain([0]).chain(value.bytes()).chain([0]) {
-            hash ^= u64::from(byte);
-            hash = hash.wrapping_mul(0x0000_0100_0000_01b3);
-        }
-    }
-    format!("{hash:016x}")
 }
 
 /// Translates `inputs` into the driver's configuration.

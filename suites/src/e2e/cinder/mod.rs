@@ -11,6 +11,14 @@
 //! document), the stand-ins for a VM's `/dev/disk/by-id` and metadata service. So a volume's
 //! device is visible on exactly the node it is attached to, as on a cloud.
 //!
+//! The driver is installed from the plain fixtures ([`CinderInstall::Fixtures`], the
+//! default) or by the Cinder operator of `fixtures/cinder-operator/`
+//! ([`CinderInstall::Operator`], see `operator`), which writes the driver's configuration
+//! from a clouds.yaml Secret and a ConfigMap and names its StorageClass `standard-csi`.
+//! With `cloud_tls` the fake cloud serves its APIs over HTTPS with a CA of its own; the
+//! nodes' metadata documents are then served over plain HTTP by a second, metadata-only fake
+//! (as a cloud's link-local metadata service is not behind the API's TLS).
+//!
 //! ```no_run
 //! # async fn demo() -> suites::e2e::Result<()> {
 //! use suites::e2e::cinder::{CinderCsiEnvironment, CinderEnvironmentOptions};
@@ -20,6 +28,7 @@
 //! # Ok(()) }
 //! ```
 
+mod operator;
 mod teardown;
 
 use std::collections::BTreeMap;
@@ -27,7 +36,7 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use cluster::{Cluster, EmbeddedCluster, EmbeddedOptions, NODE_PLACEHOLDER};
-use fakes::{CloudConfig, FakeCloud, ServerSeed};
+use fakes::{CloudConfig, FakeCloud, NodeMetadata, ServerSeed};
 use k8s_openapi::ByteString;
 use k8s_openapi::api::core::v1::{Namespace, Pod, Secret};
 use kube::api::{Api, PostParams};
@@ -42,6 +51,14 @@ use super::environment::{
 use super::error::{Error, Result};
 use super::manifests::{self, Applier};
 use super::workload::WorkloadHost;
+
+pub use operator::{
+    CA_BUNDLE_KEY, CINDER_CLUSTER_OPERATOR, CINDER_CONFIG_HASH_ANNOTATION, CINDER_CONFIG_MAP,
+    CINDER_CONTROLLER_DEPLOYMENT, CINDER_CREDENTIALS_SECRET, CINDER_DRIVER_SECRET,
+    CINDER_NODE_DAEMON_SET, CINDER_OPERATOR_CLASS, CINDER_OPERATOR_DEPLOYMENT,
+    CINDER_OPERATOR_LEASE, CINDER_OPERATOR_MANAGED_SELECTOR, CINDER_OPERATOR_SELECTOR,
+    CLOUDS_YAML_KEY, CONFIG_KEY, CinderOperatorOptions, condition_of, operator_fixtures_dir,
+};
 
 /// The driver's name.
 pub const CINDER_DRIVER_NAME: &str = "cinder.csi.openstack.org";
@@ -66,6 +83,18 @@ pub const CLOUD_CONFIG_SECRET: &str = "cinder-cloud-config";
 /// The environment variable the driver's node service reads its disk directory from.
 pub const DISK_DIR_ENV: &str = "CINDER_CSI_DISK_BY_ID_DIR";
 
+/// How the Cinder driver gets onto the cluster.
+#[derive(Debug, Clone, Default)]
+pub enum CinderInstall {
+    /// The plain manifests of `fixtures/cinder-csi/` with a cloud.conf Secret.
+    #[default]
+    Fixtures,
+    /// The operator of `fixtures/cinder-operator/` with the `cloud-credentials` Secret
+    /// (clouds.yaml) and the `cloud-provider-config` ConfigMap (the user's `config`, and the
+    /// CA when the cloud speaks TLS); the operator installs the driver.
+    Operator(CinderOperatorOptions),
+}
+
 /// How a [`CinderCsiEnvironment`] is set up.
 #[derive(Debug, Clone)]
 pub struct CinderEnvironmentOptions {
@@ -79,6 +108,10 @@ pub struct CinderEnvironmentOptions {
     pub attach_limit: Option<u32>,
     /// The fake cloud's seed (Cinder is turned on and given the zones whatever it says).
     pub cloud: CloudConfig,
+    /// Serve the fake cloud's APIs over HTTPS with a CA of its own (default false).
+    pub cloud_tls: bool,
+    /// How the driver is installed (default: the plain fixtures).
+    pub install: CinderInstall,
     /// The driver's namespace.
     pub namespace: String,
     /// How long the driver may take to be ready.
@@ -98,6 +131,8 @@ impl Default for CinderEnvironmentOptions {
             zones: vec!["zone-a".into(), "zone-b".into()],
             attach_limit: None,
             cloud: CloudConfig::default(),
+            cloud_tls: false,
+            install: CinderInstall::Fixtures,
             namespace: "cinder-csi".into(),
             ready_timeout: Duration::from_secs(180),
             teardown_timeout: Duration::from_secs(120),
@@ -116,6 +151,8 @@ pub struct CinderCsiEnvironment {
     // (its loop devices are detached), then the scratch directory.
     cluster_guard: ClusterGuard,
     cloud: FakeCloud,
+    // With TLS: the plain-HTTP metadata service of the nodes.
+    _metadata_service: Option<FakeCloud>,
     scratch: tempfile::TempDir,
     options: CinderEnvironmentOptions,
     cluster: Cluster,
@@ -155,7 +192,15 @@ impl CinderCsiEnvironment {
         }
 
         let fake_listen = reserve_loopback_address()?;
-        let mut pod_env = metadata_pod_env(fake_listen.addr, false);
+        let metadata_listen = if options.cloud_tls {
+            Some(reserve_loopback_address()?)
+        } else {
+            None
+        };
+        let metadata_addr = metadata_listen
+            .as_ref()
+            .map_or(fake_listen.addr, |m| m.addr);
+        let mut pod_env = metadata_pod_env(metadata_addr, false);
         pod_env.push((
             DISK_DIR_ENV.to_string(),
             disks.join(NODE_PLACEHOLDER).display().to_string(),
@@ -181,12 +226,22 @@ impl CinderCsiEnvironment {
         let cloud = FakeCloud::builder(cloud_config)
             .backend_root(&backend)
             .listener(fake_listen.listener)
+            .tls(options.cloud_tls)
             .start()
             .await?;
         tracing::info!(
             cloud = cloud.base_url(),
             "fake cloud with Cinder and Nova started"
         );
+        let metadata_service = match metadata_listen {
+            Some(reserved) => Some(
+                FakeCloud::builder(CloudConfig::default())
+                    .listener(reserved.listener)
+                    .start()
+                    .await?,
+            ),
+            None => None,
+        };
         let mut servers = BTreeMap::new();
         for node in &cluster.description().nodes {
             let id = cloud.add_server(&ServerSeed {
@@ -195,6 +250,16 @@ impl CinderCsiEnvironment {
                 id: None,
                 disk_dir: Some(disks.join(&node.name)),
             })?;
+            if let Some(service) = &metadata_service {
+                service.set_node_metadata(
+                    &node.name,
+                    NodeMetadata {
+                        uuid: id.clone(),
+                        availability_zone: node.zone.clone(),
+                        name: None,
+                    },
+                )?;
+            }
             servers.insert(node.name.clone(), id);
         }
 
@@ -202,6 +267,7 @@ impl CinderCsiEnvironment {
             applier: Applier::new(cluster.client()),
             cluster_guard,
             cloud,
+            _metadata_service: metadata_service,
             scratch,
             options,
             cluster,
@@ -246,8 +312,9 @@ impl CinderCsiEnvironment {
         ]))
     }
 
-    /// The namespace, the cloud config Secret, the snapshot CRDs and controller, the
-    /// driver's fixtures; then the waits until it is ready on every node.
+    /// The namespace, the snapshot CRDs and controller, then the cloud config Secret and the
+    /// driver's fixtures, or the operator (see `operator`); then the waits until the driver
+    /// is ready on every node.
     async fn deploy(&mut self) -> Result<()> {
         let client = self.client();
         let namespace = self.options.namespace.clone();
@@ -259,15 +326,28 @@ impl CinderCsiEnvironment {
             .await
             .map_err(Error::kube(format!("creating namespace {namespace}")))?;
         apply_snapshot_crds(&mut self.applier, &client, self.options.ready_timeout).await?;
-        self.create_cloud_config().await?;
 
         let vars = self.vars()?;
-        // The snapshot controller is the cluster's, whatever the driver: the Manila
-        // fixtures' one.
+        // The snapshot controller is the cluster's, whatever the driver and however it is
+        // installed: the Manila fixtures' one.
         let shared = manifests::fixtures_dir();
         for file in ["snapshot-controller-rbac.yaml", "snapshot-controller.yaml"] {
             self.applier.apply_file(&shared.join(file), &vars).await?;
         }
+        if let CinderInstall::Operator(operator) = self.options.install.clone() {
+            self.deploy_operator(&operator).await?;
+            if operator.wait_for_driver {
+                wait_pod_ready_in(
+                    &client,
+                    &namespace,
+                    SNAPSHOT_CONTROLLER_SELECTOR,
+                    self.options.ready_timeout,
+                )
+                .await?;
+            }
+            return Ok(());
+        }
+        self.create_cloud_config().await?;
         let dir = fixtures_dir();
         for file in [
             "csidriver.yaml",

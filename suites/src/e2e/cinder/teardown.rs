@@ -14,7 +14,9 @@ use super::CinderCsiEnvironment;
 impl CinderCsiEnvironment {
     /// Deletes what the workloads left, waits until no PV, VolumeSnapshotContent and
     /// VolumeAttachment is left, checks the fake cloud holds no volume, snapshot, attachment
-    /// or loop device, deletes what it applied and stops the cluster. Every step runs; the
+    /// or loop device, deletes what it applied (and, installed by the operator, what the
+    /// operator made that outlives it: its StorageClass, the ClusterOperator) and stops the
+    /// cluster. Every step runs; the
     /// first failure is returned.
     pub async fn teardown(mut self) -> Result<()> {
         let mut first_error: Option<Error> = None;
@@ -30,6 +32,11 @@ impl CinderCsiEnvironment {
         }
         if first_error.is_none() {
             if let Err(e) = self.applier.delete_all(timeout).await {
+                first_error.get_or_insert(e);
+            }
+            if self.installed_by_operator()
+                && let Err(e) = self.remove_operator_leftovers(timeout).await
+            {
                 first_error.get_or_insert(e);
             }
             let namespaces: Api<Namespace> = Api::all(self.client());

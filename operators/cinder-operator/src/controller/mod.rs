@@ -1,0 +1,193 @@
+//! The reconcile of the ClusterCSIDriver `cinder.csi.openstack.org`, and the watches that
+//! trigger it: the driver's own objects (a deleted or edited child is put back at once), the
+//! credentials Secret, the user's ConfigMap and the operator's StorageClass; plus a periodic
+//! resync (the cloud's zones and credentials are checked again then).
+//!
+//! Children: `checks` (inputs, translation, cloud, zones), `manage` (managementState
+//! Managed/Force, step by step) and `remove` (Removed) produce a `Report`; `workloads` reads
+//! the workloads' health into it; `record` writes it as the ClusterCSIDriver's and the
+//! ClusterOperator's status.
+
+mod checks;
+mod manage;
+mod record;
+mod remove;
+mod report;
+mod workloads;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::StreamExt;
+use k8s_openapi::api::apps::v1::{DaemonSet, Deployment};
+use k8s_openapi::api::core::v1::{ConfigMap, Secret, ServiceAccount};
+use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, Role, RoleBinding};
+use k8s_openapi::api::storage::v1::{CSIDriver, StorageClass};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
+use kube::api::Api;
+use kube::runtime::controller::{Action, Controller};
+use kube::runtime::reflector::ObjectRef;
+use kube::runtime::watcher;
+use kube::{Client, Resource, ResourceExt};
+use kube_support::backoff::KeyedBackoff;
+use operator_kit::api::{ClusterCSIDriver, ManagementState};
+use operator_kit::metrics::Metrics;
+use operator_kit::record::Recorder;
+use operator_kit::startup::LogLevelHook;
+use operator_kit::status::Health;
+
+use crate::config::OperatorConfig;
+use crate::error::{Error, Result};
+use crate::identity::{self, DRIVER_NAME, IDENTITY};
+use manage::manage;
+use record::write_status;
+use remove::remove;
+use report::Report;
+
+/// What every reconcile needs.
+pub struct Context {
+    /// The Kubernetes client.
+    pub client: Client,
+    /// The operator's configuration.
+    pub config: OperatorConfig,
+    /// Records an Event for every change (and counts it in the metrics).
+    pub recorder: Recorder,
+    /// Prometheus metrics.
+    pub metrics: Arc<Metrics>,
+    /// Back-off of failed reconciles.
+    pub backoff: KeyedBackoff,
+    /// Applies `spec.operatorLogLevel`.
+    pub operator_log_level: Option<LogLevelHook>,
+}
+
+impl Context {
+    /// A context with default back-off (1 s doubling to 2 min) and new metrics.
+    pub fn new(client: Client, config: OperatorConfig, instance: &str) -> Self {
+        let metrics = Arc::new(identity::metrics());
+        Context {
+            recorder: Recorder::new(client.clone(), &IDENTITY, instance, metrics.clone()),
+            client,
+            config,
+            metrics,
+            backoff: KeyedBackoff::new(Duration::from_secs(1), Duration::from_secs(120)),
+            operator_log_level: None,
+        }
+    }
+}
+
+/// Runs the controller until `shutdown` resolves.
+pub async fn run(ctx: Arc<Context>, shutdown: impl Future<Output = ()> + Send + Sync + 'static) {
+    let client = ctx.client.clone();
+    let namespace = ctx.config.namespace.as_str();
+    let managed = watcher::Config::default().labels(&IDENTITY.managed_by_selector());
+    let the_driver = || ObjectRef::<ClusterCSIDriver>::new(DRIVER_NAME);
+    let credentials_secret = ctx.config.credentials_secret.clone();
+    let config_map = ctx.config.config_map.clone();
+    tracing::info!(namespace, "watching ClusterCSIDriver {DRIVER_NAME}");
+    Controller::new(
+        Api::<ClusterCSIDriver>::all(client.clone()),
+        watcher::Config::default().fields(&format!("metadata.name={DRIVER_NAME}")),
+    )
+    .owns(
+        Api::<Deployment>::namespaced(client.clone(), namespace),
+        managed.clone(),
+    )
+    .owns(
+        Api::<DaemonSet>::namespaced(client.clone(), namespace),
+        managed.clone(),
+    )
+    .owns(
+        Api::<ServiceAccount>::namespaced(client.clone(), namespace),
+        managed.clone(),
+    )
+    .owns(
+        Api::<Role>::namespaced(client.clone(), namespace),
+        managed.clone(),
+    )
+    .owns(
+        Api::<RoleBinding>::namespaced(client.clone(), namespace),
+        managed.clone(),
+    )
+    .owns(Api::<ClusterRole>::all(client.clone()), managed.clone())
+    .owns(
+        Api::<ClusterRoleBinding>::all(client.clone()),
+        managed.clone(),
+    )
+    .owns(Api::<CSIDriver>::all(client.clone()), managed.clone())
+    .watches(
+        Api::<Secret>::namespaced(client.clone(), namespace),
+        watcher::Config::default(),
+        move |secret| {
+            let ours = IDENTITY.is_managed(Some(secret.labels()));
+            (ours || secret.name_any() == credentials_secret).then(the_driver)
+        },
+    )
+    .watches(
+        Api::<ConfigMap>::namespaced(client.clone(), namespace),
+        watcher::Config::default(),
+        move |map| (map.name_any() == config_map).then(the_driver),
+    )
+    .watches(
+        Api::<StorageClass>::all(client.clone()),
+        managed,
+        move |_| Some(the_driver()),
+    )
+    .graceful_shutdown_on(shutdown)
+    .run(reconcile, error_policy, ctx)
+    .for_each(|result| async move {
+        if let Err(error) = result {
+            tracing::debug!(%error, "reconcile ended with an error");
+        }
+    })
+    .await;
+}
+
+fn error_policy(driver: Arc<ClusterCSIDriver>, error: &Error, ctx: Arc<Context>) -> Action {
+    ctx.metrics.error();
+    let delay = ctx.backoff.failed(&driver.name_any());
+    tracing::warn!(error = %kube_support::error::error_chain(error), ?delay, "reconcile failed; retrying");
+    Action::requeue(delay)
+}
+
+/// One reconcile of the ClusterCSIDriver.
+pub async fn reconcile(driver: Arc<ClusterCSIDriver>, ctx: Arc<Context>) -> Result<Action> {
+    ctx.metrics.reconcile();
+    if let (Some(hook), Some(level)) = (&ctx.operator_log_level, driver.spec.operator_log_level) {
+        hook(level);
+    }
+    let mut report = match driver.spec.management_state {
+        ManagementState::Unmanaged => {
+            tracing::debug!("managementState Unmanaged: hands off");
+            Report {
+                driver_version: installed_version(&driver).map(str::to_string),
+                ..Report::default()
+            }
+        }
+        ManagementState::Removed => remove(&driver, &ctx).await,
+        ManagementState::Managed | ManagementState::Force => manage(&driver, &ctx).await,
+    };
+    if driver.spec.management_state != ManagementState::Removed {
+        // A refused removal is over once the state is no longer Removed.
+        report.health(identity::DRIVER_REMOVAL, &Health::ok("AsExpected", ""));
+    }
+    write_status(&driver, &ctx, &report).await?;
+    match report.error {
+        Some(error) => Err(error),
+        None => {
+            ctx.backoff.succeeded(&driver.name_any());
+            let periodic = ctx.config.resync_interval;
+            Ok(Action::requeue(
+                report.requeue.unwrap_or(periodic).min(periodic),
+            ))
+        }
+    }
+}
+
+/// The version of the operator that last installed the driver (`status.version`).
+fn installed_version(driver: &ClusterCSIDriver) -> Option<&str> {
+    driver.status.as_ref().and_then(|s| s.version.as_deref())
+}
+
+fn owner_reference(driver: &ClusterCSIDriver) -> Option<OwnerReference> {
+    driver.controller_owner_ref(&())
+}
