@@ -143,6 +143,11 @@ impl Recorder {
                 "StorageClassRecreated",
                 format!("re-created StorageClass {name} (its parameters are immutable): {reason}"),
             ),
+            ClassChange::Updated { name, reason } => (
+                EventType::Normal,
+                "StorageClassUpdated",
+                format!("updated StorageClass {name} in place: {reason}"),
+            ),
             ClassChange::Deleted { name } => (
                 EventType::Normal,
                 "StorageClassDeleted",

@@ -12,15 +12,23 @@
 //! it made has (a new secret name, a parameter configured later), the class is deleted and
 //! created again; PVs keep their own copy of what they need, so nothing else changes.
 //! Classes the operator did not make are never touched.
+//!
+//! The default-class annotation (`storageclass.kubernetes.io/is-default-class`) is mutable:
+//! when the operator wants it (either value) and a class it made has another value or none,
+//! the annotation is patched in place, without a re-create. A class whose wanted form has no
+//! such annotation keeps whatever an admin set.
 
 use std::collections::BTreeMap;
 
 use k8s_openapi::api::storage::v1::StorageClass;
-use kube::api::{Api, DeleteParams, ListParams, PostParams};
+use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use kube::{Client, ResourceExt};
 
 use crate::api::StorageClassState;
 use crate::identity::OperatorIdentity;
+
+/// The annotation that makes a class the cluster's default.
+pub const DEFAULT_CLASS_ANNOTATION: &str = "storageclass.kubernetes.io/is-default-class";
 
 /// Creating, re-creating or deleting a StorageClass failed.
 #[derive(Debug, thiserror::Error)]
@@ -28,7 +36,7 @@ pub enum SyncError {
     /// The API refused a call on a class.
     #[error("{action} StorageClass {name}: {source}")]
     Kube {
-        /// `creating`, `deleting`, `reading`, `listing`.
+        /// `creating`, `deleting`, `patching`, `reading`, `listing`.
         action: &'static str,
         /// The class.
         name: String,
@@ -51,6 +59,13 @@ pub enum ClassChange {
         /// Class name.
         name: String,
         /// Which parameters changed.
+        reason: String,
+    },
+    /// Patched in place: a mutable annotation (the default-class one) changed.
+    Updated {
+        /// Class name.
+        name: String,
+        /// What changed.
         reason: String,
     },
     /// Deleted because `storageClassState` is `Removed`.
@@ -119,6 +134,26 @@ pub fn differences(existing: &StorageClass, wanted: &StorageClass) -> Vec<String
         }
     }
     out
+}
+
+/// The default-class annotation value `wanted` asks for when `existing` does not have it,
+/// as `(old, new)` (old `None` when the class has no such annotation); `None` when they
+/// agree or `wanted` does not set the annotation.
+pub fn default_class_change(
+    existing: &StorageClass,
+    wanted: &StorageClass,
+) -> Option<(Option<String>, String)> {
+    let value = |class: &StorageClass| {
+        class
+            .metadata
+            .annotations
+            .as_ref()
+            .and_then(|a| a.get(DEFAULT_CLASS_ANNOTATION))
+            .cloned()
+    };
+    let want = value(wanted)?;
+    let have = value(existing);
+    (have.as_deref() != Some(want.as_str())).then_some((have, want))
 }
 
 /// Whether `identity`'s operator made `class`: its `managed-by` label, and its driver as
@@ -209,6 +244,11 @@ async fn manage(
         };
         let differences = differences(&existing, wanted);
         if differences.is_empty() {
+            if made_by(identity, &existing)
+                && let Some(change) = patch_default_class(api, &existing, wanted, &name).await?
+            {
+                changes.push(change);
+            }
             continue;
         }
         if !made_by(identity, &existing) {
@@ -235,6 +275,41 @@ async fn manage(
         });
     }
     Ok(changes)
+}
+
+/// Patches the default-class annotation of a class the operator made when it differs from
+/// what the operator wants (the annotation is mutable: no re-create).
+async fn patch_default_class(
+    api: &Api<StorageClass>,
+    existing: &StorageClass,
+    wanted: &StorageClass,
+    name: &str,
+) -> Result<Option<ClassChange>, SyncError> {
+    let Some((old, new)) = default_class_change(existing, wanted) else {
+        return Ok(None);
+    };
+    let patch = serde_json::json!({
+        "metadata": { "annotations": { DEFAULT_CLASS_ANNOTATION: new } }
+    });
+    match api
+        .patch(name, &PatchParams::default(), &Patch::Merge(&patch))
+        .await
+    {
+        Ok(_) => Ok(Some(ClassChange::Updated {
+            name: name.to_string(),
+            reason: format!(
+                "{DEFAULT_CLASS_ANNOTATION} {} → {new}",
+                old.as_deref().unwrap_or("(unset)")
+            ),
+        })),
+        // Deleted meanwhile: the next sync creates it with the annotation.
+        Err(kube::Error::Api(status)) if status.code == 404 => Ok(None),
+        Err(source) => Err(SyncError::Kube {
+            action: "patching",
+            name: name.to_string(),
+            source,
+        }),
+    }
 }
 
 async fn create(
@@ -294,6 +369,46 @@ mod tests {
         assert!(
             !made_by(&TEST_IDENTITY, &other_driver),
             "labelled by hand for another driver"
+        );
+    }
+
+    fn with_default(mut class: StorageClass, value: Option<&str>) -> StorageClass {
+        class.metadata.annotations = value.map(|v| {
+            [(DEFAULT_CLASS_ANNOTATION.to_string(), v.to_string())]
+                .into_iter()
+                .collect()
+        });
+        class
+    }
+
+    #[test]
+    fn a_switched_default_class_setting_is_a_mutable_change() {
+        let base = class(&[("type", "gold")]);
+        let wanted = with_default(base.clone(), Some("true"));
+        let existing = with_default(base.clone(), Some("false"));
+        assert!(
+            differences(&existing, &wanted).is_empty(),
+            "not a reason to re-create"
+        );
+        assert_eq!(
+            default_class_change(&existing, &wanted),
+            Some((Some("false".into()), "true".into()))
+        );
+        assert_eq!(
+            default_class_change(&wanted, &existing),
+            Some((Some("true".into()), "false".into())),
+            "switched off again"
+        );
+        assert_eq!(
+            default_class_change(&base, &wanted),
+            Some((None, "true".into())),
+            "a class without the annotation"
+        );
+        assert_eq!(default_class_change(&wanted, &wanted), None, "agree");
+        assert_eq!(
+            default_class_change(&existing, &base),
+            None,
+            "the operator does not set it: an admin's value stays"
         );
     }
 
