@@ -2,7 +2,7 @@
 //! the driver from nothing, share-type StorageClasses, self-healing, a cloud without Manila,
 //! credentials problems, management states (Force too), storage-class states, a cloud that
 //! speaks TLS with its own CA, leader election of two replicas, credential rotation, a
-//! sidecar missing an RBAC rule, a downgrade refused until forced, the log levels in the
+//! sidecar missing an RBAC rule, the node plugins' liveness endpoints, a downgrade refused until forced, the log levels in the
 //! pods and the operator's `/metrics`.
 //! One environment per test.
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
@@ -19,7 +19,7 @@ use k8s_openapi::api::storage::v1::{CSIDriver, StorageClass};
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams};
 use kube_support::wait;
 use operator_steps::{
-    CONTROLLER_DEPLOYMENT, LOGS, WAIT, log_level, management, metrics, operator_events,
+    CONTROLLER_DEPLOYMENT, LOGS, WAIT, liveness, log_level, management, metrics, operator_events,
     operator_options, rwx_claim, set_spec, status_of, wait_driver_condition, wait_exists,
     wait_generation_observed, wait_recreated,
 };
@@ -64,6 +64,9 @@ async fn the_operator_installs_the_driver_keeps_classes_per_share_type_and_heals
             .any(|e| e.reason.as_deref() == Some("DeploymentCreated")),
         "{events:?}"
     );
+
+    // The node plugins' liveness sidecars answer on the ports the environment chose.
+    liveness::node_plugins_answer_healthz(&env).await?;
 
     // A claim on the operator's default class binds, and a pod mounts it.
     let workload = Workload::create(&env, "operator-install").await?;

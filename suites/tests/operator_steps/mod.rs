@@ -1,8 +1,9 @@
 //! The steps and waits of the operator tests: environment options, objects re-created or appearing, the ClusterCSIDriver's conditions and generation, the operator's Events.
 //! Longer steps have modules of their own: `log_level` (logLevel and operatorLogLevel in the
-//! pods), `metrics` (the operator's `/metrics` scraped), `management` (managementState
+//! pods), `liveness` (the node plugins' liveness sidecars answering), `metrics` (the operator's `/metrics` scraped), `management` (managementState
 //! Force, a refused and a forced downgrade, Manila leaving the catalog).
 
+pub mod liveness;
 pub mod log_level;
 pub mod management;
 pub mod metrics;

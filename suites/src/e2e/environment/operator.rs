@@ -22,6 +22,7 @@ use super::super::binaries::workspace_root;
 use super::super::error::{Error, Result};
 use super::super::manifests::{self, Applier};
 use super::super::timeline::Timeline;
+use super::deploy::free_port;
 use super::teardown::ignore_not_found;
 use super::{CONTROLLER_SELECTOR, Install, ManilaCsiEnvironment};
 
@@ -116,6 +117,9 @@ pub struct OperatorOptions {
     /// The driver controller plugin's liveness port (`--controller-health-port`; default: a
     /// free port chosen at start, kept for an upgrade).
     pub controller_health_port: Option<u16>,
+    /// The Manila and the NFS node plugins' liveness ports (`--node-health-port`,
+    /// `--nfs-node-health-port`; default: free ports chosen at start, kept for an upgrade).
+    pub node_health_ports: Option<(u16, u16)>,
 }
 
 impl OperatorOptions {
@@ -134,6 +138,7 @@ impl Default for OperatorOptions {
             cloud_name: "openstack".into(),
             release: OperatorRelease::Current,
             controller_health_port: None,
+            node_health_ports: None,
         }
     }
 }
@@ -240,6 +245,9 @@ impl ManilaCsiEnvironment {
                 .get("CONTROLLER_HEALTH_PORT")
                 .and_then(|port| port.parse().ok());
         }
+        if operator.node_health_ports.is_none() {
+            operator.node_health_ports = Some((free_port()?, free_port()?));
+        }
         self.options.install = Install::Operator(operator.clone());
         self.create_credentials_secret(&operator.cloud_name).await?;
         if let Some(ca) = self.cloud.fake().and_then(|c| c.ca_pem()) {
@@ -264,6 +272,9 @@ impl ManilaCsiEnvironment {
         let port = operator.controller_health_port.ok_or_else(|| {
             Error::Unexpected("the operator's controller health port is not known".into())
         })?;
+        let (node_port, nfs_node_port) = operator.node_health_ports.ok_or_else(|| {
+            Error::Unexpected("the operator's node plugin health ports are not known".into())
+        })?;
         Ok(BTreeMap::from([
             ("NAMESPACE".to_string(), self.options.namespace.clone()),
             (
@@ -271,6 +282,11 @@ impl ManilaCsiEnvironment {
                 self.export_root.display().to_string(),
             ),
             ("CONTROLLER_HEALTH_PORT".to_string(), port.to_string()),
+            ("NODE_HEALTH_PORT".to_string(), node_port.to_string()),
+            (
+                "NFS_NODE_HEALTH_PORT".to_string(),
+                nfs_node_port.to_string(),
+            ),
             (
                 "SHARE_TYPE_SYNC_INTERVAL".to_string(),
                 format!("{}ms", operator.share_type_sync_interval.as_millis()),
