@@ -39,6 +39,9 @@ impl ManilaCsiEnvironment {
             ),
             ("NFS_MOUNTER".to_string(), self.nfs_mounter().to_string()),
             ("CONTROLLER_HEALTH_PORT".to_string(), port.to_string()),
+            // The operator's node plugin liveness ports (unused by the plain fixtures).
+            ("NODE_HEALTH_PORT".to_string(), free_port()?.to_string()),
+            ("NFS_NODE_HEALTH_PORT".to_string(), free_port()?.to_string()),
         ]))
     }
 

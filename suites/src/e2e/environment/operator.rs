@@ -22,7 +22,6 @@ use super::super::binaries::workspace_root;
 use super::super::error::{Error, Result};
 use super::super::manifests::{self, Applier};
 use super::super::timeline::Timeline;
-use super::deploy::free_port;
 use super::teardown::ignore_not_found;
 use super::{CONTROLLER_SELECTOR, Install, ManilaCsiEnvironment};
 
@@ -246,7 +245,8 @@ impl ManilaCsiEnvironment {
                 .and_then(|port| port.parse().ok());
         }
         if operator.node_health_ports.is_none() {
-            operator.node_health_ports = Some((free_port()?, free_port()?));
+            let port = |name: &str| vars.get(name).and_then(|port| port.parse().ok());
+            operator.node_health_ports = port("NODE_HEALTH_PORT").zip(port("NFS_NODE_HEALTH_PORT"));
         }
         self.options.install = Install::Operator(operator.clone());
         self.create_credentials_secret(&operator.cloud_name).await?;
