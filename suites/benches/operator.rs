@@ -1,7 +1,9 @@
 //! How fast the Manila CSI driver operator acts on the embedded cluster with the fake cloud:
 //! its manifests applied → the ClusterOperator Available (driver ready on every node); a share
 //! type added → its StorageClass; a deleted child (the controller Deployment, a
-//! StorageClass) → re-created. Prints each figure next to the issue's target.
+//! StorageClass) → re-created. Then the same for the Cinder CSI driver operator on a cluster
+//! of its own: manifests applied → Available, the deleted controller Deployment →
+//! re-created. Prints each figure next to the issue's target.
 //!
 //! ```sh
 //! cargo bench -p suites --bench operator --profile dev
@@ -16,6 +18,10 @@ use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::storage::v1::StorageClass;
 use kube::api::{Api, DeleteParams};
 use kube_support::wait;
+use suites::e2e::cinder::{
+    CINDER_CONTROLLER_DEPLOYMENT, CinderCsiEnvironment, CinderEnvironmentOptions, CinderInstall,
+    CinderOperatorOptions,
+};
 use suites::e2e::{
     DEFAULT_STORAGE_CLASS, EnvironmentOptions, Install, ManilaCsiEnvironment, OperatorOptions,
 };
@@ -59,7 +65,53 @@ async fn run() -> anyhow::Result<()> {
     );
     let result = measure(&env, interval).await;
     env.teardown().await.context("teardown")?;
+    result?;
+    cinder().await
+}
+
+/// The Cinder operator: apply → Available, and a deleted controller Deployment put back.
+async fn cinder() -> anyhow::Result<()> {
+    let env = CinderCsiEnvironment::start(CinderEnvironmentOptions {
+        nodes: 2,
+        install: CinderInstall::Operator(CinderOperatorOptions::default()),
+        ..Default::default()
+    })
+    .await
+    .context("installing the Cinder operator")?;
+    let timings = env.timings();
+    println!(
+        "cinder environment: binaries {:.1?}, cluster {:.1?}",
+        timings.binaries, timings.cluster
+    );
+    report(
+        "cinder: manifests applied → ClusterOperator Available",
+        timings.deploy,
+        Duration::from_secs(30),
+    );
+    let result = cinder_heal(&env).await;
+    env.teardown().await.context("cinder teardown")?;
     result
+}
+
+async fn cinder_heal(env: &CinderCsiEnvironment) -> anyhow::Result<()> {
+    let deployments: Api<Deployment> = Api::namespaced(env.client(), env.namespace());
+    let uid = deployments
+        .get(CINDER_CONTROLLER_DEPLOYMENT)
+        .await?
+        .metadata
+        .uid;
+    let started = Instant::now();
+    deployments
+        .delete(CINDER_CONTROLLER_DEPLOYMENT, &DeleteParams::default())
+        .await?;
+    wait_present(&deployments, CINDER_CONTROLLER_DEPLOYMENT, uid).await?;
+    report(
+        "cinder: controller Deployment deleted → re-created",
+        started.elapsed(),
+        Duration::from_secs(2),
+    );
+    env.wait_operator_available(TIMEOUT).await?;
+    Ok(())
 }
 
 async fn measure(env: &ManilaCsiEnvironment, interval: Duration) -> anyhow::Result<()> {
