@@ -649,3 +649,11 @@ async fn compute_zones_without_volumes_turn_topology_off(env: &CinderCsiEnvironm
         .await
         .unwrap();
 }
+
+/// A second cluster: the operator installed as release N-1, upgraded to N while pods write
+/// to an attached raw block volume and an ext4 volume (`cinder_operator_steps::upgrade`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_cinder_operator_upgrades_from_n_minus_1_under_writers() {
+    testkit::init_tracing(LOGS);
+    cinder_operator_steps::upgrade::run().await;
+}

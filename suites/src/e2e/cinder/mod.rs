@@ -30,6 +30,7 @@
 
 mod operator;
 mod teardown;
+mod upgrade;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -59,6 +60,7 @@ pub use operator::{
     CINDER_OPERATOR_LEASE, CINDER_OPERATOR_MANAGED_SELECTOR, CINDER_OPERATOR_SELECTOR,
     CLOUDS_YAML_KEY, CONFIG_KEY, CinderOperatorOptions, condition_of, operator_fixtures_dir,
 };
+pub use upgrade::CinderOperatorRelease;
 
 /// The driver's name.
 pub const CINDER_DRIVER_NAME: &str = "cinder.csi.openstack.org";

@@ -21,6 +21,7 @@ use super::super::environment::{
     cluster_csi_driver_resource, cluster_operator_resource, condition, describe_conditions,
 };
 use super::super::error::{Error, Result};
+use super::upgrade::CinderOperatorRelease;
 use super::{CINDER_CONTROLLER_SELECTOR, CINDER_DRIVER_NAME, CinderCsiEnvironment, CinderInstall};
 
 /// The ClusterOperator the Cinder operator reports on.
@@ -70,6 +71,19 @@ pub struct CinderOperatorOptions {
     pub resync_interval: Duration,
     /// Wait until the operator reports the driver installed and ready (default true).
     pub wait_for_driver: bool,
+    /// The release the operator installs (default the current one; N-1 is
+    /// [`CinderOperatorOptions::PREVIOUS_RELEASE`]).
+    pub release: CinderOperatorRelease,
+    /// The driver controller plugin's liveness port (`--controller-health-port`; default: a
+    /// free port chosen at start, kept for an upgrade).
+    pub controller_health_port: Option<u16>,
+}
+
+impl CinderOperatorOptions {
+    /// Release N-1 of the operator's driver objects.
+    pub const PREVIOUS_RELEASE: CinderOperatorRelease = CinderOperatorRelease::Previous;
+    /// The current release.
+    pub const CURRENT_RELEASE: CinderOperatorRelease = CinderOperatorRelease::Current;
 }
 
 impl Default for CinderOperatorOptions {
@@ -80,6 +94,8 @@ impl Default for CinderOperatorOptions {
             config: None,
             resync_interval: Duration::from_secs(60),
             wait_for_driver: true,
+            release: CinderOperatorRelease::Current,
+            controller_health_port: None,
         }
     }
 }
@@ -113,6 +129,13 @@ impl CinderCsiEnvironment {
     /// then (optionally) the waits until the operator reports Available and the driver is
     /// ready on every node.
     pub(super) async fn deploy_operator(&mut self, operator: &CinderOperatorOptions) -> Result<()> {
+        let mut operator = operator.clone();
+        if operator.controller_health_port.is_none() {
+            operator.controller_health_port = Some(free_port()?);
+        }
+        // Remembered (with the port) for an upgrade, which applies the same values again.
+        self.options.install = CinderInstall::Operator(operator.clone());
+        let operator = &operator;
         self.create_credentials_secret(&operator.cloud_name).await?;
         let mut data = BTreeMap::new();
         let mut config = operator.config.clone().unwrap_or_default();
@@ -152,7 +175,13 @@ impl CinderCsiEnvironment {
     }
 
     /// The values of the operator manifests' `${VARS}`.
-    fn operator_vars(&self, operator: &CinderOperatorOptions) -> Result<BTreeMap<String, String>> {
+    pub(super) fn operator_vars(
+        &self,
+        operator: &CinderOperatorOptions,
+    ) -> Result<BTreeMap<String, String>> {
+        let port = operator.controller_health_port.ok_or_else(|| {
+            Error::Unexpected("the operator's controller health port is not known".into())
+        })?;
         Ok(BTreeMap::from([
             ("NAMESPACE".to_string(), self.options.namespace.clone()),
             (
@@ -163,9 +192,10 @@ impl CinderCsiEnvironment {
                 "DISK_ROOT".to_string(),
                 self.disk_root().display().to_string(),
             ),
+            ("CONTROLLER_HEALTH_PORT".to_string(), port.to_string()),
             (
-                "CONTROLLER_HEALTH_PORT".to_string(),
-                free_port()?.to_string(),
+                "OPERATOR_RELEASE".to_string(),
+                operator.release.as_str().to_string(),
             ),
             (
                 "RESYNC_INTERVAL".to_string(),
