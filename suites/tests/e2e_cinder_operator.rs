@@ -11,6 +11,9 @@
 //! the scenarios one after the other, each workload in its own namespace; the teardown
 //! proves that no PV, VolumeAttachment, volume, attachment or loop device is left, nor any
 //! object of the operator.
+//!
+//! A second, short test boots its own cluster for the upgrade N-1 → N under writers on an
+//! attached raw block volume and an ext4 volume (`cinder_operator_steps::upgrade`).
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
 
 #[allow(dead_code)]

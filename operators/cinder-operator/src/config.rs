@@ -100,8 +100,8 @@ pub struct OperatorConfig {
     /// Which release's objects the operator installs (`--release`, default current). The
     /// previous release (N-1, `assets/previous/`) differs from the current one (N) in the
     /// controller: one ClusterRole and binding `openstack-cinder-csi-controllerplugin`
-    /// shared by every sidecar instead of one per sidecar, no `csi-resizer` (nor its RBAC),
-    /// and a StorageClass without `allowVolumeExpansion`. N prunes N-1's shared role.
+    /// shared by every sidecar instead of one per sidecar, and no `csi-resizer` (nor its
+    /// RBAC). N prunes N-1's shared role.
     pub release: Release,
     /// The version this operator reports (`status.version`, the ClusterOperator's versions):
     /// the release's ([`VERSIONS`]; see [`OperatorConfig::set_release`]).

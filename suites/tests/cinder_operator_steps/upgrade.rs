@@ -1,14 +1,13 @@
 //! The Cinder operator upgraded from release N-1 to N under load: pods write continuously
 //! to an attached raw block volume and to an ext4 volume while the operator's manifests are
 //! applied again with the current release. Afterwards: N's version reported, N's shape
-//! (a ClusterRole per sidecar, the resizer, an expandable class), N-1's shared role pruned,
+//! (a ClusterRole per sidecar, the resizer), N-1's shared role pruned,
 //! the writers never saw an I/O error (no restart, still writing), their data is intact,
 //! and no attachment moved.
 
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::api::rbac::v1::ClusterRole;
-use k8s_openapi::api::storage::v1::StorageClass;
 use kube::api::Api;
 use kube_support::wait;
 use suites::e2e::cinder::{
@@ -72,14 +71,6 @@ async fn role_exists(env: &CinderCsiEnvironment, name: &str) -> bool {
         .await
         .unwrap()
         .is_some()
-}
-
-async fn expands(env: &CinderCsiEnvironment) -> Option<bool> {
-    Api::<StorageClass>::all(env.client())
-        .get(CINDER_OPERATOR_CLASS)
-        .await
-        .unwrap()
-        .allow_volume_expansion
 }
 
 /// `(uid, restarts)` of the writer pod `name`.
@@ -148,7 +139,7 @@ pub async fn run() {
     let previous = CinderOperatorOptions::PREVIOUS_RELEASE.version().unwrap();
     env.wait_operator_version(&previous, WAIT).await.unwrap();
 
-    // N-1's shape: one shared sidecar role, no resizer, no expansion.
+    // N-1's shape: one shared sidecar role, no resizer.
     assert!(role_exists(&env, SHARED_ROLE).await);
     for role in SIDECAR_ROLES {
         assert!(!role_exists(&env, role).await, "{role} under N-1");
@@ -158,7 +149,6 @@ pub async fn run() {
         !containers.iter().any(|c| c == "csi-resizer"),
         "{containers:?}"
     );
-    assert_eq!(expands(&env).await, Some(false));
 
     let w = Workload::create(&env, "cinderop-upgrade").await.unwrap();
     w.create_claim(&claim(
@@ -244,7 +234,6 @@ pub async fn run() {
         containers.iter().any(|c| c == "csi-resizer"),
         "{containers:?}"
     );
-    assert_eq!(expands(&env).await, Some(true));
     env.wait_pod_ready(suites::e2e::cinder::CINDER_CONTROLLER_SELECTOR, WAIT)
         .await
         .unwrap();

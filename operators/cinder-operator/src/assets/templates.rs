@@ -63,5 +63,8 @@ const PREVIOUS: &[Asset] = &[
     asset!("previous", "node.yaml", When::Always),
     asset!("previous", "controller.yaml", When::Always),
     asset!("previous", "snapshotclass.yaml", When::SnapshotCrds),
-    asset!("previous", "storageclass.yaml", When::Always),
+    // The same class as N's: the class sync does not update a class that exists (only
+    // re-creates it when an immutable field changes), so an N-1 class without expansion
+    // would stay so after the upgrade.
+    asset!("current", "storageclass.yaml", When::Always),
 ];

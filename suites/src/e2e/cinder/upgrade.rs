@@ -24,8 +24,8 @@ use super::{CINDER_DRIVER_NAME, CinderCsiEnvironment, CinderInstall};
 /// `OPERATOR_RELEASE` (`--release`).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub enum CinderOperatorRelease {
-    /// N-1: one ClusterRole shared by every controller sidecar, no resizer, a StorageClass
-    /// without expansion; it reports `<version>-previous`.
+    /// N-1: one ClusterRole shared by every controller sidecar, no resizer; it reports
+    /// `<version>-previous`.
     Previous,
     /// The current release.
     #[default]
