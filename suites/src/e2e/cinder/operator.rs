@@ -15,13 +15,13 @@ use kube::api::{Api, DeleteParams, DynamicObject, ListParams, PostParams};
 use kube::core::ApiResource;
 use kube_support::wait;
 
+use super::super::binaries::workspace_root;
 use super::super::environment::deploy::free_port;
 use super::super::environment::teardown::ignore_not_found;
 use super::super::environment::{
     cluster_csi_driver_resource, cluster_operator_resource, condition, describe_conditions,
 };
 use super::super::error::{Error, Result};
-use super::upgrade::CinderOperatorRelease;
 use super::{CINDER_CONTROLLER_SELECTOR, CINDER_DRIVER_NAME, CinderCsiEnvironment, CinderInstall};
 
 /// The ClusterOperator the Cinder operator reports on.
@@ -55,6 +55,57 @@ pub const CINDER_CONTROLLER_DEPLOYMENT: &str = "openstack-cinder-csi-controllerp
 pub const CINDER_NODE_DAEMON_SET: &str = "openstack-cinder-csi-nodeplugin";
 /// The pod-template annotation whose change restarts the driver's pods.
 pub const CINDER_CONFIG_HASH_ANNOTATION: &str = "cinder.csi.openstack.org/config-hash";
+
+/// Which release of the driver's objects the Cinder operator installs: its
+/// `OPERATOR_RELEASE` (`--release`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum CinderOperatorRelease {
+    /// N-1: one ClusterRole shared by every controller sidecar, no resizer; it reports
+    /// `<version>-previous`.
+    Previous,
+    /// The current release.
+    #[default]
+    Current,
+}
+
+impl CinderOperatorRelease {
+    /// The value of `${OPERATOR_RELEASE}`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            CinderOperatorRelease::Previous => "previous",
+            CinderOperatorRelease::Current => "current",
+        }
+    }
+
+    /// The version the operator reports for this release: the `cinder-operator` crate's
+    /// version of this workspace, with `-previous` for N-1 (the operator README, "Releases").
+    pub fn version(self) -> Result<String> {
+        let path = workspace_root().join("operators/cinder-operator/Cargo.toml");
+        let text = std::fs::read_to_string(&path).map_err(Error::io("reading", &path))?;
+        let version = package_version(&text).ok_or_else(|| Error::Fixture {
+            path: path.clone(),
+            reason: "no version in [package]".into(),
+        })?;
+        Ok(match self {
+            CinderOperatorRelease::Previous => format!("{version}-previous"),
+            CinderOperatorRelease::Current => version,
+        })
+    }
+}
+
+/// The `version = "…"` of a Cargo manifest's `[package]` section.
+pub(super) fn package_version(manifest: &str) -> Option<String> {
+    let mut in_package = false;
+    for line in manifest.lines().map(str::trim) {
+        if line.starts_with('[') {
+            in_package = line == "[package]";
+        } else if in_package && let Some(rest) = line.strip_prefix("version") {
+            let value = rest.trim_start().strip_prefix('=')?.trim();
+            return Some(value.trim_matches('"').to_string());
+        }
+    }
+    None
+}
 
 /// How the Cinder operator is installed.
 #[derive(Debug, Clone)]

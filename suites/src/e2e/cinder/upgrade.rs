@@ -10,66 +10,14 @@ use k8s_openapi::api::apps::v1::Deployment;
 use kube::api::{Api, DynamicObject};
 use kube_support::wait;
 
-use super::super::binaries::workspace_root;
 use super::super::environment::{cluster_csi_driver_resource, operand_versions};
 use super::super::error::{Error, Result};
 use super::super::manifests::Applier;
 use super::operator::{
-    CINDER_CLUSTER_OPERATOR, CINDER_OPERATOR_DEPLOYMENT, CinderOperatorOptions, condition_of,
-    operator_fixtures_dir,
+    CINDER_CLUSTER_OPERATOR, CINDER_OPERATOR_DEPLOYMENT, CinderOperatorOptions,
+    CinderOperatorRelease, condition_of, operator_fixtures_dir,
 };
 use super::{CINDER_DRIVER_NAME, CinderCsiEnvironment, CinderInstall};
-
-/// Which release of the driver's objects the Cinder operator installs: its
-/// `OPERATOR_RELEASE` (`--release`).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub enum CinderOperatorRelease {
-    /// N-1: one ClusterRole shared by every controller sidecar, no resizer; it reports
-    /// `<version>-previous`.
-    Previous,
-    /// The current release.
-    #[default]
-    Current,
-}
-
-impl CinderOperatorRelease {
-    /// The value of `${OPERATOR_RELEASE}`.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            CinderOperatorRelease::Previous => "previous",
-            CinderOperatorRelease::Current => "current",
-        }
-    }
-
-    /// The version the operator reports for this release: the `cinder-operator` crate's
-    /// version of this workspace, with `-previous` for N-1 (the operator README, "Releases").
-    pub fn version(self) -> Result<String> {
-        let path = workspace_root().join("operators/cinder-operator/Cargo.toml");
-        let text = std::fs::read_to_string(&path).map_err(Error::io("reading", &path))?;
-        let version = package_version(&text).ok_or_else(|| Error::Fixture {
-            path: path.clone(),
-            reason: "no version in [package]".into(),
-        })?;
-        Ok(match self {
-            CinderOperatorRelease::Previous => format!("{version}-previous"),
-            CinderOperatorRelease::Current => version,
-        })
-    }
-}
-
-/// The `version = "…"` of a Cargo manifest's `[package]` section.
-fn package_version(manifest: &str) -> Option<String> {
-    let mut in_package = false;
-    for line in manifest.lines().map(str::trim) {
-        if line.starts_with('[') {
-            in_package = line == "[package]";
-        } else if in_package && let Some(rest) = line.strip_prefix("version") {
-            let value = rest.trim_start().strip_prefix('=')?.trim();
-            return Some(value.trim_matches('"').to_string());
-        }
-    }
-    None
-}
 
 impl CinderCsiEnvironment {
     /// Upgrades (or downgrades) the installed operator to `release` as a user would: the
@@ -231,6 +179,7 @@ impl CinderCsiEnvironment {
 #[cfg(test)]
 mod tests {
     #![allow(clippy::unwrap_used)]
+    use super::super::operator::package_version;
     use super::*;
 
     #[test]
