@@ -11,6 +11,9 @@
 //! the scenarios one after the other, each workload in its own namespace; the teardown
 //! proves that no PV, VolumeAttachment, volume, attachment or loop device is left, nor any
 //! object of the operator.
+//!
+//! A second, short test boots its own cluster for the upgrade N-1 → N under writers on an
+//! attached raw block volume and an ext4 volume (`cinder_operator_steps::upgrade`).
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
 
 #[allow(dead_code)]
@@ -648,4 +651,12 @@ async fn compute_zones_without_volumes_turn_topology_off(env: &CinderCsiEnvironm
     env.wait_operator_available(Duration::from_secs(120))
         .await
         .unwrap();
+}
+
+/// A second cluster: the operator installed as release N-1, upgraded to N while pods write
+/// to an attached raw block volume and an ext4 volume (`cinder_operator_steps::upgrade`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_cinder_operator_upgrades_from_n_minus_1_under_writers() {
+    testkit::init_tracing(LOGS);
+    cinder_operator_steps::upgrade::run().await;
 }

@@ -6,9 +6,11 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
+pub use operator_kit::release::Release;
 use operator_kit::release::Versions;
 
-/// The versions the operator reports: this crate's (the Cinder operator has one release).
+/// The versions the operator's releases report: this crate's version for the current release
+/// (N), and that with `-previous` for the previous one (N-1).
 pub const VERSIONS: Versions = operator_kit::versions!();
 
 /// The images of the driver's containers. Defaults are upstream's image names; the embedded
@@ -95,7 +97,14 @@ pub struct OperatorConfig {
     /// How often everything is reconciled without a watch event (the cloud's zones and
     /// credentials are checked again then).
     pub resync_interval: Duration,
-    /// The version this operator reports (`status.version`, the ClusterOperator's versions).
+    /// Which release's objects the operator installs (`--release`, default current). The
+    /// previous release (N-1, `assets/previous/`) differs from the current one (N) in the
+    /// controller: one ClusterRole and binding `openstack-cinder-csi-controllerplugin`
+    /// shared by every sidecar instead of one per sidecar, and no `csi-resizer` (nor its
+    /// RBAC). N prunes N-1's shared role.
+    pub release: Release,
+    /// The version this operator reports (`status.version`, the ClusterOperator's versions):
+    /// the release's ([`VERSIONS`]; see [`OperatorConfig::set_release`]).
     pub version: String,
 }
 
@@ -127,8 +136,15 @@ impl OperatorConfig {
             cluster_name: "kubernetes".into(),
             default_storage_class: false,
             resync_interval: Duration::from_secs(600),
+            release: Release::Current,
             version: VERSIONS.current.to_owned(),
         }
+    }
+
+    /// Installs `release`'s objects and reports its version.
+    pub fn set_release(&mut self, release: Release) {
+        self.release = release;
+        self.version = VERSIONS.of(release).into();
     }
 
     /// The path of the CA bundle in the driver pods, as `cloud.conf` names it.

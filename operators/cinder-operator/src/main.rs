@@ -11,7 +11,7 @@ use std::time::Duration;
 use anyhow::Context as _;
 use cinder_operator::OperatorConfig;
 use cinder_operator::assets::{AssetInputs, render};
-use cinder_operator::config::DiskSource;
+use cinder_operator::config::{DiskSource, Release};
 use cinder_operator::controller::{self, Context};
 use cinder_operator::identity::IDENTITY;
 use clap::{ArgAction, Parser, Subcommand};
@@ -82,6 +82,10 @@ struct Args {
     /// Image of livenessprobe.
     #[arg(long, env = "LIVENESS_PROBE_IMAGE")]
     liveness_probe_image: Option<String>,
+    /// Which release's objects to install: `current`, or `previous` (N-1, the older layout
+    /// the upgrade tests start from; it reports `<version>-previous`).
+    #[arg(long, env = "OPERATOR_RELEASE", default_value = "current")]
+    release: Release,
     /// Leader election, metrics and verbosity, as every operator has them.
     #[command(flatten)]
     common: CommonFlags,
@@ -114,6 +118,7 @@ impl Args {
         config.cluster_name = self.cluster_name.clone();
         config.controller_health_port = self.controller_health_port;
         config.default_storage_class = self.default_storage_class;
+        config.set_release(self.release);
         if let Some(root) = &self.disk_root {
             config.disk_source = DiskSource::DiskRoot(root.clone());
         }
@@ -186,7 +191,7 @@ async fn run(args: &Args, config: OperatorConfig) -> anyhow::Result<()> {
         tracing::info!(%bound, "serving /metrics");
     }
     let ctx = Arc::new(ctx);
-    tracing::info!(namespace = %config.namespace, version = %config.version, "starting");
+    tracing::info!(namespace = %config.namespace, version = %config.version, release = %config.release, "starting");
     startup::run_controller(
         client,
         &IDENTITY,

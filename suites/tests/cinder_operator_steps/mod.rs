@@ -1,5 +1,7 @@
 //! The steps and waits of the Cinder operator test: the ClusterCSIDriver's spec, the operator's inputs (Secret, ConfigMap), objects re-created, driver pods replaced, hash annotations, the leader Lease.
 
+pub mod upgrade;
+
 use std::collections::BTreeSet;
 use std::time::{Duration, Instant};
 

@@ -7,6 +7,8 @@
 
 #[cfg(test)]
 mod operator_rbac;
+#[cfg(test)]
+mod release_tests;
 mod templates;
 #[cfg(test)]
 mod tests;
@@ -19,7 +21,7 @@ use serde_json::{Value, json};
 
 use crate::config::{CONFIG_DIR, DiskSource, OperatorConfig};
 use crate::identity::IDENTITY;
-use templates::{Asset, CURRENT, When};
+use templates::{Asset, When, templates};
 
 /// The controller plugin's Deployment.
 pub const CONTROLLER_DEPLOYMENT: &str = "openstack-cinder-csi-controllerplugin";
@@ -58,10 +60,11 @@ pub struct AssetInputs<'a> {
     pub snapshot_crds_present: bool,
 }
 
-/// Every object of the driver, in apply order: placeholders filled, the `managed-by` label
+/// Every object of the driver in the configured release's layout
+/// ([`OperatorConfig::release`]), in apply order: placeholders filled, the `managed-by` label
 /// on each, `metadata.namespace` set on namespaced kinds (absent on cluster-scoped ones).
 pub fn render(inputs: &AssetInputs<'_>) -> Result<Vec<DynamicObject>, TemplateError> {
-    render_assets(CURRENT, inputs)
+    render_assets(templates(inputs.config.release), inputs)
 }
 
 fn render_assets(

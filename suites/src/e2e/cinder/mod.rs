@@ -30,6 +30,7 @@
 
 mod operator;
 mod teardown;
+mod upgrade;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -57,7 +58,8 @@ pub use operator::{
     CINDER_CONTROLLER_DEPLOYMENT, CINDER_CREDENTIALS_SECRET, CINDER_DRIVER_SECRET,
     CINDER_NODE_DAEMON_SET, CINDER_OPERATOR_CLASS, CINDER_OPERATOR_DEPLOYMENT,
     CINDER_OPERATOR_LEASE, CINDER_OPERATOR_MANAGED_SELECTOR, CINDER_OPERATOR_SELECTOR,
-    CLOUDS_YAML_KEY, CONFIG_KEY, CinderOperatorOptions, condition_of, operator_fixtures_dir,
+    CLOUDS_YAML_KEY, CONFIG_KEY, CinderOperatorOptions, CinderOperatorRelease, condition_of,
+    operator_fixtures_dir,
 };
 
 /// The driver's name.

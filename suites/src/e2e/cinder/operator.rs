@@ -15,6 +15,7 @@ use kube::api::{Api, DeleteParams, DynamicObject, ListParams, PostParams};
 use kube::core::ApiResource;
 use kube_support::wait;
 
+use super::super::binaries::workspace_root;
 use super::super::environment::deploy::free_port;
 use super::super::environment::teardown::ignore_not_found;
 use super::super::environment::{
@@ -55,6 +56,57 @@ pub const CINDER_NODE_DAEMON_SET: &str = "openstack-cinder-csi-nodeplugin";
 /// The pod-template annotation whose change restarts the driver's pods.
 pub const CINDER_CONFIG_HASH_ANNOTATION: &str = "cinder.csi.openstack.org/config-hash";
 
+/// Which release of the driver's objects the Cinder operator installs: its
+/// `OPERATOR_RELEASE` (`--release`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum CinderOperatorRelease {
+    /// N-1: one ClusterRole shared by every controller sidecar, no resizer; it reports
+    /// `<version>-previous`.
+    Previous,
+    /// The current release.
+    #[default]
+    Current,
+}
+
+impl CinderOperatorRelease {
+    /// The value of `${OPERATOR_RELEASE}`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            CinderOperatorRelease::Previous => "previous",
+            CinderOperatorRelease::Current => "current",
+        }
+    }
+
+    /// The version the operator reports for this release: the `cinder-operator` crate's
+    /// version of this workspace, with `-previous` for N-1 (the operator README, "Releases").
+    pub fn version(self) -> Result<String> {
+        let path = workspace_root().join("operators/cinder-operator/Cargo.toml");
+        let text = std::fs::read_to_string(&path).map_err(Error::io("reading", &path))?;
+        let version = package_version(&text).ok_or_else(|| Error::Fixture {
+            path: path.clone(),
+            reason: "no version in [package]".into(),
+        })?;
+        Ok(match self {
+            CinderOperatorRelease::Previous => format!("{version}-previous"),
+            CinderOperatorRelease::Current => version,
+        })
+    }
+}
+
+/// The `version = "…"` of a Cargo manifest's `[package]` section.
+pub(super) fn package_version(manifest: &str) -> Option<String> {
+    let mut in_package = false;
+    for line in manifest.lines().map(str::trim) {
+        if line.starts_with('[') {
+            in_package = line == "[package]";
+        } else if in_package && let Some(rest) = line.strip_prefix("version") {
+            let value = rest.trim_start().strip_prefix('=')?.trim();
+            return Some(value.trim_matches('"').to_string());
+        }
+    }
+    None
+}
+
 /// How the Cinder operator is installed.
 #[derive(Debug, Clone)]
 pub struct CinderOperatorOptions {
@@ -70,6 +122,19 @@ pub struct CinderOperatorOptions {
     pub resync_interval: Duration,
     /// Wait until the operator reports the driver installed and ready (default true).
     pub wait_for_driver: bool,
+    /// The release the operator installs (default the current one; N-1 is
+    /// [`CinderOperatorOptions::PREVIOUS_RELEASE`]).
+    pub release: CinderOperatorRelease,
+    /// The driver controller plugin's liveness port (`--controller-health-port`; default: a
+    /// free port chosen at start, kept for an upgrade).
+    pub controller_health_port: Option<u16>,
+}
+
+impl CinderOperatorOptions {
+    /// Release N-1 of the operator's driver objects.
+    pub const PREVIOUS_RELEASE: CinderOperatorRelease = CinderOperatorRelease::Previous;
+    /// The current release.
+    pub const CURRENT_RELEASE: CinderOperatorRelease = CinderOperatorRelease::Current;
 }
 
 impl Default for CinderOperatorOptions {
@@ -80,6 +145,8 @@ impl Default for CinderOperatorOptions {
             config: None,
             resync_interval: Duration::from_secs(60),
             wait_for_driver: true,
+            release: CinderOperatorRelease::Current,
+            controller_health_port: None,
         }
     }
 }
@@ -113,6 +180,13 @@ impl CinderCsiEnvironment {
     /// then (optionally) the waits until the operator reports Available and the driver is
     /// ready on every node.
     pub(super) async fn deploy_operator(&mut self, operator: &CinderOperatorOptions) -> Result<()> {
+        let mut operator = operator.clone();
+        if operator.controller_health_port.is_none() {
+            operator.controller_health_port = Some(free_port()?);
+        }
+        // Remembered (with the port) for an upgrade, which applies the same values again.
+        self.options.install = CinderInstall::Operator(operator.clone());
+        let operator = &operator;
         self.create_credentials_secret(&operator.cloud_name).await?;
         let mut data = BTreeMap::new();
         let mut config = operator.config.clone().unwrap_or_default();
@@ -152,7 +226,13 @@ impl CinderCsiEnvironment {
     }
 
     /// The values of the operator manifests' `${VARS}`.
-    fn operator_vars(&self, operator: &CinderOperatorOptions) -> Result<BTreeMap<String, String>> {
+    pub(super) fn operator_vars(
+        &self,
+        operator: &CinderOperatorOptions,
+    ) -> Result<BTreeMap<String, String>> {
+        let port = operator.controller_health_port.ok_or_else(|| {
+            Error::Unexpected("the operator's controller health port is not known".into())
+        })?;
         Ok(BTreeMap::from([
             ("NAMESPACE".to_string(), self.options.namespace.clone()),
             (
@@ -163,9 +243,10 @@ impl CinderCsiEnvironment {
                 "DISK_ROOT".to_string(),
                 self.disk_root().display().to_string(),
             ),
+            ("CONTROLLER_HEALTH_PORT".to_string(), port.to_string()),
             (
-                "CONTROLLER_HEALTH_PORT".to_string(),
-                free_port()?.to_string(),
+                "OPERATOR_RELEASE".to_string(),
+                operator.release.as_str().to_string(),
             ),
             (
                 "RESYNC_INTERVAL".to_string(),
