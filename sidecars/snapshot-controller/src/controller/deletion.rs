@@ -11,8 +11,8 @@ use serde_json::json;
 use super::Context;
 use crate::api::{
     BEING_DELETED_ANNOTATION, DeletionPolicy, PVC_AS_SOURCE_FINALIZER,
-    VOLUME_SNAPSHOT_AS_SOURCE_FINALIZER, VOLUME_SNAPSHOT_BOUND_FINALIZER, VolumeSnapshot,
-    VolumeSnapshotContent,
+    VOLUME_SNAPSHOT_AS_SOURCE_FINALIZER, VOLUME_SNAPSHOT_BOUND_FINALIZER,
+    VOLUME_SNAPSHOT_CONTENT_FINALIZER, VolumeSnapshot, VolumeSnapshotContent,
 };
 use crate::{Error, Result};
 
@@ -82,6 +82,10 @@ pub async fn delete_content(content: &VolumeSnapshotContent, ctx: &Context) -> R
     }
     let name = content.name_any();
     let contents: Api<VolumeSnapshotContent> = Api::all(ctx.client().clone());
+    // The content reconciler may not have protected this content yet (it runs on its own,
+    // and may be behind under load): deleted without the finalizer, the content would go at
+    // once and the snapshotter would never delete the physical snapshot.
+    finalizers::add(&contents, content, VOLUME_SNAPSHOT_CONTENT_FINALIZER).await?;
     let patch = json!({"metadata": {"annotations": {BEING_DELETED_ANNOTATION: "yes"}}});
     contents
         .patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
