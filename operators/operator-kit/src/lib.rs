@@ -25,6 +25,7 @@ pub mod startup;
 pub mod status;
 pub mod storage_classes;
 pub mod templates;
+pub mod watches;
 pub mod workloads;
 
 pub use identity::OperatorIdentity;

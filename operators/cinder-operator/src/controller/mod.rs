@@ -19,13 +19,11 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use futures::StreamExt;
-use k8s_openapi::api::apps::v1::{DaemonSet, Deployment};
-use k8s_openapi::api::core::v1::{ConfigMap, Secret, ServiceAccount};
-use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, Role, RoleBinding};
-use k8s_openapi::api::storage::v1::{CSIDriver, StorageClass};
+use k8s_openapi::api::core::v1::{ConfigMap, Secret};
+use k8s_openapi::api::storage::v1::StorageClass;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 use kube::api::Api;
-use kube::runtime::controller::{Action, Controller};
+use kube::runtime::controller::Action;
 use kube::runtime::reflector::ObjectRef;
 use kube::runtime::watcher;
 use kube::{Client, Resource, ResourceExt};
@@ -84,62 +82,33 @@ pub async fn run(ctx: Arc<Context>, shutdown: impl Future<Output = ()> + Send + 
     let credentials_secret = ctx.config.credentials_secret.clone();
     let config_map = ctx.config.config_map.clone();
     tracing::info!(namespace, "watching ClusterCSIDriver {DRIVER_NAME}");
-    Controller::new(
-        Api::<ClusterCSIDriver>::all(client.clone()),
-        watcher::Config::default().fields(&format!("metadata.name={DRIVER_NAME}")),
-    )
-    .owns(
-        Api::<Deployment>::namespaced(client.clone(), namespace),
-        managed.clone(),
-    )
-    .owns(
-        Api::<DaemonSet>::namespaced(client.clone(), namespace),
-        managed.clone(),
-    )
-    .owns(
-        Api::<ServiceAccount>::namespaced(client.clone(), namespace),
-        managed.clone(),
-    )
-    .owns(
-        Api::<Role>::namespaced(client.clone(), namespace),
-        managed.clone(),
-    )
-    .owns(
-        Api::<RoleBinding>::namespaced(client.clone(), namespace),
-        managed.clone(),
-    )
-    .owns(Api::<ClusterRole>::all(client.clone()), managed.clone())
-    .owns(
-        Api::<ClusterRoleBinding>::all(client.clone()),
-        managed.clone(),
-    )
-    .owns(Api::<CSIDriver>::all(client.clone()), managed.clone())
-    .watches(
-        Api::<Secret>::namespaced(client.clone(), namespace),
-        watcher::Config::default(),
-        move |secret| {
-            let ours = IDENTITY.is_managed(Some(secret.labels()));
-            (ours || secret.name_any() == credentials_secret).then(the_driver)
-        },
-    )
-    .watches(
-        Api::<ConfigMap>::namespaced(client.clone(), namespace),
-        watcher::Config::default(),
-        move |map| (map.name_any() == config_map).then(the_driver),
-    )
-    .watches(
-        Api::<StorageClass>::all(client.clone()),
-        managed,
-        move |_| Some(the_driver()),
-    )
-    .graceful_shutdown_on(shutdown)
-    .run(reconcile, error_policy, ctx)
-    .for_each(|result| async move {
-        if let Err(error) = result {
-            tracing::debug!(%error, "reconcile ended with an error");
-        }
-    })
-    .await;
+    operator_kit::watches::driver_controller(&client, &IDENTITY, namespace)
+        .watches(
+            Api::<Secret>::namespaced(client.clone(), namespace),
+            watcher::Config::default(),
+            move |secret| {
+                let ours = IDENTITY.is_managed(Some(secret.labels()));
+                (ours || secret.name_any() == credentials_secret).then(the_driver)
+            },
+        )
+        .watches(
+            Api::<ConfigMap>::namespaced(client.clone(), namespace),
+            watcher::Config::default(),
+            move |map| (map.name_any() == config_map).then(the_driver),
+        )
+        .watches(
+            Api::<StorageClass>::all(client.clone()),
+            managed,
+            move |_| Some(the_driver()),
+        )
+        .graceful_shutdown_on(shutdown)
+        .run(reconcile, error_policy, ctx)
+        .for_each(|result| async move {
+            if let Err(error) = result {
+                tracing::debug!(%error, "reconcile ended with an error");
+            }
+        })
+        .await;
 }
 
 fn error_policy(driver: Arc<ClusterCSIDriver>, error: &Error, ctx: Arc<Context>) -> Action {

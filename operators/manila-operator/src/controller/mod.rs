@@ -19,13 +19,11 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use futures::StreamExt;
-use k8s_openapi::api::apps::v1::{DaemonSet, Deployment};
-use k8s_openapi::api::core::v1::{ConfigMap, Secret, ServiceAccount};
-use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, Role, RoleBinding};
-use k8s_openapi::api::storage::v1::{CSIDriver, StorageClass};
+use k8s_openapi::api::core::v1::{ConfigMap, Secret};
+use k8s_openapi::api::storage::v1::StorageClass;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 use kube::api::{Api, DynamicObject};
-use kube::runtime::controller::{Action, Controller};
+use kube::runtime::controller::Action;
 use kube::runtime::reflector::ObjectRef;
 use kube::runtime::watcher;
 use kube::{Client, Resource, ResourceExt};
@@ -85,10 +83,7 @@ pub async fn run(ctx: Arc<Context>, shutdown: impl Future<Output = ()> + Send + 
     let credentials_secret = ctx.config.credentials_secret.clone();
     let ca_config_map = ctx.config.ca_config_map.clone();
     tracing::info!(namespace, "watching ClusterCSIDriver {DRIVER_NAME}");
-    let mut controller = Controller::new(
-        Api::<ClusterCSIDriver>::all(client.clone()),
-        watcher::Config::default().fields(&format!("metadata.name={DRIVER_NAME}")),
-    );
+    let mut controller = operator_kit::watches::driver_controller(&client, &IDENTITY, namespace);
     // The controller's PodDisruptionBudget, at the version the cluster serves (policy/v1,
     // or v1beta1 before Kubernetes 1.21): a typed policy/v1 watch would fail there.
     if let Some((budgets, _)) = api_resource(ctx.config.pdb_api_version, BUDGET_KIND) {
@@ -99,32 +94,6 @@ pub async fn run(ctx: Arc<Context>, shutdown: impl Future<Output = ()> + Send + 
         );
     }
     controller
-        .owns(
-            Api::<Deployment>::namespaced(client.clone(), namespace),
-            managed.clone(),
-        )
-        .owns(
-            Api::<DaemonSet>::namespaced(client.clone(), namespace),
-            managed.clone(),
-        )
-        .owns(
-            Api::<ServiceAccount>::namespaced(client.clone(), namespace),
-            managed.clone(),
-        )
-        .owns(
-            Api::<Role>::namespaced(client.clone(), namespace),
-            managed.clone(),
-        )
-        .owns(
-            Api::<RoleBinding>::namespaced(client.clone(), namespace),
-            managed.clone(),
-        )
-        .owns(Api::<ClusterRole>::all(client.clone()), managed.clone())
-        .owns(
-            Api::<ClusterRoleBinding>::all(client.clone()),
-            managed.clone(),
-        )
-        .owns(Api::<CSIDriver>::all(client.clone()), managed.clone())
         .watches(
             Api::<Secret>::namespaced(client.clone(), namespace),
             watcher::Config::default(),
