@@ -21,6 +21,7 @@ pub mod prune;
 pub mod record;
 pub mod release;
 pub mod removal;
+pub mod report;
 pub mod startup;
 pub mod status;
 pub mod storage_classes;
