@@ -4,9 +4,12 @@
 
 use std::time::Duration;
 
+use kube::api::DynamicObject;
 use kube_support::error::error_chain;
 
-use crate::api::GenerationStatus;
+use crate::api::{ClusterCSIDriver, GenerationStatus};
+use crate::apply::{Applier, ApplyError};
+use crate::record::Recorder;
 use crate::status::{Condition, Health};
 
 /// What one reconcile found and did, for the status.
@@ -51,6 +54,43 @@ impl<E: std::error::Error + 'static> Report<E> {
     pub fn failed(&mut self, prefix: &str, reason: &str, error: E) {
         self.health(prefix, &Health::degraded(reason, error_chain(&error)));
         self.error.get_or_insert(error);
+    }
+
+    /// Applies every object (an Event for each change, the workloads' generations into the
+    /// report); the first failure, after trying them all.
+    pub async fn apply_all(
+        &mut self,
+        applier: &Applier,
+        recorder: &Recorder,
+        driver: &ClusterCSIDriver,
+        objects: &[DynamicObject],
+    ) -> Result<(), E>
+    where
+        E: From<ApplyError>,
+    {
+        let mut failure = None;
+        for object in objects {
+            match applier.apply(object).await {
+                Ok(applied) => {
+                    recorder.applied(driver, &applied).await;
+                    if let Some(generation) = applied.generation
+                        && matches!(applied.kind.as_str(), "Deployment" | "DaemonSet")
+                    {
+                        self.generations.push(GenerationStatus {
+                            group: "apps".into(),
+                            resource: format!("{}s", applied.kind.to_ascii_lowercase()),
+                            namespace: applied.namespace.clone().unwrap_or_default(),
+                            name: applied.name.clone(),
+                            last_generation: generation,
+                        });
+                    }
+                }
+                Err(error) => {
+                    failure.get_or_insert(E::from(error));
+                }
+            }
+        }
+        failure.map_or(Ok(()), Err)
     }
 
     /// The last condition of `prefix` named `type_suffix` (`Degraded`, …).

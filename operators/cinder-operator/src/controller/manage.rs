@@ -6,7 +6,7 @@
 //! 2. the checks ([`checks::run`]): inputs and their translation, the cloud, the zones;
 //! 3. the driver Secret ([`apply_driver_secret`]), whose hash goes into the pod templates;
 //! 4. the driver's objects, rendered, the StorageClass split off ([`split_classes`]) and
-//!    the rest applied ([`apply_objects`]), then what the operator installed before and no
+//!    the rest applied ([`Report::apply_all`](operator_kit::report::Report::apply_all)), then what the operator installed before and no
 //!    longer renders is pruned ([`prune_stale`]);
 //! 5. the StorageClass `standard-csi` as `storageClassState` says ([`sync_storage_class`]);
 //! 6. the workloads' health.
@@ -19,7 +19,7 @@ use k8s_openapi::api::storage::v1::StorageClass;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::api::{Api, DynamicObject, ObjectMeta};
 use kube_support::events::EventType;
-use operator_kit::api::{ClusterCSIDriver, GenerationStatus, LogLevel, ManagementState};
+use operator_kit::api::{ClusterCSIDriver, LogLevel, ManagementState};
 use operator_kit::apply::Applier;
 use operator_kit::downgrade::{self, VersionCheck};
 use operator_kit::prune::{self, ObjectKey, Scope};
@@ -76,7 +76,10 @@ pub(super) async fn manage(driver: &ClusterCSIDriver, ctx: &Context) -> Report {
             return report;
         }
     };
-    match apply_objects(driver, ctx, &applier, &objects, &mut report).await {
+    match report
+        .apply_all(&applier, &ctx.recorder, driver, &objects)
+        .await
+    {
         Err(error) => report.failed(identity::STATIC_RESOURCES, "ApplyFailed", error),
         Ok(()) => prune_stale(driver, ctx, &applier, &owner_uid, &objects, &mut report).await,
     }
@@ -205,40 +208,6 @@ async fn snapshot_crds_present(ctx: &Context) -> bool {
             false
         }
     }
-}
-
-/// Applies every object (an Event for each change, the workloads' generations into the
-/// report); the first failure, after trying them all.
-async fn apply_objects(
-    driver: &ClusterCSIDriver,
-    ctx: &Context,
-    applier: &Applier,
-    objects: &[DynamicObject],
-    report: &mut Report,
-) -> Result<()> {
-    let mut failure = None;
-    for object in objects {
-        match applier.apply(object).await {
-            Ok(applied) => {
-                ctx.recorder.applied(driver, &applied).await;
-                if let Some(generation) = applied.generation
-                    && matches!(applied.kind.as_str(), "Deployment" | "DaemonSet")
-                {
-                    report.generations.push(GenerationStatus {
-                        group: "apps".into(),
-                        resource: format!("{}s", applied.kind.to_ascii_lowercase()),
-                        namespace: applied.namespace.clone().unwrap_or_default(),
-                        name: applied.name.clone(),
-                        last_generation: generation,
-                    });
-                }
-            }
-            Err(error) => {
-                failure.get_or_insert(Error::from(error));
-            }
-        }
-    }
-    failure.map_or(Ok(()), Err)
 }
 
 /// Once everything wanted is in place: deletes what the operator installed before and no

@@ -7,7 +7,7 @@
 //!    installed driver alone too;
 //! 2. the cloud ([`find_share_types`]): credentials, Manila in the catalog, its share types;
 //! 3. the driver Secret ([`sync_driver_secret`]), whose hash goes into the pod templates;
-//! 4. the driver's objects ([`render_objects`], [`apply_objects`]), then what an earlier
+//! 4. the driver's objects ([`render_objects`], [`Report::apply_all`](operator_kit::report::Report::apply_all)), then what an earlier
 //!    release installed and this one does not ([`prune_stale`]);
 //! 5. one StorageClass per share type ([`sync_storage_classes`]);
 //! 6. the workloads' health.
@@ -22,8 +22,7 @@ use kube::api::{Api, DynamicObject, ListParams, ObjectMeta};
 use kube_support::events::EventType;
 
 use operator_kit::api::{
-    ClusterCSIDriver, GenerationStatus, LogLevel, ManagementState, ManilaDriverConfig,
-    StorageClassState,
+    ClusterCSIDriver, LogLevel, ManagementState, ManilaDriverConfig, StorageClassState,
 };
 use operator_kit::apply::Applier;
 use operator_kit::downgrade::{self, VersionCheck};
@@ -85,7 +84,10 @@ pub(super) async fn manage(driver: &ClusterCSIDriver, ctx: &Context) -> Report {
     else {
         return report;
     };
-    match apply_objects(driver, ctx, &applier, &objects, &mut report).await {
+    match report
+        .apply_all(&applier, &ctx.recorder, driver, &objects)
+        .await
+    {
         Err(error) => report.failed(identity::STATIC_RESOURCES, "ApplyFailed", error),
         Ok(()) => prune_stale(driver, ctx, &applier, &owner_uid, &objects, &mut report).await,
     }
@@ -223,40 +225,6 @@ async fn snapshot_crds_present(ctx: &Context) -> bool {
             false
         }
     }
-}
-
-/// Applies every object (an Event for each change, the workloads' generations into the
-/// report); the first failure, after trying them all.
-async fn apply_objects(
-    driver: &ClusterCSIDriver,
-    ctx: &Context,
-    applier: &Applier,
-    objects: &[DynamicObject],
-    report: &mut Report,
-) -> Result<()> {
-    let mut failure = None;
-    for object in objects {
-        match applier.apply(object).await {
-            Ok(applied) => {
-                ctx.recorder.applied(driver, &applied).await;
-                if let Some(generation) = applied.generation
-                    && matches!(applied.kind.as_str(), "Deployment" | "DaemonSet")
-                {
-                    report.generations.push(GenerationStatus {
-                        group: "apps".into(),
-                        resource: format!("{}s", applied.kind.to_ascii_lowercase()),
-                        namespace: applied.namespace.clone().unwrap_or_default(),
-                        name: applied.name.clone(),
-                        last_generation: generation,
-                    });
-                }
-            }
-            Err(error) => {
-                failure.get_or_insert(Error::from(error));
-            }
-        }
-    }
-    failure.map_or(Ok(()), Err)
 }
 
 /// Once everything wanted is in place: deletes what an earlier release (or configuration)
