@@ -599,3 +599,87 @@ fn a_resilience_suite_runs_when_named_and_writes_its_timelines(
     assert!(all.contains("inject"), "{all}");
     assert!(all.contains(seen), "{all}");
 }
+
+/// Ctrl-C while the tests run: the run stops with exit status 130 and removes what it
+/// started (cluster processes, run directory, mounts; the suite's TMPDIR check and the
+/// leftover check of `ci/test.sh` see the rest), instead of dying with all of it left.
+#[test]
+fn an_interrupted_run_removes_its_cluster_and_exits_130() {
+    use std::io::{BufRead, BufReader};
+    use std::process::Stdio;
+    let out_dir = scratch("conformance-interrupted-");
+    let output = out_dir.path().join("out");
+    // Short: the cluster's unix socket paths below it must stay under 107 bytes.
+    let tmp = tempfile::Builder::new()
+        .prefix("i")
+        .tempdir_in("/tmp")
+        .unwrap();
+    let mut child = Command::new(conformance())
+        .args(["run", "--plain", "--suite", "volumes", "--output"])
+        .arg(&output)
+        .env("TMPDIR", tmp.path())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Read stderr to its end on a thread (a closed pipe would make the run's next progress
+    // line fail), handing each line over until a test has started.
+    let stderr = child.stderr.take().unwrap();
+    let (lines_tx, lines_rx) = std::sync::mpsc::channel();
+    let reader = std::thread::spawn(move || {
+        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+            let _ = lines_tx.send(line);
+        }
+    });
+    let mut seen = Vec::new();
+    while let Ok(line) = lines_rx.recv_timeout(std::time::Duration::from_secs(600)) {
+        let started = line.contains("START [volumes]");
+        seen.push(line);
+        if started {
+            break;
+        }
+    }
+    assert!(
+        seen.iter().any(|l| l.contains("START [volumes]")),
+        "the run never started a test: {seen:#?}"
+    );
+    nix_kill(child.id(), "INT");
+    let out = child.wait_with_output().unwrap();
+    reader.join().unwrap();
+    let rest: Vec<String> = lines_rx.try_iter().collect();
+    assert_eq!(
+        out.status.code(),
+        Some(130),
+        "{}\n{}",
+        text(&out.stdout),
+        rest.join("\n")
+    );
+    assert!(
+        rest.iter().any(|l| l.contains("SIGINT: stopping the run")),
+        "{rest:#?}"
+    );
+    assert!(
+        !output.join("report.md").exists(),
+        "an interrupted run writes no report"
+    );
+    // Everything the run made below its TMPDIR (the cluster's run directory with the nodes'
+    // mounts, the fake cloud's volumes, the scratch directory) is gone.
+    let left: Vec<_> = walk(tmp.path());
+    let mounts = std::fs::read_to_string("/proc/self/mountinfo").unwrap();
+    let tmp_path = tmp.path().display().to_string();
+    let mounted: Vec<&str> = mounts.lines().filter(|l| l.contains(&tmp_path)).collect();
+    assert!(
+        left.is_empty() && mounted.is_empty(),
+        "left behind: {left:?}, mounts {mounted:?}"
+    );
+}
+
+/// Sends `signal` (e.g. `INT`) to `pid` with kill(1).
+fn nix_kill(pid: u32, signal: &str) {
+    let status = Command::new("kill")
+        .arg(format!("-{signal}"))
+        .arg(pid.to_string())
+        .status()
+        .unwrap();
+    assert!(status.success());
+}

@@ -10,7 +10,8 @@
 //!
 //! Exit status: 0 when every test passed or was skipped, 1 when one failed (or the
 //! embedded default could not be set up), 2 on bad input (flags, suite names, the spec file,
-//! an unreachable kubeconfig, a driver missing on the cluster), before anything starts.
+//! an unreachable kubeconfig, a driver missing on the cluster), before anything starts;
+//! 130 when SIGINT or SIGTERM stopped a run (its cluster and fake cloud are removed first).
 
 mod cluster;
 mod run;
@@ -69,6 +70,10 @@ async fn main() -> ExitCode {
     match result {
         Ok(true) => ExitCode::SUCCESS,
         Ok(false) => ExitCode::FAILURE,
+        Err(e) if e.downcast_ref::<run::Interrupted>().is_some() => {
+            eprintln!("conformance: {e:#}");
+            ExitCode::from(130)
+        }
         Err(e) if e.downcast_ref::<run::BadInput>().is_some() => {
             eprintln!("conformance: {e:#}");
             ExitCode::from(2)

@@ -150,7 +150,20 @@ pub async fn run(args: RunArgs) -> anyhow::Result<bool> {
         },
         ..config
     };
-    let executed = run::execute(&config, plan, progress.clone()).await;
+    // Ctrl-C or SIGTERM while the tests run: the run's future is dropped, and with it the
+    // cluster, the fake cloud, the driver's plugins, their mounts and loop devices (their
+    // Drop cleans up), instead of the process dying with all of it left behind.
+    let executed = tokio::select! {
+        executed = run::execute(&config, plan, progress.clone()) => executed,
+        signal = interruption() => {
+            let signal = signal?;
+            progress.step(&format!(
+                "{signal}: stopping the run and removing its cluster, fake cloud, mounts and loop devices (no report)"
+            ));
+            remove_scratch(&config.scratch);
+            return Err(Interrupted(signal).into());
+        }
+    };
     let result = async {
         let (mut report, target) = match executed {
             Ok(done) => done,
@@ -165,15 +178,32 @@ pub async fn run(args: RunArgs) -> anyhow::Result<bool> {
         Ok(report.success())
     }
     .await;
-    if let Err(e) = std::fs::remove_dir_all(&config.scratch)
+    remove_scratch(&config.scratch);
+    result
+}
+
+fn remove_scratch(scratch: &Path) {
+    if let Err(e) = std::fs::remove_dir_all(scratch)
         && e.kind() != std::io::ErrorKind::NotFound
     {
-        tracing::warn!(
-            "removing the scratch directory {}: {e}",
-            config.scratch.display()
-        );
+        tracing::warn!("removing the scratch directory {}: {e}", scratch.display());
     }
-    result
+}
+
+/// The run was stopped by a signal (exit status 130).
+#[derive(Debug, thiserror::Error)]
+#[error("interrupted by {0}")]
+pub struct Interrupted(pub &'static str);
+
+/// The first SIGINT or SIGTERM.
+async fn interruption() -> anyhow::Result<&'static str> {
+    use tokio::signal::unix::{SignalKind, signal};
+    let mut term = signal(SignalKind::terminate()).context("handling SIGTERM")?;
+    let mut int = signal(SignalKind::interrupt()).context("handling SIGINT")?;
+    Ok(tokio::select! {
+        _ = term.recv() => "SIGTERM",
+        _ = int.recv() => "SIGINT",
+    })
 }
 
 fn bad_input(error: SetupError) -> BadInput {
