@@ -76,7 +76,8 @@ pub struct JournalEntry {
     pub query: Option<String>,
     /// The API it addressed.
     pub service: Service,
-    /// The microversion header as sent (Manila only).
+    /// The microversion header as sent: Manila's `X-OpenStack-Manila-API-Version` (`2.45`),
+    /// Cinder's and Nova's `OpenStack-API-Version` (`volume 3.50`); none for the others.
     pub microversion: Option<String>,
     /// The `X-Auth-Token` as sent (fake tokens only; never a real credential).
     pub token: Option<String>,

@@ -39,6 +39,7 @@ pub mod metadata;
 mod microversion;
 mod nova;
 mod outage;
+mod release;
 mod reply;
 mod request;
 mod router;
@@ -62,6 +63,7 @@ pub use faults::{ActiveFault, FaultAction, FaultRule, Operation, Times};
 pub use journal::{JournalEntry, Leftover, Leftovers, Service};
 pub use metadata::NodeMetadata;
 pub use microversion::Microversion;
+pub use release::{MaxMicroversion, OpenStackRelease, UnknownRelease};
 
 use backend::{Backend, TemporaryRoot};
 use router::lock;
@@ -331,6 +333,12 @@ impl FakeCloud {
     pub fn share_dir(&self, id: &str) -> PathBuf {
         self.state().manila.backend.share_dir(id)
     }
+
+    /// The OpenStack release the cloud emulates (the seed's `release`).
+    pub fn release(&self) -> OpenStackRelease {
+        self.state().config.release
+    }
+
     /// The seed account (user, project, credentials).
     pub fn account(&self) -> config::Account {
         self.state().config.account.clone()

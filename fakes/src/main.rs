@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 
 use anyhow::Context;
 use clap::{Parser, ValueEnum};
-use fakes::{CloudConfig, Delays, FakeCloud, SecretKind, ShareTypeSeed};
+use fakes::{CloudConfig, Delays, FakeCloud, OpenStackRelease, SecretKind, ShareTypeSeed};
 
 /// Serve a stateful fake OpenStack cloud (Keystone v3 + Manila v2).
 #[derive(Debug, Parser)]
@@ -22,6 +22,11 @@ struct Args {
     /// YAML seed (see fixtures/fake-cloud/); the flags below override it.
     #[arg(long, env = "FAKE_OPENSTACK_SEED")]
     seed: Option<PathBuf>,
+    /// The OpenStack release to emulate: 2025.1, 2025.2 or 2026.1 (default: the seed's,
+    /// else the newest). It sets each service's highest microversion unless the seed sets
+    /// a `max_microversion`.
+    #[arg(long, env = "FAKE_OPENSTACK_RELEASE", value_name = "RELEASE")]
+    openstack_release: Option<OpenStackRelease>,
     /// Directory for the share directories (default: a temporary one, removed on exit).
     #[arg(long)]
     backend_root: Option<PathBuf>,
@@ -86,6 +91,9 @@ fn seed(args: &Args) -> anyhow::Result<CloudConfig> {
         Some(path) => CloudConfig::from_yaml_file(path)?,
         None => CloudConfig::default(),
     };
+    if let Some(release) = args.openstack_release {
+        config.release = release;
+    }
     let m = &mut config.manila;
     if !args.share_types.is_empty() {
         m.share_types = args.share_types.iter().map(ShareTypeSeed::named).collect();
@@ -232,6 +240,7 @@ async fn main() -> anyhow::Result<()> {
         manila = %if manila { cloud.manila_url() } else { "absent".into() },
         control = %cloud.control_url(),
         backend = %cloud.backend_root().display(),
+        release = %cloud.release(),
         user = %account.user_name,
         project = %account.project_name,
         share_types = ?types,
@@ -282,5 +291,22 @@ mod tests {
         let args = Args::parse_from(["fake-openstack", "--default-share-type", "nope"]);
         let err = seed(&args).unwrap_err().to_string();
         assert!(err.contains("\"nope\""), "{err}");
+    }
+
+    #[test]
+    fn the_release_flag_sets_the_seeds_release() {
+        let args = Args::parse_from(["fake-openstack"]);
+        assert_eq!(seed(&args).unwrap().release, OpenStackRelease::V2026_1);
+        let args = Args::parse_from(["fake-openstack", "--openstack-release", "2025.1"]);
+        let c = seed(&args).unwrap();
+        assert_eq!(c.release, OpenStackRelease::V2025_1);
+        assert_eq!(c.manila_max_microversion().to_string(), "2.89");
+        let err = Args::try_parse_from(["fake-openstack", "--openstack-release", "2024.2"])
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("expected one of 2025.1, 2025.2, 2026.1"),
+            "{err}"
+        );
     }
 }

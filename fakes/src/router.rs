@@ -123,7 +123,11 @@ impl Respond for Router {
             path: path.to_owned(),
             query: req.url.query().map(str::to_owned),
             service,
-            microversion: header(microversion::MANILA_HEADER),
+            microversion: match service {
+                Service::Manila => header(microversion::MANILA_HEADER),
+                Service::Cinder | Service::Nova => header(microversion::GENERIC_HEADER),
+                _ => None,
+            },
             token: header("X-Auth-Token"),
             status: reply.status,
         });

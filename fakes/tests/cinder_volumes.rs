@@ -19,7 +19,7 @@ async fn versions_and_microversions_as_cinder_answers_them() {
     assert_eq!(root.status(), 300);
     let body: serde_json::Value = root.json().await.unwrap();
     assert_eq!(body["versions"][0]["id"], "v3.0");
-    assert_eq!(body["versions"][0]["version"], "3.70");
+    assert_eq!(body["versions"][0]["version"], "3.71");
     assert_eq!(body["versions"][0]["min_version"], "3.0");
 
     // No header: 3.0; the answer names the version in the same header.
@@ -29,8 +29,8 @@ async fn versions_and_microversions_as_cinder_answers_them() {
     let r = b
         .cinder(Method::GET, "/volumes", Some("latest"), None)
         .await;
-    assert_eq!(r.headers["openstack-api-version"], "volume 3.70");
-    let r = b.cinder(Method::GET, "/volumes", Some("3.71"), None).await;
+    assert_eq!(r.headers["openstack-api-version"], "volume 3.71");
+    let r = b.cinder(Method::GET, "/volumes", Some("3.72"), None).await;
     assert_eq!(r.status, 406, "{:?}", r.body);
     let r = b.cinder(Method::GET, "/volumes", Some("3.07"), None).await;
     assert_eq!(r.status, 400);

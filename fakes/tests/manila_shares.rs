@@ -35,16 +35,16 @@ async fn version_documents_announce_the_range() {
 
 #[rstest]
 #[case::too_high(
-    "2.85",
+    "2.96",
     406,
     "computeFault",
-    "Version 2.85 is not supported by the API. Minimum is 2.0 and maximum is 2.84."
+    "Version 2.96 is not supported by the API. Minimum is 2.0 and maximum is 2.95."
 )]
 #[case::too_low(
     "1.9",
     406,
     "computeFault",
-    "Version 1.9 is not supported by the API. Minimum is 2.0 and maximum is 2.84."
+    "Version 1.9 is not supported by the API. Minimum is 2.0 and maximum is 2.95."
 )]
 #[case::latest_is_not_a_version(
     "latest",

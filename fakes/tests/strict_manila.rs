@@ -44,13 +44,13 @@ async fn version_discovery_matches_what_is_accepted() {
         .as_str()
         .unwrap()
         .to_owned();
-    assert_eq!(max, "2.84", "Manila 2024.2 (Dalmatian) ends at 2.84");
+    assert_eq!(max, "2.95", "the newest release (2026.1) ends at 2.95");
     assert_eq!(v2.body["versions"][0]["min_version"], "2.0");
     let ok = c.call_at(&max, Method::GET, "/shares", None).await;
     assert_eq!(ok.status, 200);
     assert_eq!(ok.headers["x-openstack-manila-api-version"], max.as_str());
     assert_eq!(
-        c.call_at("2.85", Method::GET, "/shares", None).await.status,
+        c.call_at("2.96", Method::GET, "/shares", None).await.status,
         406
     );
 }

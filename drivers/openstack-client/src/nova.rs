@@ -1,7 +1,13 @@
 //! Nova v2.1: the servers volumes attach to, and the compute availability zones.
+//!
+//! Every call asks for compute [`crate::block_storage::COMPUTE_MICROVERSION`] (2.60, for
+//! multiattach), which every release the fake emulates (2025.1 up to 2.100, 2026.1 up to
+//! 2.103) serves; the attach answer is read whatever its shape, so that a Nova answering a
+//! newer shape (2.89's `attachment_id`/`bdm_uuid` without `id`, or no body at all) still
+//! attaches.
 
 use reqwest::Method;
-use serde_json::json;
+use serde_json::{Value, json};
 
 use crate::block_storage::{AvailabilityZone, BlockStorageCloud, Service, decode_zones};
 use crate::error::Result;
@@ -26,16 +32,16 @@ impl BlockStorageCloud {
         }
     }
 
-    /// Attaches `volume_id` to `server_id`; answers the device Nova names (`/dev/vdb`).
+    /// Attaches `volume_id` to `server_id`; answers the device Nova names (`/dev/vdb`), or
+    /// `None` when its answer names none (a 202 without a body): the caller then reads the
+    /// device from the volume's attachment in Cinder once it is `in-use`.
     pub async fn attach(&self, server_id: &str, volume_id: &str) -> Result<Option<String>> {
         let path = format!("/servers/{server_id}/os-volume_attachments");
         let body = json!({ "volumeAttachment": { "volumeId": volume_id } });
         let answer = self
             .request(Service::Nova, Method::POST, &path, Some(&body))
             .await?;
-        Ok(answer["volumeAttachment"]["device"]
-            .as_str()
-            .map(str::to_string))
+        Ok(device_in(&answer))
     }
 
     /// Detaches `volume_id` from `server_id`; a missing attachment is no error.
@@ -59,11 +65,45 @@ impl BlockStorageCloud {
     ) -> Result<Option<String>> {
         let path = format!("/servers/{server_id}/os-volume_attachments/{volume_id}");
         match self.request(Service::Nova, Method::GET, &path, None).await {
-            Ok(answer) => Ok(answer["volumeAttachment"]["device"]
-                .as_str()
-                .map(str::to_string)),
+            Ok(answer) => Ok(device_in(&answer)),
             Err(e) if e.is_not_found() => Ok(None),
             Err(e) => Err(e),
         }
+    }
+}
+
+/// The device in a Nova volume attachment answer, whichever the microversion's shape: only
+/// `volumeAttachment.device` is read (not `id`, gone from 2.89); no body (JSON null) or no
+/// device gives `None`.
+fn device_in(answer: &Value) -> Option<String> {
+    answer["volumeAttachment"]["device"]
+        .as_str()
+        .filter(|device| !device.is_empty())
+        .map(str::to_string)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rstest::rstest;
+
+    #[rstest]
+    #[case::before_2_89(
+        json!({"volumeAttachment": {"id": "v", "volumeId": "v", "serverId": "s", "device": "/dev/vdb"}}),
+        Some("/dev/vdb")
+    )]
+    #[case::from_2_89(
+        json!({"volumeAttachment": {"volumeId": "v", "serverId": "s", "device": "/dev/vdc",
+            "tag": null, "delete_on_termination": false, "attachment_id": "a", "bdm_uuid": "b"}}),
+        Some("/dev/vdc")
+    )]
+    #[case::accepted_without_a_body(Value::Null, None)]
+    #[case::no_device(json!({"volumeAttachment": {"volumeId": "v", "device": null}}), None)]
+    #[case::empty_device(json!({"volumeAttachment": {"volumeId": "v", "device": ""}}), None)]
+    fn the_device_is_read_from_every_attachment_shape(
+        #[case] answer: Value,
+        #[case] device: Option<&str>,
+    ) {
+        assert_eq!(device_in(&answer).as_deref(), device);
     }
 }

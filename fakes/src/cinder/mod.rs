@@ -1,8 +1,10 @@
 //! Cinder v3 (block storage) under `/volume`, and the data plane behind it: volumes are
 //! sparse files that Nova (`crate::nova`) attaches to servers as loop devices.
 //!
-//! Microversions are read from `OpenStack-API-Version: volume 3.N` (absent: 3.0; `latest`:
-//! the maximum; out of range: 406) and answered in the same header. What the Cinder CSI
+//! Microversions are read from `OpenStack-API-Version: volume 3.N` as Cinder reads it
+//! ([`crate::microversion::cinder_requested`]: absent 3.0, `latest` the maximum, out of
+//! range 406) and answered in the same header (`volume 3.N`, whatever the service word
+//! asked); the maximum is the release's unless the seed sets `cinder.max_microversion`. What the Cinder CSI
 //! driver relies on appears at the microversion it did upstream: the attachments API at
 //! 3.27, extending in-use volumes at 3.42, multiattach volume types at 3.50.
 
@@ -19,7 +21,7 @@ use wiremock::http::Method;
 
 use crate::config::CloudConfig;
 use crate::faults::Operation;
-use crate::microversion::{parse_pair, requested_in_generic_header};
+use crate::microversion::{CINDER_MIN, cinder_requested};
 use crate::reply::{Reply, fault};
 use crate::request::{self, Shared};
 pub use state::{BlockLeftover, BlockLeftovers, LoopLeftover, VolumeView};
@@ -28,10 +30,11 @@ pub(crate) use state::{BlockState, CopyTarget};
 pub use crate::catalog::CINDER_PREFIX as PREFIX;
 pub use crate::microversion::GENERIC_HEADER as VERSION_HEADER;
 /// The lowest microversion.
-pub const MIN_VERSION: (u32, u32) = (3, 0);
+pub const MIN_VERSION: (u32, u32) = (CINDER_MIN.major, CINDER_MIN.minor);
 
 fn max_version(config: &CloudConfig) -> (u32, u32) {
-    parse_pair(&config.cinder.max_microversion).unwrap_or((3, 70))
+    let max = config.cinder_max_microversion();
+    (max.major, max.minor)
 }
 
 /// One Cinder (or Nova) request being served; the version is the one asked of the service
@@ -103,30 +106,9 @@ pub(crate) fn handle(
         Ok(admitted) => admitted,
         Err(reply) => return reply,
     };
-    let max = max_version(config);
-    let version = match requested_in_generic_header(&req.headers, "volume") {
-        None => MIN_VERSION,
-        Some(v) if v.eq_ignore_ascii_case("latest") => max,
-        Some(v) => match parse_pair(v) {
-            None => {
-                return fault(
-                    400,
-                    format!(
-                        "API Version String {v} is of invalid format. Must be of format MajorNum.MinorNum."
-                    ),
-                );
-            }
-            Some(v) if v < MIN_VERSION || v > max => {
-                return fault(
-                    406,
-                    format!(
-                        "Version {}.{} is not supported by the API. Minimum is 3.0 and maximum is {}.{}.",
-                        v.0, v.1, max.0, max.1
-                    ),
-                );
-            }
-            Some(v) => v,
-        },
+    let version = match cinder_requested(&req.headers, config.cinder_max_microversion()) {
+        Ok(v) => (v.major, v.minor),
+        Err(refusal) => return fault(refusal.status(), refusal.to_string()),
     };
     let mut ctx = Ctx::new(req, version, admin, shared);
     state.advance(ctx.now);

@@ -7,7 +7,7 @@ use std::path::PathBuf;
 use serde::{Deserialize, Serialize};
 
 use super::limits::check_delay;
-use crate::microversion::parse_pair;
+use crate::release::MaxMicroversion;
 
 /// The Cinder service: presence, microversions, volume types, zones, delays, quotas.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -16,8 +16,9 @@ pub struct CinderConfig {
     /// Whether Cinder (and Nova with it) is in the catalog and answers at all. Off by
     /// default, so that a Manila cloud stays what it was: a block-storage cloud opts in.
     pub present: bool,
-    /// Highest microversion announced (the lowest is 3.0); 3.70 is Zed's.
-    pub max_microversion: String,
+    /// Highest microversion announced (the lowest is 3.0); unset, the release's
+    /// ([`crate::OpenStackRelease::cinder_max`]).
+    pub max_microversion: MaxMicroversion,
     /// Volume types, in listing order.
     pub volume_types: Vec<VolumeTypeSeed>,
     /// Name of the default volume type (used when a create names none).
@@ -34,7 +35,7 @@ impl Default for CinderConfig {
     fn default() -> Self {
         Self {
             present: false,
-            max_microversion: "3.70".into(),
+            max_microversion: MaxMicroversion::from_release(),
             volume_types: vec![
                 VolumeTypeSeed::named("__DEFAULT__"),
                 VolumeTypeSeed {
@@ -180,6 +181,9 @@ pub struct NovaConfig {
     /// server, sorted and without duplicates; `nova` (Nova's default zone) when both are
     /// empty.
     pub availability_zones: Vec<String>,
+    /// Highest compute microversion announced (the lowest is 2.1); unset, the release's
+    /// ([`crate::OpenStackRelease::nova_max`]).
+    pub max_microversion: MaxMicroversion,
 }
 
 /// A server to seed: its name is also the node name of its metadata document.
@@ -220,15 +224,10 @@ pub(crate) fn validate(cinder: &CinderConfig, nova: &NovaConfig) -> Result<(), S
     if cinder.availability_zones.is_empty() {
         return Err("cinder.availability_zones must not be empty".into());
     }
-    match parse_pair(&cinder.max_microversion) {
-        Some((3, _)) => {}
-        _ => {
-            return Err(format!(
-                "cinder.max_microversion {:?} is not of the form 3.N",
-                cinder.max_microversion
-            ));
-        }
-    }
+    cinder
+        .max_microversion
+        .validate("cinder.max_microversion", 3)?;
+    nova.max_microversion.validate("nova.max_microversion", 2)?;
     cinder
         .delays
         .validate()

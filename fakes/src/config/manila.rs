@@ -8,11 +8,7 @@ use serde::{Deserialize, Serialize};
 
 use super::limits::check_delay;
 use crate::error::{Error, Result};
-use crate::microversion::Microversion;
-
-/// The highest Manila microversion the fake announces unless the seed says otherwise
-/// (Manila 2024.2 "Dalmatian"; python-manilaclient 6.3 speaks up to 2.98 and negotiates down).
-pub const DEFAULT_MAX_MICROVERSION: &str = "2.84";
+use crate::release::MaxMicroversion;
 
 /// The Manila service: presence, share types, zones, export addresses, delays, quotas.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -22,8 +18,9 @@ pub struct ManilaConfig {
     pub present: bool,
     /// Whether `GET /types` answers 403 (Manila present but share types not listable).
     pub types_forbidden: bool,
-    /// Highest microversion announced (the lowest is always 2.0).
-    pub max_microversion: String,
+    /// Highest microversion announced (the lowest is always 2.0); unset, the release's
+    /// ([`crate::OpenStackRelease::manila_max`]).
+    pub max_microversion: MaxMicroversion,
     /// Share types, in listing order.
     pub share_types: Vec<ShareTypeSeed>,
     /// Name of the default share type (`GET /types/default`); none if absent.
@@ -109,7 +106,7 @@ impl Default for ManilaConfig {
         Self {
             present: true,
             types_forbidden: false,
-            max_microversion: DEFAULT_MAX_MICROVERSION.into(),
+            max_microversion: MaxMicroversion::from_release(),
             share_types: vec![ShareTypeSeed::named("default")],
             default_share_type: Some("default".into()),
             availability_zones: vec!["nova".into()],
@@ -326,18 +323,8 @@ impl ManilaConfig {
                 )));
             }
         }
-        let max = Microversion::parse(&self.max_microversion).ok_or_else(|| {
-            Error::InvalidSeed(format!(
-                "manila.max_microversion {:?} is not of the form 2.N",
-                self.max_microversion
-            ))
-        })?;
-        if max.major != 2 {
-            return Err(Error::InvalidSeed(format!(
-                "manila.max_microversion {:?} must be 2.N",
-                self.max_microversion
-            )));
-        }
-        Ok(())
+        self.max_microversion
+            .validate("manila.max_microversion", 2)
+            .map_err(Error::InvalidSeed)
     }
 }

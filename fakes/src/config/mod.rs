@@ -18,6 +18,8 @@ use std::path::Path;
 use serde::{Deserialize, Serialize};
 
 use crate::error::{Error, Result};
+use crate::microversion::Microversion;
+use crate::release::OpenStackRelease;
 
 pub use account::{ADMIN_ROLES, Account, AdminUser, ApplicationCredential, Secret, Trustee};
 pub use block::{CinderConfig, CinderDelays, CinderQuotas, NovaConfig, ServerSeed, VolumeTypeSeed};
@@ -25,14 +27,16 @@ pub use catalog::{CatalogSeed, EndpointUrl, INTERFACES};
 pub use limits::{MAX_DELAY_MS, MAX_SHARE_SIZE_GIB, MAX_TOKEN_LIFETIME_SECS};
 pub(crate) use limits::{check_delay, check_token_lifetime};
 pub use manila::{
-    DEFAULT_MAX_MICROVERSION, Delays, ExportAddress, ManilaConfig, Quotas, ShareGroupSeed,
-    ShareGroupTypeSeed, ShareTypeSeed,
+    Delays, ExportAddress, ManilaConfig, Quotas, ShareGroupSeed, ShareGroupTypeSeed, ShareTypeSeed,
 };
 
 /// The whole seed of a fake cloud.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct CloudConfig {
+    /// The OpenStack release the cloud emulates (default the newest): each service's
+    /// highest microversion unless its section sets `max_microversion`.
+    pub release: OpenStackRelease,
     /// Region of every catalog endpoint.
     pub region: String,
     /// The one user/project the cloud knows, and its application credential.
@@ -51,6 +55,35 @@ pub struct CloudConfig {
 }
 
 impl CloudConfig {
+    /// Manila's highest microversion: the seed's `manila.max_microversion`, else the
+    /// release's.
+    pub fn manila_max_microversion(&self) -> Microversion {
+        let release = self.release.manila_max();
+        self.manila
+            .max_microversion
+            .resolve(release)
+            .unwrap_or(release)
+    }
+
+    /// Cinder's highest microversion: the seed's `cinder.max_microversion`, else the
+    /// release's.
+    pub fn cinder_max_microversion(&self) -> Microversion {
+        let release = self.release.cinder_max();
+        self.cinder
+            .max_microversion
+            .resolve(release)
+            .unwrap_or(release)
+    }
+
+    /// Nova's highest microversion: the seed's `nova.max_microversion`, else the release's.
+    pub fn nova_max_microversion(&self) -> Microversion {
+        let release = self.release.nova_max();
+        self.nova
+            .max_microversion
+            .resolve(release)
+            .unwrap_or(release)
+    }
+
     /// Every region of the catalog, the cloud's `region` first.
     pub fn regions(&self) -> Vec<&str> {
         std::iter::once(self.region.as_str())
@@ -93,6 +126,7 @@ impl CloudConfig {
 impl Default for CloudConfig {
     fn default() -> Self {
         Self {
+            release: OpenStackRelease::default(),
             region: "RegionOne".into(),
             account: Account::default(),
             token_lifetime_secs: 3600,
@@ -202,5 +236,55 @@ mod tests {
         let text = format!("{:?}", CloudConfig::default());
         assert!(!text.contains("fake-password"), "{text}");
         assert!(!text.contains("fake-trustee-password"), "{text}");
+    }
+
+    #[test]
+    fn the_release_sets_each_maximum_unless_the_seed_does() {
+        let newest = CloudConfig::default();
+        assert_eq!(newest.release, OpenStackRelease::V2026_1);
+        let maxima = |c: &CloudConfig| {
+            [
+                c.manila_max_microversion().to_string(),
+                c.cinder_max_microversion().to_string(),
+                c.nova_max_microversion().to_string(),
+            ]
+        };
+        assert_eq!(maxima(&newest), ["2.95", "3.71", "2.103"]);
+        let older = CloudConfig::from_yaml("release: '2025.1'\n", "<inline>").unwrap();
+        assert_eq!(maxima(&older), ["2.89", "3.71", "2.100"]);
+        let pinned = CloudConfig::from_yaml(
+            "release: '2025.2'\nmanila: {max_microversion: '2.64'}\ncinder: {max_microversion: '3.50'}\nnova: {max_microversion: '2.88'}\n",
+            "<inline>",
+        )
+        .unwrap();
+        assert_eq!(pinned.release, OpenStackRelease::V2025_2);
+        assert_eq!(maxima(&pinned), ["2.64", "3.50", "2.88"]);
+    }
+
+    #[test]
+    fn unknown_releases_and_bad_maxima_are_named() {
+        let err = CloudConfig::from_yaml("release: '2024.2'\n", "<inline>").unwrap_err();
+        let chain = format!("{err}: {}", std::error::Error::source(&err).unwrap());
+        assert!(
+            chain.contains("2024.2") && chain.contains("2026.1"),
+            "{chain}"
+        );
+        for (yaml, named) in [
+            (
+                "manila: {max_microversion: '3.1'}\n",
+                "manila.max_microversion",
+            ),
+            (
+                "cinder: {max_microversion: '2.1'}\n",
+                "cinder.max_microversion",
+            ),
+            (
+                "nova: {max_microversion: 'latest'}\n",
+                "nova.max_microversion",
+            ),
+        ] {
+            let err = CloudConfig::from_yaml(yaml, "<inline>").unwrap_err();
+            assert!(err.to_string().contains(named), "{err}");
+        }
     }
 }

@@ -79,7 +79,7 @@ pub(crate) fn pending_outcome<T>(
 }
 
 fn max_version(config: &CloudConfig) -> Microversion {
-    Microversion::parse(&config.manila.max_microversion).unwrap_or(Microversion::v2(84))
+    config.manila_max_microversion()
 }
 
 fn version_entries(config: &CloudConfig, base: &str, with_v1: bool) -> Value {

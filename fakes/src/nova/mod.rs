@@ -1,7 +1,9 @@
 //! Nova v2.1 under `/compute`: the servers (one per node), and volume attachments
 //! (`/servers/{id}/os-volume_attachments`), which make the volume's loop device and its
 //! `virtio-…` link in the server's disk directory and move the volume in Cinder through
-//! `attaching` → `in-use` and `detaching` → `available`.
+//! `attaching` → `in-use` and `detaching` → `available`. Microversions are read as Nova
+//! reads them ([`crate::microversion::nova_requested`]) up to the release's maximum (or the
+//! seed's `nova.max_microversion`); attachments take the shape of the version asked.
 
 use std::collections::BTreeSet;
 
@@ -15,18 +17,20 @@ use crate::cinder::model::{Attachment, Server, VolumeOutcome};
 use crate::cinder::{BlockState, Ctx, disk};
 use crate::faults::Operation;
 use crate::lifecycle::{AsyncFault, Lifecycle, Plan, due_after, new_id, plan};
-use crate::microversion::{parse_pair, requested_in_generic_header};
+use crate::microversion::{NOVA_LEGACY_HEADER as LEGACY_HEADER, NOVA_MIN, nova_requested};
 use crate::reply::{Reply, fault};
 use crate::request::{self, Shared};
-/// The highest compute microversion announced (Zed's).
-pub const MAX_VERSION: (u32, u32) = (2, 93);
-/// Nova's legacy microversion header.
-const LEGACY_HEADER: &str = "X-OpenStack-Nova-API-Version";
 
-fn versions(base_url: &str) -> Value {
+/// From this microversion an attachment shows `attachment_id` and `bdm_uuid`, not `id`.
+const ATTACHMENT_IDS_FROM: (u32, u32) = (2, 89);
+/// From this microversion (as the issue reports it; see the README) attach answers 202
+/// without a body.
+const BODILESS_ATTACH_FROM: (u32, u32) = (2, 101);
+
+fn versions(config: &crate::config::CloudConfig, base_url: &str) -> Value {
     json!([{
         "id": "v2.1", "status": "CURRENT",
-        "version": format!("{}.{}", MAX_VERSION.0, MAX_VERSION.1), "min_version": "2.1",
+        "version": config.nova_max_microversion().to_string(), "min_version": NOVA_MIN.to_string(),
         "updated": "2013-07-23T11:33:21Z",
         "links": [{"rel": "self", "href": format!("{}/", nova_url(base_url))}],
     }])
@@ -44,31 +48,24 @@ pub(crate) fn handle(
     }
     let trimmed = rest.trim_end_matches('/');
     if req.method == Method::GET && trimmed.is_empty() {
-        return Reply::json(200, json!({"versions": versions(shared.base_url)}));
+        return Reply::json(
+            200,
+            json!({"versions": versions(shared.config, shared.base_url)}),
+        );
     }
     if req.method == Method::GET && trimmed == "/v2.1" {
-        return Reply::json(200, json!({"version": versions(shared.base_url)[0]}));
+        return Reply::json(
+            200,
+            json!({"version": versions(shared.config, shared.base_url)[0]}),
+        );
     }
     let (segments, admin) = match shared.admit(req, trimmed, "/v2.1/") {
         Ok(admitted) => admitted,
         Err(reply) => return reply,
     };
-    let raw = requested_in_generic_header(&req.headers, "compute")
-        .or_else(|| req.headers.get(LEGACY_HEADER).and_then(|v| v.to_str().ok()));
-    let version = match raw {
-        None => (2, 1),
-        Some(v) if v.eq_ignore_ascii_case("latest") => MAX_VERSION,
-        Some(v) => match parse_pair(v) {
-            Some(v) if v >= (2, 1) && v <= MAX_VERSION => v,
-            _ => {
-                return fault(
-                    406,
-                    format!(
-                        "Version {v} is not supported by the API. Minimum is 2.1 and maximum is 2.93."
-                    ),
-                );
-            }
-        },
+    let version = match nova_requested(&req.headers, shared.config.nova_max_microversion()) {
+        Ok(v) => (v.major, v.minor),
+        Err(refusal) => return fault(refusal.status(), refusal.to_string()),
     };
     let mut ctx = Ctx::new(req, version, admin, shared);
     state.advance(ctx.now);
@@ -81,10 +78,12 @@ pub(crate) fn handle(
             Some(s) => Reply::json(200, json!({"server": server_view(state, &ctx, s)})),
             None => server_missing(id),
         },
-        ["servers", id, "os-volume_attachments"] if m == "GET" => attachments(state, id, None),
+        ["servers", id, "os-volume_attachments"] if m == "GET" => {
+            attachments(state, ctx.version, id, None)
+        }
         ["servers", id, "os-volume_attachments"] if m == "POST" => attach(state, &mut ctx, id),
         ["servers", id, "os-volume_attachments", vol] if m == "GET" => {
-            attachments(state, id, Some(vol))
+            attachments(state, ctx.version, id, Some(vol))
         }
         ["servers", id, "os-volume_attachments", vol] if m == "DELETE" => {
             detach(state, &mut ctx, id, vol)
@@ -184,7 +183,7 @@ fn attachment_view(
         if ctx_version >= (2, 79) {
             map.insert("delete_on_termination".into(), json!(false));
         }
-        if ctx_version >= (2, 89) {
+        if ctx_version >= ATTACHMENT_IDS_FROM {
             map.remove("id");
             map.insert("attachment_id".into(), json!(a.id));
             map.insert("bdm_uuid".into(), json!(a.id));
@@ -193,7 +192,12 @@ fn attachment_view(
     body
 }
 
-fn attachments(state: &BlockState, server: &str, volume: Option<&str>) -> Reply {
+fn attachments(
+    state: &BlockState,
+    version: (u32, u32),
+    server: &str,
+    volume: Option<&str>,
+) -> Reply {
     let Some(s) = state.server(server) else {
         return server_missing(server);
     };
@@ -205,7 +209,7 @@ fn attachments(state: &BlockState, server: &str, volume: Option<&str>) -> Reply 
             continue;
         }
         for a in v.attachments.iter().filter(|a| a.server_id == s.id) {
-            found.push(attachment_view((2, 1), &v.id, &s.id, a));
+            found.push(attachment_view(version, &v.id, &s.id, a));
         }
     }
     match volume {
@@ -332,6 +336,9 @@ fn attach(state: &mut BlockState, ctx: &mut Ctx<'_>, server: &str) -> Reply {
         size: v.size,
     };
     v.start("attaching", settle_unless_stuck(due, outcome, settle));
+    if ctx.version >= BODILESS_ATTACH_FROM {
+        return Reply::empty(202);
+    }
     Reply::json(200, json!({"volumeAttachment": view}))
 }
 
