@@ -72,6 +72,7 @@ fn the_default_run_passes_every_suite_and_leaves_nothing_behind() {
     "--kubeconfig /nonexistent/kubeconfig: no such file"
 )]
 #[case::missing_spec(&["--driver-spec", "/nonexistent/spec.yaml"], "/nonexistent/spec.yaml")]
+#[case::unknown_release(&["--openstack-release", "2024.2"], "2025.1")]
 #[case::cinder_in_containers(
     &["--driver-spec", CINDER_SPEC, "--backend", "containers"],
     "the Cinder driver runs on --backend embedded only"

@@ -144,6 +144,12 @@ pub async fn execute(
             TargetChoice::Embedded(options) => options.backend.to_string(),
             TargetChoice::Existing(_) => "an existing cluster (--kubeconfig)".into(),
         },
+        openstack_release: match &config.target {
+            TargetChoice::Embedded(options) if options.clouds_yaml.is_none() => {
+                Some(options.openstack_release.to_string())
+            }
+            _ => None,
+        },
         ..RunReport::default()
     };
     let mut target = match &config.target {

@@ -93,6 +93,14 @@ pub struct RunArgs {
         conflicts_with_all = ["kubeconfig", "clouds_yaml"]
     )]
     install: String,
+    /// Embedded default: the OpenStack release the fake cloud emulates (each service's highest
+    /// microversion and the behaviours tied to them): 2025.1, 2025.2 or 2026.1.
+    #[arg(
+        long = "openstack-release",
+        default_value_t = fakes::OpenStackRelease::default(),
+        conflicts_with_all = ["kubeconfig", "clouds_yaml"]
+    )]
+    openstack_release: fakes::OpenStackRelease,
     /// Embedded default: how many nodes.
     #[arg(long, default_value_t = 3)]
     nodes: usize,
@@ -273,6 +281,7 @@ fn config(args: &RunArgs) -> anyhow::Result<RunConfig> {
                 nfs_export_root: args.nfs_export_root.clone(),
                 backend: args.backend,
                 by_operator: args.install == "operator",
+                openstack_release: args.openstack_release,
                 ..EmbeddedOptions::default()
             })
         }

@@ -52,14 +52,19 @@ pub async fn start(
         "from fixtures/cinder-csi"
     };
     progress.step(&format!(
-        "starting an embedded cluster ({} nodes, zones {}) and the Cinder CSI driver {installer} against the fake cloud with Cinder and Nova (the first run builds the binaries and installs the control plane: minutes)",
+        "starting an embedded cluster ({} nodes, zones {}) and the Cinder CSI driver {installer} against the fake cloud with Cinder and Nova (OpenStack {}; the first run builds the binaries and installs the control plane: minutes)",
         options.nodes,
-        options.zones.join(",")
+        options.zones.join(","),
+        options.openstack_release
     ));
     let environment = CinderCsiEnvironment::start(CinderEnvironmentOptions {
         nodes: options.nodes,
         zones: options.zones.clone(),
         attach_limit: Some(ATTACH_LIMIT),
+        cloud: fakes::CloudConfig {
+            release: options.openstack_release,
+            ..fakes::CloudConfig::default()
+        },
         install: if options.by_operator {
             CinderInstall::Operator(CinderOperatorOptions::default())
         } else {
@@ -130,9 +135,10 @@ pub async fn start(
         .collect();
     let target = Target {
         description: format!(
-            "embedded cluster ({} nodes, zones {}) in {}, driver {installer}, against the fake cloud (Cinder, Nova; node attach limit {ATTACH_LIMIT})",
+            "embedded cluster ({} nodes, zones {}) in {}, driver {installer}, against the fake cloud (OpenStack {}; Cinder, Nova; node attach limit {ATTACH_LIMIT})",
             options.nodes,
             options.zones.join(","),
+            options.openstack_release,
             environment.run_dir().display()
         ),
         cluster,

@@ -55,7 +55,10 @@ pub async fn start(
             let described = external.source.clone();
             (CloudSource::External(external), described)
         }
-        None => (CloudSource::Fake, "the fake cloud".to_string()),
+        None => (
+            CloudSource::Fake,
+            format!("the fake cloud (OpenStack {})", options.openstack_release),
+        ),
     };
     let kind = match options.backend {
         ClusterBackend::Embedded => "an embedded cluster",
@@ -77,6 +80,10 @@ pub async fn start(
         keep_run_dir: options.keep_run_dir,
         ready_timeout: options.ready_timeout,
         cloud_source,
+        cloud: fakes::CloudConfig {
+            release: options.openstack_release,
+            ..fakes::CloudConfig::default()
+        },
         backend: options.backend,
         install: if options.by_operator {
             Install::Operator(OperatorOptions::default())

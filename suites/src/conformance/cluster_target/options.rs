@@ -28,8 +28,10 @@ pub struct EmbeddedOptions {
     pub nfs_export_root: Option<PathBuf>,
     /// Where the cluster runs (default: processes of this host).
     pub backend: ClusterBackend,
-    /// The Manila operator installs the driver (default: the plain fixtures).
+    /// The driver's operator installs it (default: the plain fixtures).
     pub by_operator: bool,
+    /// The OpenStack release the run's fake cloud emulates (default the newest).
+    pub openstack_release: fakes::OpenStackRelease,
 }
 
 impl Default for EmbeddedOptions {
@@ -44,6 +46,7 @@ impl Default for EmbeddedOptions {
             nfs_export_root: None,
             backend: ClusterBackend::Embedded,
             by_operator: false,
+            openstack_release: fakes::OpenStackRelease::default(),
         }
     }
 }
