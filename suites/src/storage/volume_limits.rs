@@ -211,3 +211,44 @@ async fn support_volume_limits(ctx: &TestContext<'_>) -> TestResult {
     }
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use k8s_openapi::api::core::v1::{PodCondition, PodStatus};
+
+    use super::*;
+
+    fn pod_with(condition: Option<(&str, &str, &str)>) -> Pod {
+        Pod {
+            status: Some(PodStatus {
+                conditions: condition.map(|(status, reason, message)| {
+                    vec![PodCondition {
+                        type_: "PodScheduled".into(),
+                        status: status.into(),
+                        reason: Some(reason.into()),
+                        message: Some(message.into()),
+                        ..Default::default()
+                    }]
+                }),
+                ..Default::default()
+            }),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn only_the_volume_count_reason_counts() {
+        let full = "0/3 nodes are available: 1 node(s) exceed max volume count, 2 node(s) \
+                    didn't match Pod's node affinity/selector.";
+        assert_eq!(
+            unschedulable_by_limit(&pod_with(Some(("False", "Unschedulable", full)))),
+            Ok(full.to_string())
+        );
+        let other = "0/3 nodes are available: 3 Insufficient cpu.";
+        assert!(
+            unschedulable_by_limit(&pod_with(Some(("False", "Unschedulable", other)))).is_err()
+        );
+        assert!(unschedulable_by_limit(&pod_with(Some(("True", "", "")))).is_err());
+        assert!(unschedulable_by_limit(&pod_with(None)).is_err());
+    }
+}

@@ -154,19 +154,22 @@ async fn pod_csi_mounts(
         .mount_points_under(root)
         .await
         .map_err(|e| TestError::failed(format!("reading the mounts below {root:?}: {e}")))?;
-    let filesystem = format!("/pods/{uid}/volumes/kubernetes.io~csi/");
-    let device = format!("/{uid}");
     Ok(mounts
         .iter()
         .map(|m| m.display().to_string())
-        .filter(|m| {
-            if block {
-                m.contains("/csi/volumeDevices/publish/") && m.ends_with(&device)
-            } else {
-                m.contains(&filesystem)
-            }
-        })
+        .filter(|m| is_pod_volume_mount(m, uid, block))
         .collect())
+}
+
+/// Whether the mount point `mount` is of a CSI volume of the pod `uid`: its filesystem
+/// volume's mount, or (`block`) the device bound on its block volume's publish path.
+fn is_pod_volume_mount(mount: &str, uid: &str, block: bool) -> bool {
+    if block {
+        mount.contains("/plugins/kubernetes.io/csi/volumeDevices/publish/")
+            && mount.ends_with(&format!("/{uid}"))
+    } else {
+        mount.contains(&format!("/pods/{uid}/volumes/kubernetes.io~csi/"))
+    }
 }
 
 /// A pod lists the claim among its volumes but no container mounts (or maps) it: the pod
@@ -325,4 +328,22 @@ async fn mismatched_mode_refused(ctx: &TestContext<'_>) -> TestResult {
 
 async fn mismatched_block_mode_refused(ctx: &TestContext<'_>) -> TestResult {
     mismatched_mode(ctx, true).await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::is_pod_volume_mount;
+
+    #[test]
+    fn pod_volume_mounts_are_told_by_mode_and_pod() {
+        let root = "/run/node-1/var/lib/kubelet";
+        let fs = format!("{root}/pods/u-1/volumes/kubernetes.io~csi/pvc-1/mount");
+        let block = format!("{root}/plugins/kubernetes.io/csi/volumeDevices/publish/pvc-1/u-1");
+        assert!(is_pod_volume_mount(&fs, "u-1", false));
+        assert!(!is_pod_volume_mount(&fs, "u-2", false));
+        assert!(!is_pod_volume_mount(&fs, "u-1", true));
+        assert!(is_pod_volume_mount(&block, "u-1", true));
+        assert!(!is_pod_volume_mount(&block, "u-12", true));
+        assert!(!is_pod_volume_mount(&block, "u-1", false));
+    }
 }
