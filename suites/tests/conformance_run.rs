@@ -3,73 +3,18 @@
 //! 2 for bad input before anything starts, 1 for a failed test.
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
 
+mod conformance_common;
+
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::Command;
 
 use cluster::{EmbeddedCluster, EmbeddedOptions};
+use conformance_common::{conformance, junit_cases, read, run, scratch, text, workspace};
 use rstest::rstest;
 use suites::e2e::{EnvironmentOptions, ManilaCsiEnvironment};
 
 const SPEC: &str = "fixtures/driver-specs/manila-nfs.yaml";
-
-fn conformance() -> PathBuf {
-    workspace_binaries::binary("suites", "conformance").expect("the conformance binary")
-}
-
-fn workspace(path: &str) -> PathBuf {
-    workspace_binaries::root().join(path)
-}
-
-fn run(args: &[&str]) -> Output {
-    Command::new(conformance())
-        .arg("run")
-        .arg("--plain")
-        .args(args)
-        .output()
-        .expect("conformance runs")
-}
-
-fn text(bytes: &[u8]) -> String {
-    String::from_utf8_lossy(bytes).into_owned()
-}
-
-fn read(path: &Path) -> String {
-    std::fs::read_to_string(path).unwrap_or_else(|e| panic!("reading {}: {e}", path.display()))
-}
-
-/// `(name, outcome)` of every test case of a JUnit report, outcome `passed`, `failed` or
-/// `skipped: <reason>`.
-fn junit_cases(xml: &str) -> Vec<(String, String)> {
-    let mut cases = Vec::new();
-    for part in xml.split("<testcase ").skip(1) {
-        let name = attribute(part, "name");
-        let classname = attribute(part, "classname");
-        let head = part.split("</testcase>").next().unwrap_or(part);
-        let outcome = if head.contains("<failure") {
-            "failed".to_string()
-        } else if let Some(skip) = head.split("<skipped").nth(1) {
-            format!("skipped: {}", attribute(skip, "message"))
-        } else {
-            "passed".to_string()
-        };
-        cases.push((format!("[{classname}] {name}"), outcome));
-    }
-    cases
-}
-
-fn attribute(text: &str, name: &str) -> String {
-    text.split(&format!("{name}=\""))
-        .nth(1)
-        .and_then(|rest| rest.split('"').next())
-        .unwrap_or_default()
-        .replace("&apos;", "'")
-        .replace("&quot;", "\"")
-        .replace("&amp;", "&")
-}
-
-fn scratch(prefix: &str) -> tempfile::TempDir {
-    tempfile::Builder::new().prefix(prefix).tempdir().unwrap()
-}
+const CINDER_SPEC: &str = "fixtures/driver-specs/cinder.yaml";
 
 #[test]
 fn the_default_run_passes_every_suite_and_leaves_nothing_behind() {
@@ -127,12 +72,16 @@ fn the_default_run_passes_every_suite_and_leaves_nothing_behind() {
     "--kubeconfig /nonexistent/kubeconfig: no such file"
 )]
 #[case::missing_spec(&["--driver-spec", "/nonexistent/spec.yaml"], "/nonexistent/spec.yaml")]
+#[case::cinder_in_containers(
+    &["--driver-spec", CINDER_SPEC, "--backend", "containers"],
+    "the Cinder driver runs on --backend embedded only"
+)]
 fn bad_input_exits_2_before_anything_starts(#[case] args: &[&str], #[case] message: &str) {
     let args: Vec<String> = args
         .iter()
         .map(|a| {
-            if *a == SPEC {
-                workspace(SPEC).display().to_string()
+            if *a == SPEC || *a == CINDER_SPEC {
+                workspace(a).display().to_string()
             } else {
                 a.to_string()
             }

@@ -1,7 +1,7 @@
 //! After every test: its namespace is deleted and the runner proves it left nothing behind:
 //! no object in its namespace (the namespace is gone), no PV bound to one of its claims, no
 //! VolumeSnapshotContent of one of its snapshots, no cluster-scoped object carrying its
-//! label, no share or snapshot behind those volumes in the cloud, and no mount of its
+//! label, no share (Cinder volume) or snapshot behind those volumes in the cloud, and no mount of its
 //! volumes on the host.
 
 use std::collections::BTreeSet;
@@ -204,15 +204,15 @@ where
     }
 }
 
-/// Every share behind the test's PVs and every snapshot behind its contents is gone from
-/// the cloud (deletion there may trail the objects' for a moment).
+/// Every volume (share) behind the test's PVs and every snapshot behind its contents is gone
+/// from the cloud (deletion there may trail the objects' for a moment).
 async fn check_cloud(
     cloud: &Cloud,
     footprint: &Footprint,
     timeout: Duration,
     problems: &mut Vec<String>,
 ) {
-    let shares: Vec<String> = footprint
+    let volume_ids: Vec<String> = footprint
         .volumes
         .iter()
         .filter_map(|(_, handle)| handle.clone())
@@ -222,30 +222,29 @@ async fn check_cloud(
         .iter()
         .filter_map(|(_, handle)| handle.clone())
         .collect();
-    if shares.is_empty() && snapshot_ids.is_empty() {
+    if volume_ids.is_empty() && snapshot_ids.is_empty() {
         return;
     }
+    let noun = cloud.volume_noun();
     let result = wait::wait_until(
-        "the test's shares and snapshots gone from the cloud",
+        format!("the test's {noun}s and snapshots gone from the cloud"),
         timeout,
         || {
-            let shares = shares.clone();
+            let volume_ids = volume_ids.clone();
             let snapshot_ids = snapshot_ids.clone();
             async move {
                 let mut left = Vec::new();
-                for id in &shares {
-                    match cloud.share(id).await {
+                for id in &volume_ids {
+                    match cloud.volume(id).await {
                         Ok(None) => {}
-                        Ok(Some(share)) => left.push(format!("share {id} ({})", share.status)),
+                        Ok(Some(volume)) => left.push(format!("{noun} {volume}")),
                         Err(e) => return Err(e.to_string()),
                     }
                 }
                 for id in &snapshot_ids {
-                    match cloud.snapshot(id).await {
+                    match cloud.snapshot_status(id).await {
                         Ok(None) => {}
-                        Ok(Some(snapshot)) => {
-                            left.push(format!("snapshot {id} ({})", snapshot.status))
-                        }
+                        Ok(Some(status)) => left.push(format!("snapshot {id} ({status})")),
                         Err(e) => return Err(e.to_string()),
                     }
                 }

@@ -57,6 +57,10 @@ pub struct RunReport {
     pub driver: String,
     /// The driver spec file.
     pub spec: Option<PathBuf>,
+    /// Where the cluster runs (`embedded`, `containers`, `an existing cluster`).
+    pub backend: String,
+    /// The OpenStack release the fake cloud emulates (none against a real cloud).
+    pub openstack_release: Option<String>,
     /// The set-up steps.
     pub setup: Vec<SetupStep>,
     /// Every test, in run order.
@@ -180,6 +184,13 @@ impl RunReport {
         let _ = writeln!(out, "- driver: {}", self.driver);
         if let Some(spec) = &self.spec {
             let _ = writeln!(out, "- driver spec: `{}`", spec.display());
+        }
+        let _ = writeln!(out, "- backend: {}", self.backend);
+        if let Some(release) = &self.openstack_release {
+            let _ = writeln!(
+                out,
+                "- OpenStack release emulated by the fake cloud: {release}"
+            );
         }
         let _ = writeln!(
             out,
@@ -321,6 +332,8 @@ mod tests {
             target: "embedded cluster (3 nodes)".into(),
             driver: "manila.csi.openstack.org".into(),
             spec: Some("fixtures/driver-specs/manila-nfs.yaml".into()),
+            backend: "embedded".into(),
+            openstack_release: Some("2026.1".into()),
             setup: vec![SetupStep {
                 name: "cluster".into(),
                 duration: Duration::from_secs(7),

@@ -20,8 +20,7 @@ use super::runner::{self, RunnerOptions};
 use super::sanity_suite;
 use super::secret_scan::{self, EventLog, Scanner};
 use super::setup::SetupError;
-use crate::e2e::ManilaCsiEnvironment;
-use crate::registry::{DriverConfig, SANITY_SUITE, SUITES, Target, TestCase};
+use crate::registry::{DriverConfig, RunEnvironment, SANITY_SUITE, SUITES, Target, TestCase};
 use crate::sanity::case::Case;
 
 /// What the run runs against.
@@ -72,9 +71,10 @@ impl Plan {
         self.cases.iter().map(|c| c.needs.driver).collect()
     }
 
-    /// How many tests the report will hold.
+    /// How many tests the report will hold (the sanity cases once per volume access type
+    /// the spec file allows).
     pub fn len(&self) -> usize {
-        self.cases.len() + self.sanity.len()
+        self.cases.len() + self.sanity.len() * sanity_suite::access_types(&self.spec).len()
     }
 
     /// Whether nothing is selected.
@@ -140,6 +140,10 @@ pub async fn execute(
     let mut report = RunReport {
         spec: Some(config.spec.clone()),
         driver: plan.spec.driver_info.name.clone(),
+        backend: match &config.target {
+            TargetChoice::Embedded(options) => options.backend.to_string(),
+            TargetChoice::Existing(_) => "an existing cluster (--kubeconfig)".into(),
+        },
         ..RunReport::default()
     };
     let mut target = match &config.target {
@@ -269,7 +273,7 @@ pub async fn finish(
 /// below the cluster's run directory, the files of `output`, the cluster's Events and the
 /// tests' outcomes; with what was looked at.
 fn secrets_found(
-    environment: &ManilaCsiEnvironment,
+    environment: &RunEnvironment,
     events: Option<&EventLog>,
     report: &RunReport,
     output: Option<&Path>,

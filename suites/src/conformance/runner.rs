@@ -135,6 +135,12 @@ pub fn skip_reason(target: &Target, case: &TestCase) -> Option<String> {
             driver.name
         ));
     }
+    if needs.cinder && driver.name != crate::e2e::cinder::CINDER_DRIVER_NAME {
+        return Some(format!(
+            "a test of the Cinder driver's own behaviour; the driver is {}",
+            driver.name
+        ));
+    }
     if needs.fake_cloud && target.environment().and_then(|e| e.fake_cloud()).is_none() {
         return Some(
             "injects faults into the cloud: needs the run's own fake cloud (the embedded default without --clouds-yaml)".into(),

@@ -7,7 +7,8 @@
 //! - [`cloud`]: reading shares and snapshots from the fake cloud's Manila API;
 //! - [`workload`]: one scenario's namespace with its claims and pods ([`workload::Workload`]),
 //!   whose failed steps carry the driver's diagnostics; [`snapshots`]: VolumeSnapshots;
-//! - [`timeline`]: what a test injected and what it saw, with times.
+//! - [`timeline`]: what a test injected and what it saw, with times;
+//! - [`host`]: what this host lets the drivers do (growing a mounted ext4).
 //!
 //! ```no_run
 //! # async fn demo() -> suites::e2e::Result<()> {
@@ -25,6 +26,7 @@ pub mod cinder;
 pub mod cloud;
 mod environment;
 mod error;
+pub mod host;
 pub mod manifests;
 pub mod snapshots;
 pub mod timeline;

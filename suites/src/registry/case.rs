@@ -31,6 +31,8 @@ pub struct Needs {
     pub cloud: bool,
     /// A Manila driver (its StorageClass parameters, share types): the driver-specific tests.
     pub manila: bool,
+    /// The Cinder driver (its volume types, Nova attachments): the driver-specific tests.
+    pub cinder: bool,
     /// A VolumeSnapshotClass (the spec file's `SnapshotClass`).
     pub snapshot_class: bool,
     /// The run's own fake cloud, to inject faults into (the embedded default).
@@ -50,6 +52,7 @@ impl Needs {
         driver: DriverConfig::Default,
         cloud: false,
         manila: false,
+        cinder: false,
         snapshot_class: false,
         fake_cloud: false,
         exclusive: false,
@@ -86,6 +89,14 @@ impl Needs {
     pub const fn manila(self) -> Needs {
         Needs {
             manila: true,
+            ..self
+        }
+    }
+
+    /// And the Cinder driver.
+    pub const fn cinder(self) -> Needs {
+        Needs {
+            cinder: true,
             ..self
         }
     }
@@ -203,6 +214,10 @@ pub const SUITES: &[(&str, &str)] = &[
     ("subPath", "directories of a volume mounted with subPath"),
     ("volumeIO", "files of several sizes written and read back"),
     ("fsGroup", "volume ownership by the pod's fsGroup"),
+    (
+        "volumeLimits",
+        "a node filled up to its CSINode attach limit: the next pod waits for a free slot; every CSINode reports a limit",
+    ),
     (
         "topology",
         "provisioning that follows where pods run; AllowedTopologies honoured and conflicts refused",

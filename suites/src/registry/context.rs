@@ -120,9 +120,9 @@ impl<'a> TestContext<'a> {
         })
     }
 
-    /// The embedded environment of the run (the fake cloud's share directories, the
-    /// cluster's run directory), when the run started one.
-    pub fn environment(&self) -> Option<&crate::e2e::ManilaCsiEnvironment> {
+    /// The embedded environment of the run (the fake cloud, the cluster's run directory),
+    /// when the run started one.
+    pub fn environment(&self) -> Option<&super::environment::RunEnvironment> {
         self.target.environment()
     }
 

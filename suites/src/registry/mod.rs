@@ -7,11 +7,13 @@
 //!   nodes, the cloud, the classes to provision from);
 //! - [`outcome`]: how a test ends ([`TestError`]: a failure or a skip; `ensure!`);
 //! - [`target`]: what a run runs against ([`Target`], the [`DriverUnderTest`] in each
-//!   [`DriverConfig`]), with the run's view of the [`cloud`] and its [`EventLog`].
+//!   [`DriverConfig`]), with the run's view of the [`cloud`], its [`EventLog`] and the
+//!   [`RunEnvironment`] the embedded default started (Manila or Cinder).
 
 pub mod case;
 pub mod cloud;
 pub mod context;
+pub mod environment;
 pub mod event_log;
 pub mod outcome;
 pub mod target;
@@ -19,6 +21,7 @@ pub mod target;
 pub use case::{Needs, OPT_IN_SUITES, SANITY_SUITE, SUITES, TestCase, TestFn, TestFuture};
 pub use cloud::Cloud;
 pub use context::TestContext;
+pub use environment::RunEnvironment;
 pub use event_log::EventLog;
 pub use outcome::{TestError, TestResult};
 pub use target::{

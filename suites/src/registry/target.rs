@@ -13,9 +13,10 @@ use k8s_openapi::api::storage::v1::StorageClass;
 use kube::api::DynamicObject;
 
 use super::cloud::Cloud;
+use super::environment::RunEnvironment;
 use super::event_log::EventLog;
+use crate::e2e::pod_diagnostics;
 use crate::e2e::workload::WorkloadHost;
-use crate::e2e::{ManilaCsiEnvironment, pod_diagnostics};
 
 /// The driver configuration a test runs against. Tests that need one other than the default
 /// get a driver instance of their own from the runner (on the embedded cluster) instead of
@@ -137,7 +138,7 @@ pub struct Target {
     /// directory), for the leftover checks; `None` when they are on other machines.
     pub mounts_root: Option<PathBuf>,
     /// The embedded environment, when the run started one (torn down at the end).
-    pub(crate) environment: Option<ManilaCsiEnvironment>,
+    pub(crate) environment: Option<RunEnvironment>,
     /// Every Event of the run, for the look for secrets at its end (the embedded default).
     pub(crate) events: Option<EventLog>,
 }
@@ -164,7 +165,7 @@ impl Target {
     }
 
     /// The embedded environment the run started, if any.
-    pub fn environment(&self) -> Option<&ManilaCsiEnvironment> {
+    pub fn environment(&self) -> Option<&RunEnvironment> {
         self.environment.as_ref()
     }
 }

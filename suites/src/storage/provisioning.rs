@@ -247,8 +247,12 @@ async fn unknown_share_type(ctx: &TestContext<'_>) -> TestResult {
     if let Ok(cloud) = ctx.cloud() {
         // The provisioner names a claim's volume pvc-<claim uid>.
         let name = format!("pvc-{}", pending.metadata.uid.unwrap_or_default());
-        let shares = cloud.shares_named(&name).await?;
-        ensure!(shares.is_empty(), "shares named {name} exist: {shares:?}");
+        let volumes = cloud.volumes_named(&name).await?;
+        ensure!(
+            volumes.is_empty(),
+            "{}s named {name} exist: {volumes:?}",
+            cloud.volume_noun()
+        );
     }
     Ok(())
 }

@@ -154,10 +154,11 @@ async fn wait_for_first_consumer(ctx: &TestContext<'_>) -> TestResult {
     // The cloud client looks at Manila shares only.
     if let (Ok(cloud), true) = (ctx.cloud(), is_manila(ctx)) {
         let name = format!("pvc-{}", pending.metadata.uid.clone().unwrap_or_default());
-        let shares = cloud.shares_named(&name).await?;
+        let volumes = cloud.volumes_named(&name).await?;
         ensure!(
-            shares.is_empty(),
-            "a share {name} exists before any consumer: {shares:?}"
+            volumes.is_empty(),
+            "a {} {name} exists before any consumer: {volumes:?}",
+            cloud.volume_noun()
         );
     }
     w.create_pod(&pod_with_claim(

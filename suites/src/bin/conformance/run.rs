@@ -34,7 +34,10 @@ pub struct RunArgs {
     #[arg(long)]
     skip: Option<String>,
     /// The driver spec file (the Kubernetes external-storage format, YAML or JSON); default
-    /// the Manila driver's spec file of this repository for the embedded default.
+    /// the Manila driver's spec file of this repository for the embedded default. Its
+    /// DriverInfo.Name picks the driver the embedded default deploys: the Cinder driver's
+    /// (fixtures/driver-specs/cinder.yaml) deploys the Cinder driver with the fake Cinder and
+    /// Nova instead of the Manila driver.
     #[arg(long = "driver-spec", value_name = "FILE")]
     driver_spec: Option<PathBuf>,
     /// Run against the cluster of this kubeconfig, where the driver is installed, instead of
@@ -79,8 +82,10 @@ pub struct RunArgs {
     #[arg(long, default_value = "embedded", conflicts_with = "kubeconfig")]
     backend: cluster::ClusterBackend,
     /// Embedded default: how the driver gets installed: `fixtures` (the plain manifests of
-    /// fixtures/manila-csi) or `operator` (the Manila operator of fixtures/manila-operator
-    /// installs it, its classes one per share type; needs the run's own fake cloud).
+    /// fixtures/manila-csi or fixtures/cinder-csi) or `operator` (the driver's operator of
+    /// fixtures/manila-operator or fixtures/cinder-operator installs it; the Manila
+    /// operator's classes are one per share type, the Cinder operator's `standard-csi`: use
+    /// fixtures/driver-specs/cinder-operator.yaml; needs the run's own fake cloud).
     #[arg(
         long,
         default_value = "fixtures",

@@ -1,10 +1,10 @@
 //! The embedded default: one embedded cluster for the whole run, the fake cloud in this
 //! process, the Manila CSI driver deployed from `fixtures/manila-csi/`, and a driver instance
 //! of its own for each other configuration the selected tests need (see
-//! `suites::e2e::InstanceOptions`).
+//! `suites::e2e::InstanceOptions`). A spec file of the Cinder driver starts the Cinder
+//! environment instead (see [`super::cinder`]).
 
-use std::collections::{BTreeMap, BTreeSet};
-use std::path::PathBuf;
+use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
 use driver_spec::{Capability, DriverSpec};
@@ -13,65 +13,30 @@ use super::super::progress::Progress;
 use super::super::report::SetupStep;
 use super::super::setup::SetupError;
 use super::classes;
+pub use super::options::EmbeddedOptions;
 use cluster::ClusterBackend;
 
+use crate::e2e::cinder::CINDER_DRIVER_NAME;
 use crate::e2e::{
     CloudSource, DRIVER_NAME, DriverInstance, EnvironmentOptions, ExternalCloud, Install,
     InstanceOptions, ManilaCsiEnvironment, NfsAccess, OperatorOptions, TOPOLOGY_KEY,
 };
 use crate::registry::cloud::{self, Cloud};
-use crate::registry::{DriverConfig, DriverUnderTest, Target, TargetNode};
+use crate::registry::{DriverConfig, DriverUnderTest, RunEnvironment, Target, TargetNode};
 
-/// How the embedded default is set up.
-#[derive(Debug, Clone)]
-pub struct EmbeddedOptions {
-    /// Nodes of the cluster.
-    pub nodes: usize,
-    /// Their zones, in turn.
-    pub zones: Vec<String>,
-    /// The driver configurations the selected tests need (the default one is always there).
-    pub configs: BTreeSet<DriverConfig>,
-    /// Keep the run directory (logs) after the run.
-    pub keep_run_dir: bool,
-    /// How long the driver may take to be ready.
-    pub ready_timeout: Duration,
-    /// A cloud the run does not start (a clouds.yaml and the cloud in it) instead of the fake.
-    pub clouds_yaml: Option<(PathBuf, String)>,
-    /// With `clouds_yaml`: the directory below which the cloud's NFS exports are on this host
-    /// (the NFS plugin binds them); without it the plugin mounts with the kernel NFS client.
-    pub nfs_export_root: Option<PathBuf>,
-    /// Where the cluster runs (default: processes of this host).
-    pub backend: ClusterBackend,
-    /// The Manila operator installs the driver (default: the plain fixtures).
-    pub by_operator: bool,
-}
-
-impl Default for EmbeddedOptions {
-    fn default() -> Self {
-        EmbeddedOptions {
-            nodes: 3,
-            zones: vec!["zone-a".into(), "zone-b".into()],
-            configs: BTreeSet::new(),
-            keep_run_dir: false,
-            ready_timeout: Duration::from_secs(180),
-            clouds_yaml: None,
-            nfs_export_root: None,
-            backend: ClusterBackend::Embedded,
-            by_operator: false,
-        }
-    }
-}
-
-/// Starts the embedded default for `spec` (which must describe the Manila driver); returns
-/// the target and the set-up steps with their times.
+/// Starts the embedded default for `spec` (the Manila or the Cinder driver); returns the
+/// target and the set-up steps with their times.
 pub async fn start(
     spec: &DriverSpec,
     options: &EmbeddedOptions,
     progress: &dyn Progress,
 ) -> Result<(Target, Vec<SetupStep>), SetupError> {
+    if spec.driver_info.name == CINDER_DRIVER_NAME {
+        return super::cinder::start(spec, options, progress).await;
+    }
     if spec.driver_info.name != DRIVER_NAME {
         return Err(SetupError::Spec(format!(
-            "DriverInfo.Name is {}, but the embedded default deploys {DRIVER_NAME}: use --kubeconfig for another driver",
+            "DriverInfo.Name is {}, but the embedded default deploys {DRIVER_NAME} or {CINDER_DRIVER_NAME}: use --kubeconfig for another driver",
             spec.driver_info.name
         )));
     }
@@ -219,7 +184,7 @@ pub async fn start(
         unavailable: BTreeMap::new(),
         cloud: Some(cloud),
         mounts_root,
-        environment: Some(environment),
+        environment: Some(RunEnvironment::Manila(Box::new(environment))),
         events: None,
     };
     Ok((target, steps))

@@ -421,6 +421,11 @@ impl CinderCsiEnvironment {
         &self.options.namespace
     }
 
+    /// The cluster's run directory (logs, node directories, mounts).
+    pub fn run_dir(&self) -> &Path {
+        self.cluster_guard.run_dir()
+    }
+
     /// The Nova server id of `node` (the driver's node ID there).
     pub fn server_of(&self, node: &str) -> Option<&str> {
         self.servers.get(node).map(String::as_str)
