@@ -40,7 +40,7 @@ pub mod volumes;
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod};
-use k8s_openapi::api::storage::v1::StorageClass;
+use k8s_openapi::api::storage::v1::{StorageClass, VolumeAttachment};
 use kube::api::Api;
 use kube_support::wait;
 use openstack_client::manila::model::Share;
@@ -151,7 +151,42 @@ pub async fn bind_claim(
     w.ready_pod(&pod.build()).await?;
     let bound = w.wait_bound(&name).await?;
     w.delete_pods(&[&binder]).await?;
+    // Unused again only once detached: tests then act on a volume no node holds.
+    wait_detached(ctx, bound.volume_name()).await?;
     Ok(bound)
+}
+
+/// Waits until no VolumeAttachment of the PV `volume` is left (the attach/detach controller
+/// detached it from every node; at once for a driver that needs no attach).
+pub async fn wait_detached(ctx: &TestContext<'_>, volume: &str) -> TestResult {
+    let attachments: Api<VolumeAttachment> = Api::all(ctx.client());
+    let detached = wait::wait_until(format!("PV {volume} detached"), WAIT, || {
+        let attachments = attachments.clone();
+        async move {
+            let left: Vec<String> = attachments
+                .list(&Default::default())
+                .await
+                .map_err(|e| e.to_string())?
+                .items
+                .into_iter()
+                .filter(|a| a.spec.source.persistent_volume_name.as_deref() == Some(volume))
+                .map(|a| {
+                    format!(
+                        "{} on {}",
+                        a.metadata.name.unwrap_or_default(),
+                        a.spec.node_name
+                    )
+                })
+                .collect();
+            if left.is_empty() {
+                Ok(Some(()))
+            } else {
+                Err(format!("VolumeAttachments {}", left.join(", ")))
+            }
+        }
+    })
+    .await;
+    Ok(ctx.workload().check("volume detached", detached).await?)
 }
 
 /// Waits until the cloud's share `id` satisfies `wanted` (a description says what), and
