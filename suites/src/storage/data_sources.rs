@@ -1,6 +1,7 @@
 //! The `provisioning` tests of upstream's `provisioning.go` about where a volume's data comes
 //! from and what else may point at it: a snapshot data source (also into a larger claim, and
-//! read-only many), a claim data source (clone), and two PVs of one volume handle.
+//! read-only many), a claim data source (clone, also into a larger claim), and two PVs of
+//! one volume handle.
 
 use driver_spec::Capability;
 use k8s_openapi::api::core::v1::{
@@ -8,8 +9,9 @@ use k8s_openapi::api::core::v1::{
 };
 use kube::api::{Api, PostParams};
 
-use super::data::{check_seeded, write_seeded};
+use super::data::{check_seeded, filesystem_size, write_seeded};
 use super::provisioning::{access_mode, is_manila};
+use super::{bind_claim, node_of};
 use crate::e2e::workload::{PodBuilder, claim, claim_from_snapshot, volume_capacity};
 use crate::registry::{Needs, TestCase, TestContext, TestError, TestResult};
 use crate::{ensure, ensure_eq, test_case};
@@ -52,6 +54,12 @@ pub fn tests() -> Vec<TestCase> {
         ),
         test_case!(
             SUITE,
+            "should provision storage with pvc data source into a larger claim, its filesystem grown to the claim's size",
+            Needs::capabilities(&[Capability::PvcDataSource, Capability::Exec]),
+            larger_clone
+        ),
+        test_case!(
+            SUITE,
             "should mount multiple PV pointing to the same storage on the same node",
             Needs::capabilities(&[Capability::MultiplePvsSameId, Capability::Exec]),
             two_pvs_one_handle
@@ -59,41 +67,66 @@ pub fn tests() -> Vec<TestCase> {
     ]
 }
 
-/// A claim `source` with seeded data (seed 1) and a ready snapshot `snap` of it; the class.
-async fn snapshotted_source(ctx: &TestContext<'_>) -> TestResult<String> {
+/// A claim `source` with seeded data (seed 1, in `/data`), written by a pod that is gone;
+/// the class and the node the pod ran on (where a late binding class made the volume).
+async fn source_with_data(ctx: &TestContext<'_>) -> TestResult<(String, String)> {
     let class = ctx.storage_class().await?;
-    let snapshot_class = ctx.snapshot_class().await?;
     let w = ctx.workload();
-    w.bound_claim(&claim(
+    w.create_claim(&claim(
         "source",
         Some(&class),
         &ctx.claim_size(),
         access_mode(ctx),
     ))
     .await?;
-    w.ready_pod(
-        &PodBuilder::new("writer", "true")
-            .claim("source", "/data")
-            .build(),
-    )
-    .await?;
+    let writer = w
+        .ready_pod(
+            &PodBuilder::new("writer", "true")
+                .claim("source", "/data")
+                .build(),
+        )
+        .await?;
+    w.wait_bound("source").await?;
+    let node = node_of(&writer).ok_or_else(|| TestError::failed("the writer pod has no node"))?;
     write_seeded(w, "writer", "/data/data", 1).await?;
     w.delete_pods(&["writer"]).await?;
-    w.ready_snapshot("snap", "source", &snapshot_class).await?;
-    Ok(class)
+    Ok((class, node))
+}
+
+/// [`source_with_data`] and a ready snapshot `snap` of it; the class and the source's node.
+async fn snapshotted_source(ctx: &TestContext<'_>) -> TestResult<(String, String)> {
+    let (class, node) = source_with_data(ctx).await?;
+    let snapshot_class = ctx.snapshot_class().await?;
+    ctx.workload()
+        .ready_snapshot("snap", "source", &snapshot_class)
+        .await?;
+    Ok((class, node))
+}
+
+/// A file system of a claim made larger than its source is grown past the source's size (a
+/// volume of the driver's own file system; a Manila share has none to grow).
+async fn check_grown(ctx: &TestContext<'_>, pod: &str, source_bytes: i64) -> TestResult {
+    if is_manila(ctx) {
+        return Ok(());
+    }
+    let size = filesystem_size(ctx.workload(), pod, "/data").await?;
+    ensure!(
+        i64::try_from(size).unwrap_or(i64::MAX) > source_bytes,
+        "the file system of the larger claim is {size} bytes, not grown past the source's \
+         {source_bytes} bytes"
+    );
+    Ok(())
 }
 
 async fn snapshot_source(ctx: &TestContext<'_>) -> TestResult {
-    let class = snapshotted_source(ctx).await?;
+    let (class, node) = snapshotted_source(ctx).await?;
     let w = ctx.workload();
     let size = ctx.claim_size();
-    w.bound_claim(&claim_from_snapshot(
-        "restored",
-        Some(&class),
-        &size,
-        access_mode(ctx),
-        "snap",
-    ))
+    bind_claim(
+        ctx,
+        &claim_from_snapshot("restored", Some(&class), &size, access_mode(ctx), "snap"),
+        Some(&node),
+    )
     .await?;
     w.ready_pod(
         &PodBuilder::new("reader", "true")
@@ -107,19 +140,16 @@ async fn snapshot_source(ctx: &TestContext<'_>) -> TestResult {
 }
 
 async fn larger_restore(ctx: &TestContext<'_>) -> TestResult {
-    let class = snapshotted_source(ctx).await?;
+    let (class, node) = snapshotted_source(ctx).await?;
     let w = ctx.workload();
     let bytes = kube_support::quantity::parse_bytes(&ctx.claim_size()).unwrap_or(1 << 30);
     let larger = kube_support::quantity::format_bytes(bytes + (1 << 30));
-    let restored = w
-        .bound_claim(&claim_from_snapshot(
-            "larger",
-            Some(&class),
-            &larger,
-            access_mode(ctx),
-            "snap",
-        ))
-        .await?;
+    let restored = bind_claim(
+        ctx,
+        &claim_from_snapshot("larger", Some(&class), &larger, access_mode(ctx), "snap"),
+        Some(&node),
+    )
+    .await?;
     ensure_eq!(
         volume_capacity(&restored.volume).as_deref(),
         Some(larger.as_str()),
@@ -146,20 +176,25 @@ async fn larger_restore(ctx: &TestContext<'_>) -> TestResult {
     )
     .await?;
     check_seeded(w, "reader", "/data/data", 1).await?;
+    check_grown(ctx, "reader", bytes).await?;
     w.delete_pods(&["reader"]).await?;
     Ok(())
 }
 
 async fn read_only_many_from_snapshot(ctx: &TestContext<'_>) -> TestResult {
-    let class = snapshotted_source(ctx).await?;
+    let (class, node) = snapshotted_source(ctx).await?;
     let w = ctx.workload();
-    w.bound_claim(&claim_from_snapshot(
-        "rox",
-        Some(&class),
-        &ctx.claim_size(),
-        "ReadOnlyMany",
-        "snap",
-    ))
+    bind_claim(
+        ctx,
+        &claim_from_snapshot(
+            "rox",
+            Some(&class),
+            &ctx.claim_size(),
+            "ReadOnlyMany",
+            "snap",
+        ),
+        Some(&node),
+    )
     .await?;
     w.ready_pod(
         &PodBuilder::new("reader", "true")
@@ -176,22 +211,18 @@ async fn read_only_many_from_snapshot(ctx: &TestContext<'_>) -> TestResult {
     Ok(())
 }
 
-async fn clone(ctx: &TestContext<'_>) -> TestResult {
-    let class = ctx.storage_class().await?;
+/// Upstream's pvc data source test: a clone of a claim holds its data; `larger`: the clone
+/// is 1 GiB larger than its source, its PV has that size and its file system is grown.
+async fn clone_into(ctx: &TestContext<'_>, larger: bool) -> TestResult {
+    let (class, node) = source_with_data(ctx).await?;
     let w = ctx.workload();
-    let size = ctx.claim_size();
-    let mode = access_mode(ctx);
-    w.bound_claim(&claim("source", Some(&class), &size, mode))
-        .await?;
-    w.ready_pod(
-        &PodBuilder::new("writer", "true")
-            .claim("source", "/data")
-            .build(),
-    )
-    .await?;
-    write_seeded(w, "writer", "/data/data", 1).await?;
-    w.delete_pods(&["writer"]).await?;
-    let mut cloned = claim("clone", Some(&class), &size, mode);
+    let source_bytes = kube_support::quantity::parse_bytes(&ctx.claim_size()).unwrap_or(1 << 30);
+    let size = if larger {
+        kube_support::quantity::format_bytes(source_bytes + (1 << 30))
+    } else {
+        ctx.claim_size()
+    };
+    let mut cloned = claim("clone", Some(&class), &size, access_mode(ctx));
     if let Some(spec) = cloned.spec.as_mut() {
         spec.data_source = Some(TypedLocalObjectReference {
             api_group: None,
@@ -199,7 +230,13 @@ async fn clone(ctx: &TestContext<'_>) -> TestResult {
             name: "source".into(),
         });
     }
-    w.bound_claim(&cloned).await?;
+    // In the source's place: a zonal volume is cloned in its zone.
+    let bound = bind_claim(ctx, &cloned, Some(&node)).await?;
+    ensure_eq!(
+        volume_capacity(&bound.volume).as_deref(),
+        Some(size.as_str()),
+        "the clone's PV capacity"
+    );
     w.ready_pod(
         &PodBuilder::new("reader", "true")
             .claim("clone", "/data")
@@ -207,8 +244,19 @@ async fn clone(ctx: &TestContext<'_>) -> TestResult {
     )
     .await?;
     check_seeded(w, "reader", "/data/data", 1).await?;
+    if larger {
+        check_grown(ctx, "reader", source_bytes).await?;
+    }
     w.delete_pods(&["reader"]).await?;
     Ok(())
+}
+
+async fn clone(ctx: &TestContext<'_>) -> TestResult {
+    clone_into(ctx, false).await
+}
+
+async fn larger_clone(ctx: &TestContext<'_>) -> TestResult {
+    clone_into(ctx, true).await
 }
 
 /// A second PV with the first one's volume handle (and everything the driver needs to use
@@ -219,9 +267,7 @@ async fn two_pvs_one_handle(ctx: &TestContext<'_>) -> TestResult {
     let w = ctx.workload();
     let size = ctx.claim_size();
     let mode = access_mode(ctx);
-    let first = w
-        .bound_claim(&claim("first", Some(&class), &size, mode))
-        .await?;
+    let first = bind_claim(ctx, &claim("first", Some(&class), &size, mode), None).await?;
     let spec = first
         .volume
         .spec
@@ -250,7 +296,7 @@ async fn two_pvs_one_handle(ctx: &TestContext<'_>) -> TestResult {
         spec.storage_class_name = Some(String::new());
         spec.volume_name = Some(name.clone());
     }
-    w.bound_claim(&claim_two).await?;
+    bind_claim(ctx, &claim_two, None).await?;
     // As upstream: one pod per claim, on the same node, both running at once.
     let first_pod = w
         .ready_pod(

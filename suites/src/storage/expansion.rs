@@ -7,12 +7,14 @@ use k8s_openapi::api::core::v1::{PersistentVolume, PersistentVolumeClaim};
 use kube::api::{Api, Patch, PatchParams};
 use kube_support::wait;
 
+use super::bind_claim;
+use super::data::filesystem_size;
 use super::provisioning::{access_mode, is_manila};
 use super::{WAIT, restarts, wait_share};
 use crate::e2e::workload::{
     claim, claim_capacity, describe_pod, pod_is_ready, pod_with_claim, volume_capacity,
 };
-use crate::registry::{Needs, TestCase, TestContext, TestResult};
+use crate::registry::{Needs, TestCase, TestContext, TestError, TestResult};
 use crate::{ensure, ensure_eq, test_case};
 
 const SUITE: &str = "volume-expand";
@@ -68,13 +70,17 @@ fn grown(size: &str) -> (String, u64) {
 }
 
 /// Resizes the claim `name` to `bigger` and waits until the share (on a Manila driver with
-/// the cloud), the PV and the claim's status have grown.
+/// the cloud), the PV and the claim's status have grown. A driver with `nodeExpansion` grows
+/// the file system on the node: while no pod uses the claim (`in_use` false) the claim then
+/// waits with the `FileSystemResizePending` condition instead (kubelet finishes the resize
+/// when a pod mounts it, [`wait_claim_grown`]).
 async fn resize_and_wait(
     ctx: &TestContext<'_>,
     name: &str,
     bound: &crate::e2e::workload::BoundClaim,
     bigger: &str,
     gib: u64,
+    in_use: bool,
 ) -> TestResult {
     let w = ctx.workload();
     let pv_name = bound.volume_name().to_string();
@@ -101,6 +107,36 @@ async fn resize_and_wait(
     )
     .await;
     w.check("PV capacity grown", pv_grown).await?;
+    if ctx.spec().has(Capability::NodeExpansion) && !in_use {
+        let pending = wait::wait_for_described(
+            &w.claims,
+            name,
+            &format!("PVC {name} condition FileSystemResizePending"),
+            |c: Option<&PersistentVolumeClaim>| {
+                c.and_then(|c| c.status.as_ref())
+                    .and_then(|s| s.conditions.as_ref())
+                    .is_some_and(|conditions| {
+                        conditions
+                            .iter()
+                            .any(|c| c.type_ == "FileSystemResizePending" && c.status == "True")
+                    })
+            },
+            WAIT,
+        )
+        .await;
+        w.check(
+            "the claim waiting for a node to grow its file system",
+            pending,
+        )
+        .await?;
+        return Ok(());
+    }
+    wait_claim_grown(ctx, name, bigger).await
+}
+
+/// Waits until the status capacity of the claim `name` is `bigger`.
+async fn wait_claim_grown(ctx: &TestContext<'_>, name: &str, bigger: &str) -> TestResult {
+    let w = ctx.workload();
     let claim_grown = wait::wait_for_described(
         &w.claims,
         name,
@@ -110,6 +146,21 @@ async fn resize_and_wait(
     )
     .await;
     w.check("PVC capacity grown", claim_grown).await?;
+    Ok(())
+}
+
+/// With `nodeExpansion`: the file system at `/data` of `pod` is larger than the claim's
+/// original `size` (kubelet's NodeExpandVolume grew it).
+async fn check_filesystem_grown(ctx: &TestContext<'_>, pod: &str, size: &str) -> TestResult {
+    if !ctx.spec().has(Capability::NodeExpansion) {
+        return Ok(());
+    }
+    let now = filesystem_size(ctx.workload(), pod, "/data").await?;
+    let original = kube_support::quantity::parse_bytes(size).unwrap_or(1 << 30);
+    ensure!(
+        i64::try_from(now).unwrap_or(i64::MAX) > original,
+        "the file system in {pod} is {now} bytes, not grown past the claim's original {size}"
+    );
     Ok(())
 }
 
@@ -129,8 +180,12 @@ async fn expansion_refused(ctx: &TestContext<'_>) -> TestResult {
     let w = ctx.workload();
     let size = ctx.claim_size();
     let (bigger, _) = grown(&size);
-    w.bound_claim(&claim("fixed", Some(&class), &size, access_mode(ctx)))
-        .await?;
+    bind_claim(
+        ctx,
+        &claim("fixed", Some(&class), &size, access_mode(ctx)),
+        None,
+    )
+    .await?;
     let patch = serde_json::json!({"spec": {"resources": {"requests": {"storage": bigger}}}});
     match w
         .claims
@@ -176,9 +231,12 @@ async fn offline_with_pod_recreated(ctx: &TestContext<'_>) -> TestResult {
     let w = ctx.workload();
     let size = ctx.claim_size();
     let (bigger, gib) = grown(&size);
-    let bound = w
-        .bound_claim(&claim("data", Some(&class), &size, access_mode(ctx)))
-        .await?;
+    let bound = bind_claim(
+        ctx,
+        &claim("data", Some(&class), &size, access_mode(ctx)),
+        None,
+    )
+    .await?;
     w.ready_pod(&pod_with_claim(
         "before",
         "data",
@@ -187,7 +245,8 @@ async fn offline_with_pod_recreated(ctx: &TestContext<'_>) -> TestResult {
     ))
     .await?;
     w.delete_pods(&["before"]).await?;
-    resize_and_wait(ctx, "data", &bound, &bigger, gib).await?;
+    super::wait_detached(ctx, bound.volume_name()).await?;
+    resize_and_wait(ctx, "data", &bound, &bigger, gib, false).await?;
     w.ready_pod(&pod_with_claim(
         "after",
         "data",
@@ -195,6 +254,9 @@ async fn offline_with_pod_recreated(ctx: &TestContext<'_>) -> TestResult {
         "echo after > /data/after",
     ))
     .await?;
+    // A node expanding driver grew the file system as the pod mounted it.
+    wait_claim_grown(ctx, "data", &bigger).await?;
+    check_filesystem_grown(ctx, "after", &size).await?;
     ensure_eq!(
         w.exec("after", "cat /data/before /data/after").await?,
         "before\nafter\n",
@@ -206,23 +268,35 @@ async fn offline_with_pod_recreated(ctx: &TestContext<'_>) -> TestResult {
 
 async fn offline_expansion(ctx: &TestContext<'_>) -> TestResult {
     let class = expandable_class(ctx).await?;
-    let w = ctx.workload();
     let size = ctx.claim_size();
     let (bigger, gib) = grown(&size);
-    let idle = w
-        .bound_claim(&claim("idle", Some(&class), &size, access_mode(ctx)))
-        .await?;
-    resize_and_wait(ctx, "idle", &idle, &bigger, gib).await
+    let idle = bind_claim(
+        ctx,
+        &claim("idle", Some(&class), &size, access_mode(ctx)),
+        None,
+    )
+    .await?;
+    resize_and_wait(ctx, "idle", &idle, &bigger, gib, false).await
 }
 
 async fn online_expansion(ctx: &TestContext<'_>) -> TestResult {
+    // The embedded cluster's nodes are this host: its driver grows mounted file systems here.
+    if ctx.spec().has(Capability::NodeExpansion)
+        && ctx.environment().is_some()
+        && !crate::e2e::host::can_grow_mounted_ext4()
+    {
+        return Err(TestError::skip(crate::e2e::host::GROW_MOUNTED_EXT4));
+    }
     let class = expandable_class(ctx).await?;
     let w = ctx.workload();
     let size = ctx.claim_size();
     let (bigger, gib) = grown(&size);
-    let growing = w
-        .bound_claim(&claim("growing", Some(&class), &size, access_mode(ctx)))
-        .await?;
+    let growing = bind_claim(
+        ctx,
+        &claim("growing", Some(&class), &size, access_mode(ctx)),
+        None,
+    )
+    .await?;
     let running = w
         .ready_pod(&pod_with_claim(
             "user",
@@ -231,7 +305,8 @@ async fn online_expansion(ctx: &TestContext<'_>) -> TestResult {
             "echo before > /data/before",
         ))
         .await?;
-    resize_and_wait(ctx, "growing", &growing, &bigger, gib).await?;
+    resize_and_wait(ctx, "growing", &growing, &bigger, gib, true).await?;
+    check_filesystem_grown(ctx, "user", &size).await?;
 
     // The pod kept running through it (same pod, no restart) and still uses the volume.
     let after = w.pods.get("user").await?;

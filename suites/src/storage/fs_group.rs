@@ -6,6 +6,7 @@
 use driver_spec::Capability;
 use k8s_openapi::api::core::v1::Pod;
 
+use super::bind_claim;
 use super::provisioning::access_mode;
 use crate::e2e::workload::{PodBuilder, Workload, claim};
 use crate::registry::{Needs, TestCase, TestContext, TestError, TestResult};
@@ -100,12 +101,11 @@ async fn volume_owned_by_fs_group(ctx: &TestContext<'_>) -> TestResult {
     const GROUP: i64 = 1234;
     let class = ctx.storage_class().await?;
     let w = ctx.workload();
-    w.bound_claim(&claim(
-        "data",
-        Some(&class),
-        &ctx.claim_size(),
-        access_mode(ctx),
-    ))
+    bind_claim(
+        ctx,
+        &claim("data", Some(&class), &ctx.claim_size(), access_mode(ctx)),
+        None,
+    )
     .await?;
     let pod = PodBuilder::new("owned", "true")
         .claim("data", ROOT)
@@ -275,8 +275,12 @@ async fn run_case(ctx: &TestContext<'_>, case: &PolicyCase) -> TestResult {
     } else {
         access_mode(ctx)
     };
-    w.bound_claim(&claim("data", Some(&class), &ctx.claim_size(), mode))
-        .await?;
+    bind_claim(
+        ctx,
+        &claim("data", Some(&class), &ctx.claim_size(), mode),
+        None,
+    )
+    .await?;
 
     w.ready_pod(&policy_pod("first", case.first, case.policy))
         .await?;

@@ -7,10 +7,14 @@
 //!   cluster's default class; a Manila share type that does not exist;
 //! - [`snapshottable`]: VolumeSnapshots ready with a snapshot in the cloud; claims restored
 //!   from them holding the snapshotted data;
-//! - [`multivolume`]: a ReadWriteMany volume used by pods on two nodes; a ReadWriteOnce
-//!   volume refused on a second node while the first pod uses it;
+//! - [`multivolume`]: several volumes in a pod (filesystem, block, both), one volume in
+//!   several pods (one node, two nodes with RWX or a Cinder multiattach block volume); a
+//!   ReadWriteOnce volume refused on a second node while the first pod uses it;
 //! - [`expansion`]: a claim resized while a pod uses it;
 //! - [`volume_mode`]: block volumes on a filesystem-only driver; unused volumes not mounted;
+//!   block volumes as raw devices; volumes used in the other mode refused;
+//! - [`volume_limits`]: the nodes' volume limits, and the scheduler keeping a pod off a full
+//!   node;
 //! - [`subpath`]: subPath mounts; [`volume_io`]: files of several sizes; [`fs_group`]:
 //!   ownership by fsGroup;
 //! - [`topology`]: provisioning that follows where the pod runs, and AllowedTopologies;
@@ -29,15 +33,19 @@ pub mod snapshottable;
 pub mod subpath;
 pub mod topology;
 pub mod volume_io;
+pub mod volume_limits;
 pub mod volume_mode;
 pub mod volumes;
 
 use std::time::Duration;
 
-use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod};
+use k8s_openapi::api::storage::v1::{StorageClass, VolumeAttachment};
+use kube::api::Api;
 use kube_support::wait;
 use openstack_client::manila::model::Share;
 
+use crate::e2e::workload::{BoundClaim, PodBuilder};
 use crate::registry::{TestCase, TestContext, TestError, TestResult};
 
 /// Every storage test, in run order.
@@ -50,6 +58,7 @@ pub fn tests() -> Vec<TestCase> {
     tests.extend(multivolume::tests());
     tests.extend(expansion::tests());
     tests.extend(volume_mode::tests());
+    tests.extend(volume_limits::tests());
     tests.extend(subpath::tests());
     tests.extend(volume_io::tests());
     tests.extend(fs_group::tests());
@@ -77,6 +86,107 @@ pub fn nodes(ctx: &TestContext<'_>, count: usize) -> TestResult<Vec<String>> {
         )));
     }
     Ok(names.into_iter().take(count).collect())
+}
+
+/// The names of `count` schedulable nodes in one zone (or without zones: a volume made for
+/// one of them can be used on all), the first node's zone first tried; or a skip.
+pub fn nodes_in_one_zone(ctx: &TestContext<'_>, count: usize) -> TestResult<Vec<String>> {
+    let all = ctx.nodes();
+    for node in all {
+        let together: Vec<String> = all
+            .iter()
+            .filter(|n| n.zone == node.zone)
+            .map(|n| n.name.clone())
+            .take(count)
+            .collect();
+        if together.len() == count {
+            return Ok(together);
+        }
+    }
+    Err(TestError::skip(format!(
+        "needs {count} schedulable nodes in one zone, the cluster has {:?}",
+        all.iter()
+            .map(|n| (n.name.as_str(), n.zone.as_deref()))
+            .collect::<Vec<_>>()
+    )))
+}
+
+/// Creates `claim` and waits until it is Bound, as [`Workload::bound_claim`]; a claim of a
+/// WaitForFirstConsumer class is bound by a pod of its own using it (on `node` when given,
+/// so that the volume is made where the test's pods will run), deleted once it is bound.
+///
+/// [`Workload::bound_claim`]: crate::e2e::workload::Workload::bound_claim
+pub async fn bind_claim(
+    ctx: &TestContext<'_>,
+    claim: &PersistentVolumeClaim,
+    node: Option<&str>,
+) -> TestResult<BoundClaim> {
+    let w = ctx.workload();
+    let name = claim.metadata.name.clone().unwrap_or_default();
+    w.create_claim(claim).await?;
+    // The class as admission gave it (a claim without one gets the default class).
+    let created = w.claims.get(&name).await?;
+    let spec = created.spec.clone().unwrap_or_default();
+    let late = match spec.storage_class_name.as_deref() {
+        // "" binds to a volume made beforehand, not by a class.
+        Some(class) if !class.is_empty() => {
+            let classes: Api<StorageClass> = Api::all(ctx.client());
+            classes.get(class).await?.volume_binding_mode.as_deref() == Some("WaitForFirstConsumer")
+        }
+        _ => false,
+    };
+    if !late {
+        return Ok(w.wait_bound(&name).await?);
+    }
+    let binder = format!("bind-{name}");
+    let mut pod = PodBuilder::new(&binder, "true");
+    pod = if spec.volume_mode.as_deref() == Some("Block") {
+        pod.device(&name, "/mnt/volume1")
+    } else {
+        pod.claim(&name, "/mnt/volume1")
+    };
+    if let Some(node) = node {
+        pod = pod.node(node);
+    }
+    w.ready_pod(&pod.build()).await?;
+    let bound = w.wait_bound(&name).await?;
+    w.delete_pods(&[&binder]).await?;
+    // Unused again only once detached: tests then act on a volume no node holds.
+    wait_detached(ctx, bound.volume_name()).await?;
+    Ok(bound)
+}
+
+/// Waits until no VolumeAttachment of the PV `volume` is left (the attach/detach controller
+/// detached it from every node; at once for a driver that needs no attach).
+pub async fn wait_detached(ctx: &TestContext<'_>, volume: &str) -> TestResult {
+    let attachments: Api<VolumeAttachment> = Api::all(ctx.client());
+    let detached = wait::wait_until(format!("PV {volume} detached"), WAIT, || {
+        let attachments = attachments.clone();
+        async move {
+            let left: Vec<String> = attachments
+                .list(&Default::default())
+                .await
+                .map_err(|e| e.to_string())?
+                .items
+                .into_iter()
+                .filter(|a| a.spec.source.persistent_volume_name.as_deref() == Some(volume))
+                .map(|a| {
+                    format!(
+                        "{} on {}",
+                        a.metadata.name.unwrap_or_default(),
+                        a.spec.node_name
+                    )
+                })
+                .collect();
+            if left.is_empty() {
+                Ok(Some(()))
+            } else {
+                Err(format!("VolumeAttachments {}", left.join(", ")))
+            }
+        }
+    })
+    .await;
+    Ok(ctx.workload().check("volume detached", detached).await?)
 }
 
 /// Waits until the cloud's share `id` satisfies `wanted` (a description says what), and
@@ -121,6 +231,12 @@ pub async fn wait_share_gone(ctx: &TestContext<'_>, id: &str) -> TestResult {
     })
     .await;
     Ok(ctx.workload().check("share deleted", gone).await?)
+}
+
+/// Whether the driver under test is the Cinder CSI driver (its volumes are Cinder volumes:
+/// block devices attached to nodes, volume types such as `multiattach`).
+pub fn is_cinder(ctx: &TestContext<'_>) -> bool {
+    ctx.driver().name == crate::e2e::cinder::CINDER_DRIVER_NAME
 }
 
 /// The sum of the restart counts of a pod's containers.

@@ -6,6 +6,7 @@ use kube::api::{Api, DeleteParams};
 use kube_support::wait;
 
 use super::WAIT;
+use super::bind_claim;
 use crate::e2e::workload::{claim, events_about, volume_capacity};
 use crate::registry::{Needs, TestCase, TestContext, TestError, TestResult};
 use crate::{ensure, ensure_eq, test_case};
@@ -52,9 +53,7 @@ async fn provisions_and_deletes(ctx: &TestContext<'_>) -> TestResult {
     let w = ctx.workload();
     let mode = access_mode(ctx);
     let size = ctx.claim_size();
-    let data = w
-        .bound_claim(&claim("data", Some(&class), &size, mode))
-        .await?;
+    let data = bind_claim(ctx, &claim("data", Some(&class), &size, mode), None).await?;
     let pv = &data.volume;
     let pv_name = data.volume_name().to_string();
     let driver = pv
@@ -141,10 +140,12 @@ async fn default_class(ctx: &TestContext<'_>) -> TestResult {
             "StorageClass {class} is not the cluster's default class"
         )));
     }
-    let w = ctx.workload();
-    let data = w
-        .bound_claim(&claim("plain", None, &ctx.claim_size(), access_mode(ctx)))
-        .await?;
+    let data = bind_claim(
+        ctx,
+        &claim("plain", None, &ctx.claim_size(), access_mode(ctx)),
+        None,
+    )
+    .await?;
     let given = data
         .claim
         .spec
@@ -180,14 +181,12 @@ async fn mount_options(ctx: &TestContext<'_>) -> TestResult {
         })
         .await?;
     let w = ctx.workload();
-    let data = w
-        .bound_claim(&claim(
-            "data",
-            Some(&class),
-            &ctx.claim_size(),
-            access_mode(ctx),
-        ))
-        .await?;
+    let data = bind_claim(
+        ctx,
+        &claim("data", Some(&class), &ctx.claim_size(), access_mode(ctx)),
+        None,
+    )
+    .await?;
     let on_pv = data
         .volume
         .spec

@@ -8,6 +8,7 @@ use kube::api::{DeleteParams, DynamicObject, Patch, PatchParams, PostParams};
 use kube_support::wait;
 
 use super::WAIT;
+use super::bind_claim;
 use super::data::{check_seeded, write_seeded};
 use super::provisioning::{access_mode, is_manila};
 use crate::e2e::snapshots;
@@ -202,9 +203,7 @@ async fn snapshot_pattern(ctx: &TestContext<'_>, preprovisioned: bool, policy: &
     let namespace = w.namespace().to_string();
     let size = ctx.claim_size();
     let mode = access_mode(ctx);
-    let source = w
-        .bound_claim(&claim("source", Some(&class), &size, mode))
-        .await?;
+    let source = bind_claim(ctx, &claim("source", Some(&class), &size, mode), None).await?;
     w.ready_pod(
         &PodBuilder::new("writer", "true")
             .claim("source", "/data")
@@ -300,13 +299,11 @@ async fn snapshot_pattern(ctx: &TestContext<'_>, preprovisioned: bool, policy: &
 
     // The source changes after the snapshot; the restore holds the data of the snapshot.
     write_seeded(w, "writer", "/data/data", 2).await?;
-    w.bound_claim(&claim_from_snapshot(
-        "restored",
-        Some(&class),
-        &size,
-        mode,
-        "snap",
-    ))
+    bind_claim(
+        ctx,
+        &claim_from_snapshot("restored", Some(&class), &size, mode, "snap"),
+        None,
+    )
     .await?;
     w.ready_pod(
         &PodBuilder::new("reader", "true")

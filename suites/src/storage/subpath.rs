@@ -15,6 +15,7 @@ use k8s_openapi::api::core::v1::{Container, Pod, VolumeMount};
 use kube::api::PostParams;
 use kube_support::wait;
 
+use super::bind_claim;
 use super::data::{SEEDED_LEN, check_seeded, seeded_content, write_seeded};
 use super::node_of;
 use super::provisioning::access_mode;
@@ -112,14 +113,12 @@ pub fn tests() -> Vec<TestCase> {
 /// The claim `vol` of the driver's class, Bound.
 async fn bound_volume(ctx: &TestContext<'_>) -> TestResult {
     let class = ctx.storage_class().await?;
-    ctx.workload()
-        .bound_claim(&claim(
-            CLAIM,
-            Some(&class),
-            &ctx.claim_size(),
-            access_mode(ctx),
-        ))
-        .await?;
+    bind_claim(
+        ctx,
+        &claim(CLAIM, Some(&class), &ctx.claim_size(), access_mode(ctx)),
+        None,
+    )
+    .await?;
     Ok(())
 }
 

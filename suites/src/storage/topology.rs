@@ -151,7 +151,8 @@ async fn wait_for_first_consumer(ctx: &TestContext<'_>) -> TestResult {
         Some("Pending"),
         "the claim's phase before a consumer"
     );
-    if let Ok(cloud) = ctx.cloud() {
+    // The cloud client looks at Manila shares only.
+    if let (Ok(cloud), true) = (ctx.cloud(), is_manila(ctx)) {
         let name = format!("pvc-{}", pending.metadata.uid.clone().unwrap_or_default());
         let volumes = cloud.volumes_named(&name).await?;
         ensure!(

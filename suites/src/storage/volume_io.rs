@@ -4,6 +4,7 @@
 
 use driver_spec::Capability;
 
+use super::bind_claim;
 use super::provisioning::access_mode;
 use super::volumes::test_seed;
 use crate::e2e::workload::{PodBuilder, Workload, claim};
@@ -76,12 +77,11 @@ async fn files_of_various_sizes(ctx: &TestContext<'_>) -> TestResult {
 
     let class = ctx.storage_class().await?;
     let w = ctx.workload();
-    w.bound_claim(&claim(
-        "io",
-        Some(&class),
-        &ctx.claim_size(),
-        access_mode(ctx),
-    ))
+    bind_claim(
+        ctx,
+        &claim("io", Some(&class), &ctx.claim_size(), access_mode(ctx)),
+        None,
+    )
     .await?;
     let pod = |name: &str| {
         let pod = PodBuilder::new(name, "true").claim("io", MOUNT);

@@ -4,6 +4,7 @@
 
 use driver_spec::Capability;
 
+use super::bind_claim;
 use super::data::{check_seeded, write_seeded};
 use super::provisioning::access_mode;
 use crate::e2e::workload::{MOUNT_PATH, claim, pod_with_claim};
@@ -41,12 +42,11 @@ pub fn test_seed(ctx: &TestContext<'_>, salt: u64) -> u64 {
 async fn store_data(ctx: &TestContext<'_>) -> TestResult {
     let class = ctx.storage_class().await?;
     let w = ctx.workload();
-    w.bound_claim(&claim(
-        "data",
-        Some(&class),
-        &ctx.claim_size(),
-        access_mode(ctx),
-    ))
+    bind_claim(
+        ctx,
+        &claim("data", Some(&class), &ctx.claim_size(), access_mode(ctx)),
+        None,
+    )
     .await?;
     let file = format!("{MOUNT_PATH}/index.html");
     let seed = test_seed(ctx, 0);
@@ -74,12 +74,11 @@ async fn store_data(ctx: &TestContext<'_>) -> TestResult {
 async fn exec_files(ctx: &TestContext<'_>) -> TestResult {
     let class = ctx.storage_class().await?;
     let w = ctx.workload();
-    w.bound_claim(&claim(
-        "data",
-        Some(&class),
-        &ctx.claim_size(),
-        access_mode(ctx),
-    ))
+    bind_claim(
+        ctx,
+        &claim("data", Some(&class), &ctx.claim_size(), access_mode(ctx)),
+        None,
+    )
     .await?;
     w.ready_pod(&pod_with_claim("exec", "data", None, "true"))
         .await?;
