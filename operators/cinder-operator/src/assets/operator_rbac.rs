@@ -68,9 +68,9 @@ fn the_operator_may_apply_watch_and_remove_every_object_it_renders() {
         let verbs: &[&str] = match types.kind.as_str() {
             // Applied, never deleted (kept when Removed, never pruned) nor watched.
             "VolumeSnapshotClass" => &["get", "create", "patch"],
-            // Created and re-created (never patched), deleted under storageClassState
-            // Removed, watched.
-            "StorageClass" => &["get", "list", "watch", "create", "delete"],
+            // Created, patched in place (mutable fields), re-created, deleted under
+            // storageClassState Removed, watched.
+            "StorageClass" => &["get", "list", "watch", "create", "patch", "delete"],
             _ => &["get", "list", "watch", "create", "patch", "delete"],
         };
         let held = if is_namespaced {

@@ -121,7 +121,7 @@ fn controller_needs() -> (Vec<Right>, Vec<Right>) {
         needs(
             "storage.k8s.io",
             "storageclasses",
-            &["get", "list", "watch", "create", "delete"],
+            &["get", "list", "watch", "create", "patch", "delete"],
         ),
         needs(
             "apiextensions.k8s.io",
