@@ -16,7 +16,7 @@ use cinder_operator::controller::{self, Context};
 use cinder_operator::identity::IDENTITY;
 use clap::{ArgAction, Parser, Subcommand};
 use kube_support::go_duration::parse_go_duration as parse_duration;
-use operator_kit::startup::{self, CommonFlags};
+use operator_kit::startup::{self, CommonFlags, Starting};
 
 #[derive(Debug, Parser)]
 #[command(version, about = "Installs and manages the Cinder CSI driver")]
@@ -186,22 +186,24 @@ async fn run(args: &Args, config: OperatorConfig) -> anyhow::Result<()> {
     let instance = kube_support::instance::name(IDENTITY.operator_name);
     let mut ctx = Context::new(client.clone(), config.clone(), &instance);
     ctx.operator_log_level = Some(hook);
-    if let Some(address) = args.common.metrics_address {
-        let bound = startup::serve_metrics(address, ctx.metrics.clone()).await?;
-        tracing::info!(%bound, "serving /metrics");
-    }
+    let metrics = ctx.metrics.clone();
     let ctx = Arc::new(ctx);
-    tracing::info!(namespace = %config.namespace, version = %config.version, release = %config.release, "starting");
-    startup::run_controller(
+    let release = config.release.to_string();
+    let starting = Starting {
+        namespace: &config.namespace,
+        version: &config.version,
+        release: &release,
+    };
+    startup::serve_and_run(
         client,
         &IDENTITY,
-        &config.namespace,
         &instance,
         &args.common,
+        metrics,
+        starting,
         |shutdown| controller::run(ctx, shutdown),
     )
     .await?;
-    tracing::info!("stopped");
     Ok(())
 }
 

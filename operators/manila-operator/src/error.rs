@@ -37,9 +37,3 @@ pub enum Error {
 
 /// The operator's result type.
 pub type Result<T, E = Error> = std::result::Result<T, E>;
-
-/// Wraps a Kubernetes API error with what was being done.
-pub(crate) fn kube(action: impl Into<String>) -> impl FnOnce(kube::Error) -> Error {
-    let action = action.into();
-    move |source| Error::Kube { action, source }
-}

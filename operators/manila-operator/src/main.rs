@@ -14,7 +14,7 @@ use manila_operator::config::{Images, NfsMounter, PDB_V1, PDB_V1BETA1};
 use manila_operator::controller::{self, Context};
 use manila_operator::identity::IDENTITY;
 use manila_operator::release::Release;
-use operator_kit::startup::{self, CommonFlags};
+use operator_kit::startup::{self, CommonFlags, Starting};
 
 #[derive(Debug, Parser)]
 #[command(version, about = "Installs and manages the Manila CSI driver")]
@@ -135,22 +135,24 @@ async fn main() -> anyhow::Result<()> {
     let instance = kube_support::instance::name(IDENTITY.operator_name);
     let mut ctx = Context::new(client.clone(), config.clone(), &instance);
     ctx.operator_log_level = Some(hook);
-    if let Some(address) = args.common.metrics_address {
-        let bound = startup::serve_metrics(address, ctx.metrics.clone()).await?;
-        tracing::info!(%bound, "serving /metrics");
-    }
+    let metrics = ctx.metrics.clone();
     let ctx = Arc::new(ctx);
-    tracing::info!(namespace = %config.namespace, version = %config.version, release = %config.release, "starting");
-    startup::run_controller(
+    let release = config.release.to_string();
+    let starting = Starting {
+        namespace: &config.namespace,
+        version: &config.version,
+        release: &release,
+    };
+    startup::serve_and_run(
         client,
         &IDENTITY,
-        &config.namespace,
         &instance,
         &args.common,
+        metrics,
+        starting,
         |shutdown| controller::run(ctx, shutdown),
     )
     .await?;
-    tracing::info!("stopped");
     Ok(())
 }
 

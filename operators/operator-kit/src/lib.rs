@@ -4,10 +4,12 @@
 //! prefixes). Each operator keeps its reconcile, its assets and its cloud checks.
 //!
 //! The modules form layers (see the README): the vocabulary at the bottom ([`identity`],
-//! [`api`], [`kinds`], [`release`], [`status`], [`metrics`], [`crds`], [`workloads`],
-//! [`downgrade`]); what talks to the API server above it ([`apply`], [`templates`],
-//! [`prune`], [`storage_classes`], [`removal`]); then what reports ([`record`], [`operator_status`]) and
-//! the binary's start-up ([`startup`]).
+//! [`api`], [`kinds`], [`release`], [`status`], [`metrics`], [`crds`], [`downgrade`]); what
+//! talks to the API server above it ([`apply`], [`templates`], [`prune`],
+//! [`storage_classes`]); then what reports and what a reconcile is made of ([`record`],
+//! [`operator_status`], [`report`], [`workloads`], [`removal`], [`watches`]) and the
+//! binary's start-up ([`startup`]). `test_support` (feature `test-support`) helps the
+//! operators' tests only.
 
 pub mod api;
 pub mod apply;
@@ -26,6 +28,8 @@ pub mod startup;
 pub mod status;
 pub mod storage_classes;
 pub mod templates;
+#[cfg(any(test, feature = "test-support"))]
+pub mod test_support;
 pub mod watches;
 pub mod workloads;
 

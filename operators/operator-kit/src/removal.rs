@@ -1,14 +1,22 @@
 //! `managementState: Removed` made safe: the driver is not removed while any
 //! PersistentVolume of it exists (pods must still be able to unmount them), and the
-//! `<Prefix>DriverRemovalController` conditions say how many and what to do. Which objects go
-//! once none is left is each operator's (its rendered objects, never StorageClasses,
-//! VolumeSnapshotClasses or volumes).
+//! `<Prefix>DriverRemovalController` conditions say how many and what to do; looked at again
+//! every [`RECHECK`]. Once none is left, [`Removal::run`] deletes the driver's objects and
+//! its Secret (an Event each). Which objects those are is each operator's (its rendered
+//! objects, never StorageClasses, VolumeSnapshotClasses or volumes).
+
+use std::time::Duration;
 
 use k8s_openapi::api::core::v1::PersistentVolume;
-use kube::Client;
-use kube::api::{Api, ListParams};
+use kube::api::{Api, DynamicObject, ListParams};
+use kube::{Client, Resource};
 
+use crate::api::ClusterCSIDriver;
+use crate::apply::{Applier, ApplyError};
 use crate::identity::OperatorIdentity;
+use crate::prune::ObjectKey;
+use crate::record::Recorder;
+use crate::report::Report;
 use crate::status::Health;
 
 /// The part of the removal's conditions: `<condition_prefix>DriverRemovalController…`.
@@ -16,6 +24,9 @@ pub const PART: &str = "DriverRemovalController";
 
 /// The reason of `<Prefix>DriverRemovalControllerDegraded` while a removal is refused.
 pub const REMOVAL_REFUSED: &str = "RemovalRefused";
+
+/// How soon a refused removal looks at the volumes again.
+pub const RECHECK: Duration = Duration::from_secs(10);
 
 /// How many of `volumes` `identity`'s driver provides (`spec.csi.driver`).
 pub fn driver_volumes(identity: &OperatorIdentity, volumes: &[PersistentVolume]) -> usize {
@@ -62,6 +73,118 @@ pub fn refusal(identity: &OperatorIdentity, count: usize) -> Option<Health> {
         reason: REMOVAL_REFUSED.into(),
         message,
     })
+}
+
+/// What a removal deletes: the driver's objects as rendered (their kinds and names suffice),
+/// in the order they are applied, or why they cannot be rendered; and its Secret.
+#[derive(Debug)]
+pub struct DriverObjects<E> {
+    /// The rendered objects (deleted last first: workloads before what they use).
+    pub rendered: Result<Vec<DynamicObject>, E>,
+    /// The driver's Secret (deleted first).
+    pub secret: Result<DynamicObject, E>,
+}
+
+/// One operator's `managementState: Removed`.
+pub struct Removal<'a, E> {
+    /// The operator.
+    pub identity: &'a OperatorIdentity,
+    /// The Kubernetes client.
+    pub client: &'a Client,
+    /// Records an Event for each object deleted.
+    pub recorder: &'a Recorder,
+    /// The parts (condition prefixes) reported `Removed` once the driver is gone.
+    pub parts: &'a [&'a str],
+    /// The part (condition prefix) a failed render degrades: the static objects'.
+    pub static_resources: &'a str,
+    /// The operator's error when the PersistentVolumes cannot be listed.
+    pub volumes_unknown: fn(kube::Error) -> E,
+}
+
+impl<E> Removal<'_, E>
+where
+    E: std::error::Error + From<ApplyError> + 'static,
+{
+    /// Refused while volumes of the driver exist (or cannot be counted: unknown is not
+    /// none): the driver is kept as `keep` (the operator's Managed reconcile, run only then)
+    /// keeps it, with the removal's conditions added and a look again after [`RECHECK`].
+    /// Otherwise the driver's `objects` go, an Event each, and its parts report `Removed`;
+    /// the first failure is the report's error.
+    pub async fn run(
+        &self,
+        driver: &ClusterCSIDriver,
+        keep: impl Future<Output = Report<E>>,
+        objects: impl FnOnce() -> DriverObjects<E>,
+    ) -> Report<E> {
+        let part = self.identity.condition(PART);
+        let count = match count_driver_volumes(self.client, self.identity).await {
+            Ok(count) => count,
+            Err(source) => {
+                let mut report = keep.await;
+                report.failed(&part, "VolumesUnknown", (self.volumes_unknown)(source));
+                report.requeue = Some(RECHECK);
+                return report;
+            }
+        };
+        if let Some(refused) = refusal(self.identity, count) {
+            tracing::warn!("{}", refused.message);
+            let mut report = keep.await;
+            report.health(&part, &refused);
+            report.requeue = Some(RECHECK);
+            return report;
+        }
+        let mut report = Report::default();
+        report.health(
+            &part,
+            &Health::ok(
+                "Removed",
+                format!(
+                    "no PersistentVolume of {} exists: the driver is removed",
+                    self.identity.driver_name
+                ),
+            ),
+        );
+        let Some(owner) = driver.controller_owner_ref(&()) else {
+            return report;
+        };
+        let applier = Applier::new(self.client.clone(), self.identity.field_manager, owner);
+        let DriverObjects { rendered, secret } = objects();
+        let mut objects = match rendered {
+            Ok(objects) => objects,
+            Err(error) => {
+                report.failed(self.static_resources, "RenderFailed", error);
+                return report;
+            }
+        };
+        match secret {
+            Ok(secret) => objects.push(secret),
+            Err(error) => report.error = Some(error),
+        }
+        // Workloads first, then what they use.
+        objects.reverse();
+        for object in &objects {
+            match applier.delete(object).await {
+                Ok(true) => {
+                    let key = ObjectKey::of(object);
+                    self.recorder
+                        .deleted(driver, &key, " (managementState Removed)")
+                        .await;
+                }
+                Ok(false) => {}
+                Err(error) => {
+                    report.error.get_or_insert(error.into());
+                }
+            }
+        }
+        let removed = Health::ok(
+            "Removed",
+            "managementState is Removed: the driver is not installed",
+        );
+        for prefix in self.parts {
+            report.health(prefix, &removed);
+        }
+        report
+    }
 }
 
 #[cfg(test)]

@@ -1,14 +1,16 @@
 //! What one reconcile found and did: the conditions of each part, the workloads' figures for
 //! the status, when to look again, and the first error (which makes the controller back off).
-//! Generic over the operator's error type.
+//! Generic over the operator's error type; written as the status by [`Report::write_status`].
 
 use std::time::Duration;
 
+use kube::Client;
 use kube::api::DynamicObject;
 use kube_support::error::error_chain;
 
 use crate::api::{ClusterCSIDriver, GenerationStatus};
 use crate::apply::{Applier, ApplyError};
+use crate::operator_status::{self, Reporter, StatusError, StatusUpdate};
 use crate::record::Recorder;
 use crate::status::{Condition, Health};
 
@@ -91,6 +93,24 @@ impl<E: std::error::Error + 'static> Report<E> {
             }
         }
         failure.map_or(Ok(()), Err)
+    }
+
+    /// Writes the report as `driver`'s status (when it changed, a Warning Event for each
+    /// newly degraded part) and as the ClusterOperator's ([`operator_status::write`]).
+    pub async fn write_status(
+        &self,
+        client: &Client,
+        recorder: &Recorder,
+        reporter: Reporter<'_>,
+        driver: &ClusterCSIDriver,
+    ) -> Result<(), StatusError> {
+        let update = StatusUpdate {
+            conditions: &self.conditions,
+            driver_version: self.driver_version.clone(),
+            ready_replicas: self.ready_replicas,
+            generations: &self.generations,
+        };
+        operator_status::write(client, recorder, reporter, driver, &update).await
     }
 
     /// The last condition of `prefix` named `type_suffix` (`Degraded`, …).

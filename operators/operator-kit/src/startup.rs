@@ -2,7 +2,8 @@
 //! leader election, metrics, verbosity), logging whose level `spec.operatorLogLevel` changes
 //! at run time ([`init_logging`], on kube-support's stderr layer), the `/metrics` server
 //! ([`serve_metrics`]) and running the controller while holding the leader Lease
-//! ([`run_controller`]).
+//! ([`run_controller`]); [`serve_and_run`] is all of a binary's `main` after its controller's
+//! context is built.
 
 use std::net::SocketAddr;
 use std::pin::Pin;
@@ -164,6 +165,48 @@ where
         let _ = stop_tx.send(true);
     };
     election.run(client, work, shutdown).await?;
+    Ok(())
+}
+
+/// What an operator says when it starts: its driver's namespace, its version and release.
+#[derive(Clone, Copy, Debug)]
+pub struct Starting<'a> {
+    /// The namespace of its driver.
+    pub namespace: &'a str,
+    /// The version it runs.
+    pub version: &'a str,
+    /// The release it installs (`current`, `previous`).
+    pub release: &'a str,
+}
+
+/// The rest of an operator binary's `main` once its controller's context is built: serves
+/// `metrics` at `flags.metrics_address` (when set), says it is `starting`, runs `controller`
+/// as [`run_controller`] does until SIGTERM/SIGINT, and says it stopped.
+pub async fn serve_and_run<F, Fut>(
+    client: Client,
+    identity: &OperatorIdentity,
+    instance: &str,
+    flags: &CommonFlags,
+    metrics: Arc<Metrics>,
+    starting: Starting<'_>,
+    controller: F,
+) -> Result<(), StartupError>
+where
+    F: FnOnce(Shutdown) -> Fut,
+    Fut: Future<Output = ()>,
+{
+    if let Some(address) = flags.metrics_address {
+        let bound = serve_metrics(address, metrics).await?;
+        tracing::info!(%bound, "serving /metrics");
+    }
+    let Starting {
+        namespace,
+        version,
+        release,
+    } = starting;
+    tracing::info!(namespace, version, release, "starting");
+    run_controller(client, identity, namespace, instance, flags, controller).await?;
+    tracing::info!("stopped");
     Ok(())
 }
 

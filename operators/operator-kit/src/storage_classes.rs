@@ -13,10 +13,12 @@
 //! created again; PVs keep their own copy of what they need, so nothing else changes.
 //! Classes the operator did not make are never touched.
 //!
-//! The default-class annotation (`storageclass.kubernetes.io/is-default-class`) is mutable:
-//! when the operator wants it (either value) and a class it made has another value or none,
-//! the annotation is patched in place, without a re-create. A class whose wanted form has no
-//! such annotation keeps whatever an admin set.
+//! A class's `allowVolumeExpansion`, labels and annotations are mutable: where a class the
+//! operator made differs from what it wants in one of them, the class is patched in place
+//! (a merge patch of just those), without a re-create. Only what the operator sets is
+//! compared: a label or annotation it does not set (an admin's, or the default-class
+//! annotation `storageclass.kubernetes.io/is-default-class` when the operator leaves it to
+//! the admin), or `allowVolumeExpansion` when it does not set it, stays as it is.
 
 use std::collections::BTreeMap;
 
@@ -61,7 +63,7 @@ pub enum ClassChange {
         /// Which parameters changed.
         reason: String,
     },
-    /// Patched in place: a mutable annotation (the default-class one) changed.
+    /// Patched in place: `allowVolumeExpansion`, a label or an annotation changed.
     Updated {
         /// Class name.
         name: String,
@@ -136,24 +138,69 @@ pub fn differences(existing: &StorageClass, wanted: &StorageClass) -> Vec<String
     out
 }
 
-/// The default-class annotation value `wanted` asks for when `existing` does not have it,
-/// as `(old, new)` (old `None` when the class has no such annotation); `None` when they
-/// agree or `wanted` does not set the annotation.
-pub fn default_class_change(
-    existing: &StorageClass,
-    wanted: &StorageClass,
-) -> Option<(Option<String>, String)> {
-    let value = |class: &StorageClass| {
-        class
-            .metadata
-            .annotations
-            .as_ref()
-            .and_then(|a| a.get(DEFAULT_CLASS_ANNOTATION))
-            .cloned()
-    };
-    let want = value(wanted)?;
-    let have = value(existing);
-    (have.as_deref() != Some(want.as_str())).then_some((have, want))
+/// What changes in place on a class the operator made ([`mutable_change`]).
+#[derive(Clone, Debug, PartialEq)]
+pub struct MutableChange {
+    /// The merge patch: the changed fields only.
+    pub patch: serde_json::Value,
+    /// What changes, in words (`allowVolumeExpansion (unset) → true`, `label a x → y`, …).
+    pub words: Vec<String>,
+}
+
+/// Where `existing` differs from `wanted` in a field it may change in place:
+/// `allowVolumeExpansion` (when `wanted` sets it) and each label and annotation `wanted`
+/// sets; `None` when they agree. Labels, annotations and fields `wanted` does not set are not
+/// compared (they stay as an admin set them).
+pub fn mutable_change(existing: &StorageClass, wanted: &StorageClass) -> Option<MutableChange> {
+    let unset = || "(unset)".to_string();
+    let mut patch = serde_json::Map::new();
+    let mut metadata = serde_json::Map::new();
+    let mut words = Vec::new();
+    if let Some(want) = wanted.allow_volume_expansion
+        && existing.allow_volume_expansion != Some(want)
+    {
+        patch.insert("allowVolumeExpansion".into(), want.into());
+        let have = existing
+            .allow_volume_expansion
+            .map_or_else(unset, |v| v.to_string());
+        words.push(format!("allowVolumeExpansion {have} → {want}"));
+    }
+    let empty = BTreeMap::new();
+    for (field, what, have, want) in [
+        (
+            "labels",
+            "label",
+            &existing.metadata.labels,
+            &wanted.metadata.labels,
+        ),
+        (
+            "annotations",
+            "annotation",
+            &existing.metadata.annotations,
+            &wanted.metadata.annotations,
+        ),
+    ] {
+        let have = have.as_ref().unwrap_or(&empty);
+        let mut changed = serde_json::Map::new();
+        for (key, value) in want.as_ref().unwrap_or(&empty) {
+            if have.get(key) == Some(value) {
+                continue;
+            }
+            let old = have.get(key).cloned().unwrap_or_else(unset);
+            words.push(format!("{what} {key} {old} → {value}"));
+            changed.insert(key.clone(), value.clone().into());
+        }
+        if !changed.is_empty() {
+            metadata.insert(field.into(), changed.into());
+        }
+    }
+    if !metadata.is_empty() {
+        patch.insert("metadata".into(), metadata.into());
+    }
+    (!words.is_empty()).then(|| MutableChange {
+        patch: patch.into(),
+        words,
+    })
 }
 
 /// Whether `identity`'s operator made `class`: its `managed-by` label, and its driver as
@@ -245,7 +292,7 @@ async fn manage(
         let differences = differences(&existing, wanted);
         if differences.is_empty() {
             if made_by(identity, &existing)
-                && let Some(change) = patch_default_class(api, &existing, wanted, &name).await?
+                && let Some(change) = patch_in_place(api, &existing, wanted, &name).await?
             {
                 changes.push(change);
             }
@@ -277,32 +324,26 @@ async fn manage(
     Ok(changes)
 }
 
-/// Patches the default-class annotation of a class the operator made when it differs from
-/// what the operator wants (the annotation is mutable: no re-create).
-async fn patch_default_class(
+/// Patches the mutable fields ([`mutable_change`]) of a class the operator made where they
+/// differ from what the operator wants: no re-create.
+async fn patch_in_place(
     api: &Api<StorageClass>,
     existing: &StorageClass,
     wanted: &StorageClass,
     name: &str,
 ) -> Result<Option<ClassChange>, SyncError> {
-    let Some((old, new)) = default_class_change(existing, wanted) else {
+    let Some(change) = mutable_change(existing, wanted) else {
         return Ok(None);
     };
-    let patch = serde_json::json!({
-        "metadata": { "annotations": { DEFAULT_CLASS_ANNOTATION: new } }
-    });
     match api
-        .patch(name, &PatchParams::default(), &Patch::Merge(&patch))
+        .patch(name, &PatchParams::default(), &Patch::Merge(&change.patch))
         .await
     {
         Ok(_) => Ok(Some(ClassChange::Updated {
             name: name.to_string(),
-            reason: format!(
-                "{DEFAULT_CLASS_ANNOTATION} {} → {new}",
-                old.as_deref().unwrap_or("(unset)")
-            ),
+            reason: change.words.join(", "),
         })),
-        // Deleted meanwhile: the next sync creates it with the annotation.
+        // Deleted meanwhile: the next sync creates it as wanted.
         Err(kube::Error::Api(status)) if status.code == 404 => Ok(None),
         Err(source) => Err(SyncError::Kube {
             action: "patching",
@@ -332,6 +373,7 @@ async fn create(
 
 #[cfg(test)]
 mod tests {
+    #![allow(clippy::unwrap_used)]
     use kube::api::ObjectMeta;
 
     use super::*;
@@ -390,26 +432,91 @@ mod tests {
             differences(&existing, &wanted).is_empty(),
             "not a reason to re-create"
         );
+        let change = mutable_change(&existing, &wanted).unwrap();
         assert_eq!(
-            default_class_change(&existing, &wanted),
-            Some((Some("false".into()), "true".into()))
+            change.words,
+            [format!(
+                "annotation {DEFAULT_CLASS_ANNOTATION} false → true"
+            )]
         );
         assert_eq!(
-            default_class_change(&wanted, &existing),
-            Some((Some("true".into()), "false".into())),
+            change.patch,
+            serde_json::json!({"metadata": {"annotations": {DEFAULT_CLASS_ANNOTATION: "true"}}})
+        );
+        assert_eq!(
+            mutable_change(&wanted, &existing).unwrap().words,
+            [format!(
+                "annotation {DEFAULT_CLASS_ANNOTATION} true → false"
+            )],
             "switched off again"
         );
         assert_eq!(
-            default_class_change(&base, &wanted),
-            Some((None, "true".into())),
+            mutable_change(&base, &wanted).unwrap().words,
+            [format!(
+                "annotation {DEFAULT_CLASS_ANNOTATION} (unset) → true"
+            )],
             "a class without the annotation"
         );
-        assert_eq!(default_class_change(&wanted, &wanted), None, "agree");
+        assert_eq!(mutable_change(&wanted, &wanted), None, "agree");
         assert_eq!(
-            default_class_change(&existing, &base),
+            mutable_change(&existing, &base),
             None,
             "the operator does not set it: an admin's value stays"
         );
+    }
+
+    #[test]
+    fn expansion_labels_and_annotations_change_in_place_and_an_admins_stay() {
+        let mut wanted = class(&[("type", "gold")]);
+        wanted.allow_volume_expansion = Some(true);
+        wanted
+            .metadata
+            .labels
+            .get_or_insert_default()
+            .insert("tier".into(), "gold".into());
+        wanted.metadata.annotations = Some(BTreeMap::from([("note".into(), "new".into())]));
+        let mut existing = class(&[("type", "gold")]);
+        existing
+            .metadata
+            .labels
+            .get_or_insert_default()
+            .insert("admin".into(), "mine".into());
+        existing.metadata.annotations = Some(BTreeMap::from([
+            ("note".into(), "old".into()),
+            ("admin-note".into(), "kept".into()),
+        ]));
+        assert!(differences(&existing, &wanted).is_empty(), "no re-create");
+        let change = mutable_change(&existing, &wanted).unwrap();
+        assert_eq!(
+            change.words,
+            [
+                "allowVolumeExpansion (unset) → true",
+                "label tier (unset) → gold",
+                "annotation note old → new",
+            ]
+        );
+        // Only what changes: the managed-by label agrees, the admin's keys are not named.
+        assert_eq!(
+            change.patch,
+            serde_json::json!({
+                "allowVolumeExpansion": true,
+                "metadata": {"labels": {"tier": "gold"}, "annotations": {"note": "new"}},
+            })
+        );
+        existing.allow_volume_expansion = Some(false);
+        assert_eq!(
+            mutable_change(&existing, &wanted).unwrap().words[0],
+            "allowVolumeExpansion false → true"
+        );
+        // Agreeing: nothing to patch; an expansion the operator does not set stays.
+        let mut agreed = existing.clone();
+        agreed.allow_volume_expansion = Some(true);
+        agreed.metadata.labels = wanted.metadata.labels.clone();
+        agreed.metadata.annotations = wanted.metadata.annotations.clone();
+        assert_eq!(mutable_change(&agreed, &wanted), None);
+        wanted.allow_volume_expansion = None;
+        agreed.allow_volume_expansion = Some(false);
+        assert_eq!(mutable_change(&agreed, &wanted), None);
     }
 
     #[test]

@@ -1,15 +1,16 @@
 //! The controller every operator runs: its one ClusterCSIDriver (named after the driver)
 //! and the children it installs, watched by the `managed-by` label so that a deleted or
-//! edited child is put back at once. Each operator adds the watches of its own inputs.
+//! edited child is put back at once; and the inputs every operator has ([`inputs`]).
 
 use k8s_openapi::api::apps::v1::{DaemonSet, Deployment};
-use k8s_openapi::api::core::v1::ServiceAccount;
+use k8s_openapi::api::core::v1::{ConfigMap, Secret, ServiceAccount};
 use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, Role, RoleBinding};
-use k8s_openapi::api::storage::v1::CSIDriver;
-use kube::Client;
+use k8s_openapi::api::storage::v1::{CSIDriver, StorageClass};
 use kube::api::Api;
 use kube::runtime::controller::Controller;
+use kube::runtime::reflector::ObjectRef;
 use kube::runtime::watcher;
+use kube::{Client, ResourceExt};
 
 use crate::api::ClusterCSIDriver;
 use crate::identity::OperatorIdentity;
@@ -54,4 +55,43 @@ pub fn driver_controller(
         managed.clone(),
     )
     .owns(Api::<CSIDriver>::all(client.clone()), managed)
+}
+
+/// `controller` watching what every operator reads besides its ClusterCSIDriver, each change
+/// a reconcile of the ClusterCSIDriver: the Secrets and ConfigMaps in `namespace` that are
+/// its own (the `managed-by` label: its driver Secret, a rendered ConfigMap) or its inputs
+/// (`credentials_secret`, `config_map`: the user's), and its StorageClasses.
+pub fn inputs(
+    controller: Controller<ClusterCSIDriver>,
+    client: &Client,
+    identity: &OperatorIdentity,
+    namespace: &str,
+    credentials_secret: String,
+    config_map: String,
+) -> Controller<ClusterCSIDriver> {
+    let driver_name = identity.driver_name;
+    let the_driver = move || ObjectRef::<ClusterCSIDriver>::new(driver_name);
+    let identity = *identity;
+    controller
+        .watches(
+            Api::<Secret>::namespaced(client.clone(), namespace),
+            watcher::Config::default(),
+            move |secret| {
+                let ours = identity.is_managed(Some(secret.labels()));
+                (ours || secret.name_any() == credentials_secret).then(the_driver)
+            },
+        )
+        .watches(
+            Api::<ConfigMap>::namespaced(client.clone(), namespace),
+            watcher::Config::default(),
+            move |map| {
+                let ours = identity.is_managed(Some(map.labels()));
+                (ours || map.name_any() == config_map).then(the_driver)
+            },
+        )
+        .watches(
+            Api::<StorageClass>::all(client.clone()),
+            watcher::Config::default().labels(&identity.managed_by_selector()),
+            move |_| Some(the_driver()),
+        )
 }

@@ -1,10 +1,81 @@
 //! The health of a driver's workloads from their status: a Deployment's and a DaemonSet's
-//! Available and Progressing, as [`Health`] for the part's conditions.
+//! Available and Progressing, as [`Health`] for the part's conditions; [`report_health`]
+//! reads those an operator installed into its [`Report`].
+
+use std::time::Duration;
 
 use k8s_openapi::api::apps::v1::{DaemonSet, Deployment};
-use kube::ResourceExt;
+use kube::api::{Api, DynamicObject};
+use kube::{Client, ResourceExt};
 
+use crate::apply::api_message;
+use crate::report::Report;
 use crate::status::Health;
+
+/// How soon to look again while a rollout is in progress (watches usually come first).
+pub const PROGRESS_POLL: Duration = Duration::from_secs(5);
+
+/// Reads the Deployments and DaemonSets among `objects` (in `namespace`) and adds each one's
+/// health to `report` under the part `part_of(kind, name)` names (a condition prefix; none:
+/// not reported). A missing or unreadable one is Degraded, naming it; the Deployment's
+/// ready replicas go into the report; a rollout in progress asks to look again after
+/// [`PROGRESS_POLL`].
+pub async fn report_health<E>(
+    client: &Client,
+    namespace: &str,
+    objects: &[DynamicObject],
+    part_of: impl Fn(&str, &str) -> Option<&'static str>,
+    report: &mut Report<E>,
+) where
+    E: std::error::Error + 'static,
+{
+    for object in objects {
+        let kind = object.types.as_ref().map(|t| t.kind.as_str()).unwrap_or("");
+        let name = object.name_any();
+        let Some(part) = part_of(kind, &name) else {
+            continue;
+        };
+        let missing = |error: Option<kube::Error>| match error {
+            None => Health::degraded("NotFound", format!("{kind} {namespace}/{name} is gone")),
+            Some(error) => Health::degraded(
+                "ReadFailed",
+                format!("reading {kind} {namespace}/{name}: {}", api_message(&error)),
+            ),
+        };
+        let health = match kind {
+            "Deployment" => {
+                let api = Api::<Deployment>::namespaced(client.clone(), namespace);
+                match api.get_opt(&name).await {
+                    Ok(Some(deployment)) => {
+                        report.ready_replicas = Some(
+                            deployment
+                                .status
+                                .as_ref()
+                                .and_then(|s| s.ready_replicas)
+                                .unwrap_or(0),
+                        );
+                        deployment_health(&deployment)
+                    }
+                    Ok(None) => missing(None),
+                    Err(error) => missing(Some(error)),
+                }
+            }
+            "DaemonSet" => {
+                let api = Api::<DaemonSet>::namespaced(client.clone(), namespace);
+                match api.get_opt(&name).await {
+                    Ok(Some(daemon_set)) => daemon_set_health(&daemon_set),
+                    Ok(None) => missing(None),
+                    Err(error) => missing(Some(error)),
+                }
+            }
+            _ => continue,
+        };
+        if health.progressing {
+            report.requeue = Some(PROGRESS_POLL);
+        }
+        report.health(part, &health);
+    }
+}
 
 /// Available when every replica is ready and up to date; progressing while a rollout runs.
 pub fn deployment_health(deployment: &Deployment) -> Health {

@@ -8,8 +8,7 @@
 use kube::api::DynamicObject;
 use operator_kit::kinds::api_resource;
 use operator_kit::prune::{PRUNABLE_KINDS, Scope};
-use serde::Deserialize;
-use serde_json::Value;
+use operator_kit::test_support::{OperatorRights, Right, missing, needs, rights};
 
 use super::{AssetInputs, PRUNED_KINDS, render};
 use crate::config::OperatorConfig;
@@ -17,75 +16,12 @@ use crate::identity::IDENTITY;
 
 const RBAC: &str = include_str!("../../../../fixtures/cinder-operator/rbac.yaml");
 
-/// One (apiGroup, resource, verb) a rule allows or needs.
-type Right = (String, String, String);
-
-fn rights(rules: &Value) -> Vec<Right> {
-    let mut out = Vec::new();
-    for rule in rules.as_array().into_iter().flatten() {
-        assert!(
-            rule.get("resourceNames").is_none() && rule.get("nonResourceURLs").is_none(),
-            "{rule}"
-        );
-        let list = |key: &str| -> Vec<String> {
-            rule[key]
-                .as_array()
-                .unwrap()
-                .iter()
-                .map(|v| v.as_str().unwrap().to_string())
-                .collect()
-        };
-        for group in list("apiGroups") {
-            for resource in list("resources") {
-                for verb in list("verbs") {
-                    out.push((group.clone(), resource.clone(), verb));
-                }
-            }
-        }
-    }
-    out
-}
-
 /// The operator's ClusterRole rights, and those it holds in its namespace (Role and
 /// ClusterRole).
 fn operator() -> (Vec<Right>, Vec<Right>) {
-    let text = RBAC.replace("${NAMESPACE}", "cinder-csi");
-    assert!(!text.contains("${"), "only ${{NAMESPACE}} in rbac.yaml");
-    let mut cluster = None;
-    let mut role = None;
-    for document in serde_yaml::Deserializer::from_str(&text) {
-        let value =
-            serde_json::to_value(serde_yaml::Value::deserialize(document).unwrap()).unwrap();
-        match value["kind"].as_str().unwrap() {
-            "ClusterRole" => cluster = Some(rights(&value["rules"])),
-            "Role" => role = Some(rights(&value["rules"])),
-            _ => {}
-        }
-    }
-    let cluster = cluster.unwrap();
-    let in_namespace = cluster.iter().chain(&role.unwrap()).cloned().collect();
-    (cluster, in_namespace)
-}
-
-fn allows(held: &[Right], (group, resource, verb): &Right) -> bool {
-    held.iter().any(|(g, r, v)| {
-        (g == group || g == "*") && (r == resource || r == "*") && (v == verb || v == "*")
-    })
-}
-
-fn missing(held: &[Right], needed: &[Right]) -> Vec<String> {
-    needed
-        .iter()
-        .filter(|right| !allows(held, right))
-        .map(|(g, r, v)| format!("{v} {g}/{r}"))
-        .collect()
-}
-
-fn needs(group: &str, resource: &str, verbs: &[&str]) -> Vec<Right> {
-    verbs
-        .iter()
-        .map(|v| (group.to_string(), resource.to_string(), v.to_string()))
-        .collect()
+    let held = OperatorRights::parse(RBAC, "cinder-csi");
+    let in_namespace = held.in_namespace();
+    (held.cluster, in_namespace)
 }
 
 fn rendered() -> Vec<DynamicObject> {
@@ -132,9 +68,9 @@ fn the_operator_may_apply_watch_and_remove_every_object_it_renders() {
         let verbs: &[&str] = match types.kind.as_str() {
             // Applied, never deleted (kept when Removed, never pruned) nor watched.
             "VolumeSnapshotClass" => &["get", "create", "patch"],
-            // Created and re-created (never patched), deleted under storageClassState
-            // Removed, watched.
-            "StorageClass" => &["get", "list", "watch", "create", "delete"],
+            // Created, patched in place (mutable fields), re-created, deleted under
+            // storageClassState Removed, watched.
+            "StorageClass" => &["get", "list", "watch", "create", "patch", "delete"],
             _ => &["get", "list", "watch", "create", "patch", "delete"],
         };
         let held = if is_namespaced {

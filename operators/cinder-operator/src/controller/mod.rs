@@ -5,12 +5,12 @@
 //!
 //! Children: `checks` (inputs, translation, cloud, zones), `manage` (managementState
 //! Managed/Force, step by step) and `remove` (Removed) produce a `Report`; `workloads` reads
-//! the workloads' health into it; `record` writes it as the ClusterCSIDriver's and the
-//! ClusterOperator's status.
+//! the workloads' health into it; it is written as the ClusterCSIDriver's and the
+//! ClusterOperator's status
+//! ([`Report::write_status`](operator_kit::report::Report::write_status)).
 
 mod checks;
 mod manage;
-mod record;
 mod remove;
 mod report;
 mod workloads;
@@ -19,17 +19,13 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use futures::StreamExt;
-use k8s_openapi::api::core::v1::{ConfigMap, Secret};
-use k8s_openapi::api::storage::v1::StorageClass;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
-use kube::api::Api;
 use kube::runtime::controller::Action;
-use kube::runtime::reflector::ObjectRef;
-use kube::runtime::watcher;
 use kube::{Client, Resource, ResourceExt};
 use kube_support::backoff::KeyedBackoff;
 use operator_kit::api::{ClusterCSIDriver, ManagementState};
 use operator_kit::metrics::Metrics;
+use operator_kit::operator_status::Reporter;
 use operator_kit::record::Recorder;
 use operator_kit::startup::LogLevelHook;
 use operator_kit::status::Health;
@@ -38,7 +34,6 @@ use crate::config::OperatorConfig;
 use crate::error::{Error, Result};
 use crate::identity::{self, DRIVER_NAME, IDENTITY};
 use manage::manage;
-use record::write_status;
 use remove::remove;
 use report::Report;
 
@@ -77,38 +72,24 @@ impl Context {
 pub async fn run(ctx: Arc<Context>, shutdown: impl Future<Output = ()> + Send + Sync + 'static) {
     let client = ctx.client.clone();
     let namespace = ctx.config.namespace.as_str();
-    let managed = watcher::Config::default().labels(&IDENTITY.managed_by_selector());
-    let the_driver = || ObjectRef::<ClusterCSIDriver>::new(DRIVER_NAME);
-    let credentials_secret = ctx.config.credentials_secret.clone();
-    let config_map = ctx.config.config_map.clone();
     tracing::info!(namespace, "watching ClusterCSIDriver {DRIVER_NAME}");
-    operator_kit::watches::driver_controller(&client, &IDENTITY, namespace)
-        .watches(
-            Api::<Secret>::namespaced(client.clone(), namespace),
-            watcher::Config::default(),
-            move |secret| {
-                let ours = IDENTITY.is_managed(Some(secret.labels()));
-                (ours || secret.name_any() == credentials_secret).then(the_driver)
-            },
-        )
-        .watches(
-            Api::<ConfigMap>::namespaced(client.clone(), namespace),
-            watcher::Config::default(),
-            move |map| (map.name_any() == config_map).then(the_driver),
-        )
-        .watches(
-            Api::<StorageClass>::all(client.clone()),
-            managed,
-            move |_| Some(the_driver()),
-        )
-        .graceful_shutdown_on(shutdown)
-        .run(reconcile, error_policy, ctx)
-        .for_each(|result| async move {
-            if let Err(error) = result {
-                tracing::debug!(%error, "reconcile ended with an error");
-            }
-        })
-        .await;
+    let controller = operator_kit::watches::driver_controller(&client, &IDENTITY, namespace);
+    operator_kit::watches::inputs(
+        controller,
+        &client,
+        &IDENTITY,
+        namespace,
+        ctx.config.credentials_secret.clone(),
+        ctx.config.config_map.clone(),
+    )
+    .graceful_shutdown_on(shutdown)
+    .run(reconcile, error_policy, ctx)
+    .for_each(|result| async move {
+        if let Err(error) = result {
+            tracing::debug!(%error, "reconcile ended with an error");
+        }
+    })
+    .await;
 }
 
 fn error_policy(driver: Arc<ClusterCSIDriver>, error: &Error, ctx: Arc<Context>) -> Action {
@@ -139,7 +120,14 @@ pub async fn reconcile(driver: Arc<ClusterCSIDriver>, ctx: Arc<Context>) -> Resu
         // A refused removal is over once the state is no longer Removed.
         report.health(identity::DRIVER_REMOVAL, &Health::ok("AsExpected", ""));
     }
-    write_status(&driver, &ctx, &report).await?;
+    let reporter = Reporter {
+        identity: &IDENTITY,
+        version: &ctx.config.version,
+        namespace: &ctx.config.namespace,
+    };
+    report
+        .write_status(&ctx.client, &ctx.recorder, reporter, &driver)
+        .await?;
     match report.error {
         Some(error) => Err(error),
         None => {

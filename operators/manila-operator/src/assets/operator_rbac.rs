@@ -9,6 +9,7 @@
 use kube::api::DynamicObject;
 use operator_kit::api::LogLevel;
 use operator_kit::kinds::api_resource;
+use operator_kit::test_support::{OperatorRights, Right, missing, needs, rights};
 use serde::Deserialize;
 use serde_json::Value;
 
@@ -18,72 +19,10 @@ use crate::release::Release;
 
 const RBAC: &str = include_str!("../../../../fixtures/manila-operator/rbac.yaml");
 
-/// One (apiGroup, resource, verb) a rule allows or needs.
-type Right = (String, String, String);
-
-fn rights(rules: &Value) -> Vec<Right> {
-    let mut rights = Vec::new();
-    for rule in rules.as_array().into_iter().flatten() {
-        assert!(
-            rule.get("resourceNames").is_none() && rule.get("nonResourceURLs").is_none(),
-            "{rule}"
-        );
-        let list = |key: &str| -> Vec<String> {
-            rule[key]
-                .as_array()
-                .unwrap()
-                .iter()
-                .map(|v| v.as_str().unwrap().to_string())
-                .collect()
-        };
-        for group in list("apiGroups") {
-            for resource in list("resources") {
-                for verb in list("verbs") {
-                    rights.push((group.clone(), resource.clone(), verb));
-                }
-            }
-        }
-    }
-    rights
-}
-
 /// The operator's ClusterRole and Role rights.
 fn operator() -> (Vec<Right>, Vec<Right>) {
-    let text = RBAC.replace("${NAMESPACE}", "manila-csi");
-    assert!(!text.contains("${"), "only ${{NAMESPACE}} in rbac.yaml");
-    let mut cluster = None;
-    let mut namespaced = None;
-    for document in serde_yaml::Deserializer::from_str(&text) {
-        let value =
-            serde_json::to_value(serde_yaml::Value::deserialize(document).unwrap()).unwrap();
-        match value["kind"].as_str().unwrap() {
-            "ClusterRole" => cluster = Some(rights(&value["rules"])),
-            "Role" => namespaced = Some(rights(&value["rules"])),
-            _ => {}
-        }
-    }
-    (cluster.unwrap(), namespaced.unwrap())
-}
-
-fn allows(held: &[Right], (group, resource, verb): &Right) -> bool {
-    held.iter().any(|(g, r, v)| {
-        (g == group || g == "*") && (r == resource || r == "*") && (v == verb || v == "*")
-    })
-}
-
-fn missing(held: &[Right], needed: &[Right]) -> Vec<String> {
-    needed
-        .iter()
-        .filter(|right| !allows(held, right))
-        .map(|(g, r, v)| format!("{v} {g}/{r}"))
-        .collect()
-}
-
-fn needs(group: &str, resource: &str, verbs: &[&str]) -> Vec<Right> {
-    verbs
-        .iter()
-        .map(|v| (group.to_string(), resource.to_string(), v.to_string()))
-        .collect()
+    let held = OperatorRights::parse(RBAC, "manila-csi");
+    (held.cluster, held.role)
 }
 
 fn rendered(release: Release) -> Vec<DynamicObject> {
@@ -182,7 +121,7 @@ fn controller_needs() -> (Vec<Right>, Vec<Right>) {
         needs(
             "storage.k8s.io",
             "storageclasses",
-            &["get", "list", "watch", "create", "delete"],
+            &["get", "list", "watch", "create", "patch", "delete"],
         ),
         needs(
             "apiextensions.k8s.io",

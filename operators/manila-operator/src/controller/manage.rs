@@ -31,7 +31,6 @@ use operator_kit::status::{Condition, Health, Status};
 use operator_kit::storage_classes::ClassChange;
 use operator_kit::templates::data_hash;
 
-use super::record::record_pruned;
 use super::report::Report;
 use super::workloads::workload_health;
 use super::{Context, installed_version, owner_reference};
@@ -255,8 +254,12 @@ async fn prune_stale(
     .await
     {
         Ok(deleted) => {
+            let why = format!(
+                ": the operator's release {} ({}) no longer installs it",
+                ctx.config.release, ctx.config.version
+            );
             for key in &deleted {
-                record_pruned(driver, ctx, key).await;
+                ctx.recorder.deleted(driver, key, &why).await;
             }
             report.health(identity::STATIC_RESOURCES, &Health::ok("AsExpected", ""));
         }

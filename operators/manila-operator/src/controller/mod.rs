@@ -5,12 +5,11 @@
 //! resync that picks up new share types.
 //!
 //! Children: `manage` (managementState Managed/Force, step by step) and `remove` (Removed)
-//! produce a `Report`; `workloads` reads the workloads' health into it; `record` turns
-//! changes into Events and the report into the ClusterCSIDriver's and the ClusterOperator's
-//! status.
+//! produce a `Report`; `workloads` reads the workloads' health into it; the report becomes
+//! the ClusterCSIDriver's and the ClusterOperator's status
+//! ([`Report::write_status`](operator_kit::report::Report::write_status)).
 
 mod manage;
-mod record;
 mod remove;
 mod report;
 mod workloads;
@@ -19,18 +18,16 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use futures::StreamExt;
-use k8s_openapi::api::core::v1::{ConfigMap, Secret};
-use k8s_openapi::api::storage::v1::StorageClass;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 use kube::api::{Api, DynamicObject};
 use kube::runtime::controller::Action;
-use kube::runtime::reflector::ObjectRef;
 use kube::runtime::watcher;
 use kube::{Client, Resource, ResourceExt};
 use kube_support::backoff::KeyedBackoff;
 use operator_kit::api::{ClusterCSIDriver, ManagementState};
 use operator_kit::kinds::api_resource;
 use operator_kit::metrics::Metrics;
+use operator_kit::operator_status::Reporter;
 use operator_kit::record::Recorder;
 use operator_kit::startup::LogLevelHook;
 
@@ -39,7 +36,6 @@ use crate::error::{Error, Result};
 use crate::identity::{self, DRIVER_NAME, IDENTITY};
 use crate::prune::BUDGET_KIND;
 use manage::manage;
-use record::write_status;
 use remove::remove;
 use report::Report;
 
@@ -78,10 +74,6 @@ impl Context {
 pub async fn run(ctx: Arc<Context>, shutdown: impl Future<Output = ()> + Send + Sync + 'static) {
     let client = ctx.client.clone();
     let namespace = ctx.config.namespace.as_str();
-    let managed = watcher::Config::default().labels(&IDENTITY.managed_by_selector());
-    let the_driver = || ObjectRef::<ClusterCSIDriver>::new(DRIVER_NAME);
-    let credentials_secret = ctx.config.credentials_secret.clone();
-    let ca_config_map = ctx.config.ca_config_map.clone();
     tracing::info!(namespace, "watching ClusterCSIDriver {DRIVER_NAME}");
     let mut controller = operator_kit::watches::driver_controller(&client, &IDENTITY, namespace);
     // The controller's PodDisruptionBudget, at the version the cluster serves (policy/v1,
@@ -90,39 +82,25 @@ pub async fn run(ctx: Arc<Context>, shutdown: impl Future<Output = ()> + Send + 
         controller = controller.owns_with(
             Api::<DynamicObject>::namespaced_with(client.clone(), namespace, &budgets),
             budgets,
-            managed.clone(),
+            watcher::Config::default().labels(&IDENTITY.managed_by_selector()),
         );
     }
-    controller
-        .watches(
-            Api::<Secret>::namespaced(client.clone(), namespace),
-            watcher::Config::default(),
-            move |secret| {
-                let ours = IDENTITY.is_managed(Some(secret.labels()));
-                (ours || secret.name_any() == credentials_secret).then(the_driver)
-            },
-        )
-        .watches(
-            Api::<ConfigMap>::namespaced(client.clone(), namespace),
-            watcher::Config::default(),
-            move |map| {
-                let ours = IDENTITY.is_managed(Some(map.labels()));
-                (ours || map.name_any() == ca_config_map).then(the_driver)
-            },
-        )
-        .watches(
-            Api::<StorageClass>::all(client.clone()),
-            managed,
-            move |_| Some(the_driver()),
-        )
-        .graceful_shutdown_on(shutdown)
-        .run(reconcile, error_policy, ctx)
-        .for_each(|result| async move {
-            if let Err(error) = result {
-                tracing::debug!(error = %error, "reconcile ended with an error");
-            }
-        })
-        .await;
+    operator_kit::watches::inputs(
+        controller,
+        &client,
+        &IDENTITY,
+        namespace,
+        ctx.config.credentials_secret.clone(),
+        ctx.config.ca_config_map.clone(),
+    )
+    .graceful_shutdown_on(shutdown)
+    .run(reconcile, error_policy, ctx)
+    .for_each(|result| async move {
+        if let Err(error) = result {
+            tracing::debug!(error = %error, "reconcile ended with an error");
+        }
+    })
+    .await;
 }
 
 fn error_policy(driver: Arc<ClusterCSIDriver>, error: &Error, ctx: Arc<Context>) -> Action {
@@ -156,7 +134,14 @@ pub async fn reconcile(driver: Arc<ClusterCSIDriver>, ctx: Arc<Context>) -> Resu
             &operator_kit::status::Health::ok("AsExpected", ""),
         );
     }
-    write_status(&driver, &ctx, &report).await?;
+    let reporter = Reporter {
+        identity: &IDENTITY,
+        version: &ctx.config.version,
+        namespace: &ctx.config.namespace,
+    };
+    report
+        .write_status(&ctx.client, &ctx.recorder, reporter, &driver)
+        .await?;
     match report.error {
         Some(error) => Err(error),
         None => {

@@ -1,77 +1,54 @@
-//! The health of the driver's Deployment and DaemonSets, from their status
-//! ([`operator_kit::workloads`]), each under its part's conditions.
+//! The health of the driver's Deployment and DaemonSets ([`operator_kit::workloads`]), each
+//! under its part's conditions: the NFS node plugin's DaemonSet under its own.
 
-use std::time::Duration;
-
-use k8s_openapi::api::apps::v1::{DaemonSet, Deployment};
-use kube::ResourceExt;
-use kube::api::{Api, DynamicObject};
-use operator_kit::status::Health;
-use operator_kit::workloads::{daemon_set_health, deployment_health};
+use kube::api::DynamicObject;
+use operator_kit::workloads::report_health;
 
 use super::Context;
 use super::report::Report;
 use crate::identity;
 
-/// How soon to look again while a rollout is in progress (watches usually come first).
-const PROGRESS_POLL: Duration = Duration::from_secs(5);
-
 /// The conditions of the Deployment and DaemonSets among `objects`, from their status.
 pub(super) async fn workload_health(ctx: &Context, objects: &[DynamicObject], report: &mut Report) {
-    let namespace = ctx.config.namespace.as_str();
-    for object in objects {
-        let kind = object.types.as_ref().map(|t| t.kind.as_str()).unwrap_or("");
-        let name = object.name_any();
-        let (prefix, health) = match kind {
-            "Deployment" => {
-                let api = Api::<Deployment>::namespaced(ctx.client.clone(), namespace);
-                let health = match api.get_opt(&name).await {
-                    Ok(Some(deployment)) => {
-                        report.ready_replicas = Some(
-                            deployment
-                                .status
-                                .as_ref()
-                                .and_then(|s| s.ready_replicas)
-                                .unwrap_or(0),
-                        );
-                        deployment_health(&deployment)
-                    }
-                    Ok(None) => Health::degraded(
-                        "NotFound",
-                        format!("Deployment {namespace}/{name} is gone"),
-                    ),
-                    Err(error) => Health::degraded(
-                        "ReadFailed",
-                        format!("Deployment {namespace}/{name}: {error}"),
-                    ),
-                };
-                (identity::CONTROLLER_SERVICE, health)
-            }
-            "DaemonSet" => {
-                let api = Api::<DaemonSet>::namespaced(ctx.client.clone(), namespace);
-                let health = match api.get_opt(&name).await {
-                    Ok(Some(daemon_set)) => daemon_set_health(&daemon_set),
-                    Ok(None) => Health::degraded(
-                        "NotFound",
-                        format!("DaemonSet {namespace}/{name} is gone"),
-                    ),
-                    Err(error) => Health::degraded(
-                        "ReadFailed",
-                        format!("DaemonSet {namespace}/{name}: {error}"),
-                    ),
-                };
-                let prefix = if name.contains("nfs") {
-                    identity::NFS_NODE_SERVICE
-                } else {
-                    identity::NODE_SERVICE
-                };
-                (prefix, health)
-            }
-            _ => continue,
-        };
-        if health.progressing {
-            report.requeue = Some(PROGRESS_POLL);
-        }
-        report.health(prefix, &health);
+    report_health(&ctx.client, &ctx.config.namespace, objects, part_of, report).await;
+}
+
+/// The part (condition prefix) a workload's health goes under.
+fn part_of(kind: &str, name: &str) -> Option<&'static str> {
+    match kind {
+        "Deployment" => Some(identity::CONTROLLER_SERVICE),
+        "DaemonSet" if name.contains("nfs") => Some(identity::NFS_NODE_SERVICE),
+        "DaemonSet" => Some(identity::NODE_SERVICE),
+        _ => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use kube::ResourceExt;
+
+    use super::*;
+    use crate::assets;
+    use crate::config::OperatorConfig;
+    use crate::controller::manage::names_only_inputs;
+
+    #[test]
+    fn each_workload_reports_under_its_own_part() {
+        let config = OperatorConfig::new("ns");
+        let objects = assets::render(&names_only_inputs(&config)).unwrap();
+        let mut parts: Vec<&str> = objects
+            .iter()
+            .filter_map(|o| part_of(&o.types.as_ref().unwrap().kind, &o.name_any()))
+            .collect();
+        parts.sort_unstable();
+        assert_eq!(
+            parts,
+            [
+                identity::CONTROLLER_SERVICE,
+                identity::NODE_SERVICE,
+                identity::NFS_NODE_SERVICE,
+            ]
+        );
     }
 }
