@@ -71,10 +71,15 @@ impl Plan {
         self.cases.iter().map(|c| c.needs.driver).collect()
     }
 
-    /// How many tests the report will hold (the sanity cases once per volume access type
-    /// the spec file allows).
+    /// How many tests the report will hold (the sanity cases, and the suite's own checks,
+    /// once per volume access type the spec file allows).
     pub fn len(&self) -> usize {
-        self.cases.len() + self.sanity.len() * sanity_suite::access_types(&self.spec).len()
+        let per_access = if self.sanity.is_empty() {
+            0
+        } else {
+            self.sanity.len() + sanity_suite::extra_tests(&self.spec)
+        };
+        self.cases.len() + per_access * sanity_suite::access_types(&self.spec).len()
     }
 
     /// Whether nothing is selected.

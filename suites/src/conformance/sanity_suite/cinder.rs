@@ -1,12 +1,15 @@
 //! The Cinder driver for the sanity cases: `cinder-csi-plugin` (controller and node in one
-//! process, in a private mount namespace) against the run's fake cloud, as a Nova server of
-//! its own (`sanity-<access>`) whose disk directory is in the suite's scratch directory:
-//! attaching a volume to it makes a real loop device there, which the plugin formats and
-//! mounts, or maps as a raw block device.
+//! process, in a private mount namespace) against a fake cloud of the suite's own (the run's
+//! release, Cinder and Nova on; its own project, so that ListVolumes and ListSnapshots see
+//! only the cases' volumes, not those of the storage tests running beside them), as its Nova
+//! server `sanity-node`, whose disk directory is in the suite's scratch directory: attaching a
+//! volume to it makes a real loop device there, which the plugin formats and mounts, or maps
+//! as a raw block device. Afterwards that cloud must hold no volume, snapshot, attachment or
+//! loop device.
 
 use std::path::Path;
 
-use fakes::ServerSeed;
+use fakes::{CloudConfig, FakeCloud, ServerSeed};
 use tokio::process::Command;
 
 use super::{Started, spawn};
@@ -14,6 +17,9 @@ use crate::e2e::binaries::Binaries;
 use crate::e2e::cinder::{CinderCsiEnvironment, DISK_DIR_ENV};
 use crate::e2e::host;
 use crate::sanity::{AccessType, GIB};
+
+/// The plugin's node: a Nova server of the suite's cloud.
+const NODE: &str = "sanity-node";
 
 /// The sanity case that grows a mounted file system.
 const EXPAND_AFTER_PUBLISH: &str =
@@ -28,27 +34,29 @@ pub(super) async fn start(
     let binaries = Binaries::locate_or_build(None)
         .await
         .map_err(|e| e.to_string())?;
-    let cloud = env.cloud();
-    let node = match access {
-        AccessType::Mount => "sanity-mount",
-        AccessType::Block => "sanity-block",
+    let mut config = CloudConfig {
+        release: env.cloud().release(),
+        ..CloudConfig::default()
     };
+    config.cinder.present = true;
+    let volumes = dir.join("volumes");
     let disk_dir = dir.join("by-id");
-    std::fs::create_dir_all(&disk_dir)
-        .map_err(|e| format!("creating {}: {e}", disk_dir.display()))?;
+    for path in [&volumes, &disk_dir] {
+        std::fs::create_dir_all(path).map_err(|e| format!("creating {}: {e}", path.display()))?;
+    }
+    let cloud = FakeCloud::builder(config)
+        .backend_root(&volumes)
+        .start()
+        .await
+        .map_err(|e| format!("starting the sanity suite's fake cloud: {e}"))?;
     cloud
         .add_server(&ServerSeed {
-            name: node.into(),
-            availability_zone: env
-                .options()
-                .zones
-                .first()
-                .cloned()
-                .unwrap_or_else(|| "nova".into()),
+            name: NODE.into(),
+            availability_zone: "nova".into(),
             id: None,
             disk_dir: Some(disk_dir.clone()),
         })
-        .map_err(|e| format!("adding Nova server {node} to the fake cloud: {e}"))?;
+        .map_err(|e| format!("adding Nova server {NODE} to the fake cloud: {e}"))?;
     let conf = dir.join("cloud.conf");
     write_private(&conf, &cloud.cinder_cloud_conf(&[]))?;
     let socket = dir.join("cinder.sock");
@@ -59,7 +67,7 @@ pub(super) async fn start(
         .arg(format!("--endpoint=unix://{}", socket.display()))
         .arg(format!("--cloud-config={}", conf.display()))
         .arg("--cluster=sanity")
-        .env("OS_METADATA_URL", cloud.metadata_url(node))
+        .env("OS_METADATA_URL", cloud.metadata_url(NODE))
         .env(DISK_DIR_ENV, &disk_dir);
     let plugin = spawn("cinder-csi-plugin", command, dir, socket).await?;
     let mut not_runnable = Vec::new();
@@ -76,6 +84,7 @@ pub(super) async fn start(
         }),
         not_runnable,
         _plugins: vec![plugin],
+        cloud: Some(cloud),
     })
 }
 

@@ -38,6 +38,7 @@ pub(super) async fn start(env: &ManilaCsiEnvironment, dir: &Path) -> Result<Star
         not_runnable: Vec::new(),
         // The Manila plugin first: it stops before its partner.
         _plugins: vec![manila, nfs],
+        cloud: None,
     })
 }
 

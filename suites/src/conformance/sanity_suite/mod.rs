@@ -1,7 +1,7 @@
 //! The `sanity` suite of a run on the embedded default: the CSI sanity cases against the
 //! run's driver started for it as plain processes on this host, talking to the run's fake
 //! cloud: the Manila driver forwarding node calls to the NFS node plugin ([`manila`]), or
-//! the Cinder driver attaching through the fake Nova to a server of its own ([`cinder`]).
+//! the Cinder driver attaching through a fake Nova of the suite's own ([`cinder`]).
 //! Each sanity case is a test of the report; when the spec file claims `block`, the cases
 //! run a second time with raw block volumes (named `… (raw block)`). On another cluster the
 //! suite is skipped: `conformance sanity --endpoint …` runs it against any CSI endpoint.
@@ -37,6 +37,12 @@ pub fn access_types(spec: &driver_spec::DriverSpec) -> Vec<AccessType> {
     } else {
         vec![AccessType::Mount]
     }
+}
+
+/// How many tests the suite reports for `spec` besides its cases, per access type: the
+/// Cinder driver's check that its own cloud holds nothing afterwards.
+pub fn extra_tests(spec: &driver_spec::DriverSpec) -> usize {
+    usize::from(spec.driver_info.name == crate::e2e::cinder::CINDER_DRIVER_NAME)
 }
 
 /// Runs the sanity `cases` (see the module docs) with scratch files in `scratch` (sockets,
@@ -79,6 +85,8 @@ struct Started {
     /// Cases this machine cannot run with this access type, with the reason.
     not_runnable: Vec<(&'static str, &'static str)>,
     _plugins: Vec<Plugin>,
+    /// A fake cloud of the suite's own, which must hold nothing afterwards.
+    cloud: Option<fakes::FakeCloud>,
 }
 
 async fn run_with(
@@ -142,6 +150,9 @@ async fn run_with(
         .await
         .map_err(|e| e.to_string())?;
         let logs = plugins.logs.clone();
+        let mut plugins = plugins;
+        let cloud = plugins.cloud.take();
+        // The plugin stops (its mounts go) before the cloud detaches its loop devices.
         drop(plugins);
         reports.extend(report.cases.into_iter().map(|case| TestReport {
             suite: SANITY_SUITE.into(),
@@ -153,6 +164,22 @@ async fn run_with(
             duration: case.duration,
             evidence: None,
         }));
+        if let Some(cloud) = cloud {
+            let left = cloud.block_leftovers();
+            let report = TestReport {
+                suite: SANITY_SUITE.into(),
+                name: name("the CSI sanity cases leave nothing in the cloud"),
+                outcome: if left.is_empty() {
+                    Outcome::Passed
+                } else {
+                    Outcome::Failed(format!("left in the cloud: {left:?}\n({logs})"))
+                },
+                duration: std::time::Duration::ZERO,
+                evidence: None,
+            };
+            progress.test_finished(&report);
+            reports.push(report);
+        }
         Ok::<_, String>(reports)
     }
     .await;
