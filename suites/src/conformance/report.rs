@@ -33,6 +33,16 @@ pub struct SetupStep {
     pub duration: Duration,
 }
 
+impl SetupStep {
+    /// The step `name` that took `duration`.
+    pub fn new(name: &str, duration: Duration) -> Self {
+        SetupStep {
+            name: name.into(),
+            duration,
+        }
+    }
+}
+
 /// Counts and time of one suite.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct SuiteSummary {

@@ -120,6 +120,21 @@ pub struct TargetNode {
     pub zone: Option<String>,
 }
 
+impl TargetNode {
+    /// Every node of `cluster`, with its zone.
+    pub fn all_of(cluster: &Cluster) -> Vec<TargetNode> {
+        cluster
+            .description()
+            .nodes
+            .iter()
+            .map(|n| TargetNode {
+                name: n.name.clone(),
+                zone: Some(n.zone.clone()),
+            })
+            .collect()
+    }
+}
+
 /// Everything a run runs against.
 pub struct Target {
     /// The cluster.

@@ -6,7 +6,6 @@
 //! installed driver itself.
 
 use std::collections::{BTreeMap, HashMap};
-use std::time::Duration;
 
 use cluster::ClusterBackend;
 use driver_spec::DriverSpec;
@@ -78,9 +77,9 @@ pub async fn start(
     .map_err(|e| SetupError::Environment(e.to_string()))?;
     let timings = environment.timings();
     let steps = vec![
-        step("binaries located (and built)", timings.binaries),
-        step("embedded cluster started", timings.cluster),
-        step(&format!("driver deployed {installer}"), timings.deploy),
+        SetupStep::new("binaries located (and built)", timings.binaries),
+        SetupStep::new("embedded cluster started", timings.cluster),
+        SetupStep::new(&format!("driver deployed {installer}"), timings.deploy),
     ];
 
     let cluster = environment.cluster().clone();
@@ -124,22 +123,14 @@ pub async fn start(
     }
     drivers.insert(DriverConfig::Default, default);
 
-    let nodes = cluster
-        .description()
-        .nodes
-        .iter()
-        .map(|n| TargetNode {
-            name: n.name.clone(),
-            zone: Some(n.zone.clone()),
-        })
-        .collect();
+    let nodes = TargetNode::all_of(&cluster);
     let target = Target {
         description: format!(
             "embedded cluster ({} nodes, zones {}) in {}, driver {installer}, against the fake cloud (OpenStack {}; Cinder, Nova; node attach limit {ATTACH_LIMIT})",
             options.nodes,
             options.zones.join(","),
-            options.openstack_release,
-            environment.run_dir().display()
+            environment.run_dir().display(),
+            options.openstack_release
         ),
         cluster,
         nodes,
@@ -151,11 +142,4 @@ pub async fn start(
         events: None,
     };
     Ok((target, steps))
-}
-
-fn step(name: &str, duration: Duration) -> SetupStep {
-    SetupStep {
-        name: name.into(),
-        duration,
-    }
 }

@@ -5,7 +5,7 @@
 //! environment instead (see [`super::cinder`]).
 
 use std::collections::BTreeMap;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use driver_spec::{Capability, DriverSpec};
 
@@ -96,12 +96,12 @@ pub async fn start(
     .map_err(|e| SetupError::Environment(e.to_string()))?;
     let timings = environment.timings();
     let mut steps = vec![
-        step("binaries located (and built)", timings.binaries),
-        step(
+        SetupStep::new("binaries located (and built)", timings.binaries),
+        SetupStep::new(
             &format!("{} cluster started", options.backend),
             timings.cluster,
         ),
-        step(&format!("driver deployed {installer}"), timings.deploy),
+        SetupStep::new(&format!("driver deployed {installer}"), timings.deploy),
     ];
 
     let wanted: Vec<InstanceOptions> = options
@@ -133,7 +133,10 @@ pub async fn start(
             .deploy_instances(&wanted)
             .await
             .map_err(|e| SetupError::Environment(e.to_string()))?;
-        steps.push(step("driver instances deployed", started.elapsed()));
+        steps.push(SetupStep::new(
+            "driver instances deployed",
+            started.elapsed(),
+        ));
     }
 
     let cluster = environment.cluster().clone();
@@ -167,15 +170,7 @@ pub async fn start(
     }
     drivers.insert(DriverConfig::Default, default);
 
-    let nodes = cluster
-        .description()
-        .nodes
-        .iter()
-        .map(|n| TargetNode {
-            name: n.name.clone(),
-            zone: Some(n.zone.clone()),
-        })
-        .collect();
+    let nodes = TargetNode::all_of(&cluster);
     let mounts_root = Some(environment.run_dir().to_path_buf());
     let target = Target {
         description: format!(
@@ -235,12 +230,5 @@ fn instance_driver(
         }),
         attach_required: instance.attach_required,
         cluster: default.cluster.clone(),
-    }
-}
-
-fn step(name: &str, duration: Duration) -> SetupStep {
-    SetupStep {
-        name: name.into(),
-        duration,
     }
 }
